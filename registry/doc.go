@@ -1,0 +1,16 @@
+// Package registry defines Muster's backend-neutral service registry model:
+// the Instance a server announces, its validation and JSON value codec, and
+// the Registrar and Discovery interfaces that every backend implements.
+//
+// A backend (such as package registry/etcd) stores one value per instance
+// under the key <prefix>/<service>/<instance-id>. The value is the JSON
+// produced by Marshal, carrying a schema version ("v":1) so that readers can
+// refuse values written by a future, incompatible format.
+//
+// # Concurrency
+//
+// Instance and Snapshot are plain values. A Snapshot's Instances slice is
+// shared between every watcher of a service and must be treated as
+// read-only. Registrar, Discovery and Watcher implementations are safe for
+// concurrent use.
+package registry

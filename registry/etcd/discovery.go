@@ -1,0 +1,252 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/musterhq/muster/registry"
+)
+
+var (
+	_ registry.Discovery     = (*Discovery)(nil)
+	_ registry.ServiceLister = (*Discovery)(nil)
+	_ registry.Watcher       = (*watcher)(nil)
+)
+
+// Discovery follows services in etcd. For each service it runs one
+// goroutine holding one etcd watch and a local cache, shared by every
+// watcher of that service; the watch stops when the last watcher closes
+// (after the linger time, WithLinger).
+//
+// A service is loaded with one linearizable Get at revision R and then
+// followed by a Watch from R+1 (WithRequireLeader, progress notifications),
+// each watch response applied to the cache and published as one snapshot.
+// After a watch error, cancellation or compaction, the service is read
+// again, the difference published and the watch restarted, with backoff.
+// While etcd is unreachable the cache keeps the last known instances and the
+// snapshot says since when it is stale.
+//
+// A Discovery is safe for concurrent use.
+type Discovery struct {
+	cli  *clientv3.Client
+	opts options
+	log  *slog.Logger
+
+	mu       sync.Mutex
+	services map[string]*service
+	closed   bool
+
+	skipped atomic.Uint64
+	resyncs atomic.Uint64
+}
+
+// Stats are a Discovery's counters.
+type Stats struct {
+	// Services is the number of services followed now.
+	Services int
+	// Watchers is the number of open watchers.
+	Watchers int
+	// SkippedValues counts values skipped because they were malformed,
+	// of an unknown schema version, or did not match their key. Each bad
+	// value is counted (and logged) once, however often it is read.
+	SkippedValues uint64
+	// Resyncs counts full reloads after a watch ended (error,
+	// cancellation, compaction or lost connection).
+	Resyncs uint64
+}
+
+// NewDiscovery returns a Discovery that uses cli. It does not contact etcd
+// until the first Watch. cli stays owned by the caller and must outlive the
+// Discovery.
+func NewDiscovery(cli *clientv3.Client, opts ...Option) (*Discovery, error) {
+	if cli == nil {
+		return nil, errors.New("etcd: NewDiscovery: nil client")
+	}
+	o := buildOptions(opts)
+	return &Discovery{
+		cli:      cli,
+		opts:     o,
+		log:      o.logger.With("component", "muster.discovery"),
+		services: make(map[string]*service),
+	}, nil
+}
+
+// Watch starts following service and returns at once; see
+// registry.Discovery. The first snapshot is already Loaded when another
+// watcher of the same service loaded it.
+func (d *Discovery) Watch(ctx context.Context, name string) (registry.Watcher, error) {
+	if err := registry.ValidateName(name); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil, registry.ErrClosed
+	}
+	s := d.services[name]
+	if s == nil {
+		s = d.startService(name)
+		d.services[name] = s
+	}
+	w := &watcher{s: s, ch: make(chan struct{}, 1)}
+	s.addWatcher(w)
+	d.mu.Unlock()
+	if ctx.Done() != nil {
+		stop := context.AfterFunc(ctx, func() { _ = w.Close() })
+		s.mu.Lock()
+		w.stopAfter = stop
+		s.mu.Unlock()
+	}
+	return w, nil
+}
+
+// Services lists the services that have at least one key, sorted. It reads
+// keys only.
+func (d *Discovery) Services(ctx context.Context) ([]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, d.opts.requestTimeout)
+	defer cancel()
+	prefix := registry.ServicePrefix(d.opts.prefix, "")
+	prefix = prefix[:len(prefix)-1] // "<prefix>/"
+	resp, err := d.cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	var names []string
+	for _, kv := range resp.Kvs {
+		name, _, err := registry.ParseKey(d.opts.prefix, string(kv.Key))
+		if err != nil || seen[name] {
+			continue
+		}
+		seen[name] = true
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+// Stats returns the Discovery's counters.
+func (d *Discovery) Stats() Stats {
+	d.mu.Lock()
+	st := Stats{Services: len(d.services)}
+	for _, s := range d.services {
+		s.mu.Lock()
+		st.Watchers += len(s.watchers)
+		s.mu.Unlock()
+	}
+	d.mu.Unlock()
+	st.SkippedValues = d.skipped.Load()
+	st.Resyncs = d.resyncs.Load()
+	return st
+}
+
+// Close stops every watch and closes every watcher's Updates channel. It is
+// idempotent.
+func (d *Discovery) Close() error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil
+	}
+	d.closed = true
+	services := d.services
+	d.services = map[string]*service{}
+	d.mu.Unlock()
+	for _, s := range services {
+		s.stop()
+		s.closeWatchers()
+	}
+	return nil
+}
+
+// startService starts the goroutine following name. d.mu must be held.
+func (d *Discovery) startService(name string) *service {
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &service{
+		d:        d,
+		name:     name,
+		prefix:   registry.ServicePrefix(d.opts.prefix, name),
+		log:      d.log.With("service", name),
+		cancel:   cancel,
+		done:     make(chan struct{}),
+		watchers: make(map[*watcher]struct{}),
+		snap:     registry.Snapshot{Service: name},
+		cache:    make(map[string]registry.Instance),
+		bad:      make(map[string]int64),
+	}
+	go s.run(ctx)
+	return s
+}
+
+// release is called when w closes. The last watcher of a service stops it,
+// at once or after the linger time.
+func (d *Discovery) release(s *service, w *watcher) {
+	d.mu.Lock()
+	last := s.removeWatcher(w) && d.services[s.name] == s
+	if !last {
+		d.mu.Unlock()
+		return
+	}
+	if d.opts.linger > 0 {
+		s.mu.Lock()
+		s.linger = time.AfterFunc(d.opts.linger, func() { d.expire(s) })
+		s.mu.Unlock()
+		d.mu.Unlock()
+		return
+	}
+	delete(d.services, s.name)
+	d.mu.Unlock()
+	s.stop()
+}
+
+// expire stops a lingering service that gained no watcher meanwhile.
+func (d *Discovery) expire(s *service) {
+	d.mu.Lock()
+	s.mu.Lock()
+	idle := len(s.watchers) == 0
+	s.mu.Unlock()
+	if !idle || d.services[s.name] != s {
+		d.mu.Unlock()
+		return
+	}
+	delete(d.services, s.name)
+	d.mu.Unlock()
+	s.stop()
+}
+
+// watcher is one consumer of a service's snapshots.
+type watcher struct {
+	s         *service
+	ch        chan struct{}
+	stopAfter func() bool // guarded by s.mu
+	closed    bool        // guarded by s.mu
+}
+
+func (w *watcher) Updates() <-chan struct{} { return w.ch }
+
+func (w *watcher) Snapshot() registry.Snapshot {
+	w.s.mu.Lock()
+	defer w.s.mu.Unlock()
+	return w.s.snap
+}
+
+func (w *watcher) Close() error {
+	w.s.mu.Lock()
+	stop := w.stopAfter
+	w.s.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+	w.s.d.release(w.s, w)
+	return nil
+}

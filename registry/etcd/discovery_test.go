@@ -1,0 +1,235 @@
+package etcd_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/musterhq/muster/internal/etcdtest"
+	"github.com/musterhq/muster/internal/registrytest"
+	"github.com/musterhq/muster/registry"
+	"github.com/musterhq/muster/registry/etcd"
+)
+
+func TestBlackholedDiscoveryReconcilesAfterCompaction(t *testing.T) {
+	c := etcdtest.Start(t)
+	m := c.Members()[0]
+	// The registrar writes directly; only the discovery goes through the
+	// proxy that is blackholed.
+	direct := c.Client(t, c.DirectEndpoints()...)
+	viaProxy := c.Client(t)
+	r := newRegistrar(t, direct, fast("/p", etcd.WithTTL(30*time.Second))...)
+	d := newDiscovery(t, viaProxy, fast("/p")...)
+	ctx := ctxFor(t, 60*time.Second)
+	for _, id := range []string{"a", "b"} {
+		if err := r.Register(ctx, instance("svc", id, 9000)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w, err := d.Watch(ctx, "svc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	registrytest.WaitFor(t, w, "a and b", registrytest.HasIDs("a", "b"))
+
+	m.Blackhole()
+	registrytest.WaitFor(t, w, "stale during the blackhole", func(s registry.Snapshot) bool { return s.Stale() })
+	if err := r.Deregister(ctx, instance("svc", "a", 9000)); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"c", "d"} {
+		if err := r.Register(ctx, instance("svc", id, 9000)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < 20; i++ { // revisions to compact away
+		if _, err := direct.Put(ctx, "/other/k", fmt.Sprint(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Compact(t)
+	if s := w.Snapshot(); fmt.Sprint(registrytest.IDs(s)) != "[a b]" {
+		t.Fatalf("cache changed while blackholed: %s", registrytest.Describe(s))
+	}
+	m.Unblackhole()
+	s := registrytest.WaitFor(t, w, "b, c, d and fresh after the blackhole", func(s registry.Snapshot) bool {
+		return registrytest.HasIDs("b", "c", "d")(s) && !s.Stale()
+	})
+	if d.Stats().Resyncs == 0 {
+		t.Fatalf("no resync counted after a compacted watch; snapshot %s", registrytest.Describe(s))
+	}
+}
+
+func TestHundredWatchersShareOneEtcdWatch(t *testing.T) {
+	c := etcdtest.Start(t)
+	cli := c.Client(t)
+	base := etcdtest.WatcherCount(t)
+	d := newDiscovery(t, cli, fast("/p")...)
+	r := newRegistrar(t, cli, fast("/p")...)
+	ctx := ctxFor(t, 30*time.Second)
+	var ws []registry.Watcher
+	for i := 0; i < 100; i++ {
+		w, err := d.Watch(ctx, "svc")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws = append(ws, w)
+	}
+	if err := r.Register(ctx, instance("svc", "a", 9000)); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range ws {
+		registrytest.WaitFor(t, w, "a at every watcher", registrytest.HasIDs("a"))
+	}
+	waitWatchers(t, base+1, "one etcd watch for 100 watchers of one service")
+	if st := d.Stats(); st.Services != 1 || st.Watchers != 100 {
+		t.Fatalf("stats %+v, want 1 service and 100 watchers", st)
+	}
+	for _, w := range ws {
+		_ = w.Close()
+	}
+	if st := d.Stats(); st.Services != 0 || st.Watchers != 0 {
+		t.Fatalf("stats after closing every watcher %+v, want none", st)
+	}
+	waitWatchers(t, base, "no etcd watch after every watcher closed")
+}
+
+// waitWatchers waits until the etcd server's own gauge of watchers reads
+// want and stays there for a moment (so that a second watch being set up
+// would be seen).
+func waitWatchers(t *testing.T, want float64, what string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	steady := 0
+	for steady < 5 {
+		if etcdtest.WatcherCount(t) == want {
+			steady++
+		} else {
+			steady = 0
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: the etcd server counts %v watchers, want %v", what, etcdtest.WatcherCount(t), want)
+		}
+		time.Sleep(20 * time.Millisecond) // the server's gauge is polled; nothing to await
+	}
+}
+
+// lockedBuffer is a log sink safe for concurrent writes.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) count(s string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Count(l.b.String(), s)
+}
+
+func TestMalformedValuesAreSkippedOneByOne(t *testing.T) {
+	c := etcdtest.Start(t)
+	cli := c.Client(t)
+	logs := &lockedBuffer{}
+	d := newDiscovery(t, cli, fast("/p", etcd.WithLogger(slog.New(slog.NewTextHandler(logs, nil))))...)
+	r := newRegistrar(t, cli, fast("/p")...)
+	ctx := ctxFor(t, 30*time.Second)
+	if err := r.Register(ctx, instance("svc", "good", 9000)); err != nil {
+		t.Fatal(err)
+	}
+	good, _ := registry.Marshal(instance("svc", "x", 1))
+	bad := map[string]string{
+		"/p/svc/garbage":  "not json",
+		"/p/svc/future":   `{"v":2,"id":"future","name":"svc","addr":"h:1"}`,
+		"/p/svc/mismatch": string(good), // value says id x
+		"/p/svc/badaddr":  `{"v":1,"id":"badaddr","name":"svc","addr":"nope"}`,
+	}
+	for k, v := range bad {
+		if _, err := cli.Put(ctx, k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w, err := d.Watch(ctx, "svc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	registrytest.WaitFor(t, w, "only the good instance", registrytest.HasIDs("good"))
+	if got := d.Stats().SkippedValues; got != 4 {
+		t.Fatalf("SkippedValues = %d after the load, want 4", got)
+	}
+
+	// A bad value arriving as a watch event, and one good value replacing a
+	// bad one.
+	if _, err := cli.Put(ctx, "/p/svc/late", "{"); err != nil {
+		t.Fatal(err)
+	}
+	fixed, _ := registry.Marshal(instance("svc", "garbage", 9001))
+	if _, err := cli.Put(ctx, "/p/svc/garbage", string(fixed)); err != nil {
+		t.Fatal(err)
+	}
+	registrytest.WaitFor(t, w, "the fixed value served", registrytest.HasIDs("garbage", "good"))
+	if got := d.Stats().SkippedValues; got != 5 {
+		t.Fatalf("SkippedValues = %d, want 5", got)
+	}
+	// A good instance turning bad leaves the list; the others stay.
+	if _, err := cli.Put(ctx, "/p/svc/garbage", "broken again"); err != nil {
+		t.Fatal(err)
+	}
+	registrytest.WaitFor(t, w, "the broken value dropped", registrytest.HasIDs("good"))
+	if got := logs.count("key=/p/svc/future"); got != 1 {
+		t.Fatalf("the bad value of /p/svc/future was logged %d times, want once:\n%s", got, logs.b.String())
+	}
+}
+
+func TestWatchAfterCloseAndLinger(t *testing.T) {
+	c := etcdtest.Start(t)
+	cli := c.Client(t)
+	base := etcdtest.WatcherCount(t)
+	d := newDiscovery(t, cli, fast("/p", etcd.WithLinger(time.Hour))...)
+	ctx := ctxFor(t, 30*time.Second)
+	w, err := d.Watch(ctx, "svc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	registrytest.WaitFor(t, w, "loaded", registrytest.HasIDs())
+	_ = w.Close()
+	// Lingering: a new watcher finds the service warm, on the same etcd
+	// watch.
+	w2, err := d.Watch(ctx, "svc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := w2.Snapshot(); !s.Loaded {
+		t.Fatalf("a watcher after the linger start found a cold cache: %s", registrytest.Describe(s))
+	}
+	waitWatchers(t, base+1, "one etcd watch for a lingering service watched again")
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case _, ok := <-w2.Updates():
+		if ok {
+			// a pending notification; the next receive must see the close
+			if _, ok := <-w2.Updates(); ok {
+				t.Fatalf("Updates still open after Discovery.Close")
+			}
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("Updates not closed by Discovery.Close")
+	}
+	if _, err := d.Watch(context.Background(), "svc"); err != registry.ErrClosed {
+		t.Fatalf("Watch after Close = %v, want ErrClosed", err)
+	}
+}

@@ -1,0 +1,84 @@
+package etcd_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/goleak"
+
+	"github.com/musterhq/muster/internal/etcdtest"
+	"github.com/musterhq/muster/registry"
+	"github.com/musterhq/muster/registry/etcd"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, etcdtest.LeakOptions()...) }
+
+// quiet discards the library's logs; failures are reported by assertions.
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// fast returns options with short timers for tests, under prefix.
+func fast(prefix string, extra ...etcd.Option) []etcd.Option {
+	return append([]etcd.Option{
+		etcd.WithPrefix(prefix),
+		etcd.WithTTL(2 * time.Second),
+		etcd.WithBackoff(50*time.Millisecond, 500*time.Millisecond),
+		etcd.WithRequestTimeout(2 * time.Second),
+		etcd.WithProgressInterval(200 * time.Millisecond),
+		etcd.WithLogger(quiet),
+	}, extra...)
+}
+
+func newRegistrar(t *testing.T, cli *clientv3.Client, opts ...etcd.Option) *etcd.Registrar {
+	t.Helper()
+	r, err := etcd.NewRegistrar(cli, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close() })
+	return r
+}
+
+func newDiscovery(t *testing.T, cli *clientv3.Client, opts ...etcd.Option) *etcd.Discovery {
+	t.Helper()
+	d, err := etcd.NewDiscovery(cli, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close() })
+	return d
+}
+
+func ctxFor(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// rawKeys returns the keys under a prefix and the lease of each, read
+// directly from etcd.
+func rawKeys(t testing.TB, cli *clientv3.Client, prefix string) (keys []string, leases map[string]int64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err := cli.Get(ctx, prefix, clientv3.WithPrefix())
+	if err != nil {
+		t.Fatalf("get %s: %v", prefix, err)
+	}
+	leases = map[string]int64{}
+	for _, kv := range resp.Kvs {
+		keys = append(keys, string(kv.Key))
+		leases[string(kv.Key)] = kv.Lease
+	}
+	sort.Strings(keys)
+	return keys, leases
+}
+
+func instance(name, id string, port int) registry.Instance {
+	return registry.Instance{Name: name, ID: id, Addr: fmt.Sprintf("127.0.0.1:%d", port)}
+}

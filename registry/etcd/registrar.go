@@ -1,0 +1,322 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/musterhq/muster/registry"
+)
+
+var (
+	_ registry.Registrar      = (*Registrar)(nil)
+	_ registry.StatusReporter = (*Registrar)(nil)
+)
+
+// Registrar registers instances in etcd under one lease, keeps the lease
+// alive, and re-registers every instance under a new lease whenever the old
+// one is lost, retrying with backoff until Close.
+//
+// Every key it writes is bound to its lease in the same request, so a key
+// never outlives the process by more than the TTL. Keys are named after the
+// instance ID, so a re-registration rewrites the same key.
+//
+// All writes to etcd happen on one goroutine, so a Register and a
+// Deregister of the same instance can never leave a stale key behind. A
+// Registrar is safe for concurrent use.
+type Registrar struct {
+	cli    *clientv3.Client
+	opts   options
+	log    *slog.Logger
+	ctx    context.Context
+	cancel context.CancelFunc
+	wake   chan struct{} // capacity 1: something to reconcile
+	done   chan struct{} // closed when run returns
+
+	mu sync.Mutex
+	// entries is the desired set, by key. An entry is replaced, never
+	// modified, so a pointer identifies one version of a value.
+	entries map[string]*entry
+	// written holds what the run loop wrote under the current lease, by
+	// key. A key in written but not in entries is still to be deleted.
+	written map[string]*entry
+	lease   clientv3.LeaseID
+	// orphan is a lease the run loop believes lost but has not revoked:
+	// revoking it after the re-puts deletes keys deregistered meanwhile.
+	orphan  clientv3.LeaseID
+	status  registry.RegistrarStatus
+	changed chan struct{} // closed and replaced on every state change
+	closed  bool
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+type entry struct {
+	key string
+	val []byte
+	// err is set when etcd refused the entry for good; it is then removed
+	// from entries.
+	err error
+}
+
+// NewRegistrar returns a Registrar that uses cli. It does not contact etcd:
+// it works while etcd is unreachable and registers as soon as etcd answers.
+// The lease is granted when the first instance is registered. cli stays
+// owned by the caller and must outlive the Registrar.
+func NewRegistrar(cli *clientv3.Client, opts ...Option) (*Registrar, error) {
+	if cli == nil {
+		return nil, errors.New("etcd: NewRegistrar: nil client")
+	}
+	o := buildOptions(opts)
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &Registrar{
+		cli:     cli,
+		opts:    o,
+		log:     o.logger.With("component", "muster.registrar"),
+		ctx:     ctx,
+		cancel:  cancel,
+		wake:    make(chan struct{}, 1),
+		done:    make(chan struct{}),
+		entries: make(map[string]*entry),
+		written: make(map[string]*entry),
+		changed: make(chan struct{}),
+	}
+	r.status.Since = time.Now()
+	go r.run()
+	return r, nil
+}
+
+// Register validates in, fills its defaults (ID from Addr, weight, the
+// registration time) and adds it to the set; the run loop writes it with
+// the lease. Register returns nil once the value is in etcd. It waits at
+// most until ctx ends or the request timeout (WithRequestTimeout) passes,
+// and then returns an error matching registry.ErrPending: the instance is
+// kept and written as soon as etcd answers. An instance etcd refuses for
+// good (permission denied, value too large) is dropped and the error says
+// why.
+func (r *Registrar) Register(ctx context.Context, in registry.Instance) error {
+	if err := in.Validate(); err != nil {
+		return err
+	}
+	in = in.Normalize()
+	key := registry.Key(r.opts.prefix, in.Name, in.ID)
+
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return registry.ErrClosed
+	}
+	if in.RegisteredAt.IsZero() {
+		in.RegisteredAt = time.Now()
+		if prev, ok := r.entries[key]; ok {
+			if old, err := registry.Unmarshal(prev.val); err == nil {
+				in.RegisteredAt = old.RegisteredAt
+			}
+		}
+	}
+	val, err := registry.Marshal(in)
+	if err != nil {
+		r.mu.Unlock()
+		return err
+	}
+	e := &entry{key: key, val: val}
+	if prev, ok := r.entries[key]; ok && string(prev.val) == string(val) {
+		e = prev // unchanged: nothing to rewrite
+	} else {
+		r.entries[key] = e
+		r.updateStatusLocked()
+	}
+	r.mu.Unlock()
+	r.kick()
+
+	return r.await(ctx, func() (bool, error) {
+		if r.written[key] == e {
+			return true, nil
+		}
+		if r.entries[key] != e {
+			// Refused by etcd, or replaced by a later Register.
+			return true, e.err
+		}
+		return false, nil
+	})
+}
+
+// Deregister removes the instance with in's Name and ID (ID defaulting to
+// Addr) and deletes its key, if the key is still bound to this registrar's
+// lease. It returns once the key is deleted. If etcd does not answer before
+// ctx ends or the request timeout passes, the error matches
+// registry.ErrPending and the key is deleted when etcd answers, or expires
+// with the lease.
+func (r *Registrar) Deregister(ctx context.Context, in registry.Instance) error {
+	if err := registry.ValidateName(in.Name); err != nil {
+		return err
+	}
+	in = in.Normalize()
+	if err := registry.ValidateID(in.ID); err != nil {
+		return err
+	}
+	key := registry.Key(r.opts.prefix, in.Name, in.ID)
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return registry.ErrClosed
+	}
+	if _, ok := r.entries[key]; ok {
+		delete(r.entries, key)
+		r.updateStatusLocked()
+	}
+	r.mu.Unlock()
+	r.kick()
+	return r.await(ctx, func() (bool, error) {
+		_, ok := r.written[key]
+		return !ok, nil
+	})
+}
+
+// await waits until cond (called with r.mu held) reports done, ctx ends,
+// the request timeout passes or the registrar closes.
+func (r *Registrar) await(ctx context.Context, cond func() (bool, error)) error {
+	timer := time.NewTimer(r.opts.requestTimeout)
+	defer timer.Stop()
+	for {
+		r.mu.Lock()
+		ok, err := cond()
+		closed, changed, lastErr := r.closed, r.changed, r.status.LastError
+		r.mu.Unlock()
+		switch {
+		case ok:
+			return err
+		case closed:
+			return registry.ErrClosed
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return pendingError(ctx.Err(), lastErr)
+		case <-timer.C:
+			return pendingError(context.DeadlineExceeded, lastErr)
+		}
+	}
+}
+
+func pendingError(cause, last error) error {
+	if last != nil {
+		return fmt.Errorf("%w (%w; last etcd error: %w)", registry.ErrPending, cause, last)
+	}
+	return fmt.Errorf("%w (%w)", registry.ErrPending, cause)
+}
+
+// Status returns the registrar's current state.
+func (r *Registrar) Status() registry.RegistrarStatus {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.status
+}
+
+// WaitRegistered blocks until every instance is written under a live lease
+// (Status().Registered), ctx ends, or the registrar is closed.
+func (r *Registrar) WaitRegistered(ctx context.Context) error {
+	for {
+		r.mu.Lock()
+		ok, closed, changed := r.status.Registered, r.closed, r.changed
+		r.mu.Unlock()
+		switch {
+		case ok:
+			return nil
+		case closed:
+			return registry.ErrClosed
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Close stops re-registration and revokes the lease, which deletes every key
+// of this registrar at once. If etcd does not answer within the request
+// timeout, the keys expire with the TTL instead and the error says so. Close
+// is idempotent; later calls return the first call's result.
+func (r *Registrar) Close() error {
+	r.closeOnce.Do(func() {
+		r.mu.Lock()
+		r.closed = true
+		r.broadcastLocked()
+		r.mu.Unlock()
+		r.cancel()
+		<-r.done
+
+		r.mu.Lock()
+		leases := []clientv3.LeaseID{r.lease, r.orphan}
+		r.lease, r.orphan = 0, 0
+		r.written = map[string]*entry{}
+		r.updateStatusLocked()
+		r.mu.Unlock()
+		var errs []error
+		for _, id := range leases {
+			if id == 0 {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), r.opts.requestTimeout)
+			_, err := r.cli.Revoke(ctx, id)
+			cancel()
+			if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+				errs = append(errs, fmt.Errorf("etcd: revoke lease %x: %w (its keys expire within the TTL)", int64(id), err))
+			}
+		}
+		r.closeErr = errors.Join(errs...)
+	})
+	return r.closeErr
+}
+
+func (r *Registrar) kick() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// broadcastLocked wakes every waiter. r.mu must be held.
+func (r *Registrar) broadcastLocked() {
+	close(r.changed)
+	r.changed = make(chan struct{})
+}
+
+// updateStatusLocked recomputes the derived status fields and wakes
+// waiters. r.mu must be held.
+func (r *Registrar) updateStatusLocked() {
+	pending := 0
+	for k, e := range r.entries {
+		if r.written[k] != e {
+			pending++
+		}
+	}
+	st := &r.status
+	st.Instances = len(r.entries)
+	st.Pending = pending
+	st.Session = int64(r.lease)
+	registered := r.lease != 0 && pending == 0 && len(r.entries) > 0
+	if registered != st.Registered {
+		st.Registered = registered
+		st.Since = time.Now()
+	}
+	r.broadcastLocked()
+}
+
+func (r *Registrar) setError(err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.status.LastError = err
+	if err != nil {
+		r.status.LastErrorAt = time.Now()
+	}
+	r.broadcastLocked()
+}

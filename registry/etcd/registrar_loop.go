@@ -1,0 +1,256 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/musterhq/muster/internal/backoff"
+)
+
+// errLeaseLost reports that the lease ended while the registrar used it.
+var errLeaseLost = errors.New("etcd: lease lost")
+
+// run is the registrar's only writer to etcd. It reconciles the desired set
+// with etcd, and on a failure retries with backoff until Close.
+func (r *Registrar) run() {
+	defer close(r.done)
+	bo := backoff.New(r.opts.backoffMin, r.opts.backoffMax)
+	retry := time.NewTimer(0)
+	<-retry.C
+	var (
+		keepalive <-chan *clientv3.LeaseKeepAliveResponse
+		stopKA    = func() {}
+		retryC    <-chan time.Time
+	)
+	defer func() { stopKA() }()
+	for {
+		if retryC == nil {
+			start := time.Now()
+			err := r.reconcile(&keepalive, &stopKA)
+			r.setError(err)
+			if err != nil {
+				if r.ctx.Err() != nil {
+					return
+				}
+				// The backoff counts from the attempt's start: an
+				// attempt that waited for etcd to answer has waited
+				// already.
+				d := max(bo.Next()-time.Since(start), 0)
+				r.log.Warn("registration incomplete; retrying", "error", err, "retry_in", d)
+				retry.Reset(d)
+				retryC = retry.C
+			} else {
+				bo.Reset()
+			}
+		}
+		select {
+		case <-r.ctx.Done():
+			retry.Stop()
+			return
+		case <-r.wake:
+			// A Register or Deregister arrived. While a retry is
+			// scheduled it waits for the timer: the backoff still holds.
+		case <-retryC:
+			retryC = nil
+		case _, ok := <-keepalive:
+			if !ok {
+				if r.ctx.Err() != nil {
+					return
+				}
+				r.log.Warn("lease lost; re-registering under a new lease")
+				r.leaseLost(&keepalive, &stopKA)
+			}
+		}
+	}
+}
+
+// reconcile brings etcd to the desired set: it grants a lease if needed,
+// deletes deregistered keys, writes new or changed values, and revokes a
+// lease lost earlier. It returns the first error that stops it.
+func (r *Registrar) reconcile(keepalive *<-chan *clientv3.LeaseKeepAliveResponse, stopKA *func()) error {
+	r.mu.Lock()
+	lease, orphan, want := r.lease, r.orphan, len(r.entries)
+	r.mu.Unlock()
+
+	if lease == 0 {
+		if want == 0 {
+			return nil
+		}
+		var err error
+		if lease, err = r.grant(keepalive, stopKA); err != nil {
+			return err
+		}
+	}
+	if err := r.deleteRemoved(lease); err != nil {
+		return err
+	}
+	if err := r.putPending(lease, keepalive, stopKA); err != nil {
+		return err
+	}
+	// A Deregister that raced with a put above left a key to delete.
+	if err := r.deleteRemoved(lease); err != nil {
+		return err
+	}
+	if orphan != 0 {
+		// Keys re-put above are bound to the new lease; what is still
+		// bound to the old one was deregistered meanwhile.
+		ctx, cancel := context.WithTimeout(r.ctx, r.opts.requestTimeout)
+		_, err := r.cli.Revoke(ctx, orphan)
+		cancel()
+		if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			return fmt.Errorf("etcd: revoke lost lease %x: %w", int64(orphan), err)
+		}
+		r.mu.Lock()
+		if r.orphan == orphan {
+			r.orphan = 0
+		}
+		r.mu.Unlock()
+	}
+	return nil
+}
+
+// grant obtains a new lease and starts keeping it alive.
+func (r *Registrar) grant(keepalive *<-chan *clientv3.LeaseKeepAliveResponse, stopKA *func()) (clientv3.LeaseID, error) {
+	ttl := int64((r.opts.ttl + time.Second - 1) / time.Second)
+	ctx, cancel := context.WithTimeout(r.ctx, r.opts.requestTimeout)
+	resp, err := r.cli.Grant(ctx, ttl)
+	cancel()
+	if err != nil {
+		return 0, fmt.Errorf("etcd: grant lease: %w", err)
+	}
+	kaCtx, kaCancel := context.WithCancel(r.ctx)
+	ch, err := r.cli.KeepAlive(kaCtx, resp.ID)
+	if err != nil {
+		kaCancel()
+		ctx, cancel := context.WithTimeout(r.ctx, r.opts.requestTimeout)
+		_, _ = r.cli.Revoke(ctx, resp.ID) // best effort: it expires anyway
+		cancel()
+		return 0, fmt.Errorf("etcd: keep lease %x alive: %w", int64(resp.ID), err)
+	}
+	*keepalive, *stopKA = ch, kaCancel
+	r.mu.Lock()
+	if r.status.Session != 0 || r.orphan != 0 {
+		r.status.Reregistrations++
+	}
+	r.lease = resp.ID
+	r.updateStatusLocked()
+	r.mu.Unlock()
+	r.log.Debug("lease granted", "lease", fmt.Sprintf("%x", int64(resp.ID)), "ttl_seconds", ttl)
+	return resp.ID, nil
+}
+
+// leaseLost forgets the current lease; the next reconcile grants a new one
+// and rewrites every key.
+func (r *Registrar) leaseLost(keepalive *<-chan *clientv3.LeaseKeepAliveResponse, stopKA *func()) {
+	(*stopKA)()
+	*keepalive, *stopKA = nil, func() {}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.lease != 0 {
+		r.orphan = r.lease
+	}
+	r.lease = 0
+	r.written = make(map[string]*entry)
+	r.updateStatusLocked()
+}
+
+// deleteRemoved deletes keys written under lease whose instance was
+// deregistered. A key is deleted only while it is still bound to lease, so
+// a key taken over by another process is left alone.
+func (r *Registrar) deleteRemoved(lease clientv3.LeaseID) error {
+	for _, key := range r.removedKeys() {
+		ctx, cancel := context.WithTimeout(r.ctx, r.opts.requestTimeout)
+		_, err := r.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.LeaseValue(key), "=", lease)).
+			Then(clientv3.OpDelete(key)).
+			Commit()
+		cancel()
+		if err != nil {
+			return fmt.Errorf("etcd: delete %s: %w", key, err)
+		}
+		r.mu.Lock()
+		if _, wanted := r.entries[key]; !wanted {
+			delete(r.written, key)
+		}
+		r.updateStatusLocked()
+		r.mu.Unlock()
+	}
+	return nil
+}
+
+func (r *Registrar) removedKeys() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var keys []string
+	for k := range r.written {
+		if _, ok := r.entries[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+// putPending writes every entry not yet written under lease.
+func (r *Registrar) putPending(lease clientv3.LeaseID, keepalive *<-chan *clientv3.LeaseKeepAliveResponse, stopKA *func()) error {
+	for _, e := range r.pendingEntries() {
+		r.mu.Lock()
+		current := r.entries[e.key] == e
+		r.mu.Unlock()
+		if !current {
+			continue // replaced or deregistered since the list was taken
+		}
+		ctx, cancel := context.WithTimeout(r.ctx, r.opts.requestTimeout)
+		_, err := r.cli.Put(ctx, e.key, string(e.val), clientv3.WithLease(lease))
+		cancel()
+		switch {
+		case err == nil:
+		case errors.Is(err, rpctypes.ErrLeaseNotFound):
+			r.leaseLost(keepalive, stopKA)
+			return fmt.Errorf("etcd: put %s: %w: %w", e.key, errLeaseLost, err)
+		case permanent(err):
+			r.log.Error("etcd refused the registration; dropping it", "key", e.key, "error", err)
+			r.mu.Lock()
+			if r.entries[e.key] == e {
+				e.err = fmt.Errorf("etcd: put %s: %w", e.key, err)
+				delete(r.entries, e.key)
+			}
+			r.updateStatusLocked()
+			r.mu.Unlock()
+			continue
+		default:
+			return fmt.Errorf("etcd: put %s: %w", e.key, err)
+		}
+		r.mu.Lock()
+		// Recorded even if the entry was deregistered meanwhile, so that
+		// deleteRemoved removes the key just written.
+		r.written[e.key] = e
+		r.updateStatusLocked()
+		r.mu.Unlock()
+	}
+	return nil
+}
+
+func (r *Registrar) pendingEntries() []*entry {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []*entry
+	for k, e := range r.entries {
+		if r.written[k] != e {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// permanent reports whether etcd refused a write for a reason retrying
+// cannot fix.
+func permanent(err error) bool {
+	return errors.Is(err, rpctypes.ErrPermissionDenied) ||
+		errors.Is(err, rpctypes.ErrRequestTooLarge) ||
+		errors.Is(err, rpctypes.ErrKeyNotFound)
+}

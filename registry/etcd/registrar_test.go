@@ -1,0 +1,257 @@
+package etcd_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/musterhq/muster/internal/etcdtest"
+	"github.com/musterhq/muster/internal/registrytest"
+	"github.com/musterhq/muster/registry"
+	"github.com/musterhq/muster/registry/etcd"
+)
+
+func TestFiftyInstancesShareOneLease(t *testing.T) {
+	c := etcdtest.Start(t)
+	cli := c.Client(t)
+	r := newRegistrar(t, cli, fast("/p")...)
+	ctx := ctxFor(t, 20*time.Second)
+	for i := 0; i < 50; i++ {
+		if err := r.Register(ctx, instance("svc", fmt.Sprintf("i%02d", i), 10000+i)); err != nil {
+			t.Fatalf("Register %d: %v", i, err)
+		}
+	}
+	keys, leases := rawKeys(t, cli, "/p/svc/")
+	if len(keys) != 50 {
+		t.Fatalf("%d keys in etcd, want 50", len(keys))
+	}
+	distinct := map[int64]bool{}
+	for _, l := range leases {
+		distinct[l] = true
+	}
+	if len(distinct) != 1 || distinct[0] {
+		t.Fatalf("keys are bound to leases %v, want exactly one non-zero lease", distinct)
+	}
+	resp, err := cli.Leases(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Leases) != 1 {
+		t.Fatalf("etcd holds %d leases, want 1", len(resp.Leases))
+	}
+	if st := r.Status(); !st.Registered || st.Instances != 50 || st.Pending != 0 || st.Session != int64(resp.Leases[0].ID) {
+		t.Fatalf("status %+v; want registered, 50 instances, lease %x", st, resp.Leases[0].ID)
+	}
+}
+
+// keyAudit reads every key under prefix in a loop and records any key without
+// a lease, any value that does not decode, and any instance ID seen under two
+// keys.
+type keyAudit struct {
+	mu       sync.Mutex
+	problems []string
+	rounds   int
+}
+
+func (a *keyAudit) run(ctx context.Context, cli *clientv3.Client, prefix string) {
+	for ctx.Err() == nil {
+		gctx, cancel := context.WithTimeout(ctx, time.Second)
+		resp, err := cli.Get(gctx, prefix, clientv3.WithPrefix())
+		cancel()
+		if err != nil {
+			continue
+		}
+		byID := map[string]string{}
+		a.mu.Lock()
+		a.rounds++
+		for _, kv := range resp.Kvs {
+			if kv.Lease == 0 {
+				a.problems = append(a.problems, fmt.Sprintf("key %s has no lease", kv.Key))
+			}
+			in, err := registry.Unmarshal(kv.Value)
+			if err != nil {
+				a.problems = append(a.problems, fmt.Sprintf("key %s: %v", kv.Key, err))
+				continue
+			}
+			if other, dup := byID[in.Name+"/"+in.ID]; dup {
+				a.problems = append(a.problems, fmt.Sprintf("instance %s under keys %s and %s", in.ID, other, kv.Key))
+			}
+			byID[in.Name+"/"+in.ID] = string(kv.Key)
+		}
+		a.mu.Unlock()
+		time.Sleep(10 * time.Millisecond) // polling period of the audit, not synchronisation
+	}
+}
+
+func (a *keyAudit) check(t *testing.T) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.rounds == 0 {
+		t.Fatalf("the key audit never read etcd")
+	}
+	if len(a.problems) > 0 {
+		t.Fatalf("key audit over %d reads found: %v", a.rounds, a.problems)
+	}
+}
+
+func TestLeaseRevokedFromOutsideIsReRegistered(t *testing.T) {
+	c := etcdtest.Start(t)
+	cli := c.Client(t)
+	// Backoff cap 500ms, TTL 2s: the keepalive notices a revoked lease
+	// within TTL/3 and the first retry is immediate.
+	r := newRegistrar(t, cli, fast("/p")...)
+	ctx := ctxFor(t, 30*time.Second)
+	for i := 0; i < 3; i++ {
+		if err := r.Register(ctx, instance("svc", fmt.Sprintf("i%d", i), 9000+i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before, leases := rawKeys(t, cli, "/p/svc/")
+	old := leases[before[0]]
+
+	auditCtx, stopAudit := context.WithCancel(ctx)
+	audit := &keyAudit{}
+	auditDone := make(chan struct{})
+	go func() { defer close(auditDone); audit.run(auditCtx, cli, "/p/") }()
+
+	if _, err := cli.Revoke(ctx, clientv3.LeaseID(old)); err != nil {
+		t.Fatal(err)
+	}
+	revoked := time.Now()
+	// Bound: keepalive period (TTL/3 ≈ 0.7s) + backoff cap (0.5s) + margin.
+	deadline := revoked.Add(3 * time.Second)
+	for {
+		keys, leases := rawKeys(t, cli, "/p/svc/")
+		back := len(keys) == 3
+		for _, k := range keys {
+			back = back && leases[k] != old && leases[k] != 0
+		}
+		if back {
+			if fmt.Sprint(keys) != fmt.Sprint(before) {
+				t.Fatalf("keys after re-registration %v, want the same keys %v", keys, before)
+			}
+			t.Logf("re-registered %v after revocation", time.Since(revoked).Round(time.Millisecond))
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("keys not re-registered within %v of the revocation: %v (status %+v)", deadline.Sub(revoked), keys, r.Status())
+		}
+		time.Sleep(20 * time.Millisecond) // polling etcd; nothing to await
+	}
+	if err := r.WaitRegistered(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := r.Status(); st.Reregistrations != 1 || st.Session == old {
+		t.Fatalf("status %+v, want one re-registration on a new lease", st)
+	}
+	stopAudit()
+	<-auditDone
+	audit.check(t)
+}
+
+func TestMemberRestartKeepsRegistrationAndDiscovery(t *testing.T) {
+	c := etcdtest.Start(t)
+	cli := c.Client(t)
+	r := newRegistrar(t, cli, fast("/p")...)
+	d := newDiscovery(t, cli, fast("/p")...)
+	ctx := ctxFor(t, 60*time.Second)
+	if err := r.Register(ctx, instance("svc", "a", 9001)); err != nil {
+		t.Fatal(err)
+	}
+	w, err := d.Watch(ctx, "svc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	registrytest.WaitFor(t, w, "a", registrytest.HasIDs("a"))
+
+	m := c.Members()[0]
+	m.Stop(t)
+	registrytest.WaitFor(t, w, "stale while etcd is stopped", func(s registry.Snapshot) bool { return s.Stale() })
+	if s := w.Snapshot(); fmt.Sprint(registrytest.IDs(s)) != "[a]" {
+		t.Fatalf("stale snapshot lost instances: %s", registrytest.Describe(s))
+	}
+	m.Restart(t)
+
+	registrytest.WaitFor(t, w, "fresh after restart", func(s registry.Snapshot) bool { return s.Loaded && !s.Stale() })
+	if err := r.Register(ctx, instance("svc", "b", 9002)); err != nil {
+		t.Fatalf("Register after restart: %v", err)
+	}
+	registrytest.WaitFor(t, w, "b after restart", registrytest.HasIDs("a", "b"))
+	if err := r.Deregister(ctx, instance("svc", "a", 9001)); err != nil {
+		t.Fatal(err)
+	}
+	registrytest.WaitFor(t, w, "a gone after restart", registrytest.HasIDs("b"))
+	if err := r.WaitRegistered(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRegistrarCreatedWhileEtcdIsDown(t *testing.T) {
+	c := etcdtest.Start(t)
+	m := c.Members()[0]
+	m.Stop(t)
+
+	cli := c.Client(t)
+	// Default timers: this is the path a server starting during an
+	// outage takes.
+	r := newRegistrar(t, cli, etcd.WithLogger(quiet))
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	err := r.Register(ctx, instance("svc", "a", 9001))
+	cancel()
+	if !errors.Is(err, registry.ErrPending) {
+		t.Fatalf("Register with etcd down = %v, want ErrPending", err)
+	}
+	if st := r.Status(); st.Registered || st.Pending != 1 {
+		t.Fatalf("status while etcd is down %+v, want not registered, 1 pending", st)
+	}
+
+	m.Restart(t)
+	started := time.Now()
+	wctx, wcancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer wcancel()
+	if err := r.WaitRegistered(wctx); err != nil {
+		t.Fatalf("not registered within 2s of etcd starting: %v (status %+v)", err, r.Status())
+	}
+	t.Logf("registered %v after etcd started", time.Since(started).Round(time.Millisecond))
+	keys, leases := rawKeys(t, cli, registry.ServicePrefix(registry.DefaultPrefix, "svc"))
+	if len(keys) != 1 || leases[keys[0]] == 0 {
+		t.Fatalf("keys %v leases %v, want one key with a lease", keys, leases)
+	}
+}
+
+func TestDeregisterWhileEtcdIsDownCompletesLater(t *testing.T) {
+	c := etcdtest.Start(t)
+	cli := c.Client(t)
+	r := newRegistrar(t, cli, fast("/p")...)
+	ctx := ctxFor(t, 30*time.Second)
+	for _, id := range []string{"a", "b"} {
+		if err := r.Register(ctx, instance("svc", id, 9000)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := c.Members()[0]
+	m.Blackhole()
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	err := r.Deregister(short, instance("svc", "a", 9000))
+	cancel()
+	if !errors.Is(err, registry.ErrPending) {
+		t.Fatalf("Deregister with etcd unreachable = %v, want ErrPending", err)
+	}
+	m.Unblackhole()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		keys, _ := rawKeys(t, cli, "/p/svc/")
+		if fmt.Sprint(keys) == "[/p/svc/b]" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("keys %v 10s after etcd came back, want only b", keys)
+		}
+		time.Sleep(20 * time.Millisecond) // polling etcd; nothing to await
+	}
+}

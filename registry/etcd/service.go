@@ -1,0 +1,353 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/musterhq/muster/internal/backoff"
+	"github.com/musterhq/muster/registry"
+)
+
+// service follows one service: one goroutine, one etcd watch, one cache.
+type service struct {
+	d      *Discovery
+	name   string
+	prefix string
+	log    *slog.Logger
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu       sync.Mutex
+	snap     registry.Snapshot
+	watchers map[*watcher]struct{}
+	linger   *time.Timer
+
+	// Owned by the run goroutine.
+	cache map[string]registry.Instance // by key
+	bad   map[string]int64             // key -> mod revision of a skipped value
+}
+
+func (s *service) addWatcher(w *watcher) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.linger != nil {
+		s.linger.Stop()
+		s.linger = nil
+	}
+	s.watchers[w] = struct{}{}
+	if s.snap.Loaded || s.snap.Stale() {
+		w.ch <- struct{}{}
+	}
+}
+
+// removeWatcher closes w and reports whether it was the last watcher.
+func (s *service) removeWatcher(w *watcher) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if w.closed {
+		return false
+	}
+	w.closed = true
+	close(w.ch)
+	delete(s.watchers, w)
+	return len(s.watchers) == 0
+}
+
+func (s *service) closeWatchers() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for w := range s.watchers {
+		w.closed = true
+		close(w.ch)
+		if w.stopAfter != nil {
+			w.stopAfter()
+		}
+	}
+	s.watchers = map[*watcher]struct{}{}
+}
+
+// stop ends the run goroutine and waits for it.
+func (s *service) stop() {
+	s.mu.Lock()
+	if s.linger != nil {
+		s.linger.Stop()
+		s.linger = nil
+	}
+	s.mu.Unlock()
+	s.cancel()
+	<-s.done
+}
+
+// run loads the service, follows it, and after any failure loads it again,
+// with backoff, until ctx ends.
+func (s *service) run(ctx context.Context) {
+	defer close(s.done)
+	bo := backoff.New(s.d.opts.backoffMin, s.d.opts.backoffMax)
+	for first := true; ; first = false {
+		if !first {
+			s.d.resyncs.Add(1)
+		}
+		start := time.Now()
+		rev, err := s.load(ctx)
+		if err == nil {
+			var healthy bool
+			healthy, err = s.follow(ctx, rev)
+			if healthy {
+				bo.Reset()
+			}
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		s.markStale(err)
+		// The backoff counts from the attempt's start: a Get that
+		// waited for etcd to answer has waited already.
+		d := max(bo.Next()-time.Since(start), 0)
+		s.log.Warn("watch interrupted; reloading", "error", err, "retry_in", d)
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// load reads the whole service with one linearizable Get, replaces the
+// cache and publishes the result. It returns the revision read.
+func (s *service) load(ctx context.Context) (int64, error) {
+	gctx, cancel := context.WithTimeout(ctx, s.d.opts.requestTimeout)
+	slow := s.staleIfSlow("get")
+	resp, err := s.d.cli.Get(gctx, s.prefix, clientv3.WithPrefix())
+	slow.Stop()
+	cancel()
+	if err != nil {
+		return 0, fmt.Errorf("etcd: get %s: %w", s.prefix, err)
+	}
+	cache := make(map[string]registry.Instance, len(resp.Kvs))
+	seen := make(map[string]bool, len(s.bad))
+	for _, kv := range resp.Kvs {
+		key := string(kv.Key)
+		seen[key] = true
+		if in, ok := s.decode(kv); ok {
+			cache[key] = in
+		}
+	}
+	for key := range s.bad {
+		if !seen[key] {
+			delete(s.bad, key)
+		}
+	}
+	changed := !sameCache(s.cache, cache)
+	s.cache = cache
+	s.publish(resp.Header.Revision, changed)
+	return resp.Header.Revision, nil
+}
+
+// follow watches the service from rev, the revision of the load, and
+// applies each response to the cache. It returns when the watch ends,
+// reporting whether it got at least one response (so the backoff can start
+// over).
+//
+// The watch starts at rev, not rev+1: etcd answers a progress request only
+// when every watcher on the stream starts at or below the store's revision,
+// so a watch from rev+1 on a quiet store would never confirm it is live.
+// The events of revision rev are already in the load; applying them again
+// changes nothing.
+func (s *service) follow(ctx context.Context, rev int64) (healthy bool, err error) {
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	// Watch blocks until etcd confirms the watch, which waits out an
+	// outage, or forever if the request was lost on a connection that
+	// stays up: bound it like any request.
+	slow := s.staleIfSlow("watch creation")
+	giveUp := time.AfterFunc(s.d.opts.requestTimeout, cancel)
+	wch := s.d.cli.Watch(wctx, s.prefix, clientv3.WithPrefix(),
+		clientv3.WithRev(rev), clientv3.WithProgressNotify())
+	slow.Stop()
+	if !giveUp.Stop() {
+		return false, fmt.Errorf("etcd: watch of %s not confirmed within %v", s.prefix, s.d.opts.requestTimeout)
+	}
+
+	every := s.d.opts.progressEvery
+	// A watch silent for this long is restarted, with a fresh load.
+	silentLimit := 3*every + s.d.opts.requestTimeout
+	ticker := time.NewTicker(every)
+	defer ticker.Stop()
+	lastHeard := time.Now()
+	silent := false // marked stale for lack of responses
+	for {
+		select {
+		case <-ctx.Done():
+			return healthy, ctx.Err()
+		case wresp, ok := <-wch:
+			if !ok {
+				return healthy, errors.New("etcd: watch channel closed")
+			}
+			if err := wresp.Err(); err != nil {
+				return healthy, fmt.Errorf("etcd: watch %s: %w", s.prefix, err)
+			}
+			if wresp.Canceled {
+				return healthy, fmt.Errorf("etcd: watch %s canceled: %s", s.prefix, wresp.CancelReason)
+			}
+			if silent {
+				// Messages may have been lost while the watch was
+				// silent; verify with a fresh load instead of trusting
+				// the stream.
+				return true, fmt.Errorf("etcd: watch of %s answered again after %v of silence; reloading", s.prefix, time.Since(lastHeard).Round(time.Millisecond))
+			}
+			healthy = true
+			lastHeard = time.Now()
+			changed := false
+			for _, ev := range wresp.Events {
+				if s.apply(ev) {
+					changed = true
+				}
+			}
+			if wresp.Header.Revision > rev {
+				rev = wresp.Header.Revision
+			}
+			s.publish(rev, changed)
+		case <-ticker.C:
+			quiet := time.Since(lastHeard)
+			if quiet > silentLimit {
+				return healthy, fmt.Errorf("etcd: no response on the watch of %s for %v; restarting it", s.prefix, quiet.Round(time.Millisecond))
+			}
+			if quiet > 3*every {
+				silent = true
+				s.markStale(fmt.Errorf("etcd: no response on the watch of %s for %v", s.prefix, quiet.Round(time.Millisecond)))
+			}
+			if quiet >= every {
+				// Answered by a progress notification on this watch's
+				// stream, if the stream is alive. The context carries
+				// the same metadata, so it selects the same stream.
+				pctx, pcancel := context.WithTimeout(wctx, every)
+				_ = s.d.cli.RequestProgress(pctx)
+				pcancel()
+			}
+		}
+	}
+}
+
+// staleIfSlow marks the snapshot stale if the etcd call about to be made
+// takes longer than three progress intervals, the same bound a quiet watch
+// gets. The caller stops the returned timer when the call returns.
+func (s *service) staleIfSlow(what string) *time.Timer {
+	bound := 3 * s.d.opts.progressEvery
+	return time.AfterFunc(bound, func() {
+		s.markStale(fmt.Errorf("etcd: %s of %s has not completed within %v", what, s.prefix, bound))
+	})
+}
+
+// apply applies one event to the cache and reports whether it changed.
+func (s *service) apply(ev *clientv3.Event) bool {
+	key := string(ev.Kv.Key)
+	old, had := s.cache[key]
+	if ev.Type == mvccpb.DELETE {
+		delete(s.bad, key)
+		delete(s.cache, key)
+		return had
+	}
+	in, ok := s.decode(ev.Kv)
+	if !ok {
+		// The key now holds a bad value: it is not served.
+		delete(s.cache, key)
+		return had
+	}
+	delete(s.bad, key)
+	s.cache[key] = in
+	return !had || !old.Equal(in)
+}
+
+// decode turns a key-value into an instance, or logs and counts it once as
+// skipped.
+func (s *service) decode(kv *mvccpb.KeyValue) (registry.Instance, bool) {
+	key := string(kv.Key)
+	in, err := registry.Unmarshal(kv.Value)
+	if err == nil {
+		var name, id string
+		name, id, err = registry.ParseKey(s.d.opts.prefix, key)
+		if err == nil && (in.Name != name || in.ID != id) {
+			err = fmt.Errorf("value names %s/%s but the key is %s/%s", in.Name, in.ID, name, id)
+		}
+	}
+	if err == nil {
+		return in, true
+	}
+	if s.bad[key] != kv.ModRevision {
+		s.bad[key] = kv.ModRevision
+		s.d.skipped.Add(1)
+		s.log.Error("skipping bad registry value", "key", key, "mod_revision", kv.ModRevision, "error", err)
+	}
+	return registry.Instance{}, false
+}
+
+// publish stores a fresh snapshot at rev. Watchers are woken when the
+// instances changed, on the first load, and when the snapshot stops being
+// stale.
+func (s *service) publish(rev int64, changed bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	notify := changed || !s.snap.Loaded || s.snap.Stale()
+	s.snap.Revision = rev
+	s.snap.Loaded = true
+	s.snap.StaleSince = time.Time{}
+	s.snap.Err = nil
+	if changed {
+		s.snap.Instances = sortedInstances(s.cache)
+	}
+	if notify {
+		s.notifyLocked()
+	}
+}
+
+// markStale records that the snapshot may be behind etcd, keeping its
+// instances. Watchers are woken when it becomes stale.
+func (s *service) markStale(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.snap.Err = err
+	if !s.snap.Stale() {
+		s.snap.StaleSince = time.Now()
+		s.notifyLocked()
+	}
+}
+
+func (s *service) notifyLocked() {
+	for w := range s.watchers {
+		select {
+		case w.ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func sortedInstances(cache map[string]registry.Instance) []registry.Instance {
+	out := make([]registry.Instance, 0, len(cache))
+	for _, in := range cache {
+		out = append(out, in)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+func sameCache(a, b map[string]registry.Instance) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || !v.Equal(w) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,141 @@
+package registry
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Errors shared by every backend.
+var (
+	// ErrClosed is returned by calls on a Registrar, Discovery or Watcher
+	// after its Close.
+	ErrClosed = errors.New("registry: closed")
+	// ErrPending is matched by the error Register returns when the
+	// instance was accepted but could not be written before the context
+	// ended (typically: the backend is unreachable). The registration is
+	// kept and written as soon as the backend answers; Deregister
+	// withdraws it.
+	ErrPending = errors.New("registry: registration pending")
+)
+
+// Registrar announces instances in a registry and keeps them there for as
+// long as the process lives.
+//
+// Implementations are safe for concurrent use. A Registrar retries on its
+// own after any loss (backend outage, expired session) until Close: callers
+// never have to register again.
+type Registrar interface {
+	// Register validates in and adds it to the registrar's set. It returns
+	// nil once the instance is written to the backend. If ctx ends first,
+	// the error matches ErrPending and the instance is still written as
+	// soon as the backend answers. An invalid instance, or one the backend
+	// refuses for good (such as a permission error), is not kept and the
+	// error says why. Registering an instance with the same name and ID
+	// again replaces its value.
+	Register(ctx context.Context, in Instance) error
+	// Deregister removes the instance with in's Name and ID (ID defaulting
+	// to Addr, as in Normalize) from the set and deletes it from the
+	// backend, returning once it is deleted or ctx ends. Deregistering an
+	// unknown instance is not an error.
+	Deregister(ctx context.Context, in Instance) error
+	// Close stops the registrar and removes every instance it registered at
+	// once (for etcd: it revokes the lease). It is idempotent; later calls
+	// return nil, and Register after Close returns ErrClosed.
+	Close() error
+}
+
+// RegistrarStatus is what a Registrar reports about itself.
+type RegistrarStatus struct {
+	// Registered is true while the registrar holds a live session (etcd:
+	// a lease) and every instance in its set is written.
+	Registered bool
+	// Since is when Registered last changed.
+	Since time.Time
+	// Session identifies the backend session holding the instances (etcd:
+	// the lease ID); 0 when there is none.
+	Session int64
+	// Instances is the number of instances in the registrar's set.
+	Instances int
+	// Pending is how many of them are not written under the current
+	// session.
+	Pending int
+	// Reregistrations counts how many times the session was lost and a new
+	// one was established.
+	Reregistrations uint64
+	// LastError is the last error talking to the backend, nil if none since
+	// the last success.
+	LastError error
+	// LastErrorAt is when LastError happened.
+	LastErrorAt time.Time
+}
+
+// StatusReporter is implemented by Registrars that report their state.
+type StatusReporter interface {
+	// Status returns the registrar's current state. It does not block.
+	Status() RegistrarStatus
+	// WaitRegistered blocks until Status().Registered is true or ctx ends,
+	// returning ctx's error in the latter case.
+	WaitRegistered(ctx context.Context) error
+}
+
+// Snapshot is the complete, current list of one service's instances as a
+// Discovery sees it.
+type Snapshot struct {
+	// Service is the service name.
+	Service string
+	// Instances is every valid instance, sorted by ID. It is shared and
+	// must not be modified.
+	Instances []Instance
+	// Revision is the backend's version of the data this snapshot reflects
+	// (etcd: the store revision); 0 until the first load.
+	Revision int64
+	// Loaded is true once the list was read from the backend at least
+	// once. An empty, loaded snapshot means the service has no instances;
+	// an unloaded one means nothing is known yet.
+	Loaded bool
+	// StaleSince is zero while the backend is reachable and changes are
+	// being followed; otherwise it is when that stopped. A stale snapshot
+	// still holds the last known instances.
+	StaleSince time.Time
+	// Err is the last error that made the snapshot stale, nil when fresh.
+	Err error
+}
+
+// Stale reports whether the snapshot may be behind the backend.
+func (s Snapshot) Stale() bool { return !s.StaleSince.IsZero() }
+
+// Discovery follows services in a registry.
+//
+// Implementations are safe for concurrent use and share one backend watch
+// among all watchers of a service.
+type Discovery interface {
+	// Watch starts following service and returns at once, without waiting
+	// for the backend: the watcher's first Snapshot may not be Loaded yet.
+	// The watcher is closed when ctx ends or Close is called. The error is
+	// non-nil only for an invalid service name or a closed Discovery.
+	Watch(ctx context.Context, service string) (Watcher, error)
+	// Close stops every watch and closes every watcher. It is idempotent.
+	Close() error
+}
+
+// Watcher follows one service.
+type Watcher interface {
+	// Updates returns a channel that receives a value after the Snapshot
+	// changes. Updates coalesce: a slow reader misses intermediate
+	// snapshots, never the latest. The channel is closed when the watcher
+	// is closed.
+	Updates() <-chan struct{}
+	// Snapshot returns the current snapshot. It does not block.
+	Snapshot() Snapshot
+	// Close stops the watcher. It is idempotent.
+	Close() error
+}
+
+// ServiceLister is implemented by Discovery backends that can list the
+// services present in the registry.
+type ServiceLister interface {
+	// Services returns the names of all services with at least one key,
+	// sorted.
+	Services(ctx context.Context) ([]string, error)
+}
