@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -147,9 +149,12 @@ func (s *service) load(ctx context.Context) (int64, error) {
 			delete(s.bad, key)
 		}
 	}
-	changed := !sameCache(s.cache, cache)
+	var touched []string
+	if !sameCache(s.cache, cache) {
+		touched = allKeys
+	}
 	s.cache = cache
-	s.publish(resp.Header.Revision, changed)
+	s.publish(resp.Header.Revision, touched)
 	return resp.Header.Revision, nil
 }
 
@@ -207,16 +212,16 @@ func (s *service) follow(ctx context.Context, rev int64) (healthy bool, err erro
 			}
 			healthy = true
 			lastHeard = time.Now()
-			changed := false
+			var touched []string
 			for _, ev := range wresp.Events {
 				if s.apply(ev) {
-					changed = true
+					touched = append(touched, string(ev.Kv.Key))
 				}
 			}
 			if wresp.Header.Revision > rev {
 				rev = wresp.Header.Revision
 			}
-			s.publish(rev, changed)
+			s.publish(rev, touched)
 		case <-ticker.C:
 			quiet := time.Since(lastHeard)
 			if quiet > silentLimit {
@@ -291,10 +296,22 @@ func (s *service) decode(kv *mvccpb.KeyValue) (registry.Instance, bool) {
 	return registry.Instance{}, false
 }
 
-// publish stores a fresh snapshot at rev. Watchers are woken when the
-// instances changed, on the first load, and when the snapshot stops being
-// stale.
-func (s *service) publish(rev int64, changed bool) {
+// allKeys, passed to publish, says that any key may have changed.
+var allKeys = []string{}
+
+// publish stores a fresh snapshot at rev, after the keys in touched changed
+// in the cache (allKeys: any of them). Watchers are woken when the instances
+// changed, on the first load, and when the snapshot stops being stale.
+func (s *service) publish(rev int64, touched []string) {
+	changed := touched != nil
+	var instances []registry.Instance
+	if changed {
+		// Built outside the lock: only this goroutine writes snapshots.
+		s.mu.Lock()
+		prev := s.snap.Instances
+		s.mu.Unlock()
+		instances = s.nextInstances(prev, touched)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	notify := changed || !s.snap.Loaded || s.snap.Stale()
@@ -303,11 +320,43 @@ func (s *service) publish(rev int64, changed bool) {
 	s.snap.StaleSince = time.Time{}
 	s.snap.Err = nil
 	if changed {
-		s.snap.Instances = sortedInstances(s.cache)
+		s.snap.Instances = instances
 	}
 	if notify {
 		s.notifyLocked()
 	}
+}
+
+// patchLimit is the most changed keys applied to the previous snapshot one
+// by one; more are rebuilt from the cache with a sort.
+const patchLimit = 16
+
+// nextInstances returns the sorted instance list after the keys in touched
+// changed: a patched copy of prev for a few keys (O(n) instead of
+// O(n log n) per watch response), a full rebuild otherwise. prev is never
+// modified: watchers may hold it.
+func (s *service) nextInstances(prev []registry.Instance, touched []string) []registry.Instance {
+	if len(touched) == 0 || len(touched) > patchLimit {
+		return sortedInstances(s.cache)
+	}
+	next := make([]registry.Instance, len(prev), len(prev)+len(touched))
+	copy(next, prev)
+	for _, key := range touched {
+		id := key[len(s.prefix):]
+		i, found := slices.BinarySearchFunc(next, id, func(in registry.Instance, id string) int {
+			return strings.Compare(in.ID, id)
+		})
+		in, present := s.cache[key]
+		switch {
+		case present && found:
+			next[i] = in
+		case present:
+			next = slices.Insert(next, i, in)
+		case found:
+			next = slices.Delete(next, i, i+1)
+		}
+	}
+	return next
 }
 
 // markStale records that the snapshot may be behind etcd, keeping its

@@ -1,0 +1,228 @@
+package etcd_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/musterhq/muster/internal/etcdtest"
+	"github.com/musterhq/muster/registry"
+	"github.com/musterhq/muster/registry/etcd"
+)
+
+// arrivals records when each numbered item was first seen by a watcher.
+type arrivals struct {
+	mu   sync.Mutex
+	seen map[int]time.Time
+	cond chan struct{}
+}
+
+func newArrivals() *arrivals {
+	return &arrivals{seen: map[int]time.Time{}, cond: make(chan struct{}, 1)}
+}
+
+func (a *arrivals) mark(i int, at time.Time) {
+	a.mu.Lock()
+	if _, ok := a.seen[i]; !ok {
+		a.seen[i] = at
+	}
+	a.mu.Unlock()
+	select {
+	case a.cond <- struct{}{}:
+	default:
+	}
+}
+
+func (a *arrivals) wait(b *testing.B, i int) time.Time {
+	timeout := time.After(10 * time.Second)
+	for {
+		a.mu.Lock()
+		at, ok := a.seen[i]
+		a.mu.Unlock()
+		if ok {
+			return at
+		}
+		select {
+		case <-a.cond:
+		case <-timeout:
+			b.Fatalf("item %d not seen within 10s", i)
+		}
+	}
+}
+
+func reportPercentiles(b *testing.B, lat []time.Duration) {
+	slices.Sort(lat)
+	pct := func(p float64) float64 {
+		return float64(lat[int(p*float64(len(lat)-1))].Microseconds())
+	}
+	b.ReportMetric(pct(0.50), "p50-µs")
+	b.ReportMetric(pct(0.99), "p99-µs")
+	b.ReportMetric(0, "ns/op") // the loop time includes setup; the percentiles are the result
+}
+
+// BenchmarkConvergence measures how long a new registration takes to reach a
+// watcher: the floor (a raw etcd Put seen by a raw Watch) and Muster
+// (Registrar.Register seen in a Discovery snapshot), on the same embedded
+// server. Run with -benchtime 300x or more for stable percentiles.
+func BenchmarkConvergence(b *testing.B) {
+	c := etcdtest.Start(b)
+	cli := c.Client(b, c.DirectEndpoints()...)
+
+	b.Run("floor=raw-put-watch", func(b *testing.B) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		seen := newArrivals()
+		wch := cli.Watch(ctx, "/floor/", clientv3.WithPrefix())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for resp := range wch {
+				now := time.Now()
+				for _, ev := range resp.Events {
+					var i int
+					fmt.Sscanf(string(ev.Kv.Key), "/floor/%d", &i)
+					seen.mark(i, now)
+				}
+			}
+		}()
+		lease, err := cli.Grant(ctx, 60)
+		if err != nil {
+			b.Fatal(err)
+		}
+		val, _ := registry.Marshal(instance("floor", "x", 9000))
+		lat := make([]time.Duration, 0, b.N)
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			start := time.Now()
+			if _, err := cli.Put(ctx, fmt.Sprintf("/floor/%d", i), string(val), clientv3.WithLease(lease.ID)); err != nil {
+				b.Fatal(err)
+			}
+			lat = append(lat, seen.wait(b, i).Sub(start))
+		}
+		b.StopTimer()
+		reportPercentiles(b, lat)
+		cancel()
+		<-done
+	})
+
+	b.Run("muster=raw-put-discovery", func(b *testing.B) {
+		benchDiscovery(b, cli, func(ctx context.Context, prefix string, i int) error {
+			in := instance("svc", fmt.Sprintf("i%d", i), 9000)
+			val, _ := registry.Marshal(in)
+			_, err := cli.Put(ctx, registry.Key(prefix, in.Name, in.ID), string(val))
+			return err
+		})
+	})
+	b.Run("muster=register-discovery", func(b *testing.B) {
+		var r *etcd.Registrar
+		benchDiscovery(b, cli, func(ctx context.Context, prefix string, i int) error {
+			if r == nil {
+				var err error
+				if r, err = etcd.NewRegistrar(cli, etcd.WithPrefix(prefix), etcd.WithLogger(quiet)); err != nil {
+					return err
+				}
+				b.Cleanup(func() { _ = r.Close() })
+			}
+			return r.Register(ctx, instance("svc", fmt.Sprintf("i%d", i), 9000))
+		})
+	})
+}
+
+// benchDiscovery times add(i) until a Discovery snapshot holds instance i.
+func benchDiscovery(b *testing.B, cli *clientv3.Client, add func(ctx context.Context, prefix string, i int) error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	prefix := fmt.Sprintf("/bench-%s-%d", b.Name(), b.N)
+	d, err := etcd.NewDiscovery(cli, etcd.WithPrefix(prefix), etcd.WithLogger(quiet))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer d.Close()
+	w, err := d.Watch(ctx, "svc")
+	if err != nil {
+		b.Fatal(err)
+	}
+	seen := newArrivals()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range w.Updates() {
+			// Instances are only added, so a snapshot of n instances
+			// is the arrival of instance n-1.
+			if n := len(w.Snapshot().Instances); n > 0 {
+				seen.mark(n-1, time.Now())
+			}
+		}
+	}()
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		if err := add(ctx, prefix, i); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, seen.wait(b, i).Sub(start))
+	}
+	b.StopTimer()
+	reportPercentiles(b, lat)
+	_ = w.Close()
+	<-done
+}
+
+// BenchmarkDiscoveryCacheMemory reports the heap a Discovery holds per
+// cached instance, with 10,000 instances of one service.
+func BenchmarkDiscoveryCacheMemory(b *testing.B) {
+	const n = 10000
+	c := etcdtest.Start(b)
+	cli := c.Client(b, c.DirectEndpoints()...)
+	ctx := context.Background()
+	ops := make([]clientv3.Op, 0, 100)
+	for i := 0; i < n; i++ {
+		in := registry.Instance{
+			Name: "big", ID: fmt.Sprintf("instance-%05d", i), Addr: fmt.Sprintf("10.0.%d.%d:8080", i/250, i%250),
+			Version: "v1.4.2", Zone: fmt.Sprintf("eu-1%c", 'a'+i%3), Metadata: map[string]string{"color": "blue"},
+			RegisteredAt: time.Now(),
+		}
+		val, err := registry.Marshal(in)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ops = append(ops, clientv3.OpPut(registry.Key(registry.DefaultPrefix, in.Name, in.ID), string(val)))
+		if len(ops) == cap(ops) {
+			if _, err := cli.Txn(ctx).Then(ops...).Commit(); err != nil {
+				b.Fatal(err)
+			}
+			ops = ops[:0]
+		}
+	}
+	var perInstance float64
+	for i := 0; i < b.N; i++ {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		d, err := etcd.NewDiscovery(cli, etcd.WithLogger(quiet))
+		if err != nil {
+			b.Fatal(err)
+		}
+		w, err := d.Watch(ctx, "big")
+		if err != nil {
+			b.Fatal(err)
+		}
+		for s := w.Snapshot(); len(s.Instances) != n; s = w.Snapshot() {
+			<-w.Updates()
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		perInstance = float64(after.HeapAlloc-before.HeapAlloc) / n
+		runtime.KeepAlive(w)
+		_ = d.Close()
+	}
+	b.ReportMetric(perInstance, "heap-B/instance")
+	b.ReportMetric(0, "ns/op")
+}
