@@ -255,3 +255,43 @@ func TestDeregisterWhileEtcdIsDownCompletesLater(t *testing.T) {
 		time.Sleep(20 * time.Millisecond) // polling etcd; nothing to await
 	}
 }
+
+func TestCloseRemovesEveryKeyInOneRevision(t *testing.T) {
+	c := etcdtest.Start(t)
+	cli := c.Client(t)
+	r, err := etcd.NewRegistrar(cli, fast("/p")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxFor(t, 20*time.Second)
+	for i := 0; i < 5; i++ {
+		if err := r.Register(ctx, instance(fmt.Sprintf("svc%d", i%2), fmt.Sprintf("i%d", i), 9000+i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	wch := cli.Watch(wctx, "/p/", clientv3.WithPrefix(), clientv3.WithCreatedNotify())
+	<-wch // created
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case resp := <-wch:
+		revs := map[int64]int{}
+		for _, ev := range resp.Events {
+			if ev.Type != clientv3.EventTypeDelete {
+				t.Fatalf("unexpected %v event on %s", ev.Type, ev.Kv.Key)
+			}
+			revs[ev.Kv.ModRevision]++
+		}
+		if len(resp.Events) != 5 || len(revs) != 1 {
+			t.Fatalf("Close produced %d deletes over revisions %v, want 5 in one revision", len(resp.Events), revs)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("no delete event within 5s of Close")
+	}
+	if keys, _ := rawKeys(t, cli, "/p/"); len(keys) != 0 {
+		t.Fatalf("keys left after Close: %v", keys)
+	}
+}
