@@ -44,6 +44,7 @@ type Discovery struct {
 	closed   bool
 
 	skipped atomic.Uint64
+	loads   atomic.Uint64
 	resyncs atomic.Uint64
 }
 
@@ -57,8 +58,11 @@ type Stats struct {
 	// of an unknown schema version, or did not match their key. Each bad
 	// value is counted (and logged) once, however often it is read.
 	SkippedValues uint64
+	// Loads counts every full read of a service (a Get), the first ones
+	// included.
+	Loads uint64
 	// Resyncs counts full reloads after a watch ended (error,
-	// cancellation, compaction or lost connection).
+	// cancellation, compaction, silence or lost connection).
 	Resyncs uint64
 }
 
@@ -146,6 +150,7 @@ func (d *Discovery) Stats() Stats {
 	}
 	d.mu.Unlock()
 	st.SkippedValues = d.skipped.Load()
+	st.Loads = d.loads.Load()
 	st.Resyncs = d.resyncs.Load()
 	return st
 }

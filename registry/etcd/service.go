@@ -135,6 +135,7 @@ func (s *service) load(ctx context.Context) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("etcd: get %s: %w", s.prefix, err)
 	}
+	s.d.loads.Add(1)
 	cache := make(map[string]registry.Instance, len(resp.Kvs))
 	seen := make(map[string]bool, len(s.bad))
 	for _, kv := range resp.Kvs {

@@ -1,0 +1,103 @@
+// Package testbackend runs real gRPC servers on loopback for tests: each
+// serves the standard health service, counts the calls it handles, and can
+// be made slow or failing.
+package testbackend
+
+import (
+	"context"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+)
+
+// Backend is one gRPC server on a loopback port.
+type Backend struct {
+	// Addr is the host:port the server listens on.
+	Addr string
+	// Health is the server's health service; set a status to take it out
+	// of client-side health checking.
+	Health *health.Server
+
+	srv   *grpc.Server
+	calls atomic.Int64
+	delay atomic.Int64 // nanoseconds added to each call
+	fail  atomic.Bool
+	done  chan struct{}
+}
+
+// Start starts a backend on 127.0.0.1 and stops it at t.Cleanup.
+func Start(t testing.TB) *Backend {
+	t.Helper()
+	return StartOn(t, "127.0.0.1:0")
+}
+
+// StartOn starts a backend listening on addr (a loopback address) and stops
+// it at t.Cleanup.
+func StartOn(t testing.TB, addr string) *Backend {
+	t.Helper()
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("testbackend: listen: %v", err)
+	}
+	b := &Backend{Addr: lis.Addr().String(), Health: health.NewServer(), done: make(chan struct{})}
+	b.srv = grpc.NewServer(grpc.UnaryInterceptor(b.intercept))
+	healthpb.RegisterHealthServer(b.srv, b.Health)
+	go func() {
+		defer close(b.done)
+		_ = b.srv.Serve(lis)
+	}()
+	t.Cleanup(b.Stop)
+	return b
+}
+
+func (b *Backend) intercept(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	b.calls.Add(1)
+	if d := time.Duration(b.delay.Load()); d > 0 {
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	if b.fail.Load() {
+		return nil, status.Error(codes.Unavailable, "testbackend: failing on purpose")
+	}
+	return h(ctx, req)
+}
+
+// Calls returns how many unary calls the backend received.
+func (b *Backend) Calls() int64 { return b.calls.Load() }
+
+// ResetCalls sets the call count to zero.
+func (b *Backend) ResetCalls() { b.calls.Store(0) }
+
+// SetDelay adds d to every call.
+func (b *Backend) SetDelay(d time.Duration) { b.delay.Store(int64(d)) }
+
+// SetFailing makes every call fail with Unavailable, or stops that.
+func (b *Backend) SetFailing(fail bool) { b.fail.Store(fail) }
+
+// Stop stops the server at once. It is idempotent.
+func (b *Backend) Stop() {
+	b.srv.Stop()
+	<-b.done
+}
+
+// Call makes one unary call (a health check) on conn and returns the
+// address of the backend that served it.
+func Call(ctx context.Context, conn grpc.ClientConnInterface, opts ...grpc.CallOption) (string, error) {
+	var p peer.Peer
+	_, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{}, append(opts, grpc.Peer(&p))...)
+	if err != nil {
+		return "", err
+	}
+	return p.Addr.String(), nil
+}

@@ -1,0 +1,115 @@
+package resolver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+
+	grpcresolver "google.golang.org/grpc/resolver"
+
+	"github.com/musterhq/muster/registry"
+)
+
+var _ grpcresolver.Builder = (*Builder)(nil)
+
+// Errors returned by this package.
+var (
+	// ErrBadTarget is matched by the error Build returns for a target it
+	// cannot resolve; the message names the problem.
+	ErrBadTarget = errors.New("resolver: bad target")
+	// ErrSchemeRegistered is returned by Register when gRPC's global
+	// registry already has a resolver for the scheme.
+	ErrSchemeRegistered = errors.New("resolver: scheme already registered")
+)
+
+// Builder resolves "muster:///<service>" targets through a
+// registry.Discovery. Pass it to each channel with grpc.WithResolvers, or
+// register it globally with Register. A Builder is safe for concurrent use
+// and may serve any number of channels; all channels of a service share the
+// Discovery's one watch.
+type Builder struct {
+	d     registry.Discovery
+	opts  options
+	log   *slog.Logger
+	snaps *snapshotStore
+
+	updates   atomic.Uint64
+	protected atomic.Uint64
+}
+
+// Stats are a Builder's counters.
+type Stats struct {
+	// Updates counts states pushed to channels.
+	Updates uint64
+	// Protected counts updates withheld by empty-list protection.
+	Protected uint64
+}
+
+// NewBuilder returns a Builder over d. d stays owned by the caller and must
+// outlive every channel built with it.
+func NewBuilder(d registry.Discovery, opts ...Option) *Builder {
+	o := buildOptions(opts)
+	b := &Builder{d: d, opts: o, log: o.logger.With("component", "muster.resolver")}
+	if o.snapshotDir != "" {
+		b.snaps = &snapshotStore{dir: o.snapshotDir, written: map[string]int64{}}
+	}
+	return b
+}
+
+// Scheme returns the scheme the Builder resolves.
+func (b *Builder) Scheme() string { return b.opts.scheme }
+
+// Stats returns the Builder's counters.
+func (b *Builder) Stats() Stats {
+	return Stats{Updates: b.updates.Load(), Protected: b.protected.Load()}
+}
+
+// Build starts resolving target for cc. It never blocks on the registry:
+// the first state is delivered at once from the Discovery's cache or the
+// disk snapshot when either has the service, and otherwise when the first
+// load completes, or as a resolver error when that load fails or takes
+// longer than the first-state timeout. gRPC calls Build; it is not meant to
+// be called directly.
+func (b *Builder) Build(target grpcresolver.Target, cc grpcresolver.ClientConn, _ grpcresolver.BuildOptions) (grpcresolver.Resolver, error) {
+	q, err := parseTarget(target.URL)
+	if err != nil {
+		return nil, err
+	}
+	if q.zone == "" {
+		q.zone = b.opts.zone
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w, err := b.d.Watch(ctx, q.service)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("resolver: watch %s: %w", q.service, err)
+	}
+	r := &musterResolver{
+		b:       b,
+		cc:      cc,
+		q:       q,
+		w:       w,
+		cancel:  cancel,
+		done:    make(chan struct{}),
+		log:     b.log.With("service", q.service),
+		protect: protector{fraction: b.opts.protectFraction, window: b.opts.protectWindow},
+	}
+	go r.run(ctx)
+	return r, nil
+}
+
+// Register adds b to gRPC's global resolver registry, so that channels
+// created without grpc.WithResolvers resolve its scheme. It refuses, with
+// ErrSchemeRegistered, to replace a resolver already registered for the
+// scheme (gRPC's own resolver.Register would silently override it). Like
+// gRPC's, it must be called at initialization time, before channels are
+// created, and not concurrently with other registrations.
+func Register(b grpcresolver.Builder) error {
+	if grpcresolver.Get(b.Scheme()) != nil {
+		return fmt.Errorf("%w: %q; use grpc.WithResolvers, or another scheme (WithScheme)", ErrSchemeRegistered, b.Scheme())
+	}
+	grpcresolver.Register(b)
+	return nil
+}

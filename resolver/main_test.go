@@ -1,0 +1,159 @@
+package resolver_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/musterhq/muster/internal/etcdtest"
+	"github.com/musterhq/muster/internal/testbackend"
+	"github.com/musterhq/muster/registry"
+	"github.com/musterhq/muster/registry/etcd"
+	"github.com/musterhq/muster/resolver"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, etcdtest.LeakOptions()...) }
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// env is one embedded etcd with a registrar, a discovery and a builder.
+type env struct {
+	c    *etcdtest.Cluster
+	cli  *clientv3.Client
+	reg  *etcd.Registrar
+	disc *etcd.Discovery
+	b    *resolver.Builder
+}
+
+func etcdOpts(extra ...etcd.Option) []etcd.Option {
+	return append([]etcd.Option{
+		etcd.WithTTL(2 * time.Second),
+		etcd.WithBackoff(50*time.Millisecond, 500*time.Millisecond),
+		etcd.WithRequestTimeout(2 * time.Second),
+		etcd.WithProgressInterval(200 * time.Millisecond),
+		etcd.WithLogger(quiet),
+	}, extra...)
+}
+
+func newEnv(t *testing.T, ropts ...resolver.Option) *env {
+	t.Helper()
+	c := etcdtest.Start(t)
+	e := &env{c: c, cli: c.Client(t)}
+	var err error
+	if e.reg, err = etcd.NewRegistrar(e.cli, etcdOpts()...); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.reg.Close() })
+	if e.disc, err = etcd.NewDiscovery(e.cli, etcdOpts()...); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.disc.Close() })
+	e.b = resolver.NewBuilder(e.disc, append([]resolver.Option{resolver.WithLogger(quiet)}, ropts...)...)
+	return e
+}
+
+func ctxFor(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// serve starts a backend and registers it as id of greeter.
+func (e *env) serve(t *testing.T, id, version, zone string) *testbackend.Backend {
+	t.Helper()
+	be := testbackend.Start(t)
+	in := registry.Instance{Name: "greeter", ID: id, Addr: be.Addr, Version: version, Zone: zone}
+	if err := e.reg.Register(ctxFor(t, 10*time.Second), in); err != nil {
+		t.Fatalf("register %s: %v", id, err)
+	}
+	return be
+}
+
+const roundRobin = `{"loadBalancingConfig":[{"round_robin":{}}]}`
+
+func dial(t *testing.T, b grpc.DialOption, target string, extra ...grpc.DialOption) *grpc.ClientConn {
+	t.Helper()
+	opts := append([]grpc.DialOption{b,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultServiceConfig(roundRobin),
+	}, extra...)
+	conn, err := grpc.NewClient(target, opts...)
+	if err != nil {
+		t.Fatalf("NewClient(%s): %v", target, err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return conn
+}
+
+// callUntil makes calls until cond holds on the per-address counts of
+// successful calls, failing after 10s.
+func callUntil(t *testing.T, conn *grpc.ClientConn, what string, cond func(map[string]int) bool) map[string]int {
+	t.Helper()
+	counts := map[string]int{}
+	deadline := time.Now().Add(10 * time.Second)
+	var lastErr error
+	for !cond(counts) {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 10s of calls, still not %s: counts %v, last error %v", what, counts, lastErr)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		addr, err := testbackend.Call(ctx, conn)
+		cancel()
+		if err != nil {
+			lastErr = err
+			time.Sleep(10 * time.Millisecond) // pacing retries of a failing call
+			continue
+		}
+		counts[addr]++
+	}
+	return counts
+}
+
+// calls makes n calls and fails the test on the first error.
+func calls(t *testing.T, conn *grpc.ClientConn, n int) map[string]int {
+	t.Helper()
+	counts := map[string]int{}
+	for i := 0; i < n; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		addr, err := testbackend.Call(ctx, conn)
+		cancel()
+		if err != nil {
+			t.Fatalf("call %d of %d failed: %v (so far %v)", i+1, n, err, counts)
+		}
+		counts[addr]++
+	}
+	return counts
+}
+
+func hasAll(addrs ...string) func(map[string]int) bool {
+	return func(c map[string]int) bool {
+		for _, a := range addrs {
+			if c[a] == 0 {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+func describe(bs ...*testbackend.Backend) string {
+	s := ""
+	for _, b := range bs {
+		s += fmt.Sprintf("%s:%d ", b.Addr, b.Calls())
+	}
+	return s
+}
+
+func writeFile(dir, name, content string) error {
+	return os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644)
+}

@@ -1,0 +1,125 @@
+package resolver
+
+import (
+	"log/slog"
+	"time"
+)
+
+// Defaults used when an option is not given or given an invalid value.
+const (
+	// DefaultScheme is the URI scheme of targets a Builder resolves.
+	DefaultScheme          = "muster"
+	defaultFirstState      = 500 * time.Millisecond
+	defaultProtectFraction = 0.5
+	defaultProtectWindow   = 30 * time.Second
+)
+
+type options struct {
+	scheme          string
+	zone            string
+	zoneFallback    bool
+	firstState      time.Duration
+	protectFraction float64
+	protectWindow   time.Duration
+	snapshotDir     string
+	logger          *slog.Logger
+}
+
+func buildOptions(opts []Option) options {
+	o := options{
+		scheme:          DefaultScheme,
+		zoneFallback:    true,
+		firstState:      defaultFirstState,
+		protectFraction: defaultProtectFraction,
+		protectWindow:   defaultProtectWindow,
+		logger:          slog.Default(),
+	}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o
+}
+
+// Option configures a Builder.
+type Option func(*options)
+
+// WithScheme sets the target scheme the Builder resolves. The default is
+// DefaultScheme ("muster"). An empty scheme keeps the default.
+func WithScheme(scheme string) Option {
+	return func(o *options) {
+		if scheme != "" {
+			o.scheme = scheme
+		}
+	}
+}
+
+// WithZone sets the client's own zone: channels prefer instances in it when
+// their target names no zone. The default is no preference.
+func WithZone(zone string) Option {
+	return func(o *options) { o.zone = zone }
+}
+
+// WithZoneFallback says what a channel preferring a zone resolves to when
+// no instance is in that zone: every instance that passes the other filters
+// (true, the default) or none (false, so that calls fail instead of
+// crossing zones).
+func WithZoneFallback(fallback bool) Option {
+	return func(o *options) { o.zoneFallback = fallback }
+}
+
+// WithFirstStateTimeout bounds how long a new channel waits for the first
+// load of its service when nothing is known yet (no cache, no disk
+// snapshot). When it passes, or the load fails first, the channel gets a
+// resolver error: calls that do not wait for ready fail with Unavailable
+// instead of hanging until their deadline, and the channel recovers by
+// itself when the service loads. The default is 500ms; a non-positive value
+// keeps the default.
+func WithFirstStateTimeout(d time.Duration) Option {
+	return func(o *options) {
+		if d > 0 {
+			o.firstState = d
+		}
+	}
+}
+
+// WithProtection configures empty-list protection. An update that would
+// leave fewer than fraction times the largest list served within the last
+// window is withheld, and the last accepted list keeps being served; the
+// protection lifts when the list grows back, or a window after it started
+// (a service that really shrank is then served as it is). Judging over a
+// window catches a mass expiry that etcd delivers as a trickle of deletes.
+//
+// The default is fraction 0.5 over 30s: losing more than half of a service
+// at once is far likelier a registry-side failure (leases expiring while
+// the servers still run) than a deliberate scale-down, and dialing a few
+// dead addresses costs less than an empty list, which fails every call. A
+// fraction of 0 disables protection; a fraction above 1 or a non-positive
+// window keeps the defaults.
+func WithProtection(fraction float64, window time.Duration) Option {
+	return func(o *options) {
+		if fraction < 0 || fraction > 1 || window <= 0 {
+			return
+		}
+		o.protectFraction = fraction
+		o.protectWindow = window
+	}
+}
+
+// WithSnapshotDir keeps the last good list of each resolved service in
+// dir, written atomically whenever it changes. A channel built while the
+// registry is unreachable starts from it (its age is logged). A corrupt or
+// foreign file is ignored with a logged error. The default is no
+// snapshots.
+func WithSnapshotDir(dir string) Option {
+	return func(o *options) { o.snapshotDir = dir }
+}
+
+// WithLogger sets the logger. The default is slog.Default(); nil keeps the
+// default.
+func WithLogger(l *slog.Logger) Option {
+	return func(o *options) {
+		if l != nil {
+			o.logger = l
+		}
+	}
+}

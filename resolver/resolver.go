@@ -1,0 +1,157 @@
+package resolver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	grpcresolver "google.golang.org/grpc/resolver"
+
+	"github.com/musterhq/muster/registry"
+)
+
+// musterResolver feeds one channel from one registry.Watcher. One goroutine
+// (run) does all the work; ResolveNow is a no-op because the watch pushes
+// every change.
+type musterResolver struct {
+	b      *Builder
+	cc     grpcresolver.ClientConn
+	q      query
+	w      registry.Watcher
+	cancel context.CancelFunc
+	done   chan struct{}
+	log    *slog.Logger
+
+	// Owned by run.
+	protect   protector
+	delivered bool                // a state or error reached the channel
+	live      bool                // the last state came from the registry, not the disk
+	sent      []registry.Instance // the list last pushed
+	withheld  bool                // protection is withholding the live list
+}
+
+// ResolveNow does nothing: the channel already gets every change as it
+// happens. It is cheap and starts no goroutine.
+func (r *musterResolver) ResolveNow(grpcresolver.ResolveNowOptions) {}
+
+// Close stops the resolver and its watcher and waits for its goroutine.
+func (r *musterResolver) Close() {
+	r.cancel()
+	_ = r.w.Close()
+	<-r.done
+}
+
+func (r *musterResolver) run(ctx context.Context) {
+	defer close(r.done)
+	first := time.NewTimer(r.b.opts.firstState)
+	defer first.Stop()
+	firstC := first.C
+	r.update(time.Now())
+	if !r.delivered {
+		r.startFromDisk()
+	}
+	for {
+		if r.delivered && r.live {
+			firstC = nil
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case _, ok := <-r.w.Updates():
+			if !ok {
+				return
+			}
+			r.update(time.Now())
+		case <-firstC:
+			firstC = nil
+			if !r.delivered {
+				r.reportError(fmt.Errorf("first load not complete after %v", r.b.opts.firstState))
+			}
+		}
+	}
+}
+
+// update pushes the watcher's current snapshot to the channel, through
+// protection and the target's filters.
+func (r *musterResolver) update(now time.Time) {
+	snap := r.w.Snapshot()
+	if !snap.Loaded {
+		if snap.Err != nil && !r.delivered {
+			r.reportError(snap.Err)
+		}
+		return
+	}
+	serve, withheld := r.protect.decide(now, snap.Instances)
+	if withheld {
+		r.b.protected.Add(1)
+		if !r.withheld {
+			r.log.Warn("empty-list protection: keeping the last good list",
+				"live", len(snap.Instances), "served", len(serve), "fraction", r.b.opts.protectFraction)
+		}
+	} else if r.withheld {
+		r.log.Info("empty-list protection lifted", "live", len(snap.Instances))
+	}
+	r.withheld = withheld
+	list := r.q.filter(serve, r.q.zone, r.b.opts.zoneFallback)
+	if !(r.delivered && r.live && sameInstances(list, r.sent)) {
+		r.push(list)
+	}
+	r.live = true
+	if r.b.snaps != nil && !withheld && !snap.Stale() {
+		if err := r.b.snaps.save(r.q.service, snap.Revision, serve, now); err != nil {
+			r.log.Error("cannot write the disk snapshot", "error", err)
+		}
+	}
+}
+
+// startFromDisk serves the disk snapshot of the service, if there is a
+// usable one, while the registry has not answered.
+func (r *musterResolver) startFromDisk() {
+	if r.b.snaps == nil {
+		return
+	}
+	list, savedAt, err := r.b.snaps.load(r.q.service)
+	switch {
+	case errors.Is(err, errNoSnapshot):
+		return
+	case err != nil:
+		r.log.Error("ignoring the disk snapshot", "error", err)
+		return
+	}
+	r.log.Warn("registry not loaded yet; starting from the disk snapshot",
+		"instances", len(list), "saved_at", savedAt, "age", time.Since(savedAt).Round(time.Second))
+	r.push(r.q.filter(list, r.q.zone, r.b.opts.zoneFallback))
+}
+
+func (r *musterResolver) push(list []registry.Instance) {
+	eps := make([]grpcresolver.Endpoint, len(list))
+	for i, in := range list {
+		eps[i] = endpointOf(in)
+	}
+	// An error here (for example: no endpoints for round_robin) makes gRPC
+	// call ResolveNow with backoff; the next change is pushed anyway.
+	_ = r.cc.UpdateState(grpcresolver.State{Endpoints: eps})
+	r.b.updates.Add(1)
+	r.delivered = true
+	r.sent = list
+}
+
+func (r *musterResolver) reportError(err error) {
+	r.cc.ReportError(fmt.Errorf("muster: no instances of %q known yet: %w", r.q.service, err))
+	r.delivered = true
+	r.live = false
+}
+
+func sameInstances(a, b []registry.Instance) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !a[i].Equal(b[i]) {
+			return false
+		}
+	}
+	return true
+}

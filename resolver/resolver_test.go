@@ -1,0 +1,300 @@
+package resolver_test
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	grpcresolver "google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/status"
+
+	"github.com/musterhq/muster/internal/testbackend"
+	"github.com/musterhq/muster/registry"
+	"github.com/musterhq/muster/registry/etcd"
+	"github.com/musterhq/muster/resolver"
+)
+
+func TestRoundRobinFollowsTheRegistry(t *testing.T) {
+	e := newEnv(t)
+	a, b, c := e.serve(t, "a", "v1", "z1"), e.serve(t, "b", "v1", "z1"), e.serve(t, "c", "v1", "z1")
+	conn := dial(t, grpc.WithResolvers(e.b), "muster:///greeter")
+	callUntil(t, conn, "every server called", hasAll(a.Addr, b.Addr, c.Addr))
+
+	if err := e.reg.Deregister(ctxFor(t, 5*time.Second), registry.Instance{Name: "greeter", ID: "b"}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second) // the requirement: no call reaches b one second after it left
+	b.ResetCalls()
+	got := calls(t, conn, 100)
+	if b.Calls() != 0 {
+		t.Fatalf("deregistered backend got %d of 100 calls 1s after it left: %v", b.Calls(), got)
+	}
+
+	d := e.serve(t, "d", "v1", "z1")
+	callUntil(t, conn, "the new server called", hasAll(d.Addr))
+}
+
+func TestCallsSucceedWhileEtcdIsDown(t *testing.T) {
+	e := newEnv(t)
+	a, b, c := e.serve(t, "a", "v1", "z1"), e.serve(t, "b", "v1", "z1"), e.serve(t, "c", "v1", "z1")
+	conn := dial(t, grpc.WithResolvers(e.b), "muster:///greeter")
+	callUntil(t, conn, "every server called", hasAll(a.Addr, b.Addr, c.Addr))
+
+	m := e.c.Members()[0]
+	m.Stop(t)
+	got := calls(t, conn, 1000)
+	if len(got) != 3 {
+		t.Fatalf("1000 calls with etcd down reached %v, want all 3 servers", got)
+	}
+	m.Restart(t)
+	d := e.serve(t, "d", "v1", "z1")
+	callUntil(t, conn, "a server registered after etcd came back called", hasAll(d.Addr))
+}
+
+func TestChannelBuiltWhileEtcdIsDownFailsFastThenRecovers(t *testing.T) {
+	e := newEnv(t)
+	a := e.serve(t, "a", "v1", "z1")
+	m := e.c.Members()[0]
+	m.Stop(t)
+
+	conn := dial(t, grpc.WithResolvers(e.b), "muster:///greeter")
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	_, err := testbackend.Call(ctx, conn)
+	cancel()
+	took := time.Since(start)
+	if status.Code(err) != codes.Unavailable {
+		t.Fatalf("fail-fast call with etcd down and nothing known = %v, want Unavailable", err)
+	}
+	if took > time.Second {
+		t.Fatalf("fail-fast call took %v to fail, want under 1s", took)
+	}
+	t.Logf("failed fast in %v: %v", took.Round(time.Millisecond), err)
+
+	m.Restart(t)
+	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	addr, err := testbackend.Call(ctx, conn, grpc.WaitForReady(true))
+	if err != nil || addr != a.Addr {
+		t.Fatalf("wait-for-ready call on the same channel after etcd came back = %q, %v; want %s", addr, err, a.Addr)
+	}
+}
+
+func TestChannelBuiltWhileEtcdIsDownStartsFromDiskSnapshot(t *testing.T) {
+	dir := t.TempDir()
+	e := newEnv(t, resolver.WithSnapshotDir(dir))
+	a, b := e.serve(t, "a", "v1", "z1"), e.serve(t, "b", "v1", "z1")
+	first := dial(t, grpc.WithResolvers(e.b), "muster:///greeter")
+	callUntil(t, first, "both servers called", hasAll(a.Addr, b.Addr))
+	_ = first.Close()
+
+	e.c.Members()[0].Stop(t)
+	// A new process: its own Discovery and Builder, the same snapshot
+	// directory, etcd unreachable.
+	disc, err := etcd.NewDiscovery(e.cli, etcdOpts()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer disc.Close()
+	b2 := resolver.NewBuilder(disc, resolver.WithSnapshotDir(dir), resolver.WithLogger(quiet))
+	conn := dial(t, grpc.WithResolvers(b2), "muster:///greeter")
+	start := time.Now()
+	got := calls(t, conn, 20)
+	if took := time.Since(start); took > 2*time.Second {
+		t.Fatalf("20 calls from the disk snapshot took %v", took)
+	}
+	if len(got) != 2 {
+		t.Fatalf("calls from the disk snapshot reached %v, want both servers", got)
+	}
+}
+
+func TestCorruptSnapshotIsIgnored(t *testing.T) {
+	dir := t.TempDir()
+	for name, content := range map[string]string{
+		"greeter.json": "{not json",
+	} {
+		if err := writeFile(dir, name, content); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e := newEnv(t, resolver.WithSnapshotDir(dir))
+	e.c.Members()[0].Stop(t)
+	conn := dial(t, grpc.WithResolvers(e.b), "muster:///greeter")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := testbackend.Call(ctx, conn); status.Code(err) != codes.Unavailable {
+		t.Fatalf("call with a corrupt snapshot and etcd down = %v, want Unavailable (snapshot ignored)", err)
+	}
+}
+
+func TestMassExpiryKeepsTheListAndHeals(t *testing.T) {
+	e := newEnv(t)
+	// One registrar per server, as in real deployments: three leases.
+	var backends []*testbackend.Backend
+	for _, id := range []string{"a", "b", "c"} {
+		reg, err := etcd.NewRegistrar(e.cli, etcdOpts()...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = reg.Close() })
+		be := testbackend.Start(t)
+		if err := reg.Register(ctxFor(t, 5*time.Second), registry.Instance{Name: "greeter", ID: id, Addr: be.Addr}); err != nil {
+			t.Fatal(err)
+		}
+		backends = append(backends, be)
+	}
+	conn := dial(t, grpc.WithResolvers(e.b), "muster:///greeter")
+	callUntil(t, conn, "every server called", hasAll(backends[0].Addr, backends[1].Addr, backends[2].Addr))
+
+	ctx := ctxFor(t, 30*time.Second)
+	leases, err := e.cli.Leases(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range leases.Leases {
+		if _, err := e.cli.Revoke(ctx, l.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Calls go on through the expiry and the re-registration.
+	calls(t, conn, 300)
+	if e.b.Stats().Protected == 0 {
+		t.Fatalf("no update was withheld by protection; stats %+v", e.b.Stats())
+	}
+	for _, be := range backends {
+		be.ResetCalls()
+	}
+	callUntil(t, conn, "every server called after re-registration", hasAll(backends[0].Addr, backends[1].Addr, backends[2].Addr))
+}
+
+func TestFiltersByVersionZoneAndMetadata(t *testing.T) {
+	e := newEnv(t)
+	a := e.serve(t, "a", "v1", "z1")
+	b := e.serve(t, "b", "v1", "z2")
+	c := e.serve(t, "c", "v2", "z1")
+	blue := testbackend.Start(t)
+	if err := e.reg.Register(ctxFor(t, 5*time.Second), registry.Instance{
+		Name: "greeter", ID: "blue", Addr: blue.Addr, Version: "v3", Zone: "z3", Metadata: map[string]string{"color": "blue"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		target string
+		opts   []resolver.Option
+		want   []*testbackend.Backend
+	}{
+		{"muster:///greeter?version=v1", nil, []*testbackend.Backend{a, b}},
+		{"muster:///greeter?zone=z1", nil, []*testbackend.Backend{a, c}},
+		{"muster:///greeter?zone=z9", nil, []*testbackend.Backend{a, b, c, blue}}, // fallback to all
+		{"muster:///greeter?version=v2&zone=z2", nil, []*testbackend.Backend{c}},  // fallback within the version
+		{"muster:///greeter?meta.color=blue", nil, []*testbackend.Backend{blue}},
+		{"muster:///greeter", []resolver.Option{resolver.WithZone("z2")}, []*testbackend.Backend{b}},
+		{"muster:///greeter?zone=z3", []resolver.Option{resolver.WithZone("z2")}, []*testbackend.Backend{blue}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.target, func(t *testing.T) {
+			bld := resolver.NewBuilder(e.disc, append([]resolver.Option{resolver.WithLogger(quiet)}, tc.opts...)...)
+			conn := dial(t, grpc.WithResolvers(bld), tc.target)
+			var addrs []string
+			for _, be := range tc.want {
+				addrs = append(addrs, be.Addr)
+			}
+			callUntil(t, conn, "every expected server called", hasAll(addrs...))
+			got := calls(t, conn, 40)
+			for addr := range got {
+				if !contains(addrs, addr) {
+					t.Fatalf("%s reached %s, which the filter excludes; calls %v", tc.target, addr, got)
+				}
+			}
+		})
+	}
+	t.Run("no fallback", func(t *testing.T) {
+		bld := resolver.NewBuilder(e.disc, resolver.WithZoneFallback(false), resolver.WithLogger(quiet))
+		conn := dial(t, grpc.WithResolvers(bld), "muster:///greeter?zone=z9")
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if _, err := testbackend.Call(ctx, conn); status.Code(err) != codes.Unavailable {
+			t.Fatalf("call with no instance in the zone and no fallback = %v, want Unavailable", err)
+		}
+	})
+}
+
+func TestBadTargetsAndSchemeRegistration(t *testing.T) {
+	e := newEnv(t)
+	bad := []string{
+		"muster:///",
+		"muster://greeter",
+		"muster:///Greeter",
+		"muster:///greeter?color=blue",
+		"muster:///greeter?zone=",
+		"muster:///greeter?zone=a&zone=b",
+		"muster:///greeter/extra",
+	}
+	for _, target := range bad {
+		u, err := url.Parse(target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := e.b.Build(grpcresolver.Target{URL: *u}, nil, grpcresolver.BuildOptions{})
+		if !errors.Is(err, resolver.ErrBadTarget) {
+			if r != nil {
+				r.Close()
+			}
+			t.Errorf("Build(%s) = %v, want ErrBadTarget", target, err)
+			continue
+		}
+		t.Logf("%s: %v", target, err)
+	}
+
+	if err := resolver.Register(resolver.NewBuilder(e.disc, resolver.WithScheme("muster-dup-test"))); err != nil {
+		t.Fatalf("first Register: %v", err)
+	}
+	err := resolver.Register(resolver.NewBuilder(e.disc, resolver.WithScheme("muster-dup-test")))
+	if !errors.Is(err, resolver.ErrSchemeRegistered) {
+		t.Fatalf("second Register of a scheme = %v, want ErrSchemeRegistered", err)
+	}
+	if err := resolver.Register(resolver.NewBuilder(e.disc, resolver.WithScheme("dns"))); !errors.Is(err, resolver.ErrSchemeRegistered) {
+		t.Fatalf("Register over gRPC's dns resolver = %v, want ErrSchemeRegistered", err)
+	}
+}
+
+func TestIdleChannelWakesOnTheSharedWatch(t *testing.T) {
+	c := newEnv(t)
+	disc, err := etcd.NewDiscovery(c.cli, etcdOpts(etcd.WithLinger(time.Minute))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer disc.Close()
+	a := c.serve(t, "a", "v1", "z1")
+	bld := resolver.NewBuilder(disc, resolver.WithLogger(quiet))
+	conn := dial(t, grpc.WithResolvers(bld), "muster:///greeter", grpc.WithIdleTimeout(100*time.Millisecond))
+	callUntil(t, conn, "the server called", hasAll(a.Addr))
+	loads := disc.Stats().Loads
+	// Wait for the channel to enter idle mode: its resolver is closed.
+	for deadline := time.Now().Add(10 * time.Second); disc.Stats().Watchers != 0; {
+		if time.Now().After(deadline) {
+			t.Fatalf("channel never went idle; stats %+v", disc.Stats())
+		}
+		time.Sleep(20 * time.Millisecond) // polling the channel's idleness
+	}
+	got := calls(t, conn, 10)
+	if got[a.Addr] != 10 {
+		t.Fatalf("calls after waking from idle: %v", got)
+	}
+	if st := disc.Stats(); st.Loads != loads {
+		t.Fatalf("waking from idle loaded the service again: loads %d -> %d", loads, st.Loads)
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,109 @@
+package resolver
+
+import (
+	"fmt"
+	"net/url"
+	"sort"
+	"strings"
+
+	"github.com/musterhq/muster/registry"
+)
+
+// query is a parsed muster target: the service and its filters.
+type query struct {
+	service  string
+	version  string
+	zone     string
+	metadata map[string]string
+}
+
+// metaPrefix introduces a metadata filter in a target's query.
+const metaPrefix = "meta."
+
+// parseTarget reads "<scheme>:///<service>[?version=v&zone=z&meta.k=v]".
+// Every error names what is wrong.
+func parseTarget(u url.URL) (query, error) {
+	if u.Host != "" {
+		return query{}, fmt.Errorf("%w: %q has authority %q; the service goes in the path: %s:///%s",
+			ErrBadTarget, u.String(), u.Host, u.Scheme, u.Host)
+	}
+	service := strings.TrimPrefix(u.Path, "/")
+	if service == "" {
+		service = strings.TrimPrefix(u.Opaque, "/")
+	}
+	if service == "" {
+		return query{}, fmt.Errorf("%w: %q names no service; want %s:///<service>", ErrBadTarget, u.String(), u.Scheme)
+	}
+	if err := registry.ValidateName(service); err != nil {
+		return query{}, fmt.Errorf("%w: %q: %w", ErrBadTarget, u.String(), err)
+	}
+	values, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return query{}, fmt.Errorf("%w: %q: bad query: %v", ErrBadTarget, u.String(), err)
+	}
+	q := query{service: service}
+	keys := make([]string, 0, len(values))
+	for k := range values {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		vs := values[k]
+		if len(vs) != 1 || vs[0] == "" {
+			return query{}, fmt.Errorf("%w: %q: query key %q needs exactly one non-empty value", ErrBadTarget, u.String(), k)
+		}
+		v := vs[0]
+		switch {
+		case k == "version":
+			q.version = v
+		case k == "zone":
+			q.zone = v
+		case strings.HasPrefix(k, metaPrefix) && len(k) > len(metaPrefix):
+			if q.metadata == nil {
+				q.metadata = map[string]string{}
+			}
+			q.metadata[k[len(metaPrefix):]] = v
+		default:
+			return query{}, fmt.Errorf("%w: %q: unknown query key %q; known are version, zone and meta.<key>", ErrBadTarget, u.String(), k)
+		}
+	}
+	return q, nil
+}
+
+// matches reports whether in passes the version and metadata filters.
+func (q query) matches(in registry.Instance) bool {
+	if q.version != "" && in.Version != q.version {
+		return false
+	}
+	for k, v := range q.metadata {
+		if in.Metadata[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// filter applies the version and metadata filters, then the zone
+// preference: instances in zone if there are any, else all of them when
+// fallback is on, else none.
+func (q query) filter(list []registry.Instance, zone string, fallback bool) []registry.Instance {
+	out := make([]registry.Instance, 0, len(list))
+	for _, in := range list {
+		if q.matches(in) {
+			out = append(out, in)
+		}
+	}
+	if zone == "" {
+		return out
+	}
+	inZone := out[:0:0]
+	for _, in := range out {
+		if in.Zone == zone {
+			inZone = append(inZone, in)
+		}
+	}
+	if len(inZone) == 0 && fallback {
+		return out
+	}
+	return inZone
+}
