@@ -29,6 +29,7 @@ type musterResolver struct {
 	delivered bool                // a state or error reached the channel
 	live      bool                // the last state came from the registry, not the disk
 	sent      []registry.Instance // the list last pushed
+	sentEPs   []grpcresolver.Endpoint
 	withheld  bool                // protection is withholding the live list
 }
 
@@ -126,16 +127,33 @@ func (r *musterResolver) startFromDisk() {
 }
 
 func (r *musterResolver) push(list []registry.Instance) {
-	eps := make([]grpcresolver.Endpoint, len(list))
-	for i, in := range list {
-		eps[i] = endpointOf(in)
-	}
+	eps := reuseEndpoints(list, r.sent, r.sentEPs)
 	// An error here (for example: no endpoints for round_robin) makes gRPC
 	// call ResolveNow with backoff; the next change is pushed anyway.
 	_ = r.cc.UpdateState(grpcresolver.State{Endpoints: eps})
 	r.b.updates.Add(1)
 	r.delivered = true
-	r.sent = list
+	r.sent, r.sentEPs = list, eps
+}
+
+// reuseEndpoints returns the endpoints of list, reusing those built for
+// prev (whose endpoints are prevEPs) for unchanged instances. Both lists are
+// sorted by ID, so one merge pass finds them: an update touching a few
+// instances of a large service builds only those.
+func reuseEndpoints(list, prev []registry.Instance, prevEPs []grpcresolver.Endpoint) []grpcresolver.Endpoint {
+	eps := make([]grpcresolver.Endpoint, len(list))
+	j := 0
+	for i, in := range list {
+		for j < len(prev) && prev[j].ID < in.ID {
+			j++
+		}
+		if j < len(prev) && prev[j].ID == in.ID && prev[j].Equal(in) {
+			eps[i] = prevEPs[j]
+			continue
+		}
+		eps[i] = endpointOf(in)
+	}
+	return eps
 }
 
 func (r *musterResolver) reportError(err error) {

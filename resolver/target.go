@@ -87,6 +87,9 @@ func (q query) matches(in registry.Instance) bool {
 // preference: instances in zone if there are any, else all of them when
 // fallback is on, else none.
 func (q query) filter(list []registry.Instance, zone string, fallback bool) []registry.Instance {
+	if q.version == "" && len(q.metadata) == 0 && zone == "" {
+		return list // shared, read-only: nothing to filter
+	}
 	out := make([]registry.Instance, 0, len(list))
 	for _, in := range list {
 		if q.matches(in) {

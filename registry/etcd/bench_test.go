@@ -138,7 +138,7 @@ func BenchmarkConvergence(b *testing.B) {
 func benchDiscovery(b *testing.B, cli *clientv3.Client, add func(ctx context.Context, prefix string, i int) error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	prefix := fmt.Sprintf("/bench-%s-%d", b.Name(), b.N)
+	prefix := fmt.Sprintf("/bench-%s-%d", b.Name(), time.Now().UnixNano())
 	d, err := etcd.NewDiscovery(cli, etcd.WithPrefix(prefix), etcd.WithLogger(quiet))
 	if err != nil {
 		b.Fatal(err)

@@ -46,7 +46,11 @@ type Registrar struct {
 	// written holds what the run loop wrote under the current lease, by
 	// key. A key in written but not in entries is still to be deleted.
 	written map[string]*entry
-	lease   clientv3.LeaseID
+	// dirty holds exactly the keys where entries and written differ: the
+	// run loop's work list, so that a Register costs O(1) however many
+	// instances the registrar holds.
+	dirty map[string]struct{}
+	lease clientv3.LeaseID
 	// orphan is a lease the run loop believes lost but has not revoked:
 	// revoking it after the re-puts deletes keys deregistered meanwhile.
 	orphan  clientv3.LeaseID
@@ -86,6 +90,7 @@ func NewRegistrar(cli *clientv3.Client, opts ...Option) (*Registrar, error) {
 		done:    make(chan struct{}),
 		entries: make(map[string]*entry),
 		written: make(map[string]*entry),
+		dirty:   make(map[string]struct{}),
 		changed: make(chan struct{}),
 	}
 	r.status.Since = time.Now()
@@ -131,6 +136,7 @@ func (r *Registrar) Register(ctx context.Context, in registry.Instance) error {
 		e = prev // unchanged: nothing to rewrite
 	} else {
 		r.entries[key] = e
+		r.syncKeyLocked(key)
 		r.updateStatusLocked()
 	}
 	r.mu.Unlock()
@@ -170,6 +176,7 @@ func (r *Registrar) Deregister(ctx context.Context, in registry.Instance) error 
 	}
 	if _, ok := r.entries[key]; ok {
 		delete(r.entries, key)
+		r.syncKeyLocked(key)
 		r.updateStatusLocked()
 	}
 	r.mu.Unlock()
@@ -257,7 +264,7 @@ func (r *Registrar) Close() error {
 		r.mu.Lock()
 		leases := []clientv3.LeaseID{r.lease, r.orphan}
 		r.lease, r.orphan = 0, 0
-		r.written = map[string]*entry{}
+		r.forgetWrittenLocked()
 		r.updateStatusLocked()
 		r.mu.Unlock()
 		var errs []error
@@ -294,8 +301,8 @@ func (r *Registrar) broadcastLocked() {
 // waiters. r.mu must be held.
 func (r *Registrar) updateStatusLocked() {
 	pending := 0
-	for k, e := range r.entries {
-		if r.written[k] != e {
+	for k := range r.dirty {
+		if _, ok := r.entries[k]; ok {
 			pending++
 		}
 	}
@@ -309,6 +316,26 @@ func (r *Registrar) updateStatusLocked() {
 		st.Since = time.Now()
 	}
 	r.broadcastLocked()
+}
+
+// syncKeyLocked restores the dirty invariant for key after entries or
+// written changed. r.mu must be held.
+func (r *Registrar) syncKeyLocked(key string) {
+	if r.entries[key] != r.written[key] {
+		r.dirty[key] = struct{}{}
+	} else {
+		delete(r.dirty, key)
+	}
+}
+
+// forgetWrittenLocked records that nothing is written under a live lease
+// any more: every desired key is dirty again. r.mu must be held.
+func (r *Registrar) forgetWrittenLocked() {
+	r.written = make(map[string]*entry)
+	r.dirty = make(map[string]struct{}, len(r.entries))
+	for k := range r.entries {
+		r.dirty[k] = struct{}{}
+	}
 }
 
 func (r *Registrar) setError(err error) {

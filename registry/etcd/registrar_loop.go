@@ -155,7 +155,7 @@ func (r *Registrar) leaseLost(keepalive *<-chan *clientv3.LeaseKeepAliveResponse
 		r.orphan = r.lease
 	}
 	r.lease = 0
-	r.written = make(map[string]*entry)
+	r.forgetWrittenLocked()
 	r.updateStatusLocked()
 }
 
@@ -176,6 +176,7 @@ func (r *Registrar) deleteRemoved(lease clientv3.LeaseID) error {
 		r.mu.Lock()
 		if _, wanted := r.entries[key]; !wanted {
 			delete(r.written, key)
+			r.syncKeyLocked(key)
 		}
 		r.updateStatusLocked()
 		r.mu.Unlock()
@@ -187,7 +188,7 @@ func (r *Registrar) removedKeys() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var keys []string
-	for k := range r.written {
+	for k := range r.dirty {
 		if _, ok := r.entries[k]; !ok {
 			keys = append(keys, k)
 		}
@@ -218,6 +219,7 @@ func (r *Registrar) putPending(lease clientv3.LeaseID, keepalive *<-chan *client
 			if r.entries[e.key] == e {
 				e.err = fmt.Errorf("etcd: put %s: %w", e.key, err)
 				delete(r.entries, e.key)
+				r.syncKeyLocked(e.key)
 			}
 			r.updateStatusLocked()
 			r.mu.Unlock()
@@ -229,6 +231,7 @@ func (r *Registrar) putPending(lease clientv3.LeaseID, keepalive *<-chan *client
 		// Recorded even if the entry was deregistered meanwhile, so that
 		// deleteRemoved removes the key just written.
 		r.written[e.key] = e
+		r.syncKeyLocked(e.key)
 		r.updateStatusLocked()
 		r.mu.Unlock()
 	}
@@ -239,8 +242,8 @@ func (r *Registrar) pendingEntries() []*entry {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var out []*entry
-	for k, e := range r.entries {
-		if r.written[k] != e {
+	for k := range r.dirty {
+		if e, ok := r.entries[k]; ok {
 			out = append(out, e)
 		}
 	}
