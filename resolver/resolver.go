@@ -30,7 +30,7 @@ type musterResolver struct {
 	live      bool                // the last state came from the registry, not the disk
 	sent      []registry.Instance // the list last pushed
 	sentEPs   []grpcresolver.Endpoint
-	withheld  bool                // protection is withholding the live list
+	withheld  bool // protection is withholding the live list
 }
 
 // ResolveNow does nothing: the channel already gets every change as it
