@@ -1,0 +1,52 @@
+// Package resolver connects gRPC channels to a Muster registry.
+//
+// A Builder resolves "muster:///<service>" targets through any
+// registry.Discovery:
+//
+//	b := resolver.NewBuilder(discovery)
+//	conn, err := grpc.NewClient("muster:///user?zone=eu-1a", grpc.WithResolvers(b),
+//		grpc.WithTransportCredentials(insecure.NewCredentials()))
+//
+// Pass the Builder per channel with grpc.WithResolvers; Register installs it
+// in gRPC's global registry instead, and refuses to replace a resolver that
+// already owns the scheme.
+//
+// # Targets
+//
+// The target's path is the service name; its query filters the instances:
+// version=<v> keeps instances of that version, meta.<key>=<value> those
+// whose metadata has that value, and zone=<z> prefers instances in zone z
+// (WithZone sets a default), falling back to all the others when none is
+// there (WithZoneFallback(false) turns the fallback off). Any other key, an
+// empty value, a repeated key, an authority or an invalid service name makes
+// Build fail with an error matching ErrBadTarget that names the problem.
+//
+// # States
+//
+// Build never blocks on the registry. The channel gets its first state at
+// once from the Discovery's cache, or from the disk snapshot
+// (WithSnapshotDir) while the registry has not answered; with neither, it
+// gets a resolver error when the first load fails or the first-state
+// timeout (WithFirstStateTimeout, 500ms) passes, so that calls which do not
+// wait for ready fail with Unavailable instead of hanging until their
+// deadline. A service with no instances resolves to an empty state, which
+// fails such calls at once too.
+//
+// Each Discovery snapshot becomes one UpdateState: endpoints sorted by
+// instance ID, each carrying its registry.Instance as a comparable
+// attribute (InstanceOf reads it). ResolveNow is a no-op: the watch pushes
+// every change. Empty-list protection (WithProtection) withholds an update
+// that would shrink the list below a fraction of the largest list served
+// in a recent window, and keeps serving the last good list.
+//
+// DirectBuilder resolves static "direct:///host:port,host:port" targets.
+//
+// # Idle channels
+//
+// A channel in gRPC's idle mode closes its resolver, and with it its
+// watcher; on waking it builds a new one. Give the Discovery a linger time
+// (registry/etcd.WithLinger) at least as long as the channels' idle timeout
+// so that the woken channel finds the service's watch and cache warm.
+//
+// All types are safe for concurrent use.
+package resolver
