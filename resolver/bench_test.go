@@ -41,27 +41,6 @@ func (noop) ExitIdle()                                                  {}
 
 var registerNoop sync.Once
 
-// recordingBuilder wraps a resolver builder so that every UpdateState its
-// resolvers make at a real ClientConn is reported with the endpoint count.
-type recordingBuilder struct {
-	grpcresolver.Builder
-	onUpdate func(n int, at time.Time)
-}
-
-func (b recordingBuilder) Build(t grpcresolver.Target, cc grpcresolver.ClientConn, o grpcresolver.BuildOptions) (grpcresolver.Resolver, error) {
-	return b.Builder.Build(t, recordingCC{ClientConn: cc, onUpdate: b.onUpdate}, o)
-}
-
-type recordingCC struct {
-	grpcresolver.ClientConn
-	onUpdate func(n int, at time.Time)
-}
-
-func (c recordingCC) UpdateState(s grpcresolver.State) error {
-	c.onUpdate(len(s.Endpoints), time.Now())
-	return c.ClientConn.UpdateState(s)
-}
-
 // arrivals records the first time each endpoint count was seen.
 type arrivals struct {
 	mu   sync.Mutex

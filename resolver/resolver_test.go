@@ -3,10 +3,13 @@ package resolver_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/url"
+	"sync"
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	grpcresolver "google.golang.org/grpc/resolver"
@@ -297,4 +300,44 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+func TestOneUpdatePerWatchBatch(t *testing.T) {
+	e := newEnv(t)
+	var mu sync.Mutex
+	var sizes []int
+	got5 := make(chan struct{})
+	rec := recordingBuilder{e.b, func(n int, _ time.Time) {
+		mu.Lock()
+		defer mu.Unlock()
+		sizes = append(sizes, n)
+		if n == 5 {
+			close(got5)
+		}
+	}}
+	conn := dial(t, grpc.WithResolvers(rec), "muster:///greeter")
+	conn.Connect()
+	var ops []clientv3.Op
+	for i := 0; i < 5; i++ {
+		v, err := registry.Marshal(registry.Instance{Name: "greeter", ID: fmt.Sprint(i), Addr: fmt.Sprintf("127.0.0.1:%d", 1+i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ops = append(ops, clientv3.OpPut(registry.Key(registry.DefaultPrefix, "greeter", fmt.Sprint(i)), string(v)))
+	}
+	if _, err := e.cli.Txn(ctxFor(t, 5*time.Second)).Then(ops...).Commit(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-got5:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no state with 5 endpoints; states seen %v", sizes)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, n := range sizes {
+		if n > 0 && n < 5 {
+			t.Fatalf("a batch of 5 registrations reached the channel in parts: states %v", sizes)
+		}
+	}
 }
