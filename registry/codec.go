@@ -1,7 +1,6 @@
 package registry
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -59,12 +58,8 @@ func Marshal(in Instance) ([]byte, error) {
 // shape, and ErrInvalidInstance for a decoded instance that fails Validate.
 func Unmarshal(data []byte) (Instance, error) {
 	var wi wireInstance
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&wi); err != nil {
+	if err := json.Unmarshal(data, &wi); err != nil {
 		return Instance{}, fmt.Errorf("%w: %v", ErrMalformedValue, err)
-	}
-	if dec.More() {
-		return Instance{}, fmt.Errorf("%w: trailing data after the JSON object", ErrMalformedValue)
 	}
 	if wi.V != SchemaVersion {
 		return Instance{}, fmt.Errorf("%w: got v=%d, this code reads v=%d", ErrUnsupportedVersion, wi.V, SchemaVersion)
