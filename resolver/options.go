@@ -1,7 +1,9 @@
 package resolver
 
 import (
+	"fmt"
 	"log/slog"
+	"os"
 	"time"
 )
 
@@ -22,6 +24,8 @@ type options struct {
 	protectFraction float64
 	protectWindow   time.Duration
 	snapshotDir     string
+	subsetSize      int
+	clientID        string
 	logger          *slog.Logger
 }
 
@@ -36,6 +40,10 @@ func buildOptions(opts []Option) options {
 	}
 	for _, opt := range opts {
 		opt(&o)
+	}
+	if o.clientID == "" {
+		host, _ := os.Hostname()
+		o.clientID = fmt.Sprintf("%s:%d", host, os.Getpid())
 	}
 	return o
 }
@@ -112,6 +120,34 @@ func WithProtection(fraction float64, window time.Duration) Option {
 // snapshots.
 func WithSnapshotDir(dir string) Option {
 	return func(o *options) { o.snapshotDir = dir }
+}
+
+// WithSubset makes each channel connect to at most size instances of its
+// service, chosen by rendezvous hashing on the client ID (WithClientID)
+// after the target's filters: every client picks its own stable subset,
+// clients spread evenly over the instances, removing an instance outside a
+// client's subset changes nothing for it, and removing one inside replaces
+// just that one. Use it for services with more instances than a client
+// should hold connections to. The default, 0, is no subsetting; a negative
+// size keeps it.
+func WithSubset(size int) Option {
+	return func(o *options) {
+		if size >= 0 {
+			o.subsetSize = size
+		}
+	}
+}
+
+// WithClientID sets the identity subsetting hashes on (WithSubset). It
+// must differ between the client processes of a service, and stay the same
+// for the life of one. The default is "<hostname>:<pid>"; an empty ID keeps
+// the default.
+func WithClientID(id string) Option {
+	return func(o *options) {
+		if id != "" {
+			o.clientID = id
+		}
+	}
 }
 
 // WithLogger sets the logger. The default is slog.Default(); nil keeps the

@@ -95,7 +95,7 @@ func (r *musterResolver) update(now time.Time) {
 		r.log.Info("empty-list protection lifted", "live", len(snap.Instances))
 	}
 	r.withheld = withheld
-	list := r.q.filter(serve, r.q.zone, r.b.opts.zoneFallback)
+	list := r.choose(serve)
 	if !(r.delivered && r.live && sameInstances(list, r.sent)) {
 		r.push(list)
 	}
@@ -123,7 +123,14 @@ func (r *musterResolver) startFromDisk() {
 	}
 	r.log.Warn("registry not loaded yet; starting from the disk snapshot",
 		"instances", len(list), "saved_at", savedAt, "age", time.Since(savedAt).Round(time.Second))
-	r.push(r.q.filter(list, r.q.zone, r.b.opts.zoneFallback))
+	r.push(r.choose(list))
+}
+
+// choose applies the target's filters, then subsetting, to a service's
+// list.
+func (r *musterResolver) choose(list []registry.Instance) []registry.Instance {
+	o := &r.b.opts
+	return subset(r.q.filter(list, r.q.zone, o.zoneFallback), o.clientID, o.subsetSize)
 }
 
 func (r *musterResolver) push(list []registry.Instance) {

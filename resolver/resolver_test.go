@@ -341,3 +341,45 @@ func TestOneUpdatePerWatchBatch(t *testing.T) {
 		}
 	}
 }
+
+func TestSubsetLimitsAChannelsBackends(t *testing.T) {
+	e := newEnv(t)
+	byAddr := map[string]string{}
+	for _, id := range []string{"a", "b", "c", "d", "e"} {
+		byAddr[e.serve(t, id, "v1", "z1").Addr] = id
+	}
+	bld := resolver.NewBuilder(e.disc, resolver.WithSubset(2), resolver.WithClientID("client-1"), resolver.WithLogger(quiet))
+	conn := dial(t, grpc.WithResolvers(bld), "muster:///greeter")
+	callUntil(t, conn, "two servers called", func(c map[string]int) bool { return len(c) >= 2 })
+	got := calls(t, conn, 100)
+	if len(got) != 2 {
+		t.Fatalf("a subset of 2 reached %d servers: %v", len(got), got)
+	}
+	var leave string
+	for addr := range got {
+		leave = byAddr[addr]
+		break
+	}
+	if err := e.reg.Deregister(ctxFor(t, 5*time.Second), registry.Instance{Name: "greeter", ID: leave}); err != nil {
+		t.Fatal(err)
+	}
+	callUntil(t, conn, "a replacement server called", func(c map[string]int) bool {
+		for addr := range c {
+			if _, old := got[addr]; !old {
+				return true
+			}
+		}
+		return false
+	})
+	// The replacement arrived in the same state that removed the departed
+	// server, so from here on only the new pair is called.
+	after := calls(t, conn, 100)
+	if len(after) != 2 {
+		t.Fatalf("after a member left, the subset reached %v, want 2 servers", after)
+	}
+	for addr := range after {
+		if byAddr[addr] == leave {
+			t.Fatalf("the departed server %s is still called", leave)
+		}
+	}
+}
