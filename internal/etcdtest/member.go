@@ -13,9 +13,8 @@ import (
 	"go.etcd.io/etcd/pkg/v3/proxy"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
+
+	"github.com/musterhq/muster/internal/embedetcd"
 )
 
 // Member is one etcd server of a Cluster together with the proxy in front
@@ -217,7 +216,7 @@ func (m *Member) launch(state string) (*embed.Etcd, context.CancelFunc, error) {
 	cfg.Logger = "zap"
 	cfg.LogLevel = "error"
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(m.logger)
-	cfg.GRPCAdditionalServerOptions = abortOptions(abortCtx)
+	cfg.GRPCAdditionalServerOptions = embedetcd.AbortOptions(abortCtx)
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
 		abort()
@@ -380,66 +379,4 @@ func waitServing(e *embed.Etcd, deadline time.Time) error {
 		}
 		<-tick.C
 	}
-}
-
-// errAborted is what RPCs in flight on a stopping member end with. Clients
-// treat Unavailable like a lost connection: reads are retried and watches
-// resume on another connection.
-var errAborted = status.Error(codes.Unavailable, "etcdtest: member is stopping")
-
-// abortOptions returns gRPC server options that end every RPC in flight with
-// errAborted once ctx is cancelled.
-func abortOptions(ctx context.Context) []grpc.ServerOption {
-	unary := func(rctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		rctx, cancel := context.WithCancel(rctx)
-		defer cancel()
-		defer context.AfterFunc(ctx, cancel)()
-		resp, err := handler(rctx, req)
-		if err != nil && ctx.Err() != nil {
-			return nil, errAborted
-		}
-		return resp, err
-	}
-	stream := func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		parent := ss.Context()
-		sctx, cancel := context.WithCancel(parent)
-		defer cancel()
-		defer context.AfterFunc(ctx, cancel)()
-		err := handler(srv, abortableStream{ServerStream: ss, ctx: abortableContext{Context: sctx, parent: parent}})
-		if ctx.Err() != nil {
-			return errAborted
-		}
-		return err
-	}
-	return []grpc.ServerOption{
-		grpc.ChainUnaryInterceptor(unary),
-		grpc.ChainStreamInterceptor(stream),
-	}
-}
-
-// abortableStream is a server stream whose context is also cancelled when
-// its member stops.
-type abortableStream struct {
-	grpc.ServerStream
-	ctx context.Context
-}
-
-// Context returns the stream's context.
-func (s abortableStream) Context() context.Context { return s.ctx }
-
-// abortableContext is a child of a stream's context that is also cancelled
-// when the member stops. Err reports the parent's error if it has one, so
-// that the reasons etcd attaches to a stream's context (such as "no leader")
-// reach the handler unchanged.
-type abortableContext struct {
-	context.Context
-	parent context.Context
-}
-
-// Err returns the parent's error if it is done, else the child's.
-func (c abortableContext) Err() error {
-	if err := c.parent.Err(); err != nil {
-		return err
-	}
-	return c.Context.Err()
 }

@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/musterhq/muster/registry"
+)
+
+func newLsCmd(g *globalOptions) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "ls [service]",
+		Short: "List services, or the instances of one service",
+		Long: `Ls lists the services in the registry with their number of instances or,
+given a service name, the instances of that service.
+
+Instances are read the way clients read them: a value that does not decode
+or validate is skipped (and reported on stderr), so a service whose values are
+all bad shows 0 instances. If etcd does not answer within --timeout, ls fails.
+
+JSON output is an array: for services, objects {"name", "instances"}; for
+instances, the values as stored in etcd.`,
+		Example: `  muster ls
+  muster ls user
+  muster ls user -o json --endpoints http://10.0.0.1:2379,http://10.0.0.2:2379`,
+		Args: serviceArg(true),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := validateOutput(output); err != nil {
+				return err
+			}
+			if err := g.validate(); err != nil {
+				return err
+			}
+			service := ""
+			if len(args) == 1 {
+				service = args[0]
+			}
+			return runLs(cmd.Context(), g, output, service, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	addOutputFlag(cmd, &output)
+	return cmd
+}
+
+// serviceRow is one service in ls's output.
+type serviceRow struct {
+	Name      string `json:"name"`
+	Instances int    `json:"instances"`
+}
+
+// runLs lists the services (service == "") or the instances of service in
+// the given output format. It fails if etcd does not answer within
+// g.timeout.
+func runLs(ctx context.Context, g *globalOptions, output, service string, stdout, stderr io.Writer) error {
+	s, err := g.connect(stderr)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	tctx, cancel := context.WithTimeout(ctx, g.timeout)
+	defer cancel()
+	if service == "" {
+		rows, err := s.services(ctx, tctx)
+		if err != nil {
+			return err
+		}
+		return writeServices(stdout, stderr, output, g.prefix, rows)
+	}
+	w, err := s.d.Watch(tctx, service)
+	if err != nil {
+		return err
+	}
+	snap, err := waitLoaded(tctx, w)
+	if err != nil {
+		return g.etcdError(ctx, "read service "+service, err)
+	}
+	return writeInstances(stdout, stderr, output, service, snap.Instances)
+}
+
+// services lists every service with its number of valid instances. parent
+// is the command's context, ctx the same with the --timeout deadline.
+func (s *session) services(parent, ctx context.Context) ([]serviceRow, error) {
+	names, err := s.d.Services(ctx)
+	if err != nil {
+		return nil, s.g.etcdError(parent, "list services", err)
+	}
+	// Follow every service at once, then wait for each: the loads run in
+	// parallel.
+	watchers := make([]registry.Watcher, len(names))
+	for i, name := range names {
+		w, err := s.d.Watch(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		watchers[i] = w
+	}
+	rows := make([]serviceRow, len(names))
+	for i, w := range watchers {
+		snap, err := waitLoaded(ctx, w)
+		if err != nil {
+			return nil, s.g.etcdError(parent, "read service "+names[i], err)
+		}
+		rows[i] = serviceRow{Name: names[i], Instances: len(snap.Instances)}
+	}
+	return rows, nil
+}
+
+func writeServices(stdout, stderr io.Writer, output, prefix string, rows []serviceRow) error {
+	if output == outputJSON {
+		return writeJSON(stdout, rows)
+	}
+	if len(rows) == 0 {
+		_, err := fmt.Fprintf(stderr, "no services under %s\n", prefix)
+		return err
+	}
+	tw := newTable(stdout)
+	fmt.Fprintln(tw, "SERVICE\tINSTANCES")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%d\n", r.Name, r.Instances)
+	}
+	return tw.Flush()
+}
+
+func writeInstances(stdout, stderr io.Writer, output, service string, ins []registry.Instance) error {
+	if output == outputJSON {
+		vals, err := instancesJSON(ins)
+		if err != nil {
+			return err
+		}
+		return writeJSON(stdout, vals)
+	}
+	if len(ins) == 0 {
+		_, err := fmt.Fprintf(stderr, "no instances of %s\n", service)
+		return err
+	}
+	return writeInstanceTable(stdout, ins, timeNow())
+}

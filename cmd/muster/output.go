@@ -1,0 +1,181 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode"
+
+	"github.com/musterhq/muster/registry"
+)
+
+// timeNow is the clock of the commands; tests replace it.
+var timeNow = time.Now
+
+// instanceJSON returns in as the JSON value a registrar stores for it, so
+// that JSON output has the field names of the stored value.
+func instanceJSON(in registry.Instance) (json.RawMessage, error) {
+	b, err := registry.Marshal(in)
+	if err != nil {
+		return nil, fmt.Errorf("encode instance %s/%s: %w", in.Name, in.ID, err)
+	}
+	return b, nil
+}
+
+func instancesJSON(ins []registry.Instance) ([]json.RawMessage, error) {
+	out := make([]json.RawMessage, 0, len(ins))
+	for _, in := range ins {
+		b, err := instanceJSON(in)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
+
+// writeJSON writes v as indented JSON and a newline.
+func writeJSON(w io.Writer, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
+}
+
+// newTable returns a tabwriter for a table of columns separated by tabs.
+func newTable(w io.Writer) *tabwriter.Writer {
+	return tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+}
+
+// writeInstanceTable writes one row per instance, in the given order.
+func writeInstanceTable(w io.Writer, ins []registry.Instance, now time.Time) error {
+	tw := newTable(w)
+	fmt.Fprintln(tw, "ID\tADDR\tVERSION\tZONE\tWEIGHT\tMETADATA\tAGE")
+	for _, in := range ins {
+		age := "-"
+		if !in.RegisteredAt.IsZero() {
+			age = formatAge(now.Sub(in.RegisteredAt))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n",
+			cell(in.ID), cell(in.Addr), cell(in.Version), cell(in.Zone),
+			in.EffectiveWeight(), orDash(formatMetadata(in.Metadata)), age)
+	}
+	return tw.Flush()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// cell makes s safe for a table cell: "-" when empty, quoted when it holds
+// characters that would break the columns.
+func cell(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return quoteIfNeeded(s)
+}
+
+// formatMetadata renders metadata as k=v pairs sorted by key, separated by
+// commas; keys and values holding separators or unprintable characters are
+// quoted.
+func formatMetadata(md map[string]string) string {
+	parts := make([]string, 0, len(md))
+	for _, k := range slices.Sorted(maps.Keys(md)) {
+		parts = append(parts, quoteIfNeeded(k)+"="+quoteIfNeeded(md[k]))
+	}
+	return strings.Join(parts, ",")
+}
+
+func quoteIfNeeded(s string) string {
+	for _, r := range s {
+		if r == ',' || r == '=' || r == '"' || unicode.IsSpace(r) || !unicode.IsPrint(r) {
+			return strconv.Quote(s)
+		}
+	}
+	return s
+}
+
+// formatAge renders a duration the way kubectl does for ages: 42s, 7m,
+// 5h, 3d.
+func formatAge(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "0s"
+	case d < 2*time.Minute:
+		return fmt.Sprintf("%ds", int(d/time.Second))
+	case d < 2*time.Hour:
+		return fmt.Sprintf("%dm", int(d/time.Minute))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d/time.Hour))
+	default:
+		return fmt.Sprintf("%dd", int(d/(24*time.Hour)))
+	}
+}
+
+// describeInstance renders the attributes of in after its ID and address,
+// as in "(version v1.4.2, zone eu-1a, weight 100, metadata color=blue)".
+func describeInstance(in registry.Instance) string {
+	var parts []string
+	if in.Version != "" {
+		parts = append(parts, "version "+quoteIfNeeded(in.Version))
+	}
+	if in.Zone != "" {
+		parts = append(parts, "zone "+quoteIfNeeded(in.Zone))
+	}
+	w := "weight " + strconv.Itoa(in.EffectiveWeight())
+	if in.EffectiveWeight() == 0 {
+		w += " (draining)"
+	}
+	parts = append(parts, w)
+	if len(in.Metadata) > 0 {
+		parts = append(parts, "metadata "+formatMetadata(in.Metadata))
+	}
+	return "(" + strings.Join(parts, ", ") + ")"
+}
+
+// describeChange lists the fields that differ between two versions of an
+// instance, as in "weight 100->0, version v1->v2".
+func describeChange(old, cur registry.Instance) string {
+	var parts []string
+	str := func(field, a, b string) {
+		if a != b {
+			parts = append(parts, fmt.Sprintf("%s %s->%s", field, cell(a), cell(b)))
+		}
+	}
+	str("addr", old.Addr, cur.Addr)
+	str("version", old.Version, cur.Version)
+	str("zone", old.Zone, cur.Zone)
+	if ow, cw := old.EffectiveWeight(), cur.EffectiveWeight(); ow != cw {
+		parts = append(parts, fmt.Sprintf("weight %d->%d", ow, cw))
+	}
+	if a, b := formatMetadata(old.Metadata), formatMetadata(cur.Metadata); a != b {
+		parts = append(parts, fmt.Sprintf("metadata {%s}->{%s}", a, b))
+	}
+	if !old.RegisteredAt.Equal(cur.RegisteredAt) {
+		parts = append(parts, "re-registered")
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "(" + strings.Join(parts, ", ") + ")"
+}
+
+// plural renders a count of things: "1 instance", "2 instances".
+func plural(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return strconv.Itoa(n) + " " + thing + "s"
+}

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestExitCode(t *testing.T) {
+	cases := []struct {
+		err  error
+		want int
+	}{
+		{nil, 0},
+		{usageErrorf("bad flag"), 2},
+		{fmt.Errorf("wrapped: %w", usageErrorf("bad flag")), 2},
+		{errors.New("etcd said no"), 1},
+		{&unreachableError{endpoints: []string{"http://x:1"}, err: errors.New("no answer")}, 1},
+		{errInterrupted, 1},
+	}
+	for _, c := range cases {
+		if got := exitCode(c.err); got != c.want {
+			t.Errorf("exitCode(%v) = %d, want %d", c.err, got, c.want)
+		}
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	// All are found before etcd is contacted, so they fail at once.
+	cases := []struct {
+		args []string
+		msg  string // in the error line
+	}{
+		{[]string{"ls", "--bogus"}, "unknown flag: --bogus"},
+		{[]string{"ls", "-x"}, "unknown shorthand flag: 'x'"},
+		{[]string{"ls", "a", "b"}, "takes one service name"},
+		{[]string{"ls", "User"}, `invalid service name: "User" must start with a lower-case letter or digit`},
+		{[]string{"ls", "a/b"}, "allowed are a-z"},
+		{[]string{"ls", "-o", "yaml"}, `unknown format "yaml"`},
+		{[]string{"ls", "--timeout", "soon"}, `invalid argument "soon"`},
+		{[]string{"ls", "--timeout", "0s"}, "--timeout: must be positive"},
+		{[]string{"ls", "--endpoints", ""}, "--endpoints: need at least one"},
+		{[]string{"ls", "--prefix", "/"}, "--prefix"},
+		{[]string{"watch"}, "needs a service name"},
+		{[]string{"watch", "a", "b"}, "takes one service name"},
+		{[]string{"watch", "user", "--output", "xml"}, `unknown format "xml"`},
+		{[]string{"serve", "extra"}, "takes no arguments"},
+		{[]string{"serve", "--listen-client-url", "127.0.0.1:2379"}, "--listen-client-url"},
+		{[]string{"serve", "--listen-peer-url", "http://example.com:2380"}, "IP address or localhost"},
+		{[]string{"serve", "--data-dir", ""}, "--data-dir"},
+		{[]string{"lss"}, `unknown command "lss" for "muster"; did you mean ls?`},
+	}
+	for _, c := range cases {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			r := run(c.args...)
+			if r.code != exitUsage {
+				t.Fatalf("exit code %d, want %d\nstderr:\n%s", r.code, exitUsage, r.stderr)
+			}
+			first, rest, _ := strings.Cut(r.stderr, "\n")
+			if !strings.HasPrefix(first, "muster: ") || !strings.Contains(first, c.msg) {
+				t.Fatalf("first stderr line %q, want \"muster: ...%s...\"", first, c.msg)
+			}
+			if !strings.Contains(rest, "Usage:") {
+				t.Fatalf("stderr has no usage after the error:\n%s", r.stderr)
+			}
+			if r.stdout != "" {
+				t.Fatalf("stdout should be empty, got %q", r.stdout)
+			}
+			if r.took > 2*time.Second {
+				t.Fatalf("a usage error took %v", r.took)
+			}
+		})
+	}
+}
+
+func TestHelp(t *testing.T) {
+	for _, args := range [][]string{nil, {"--help"}, {"help"}, {"ls", "-h"}, {"help", "serve"}} {
+		r := run(args...)
+		if r.code != exitOK || !strings.Contains(r.stdout, "Usage:") || r.stderr != "" {
+			t.Errorf("muster %v: exit code %d, stdout %q, stderr %q; want help on stdout and exit 0",
+				args, r.code, r.stdout, r.stderr)
+		}
+	}
+	r := run("serve", "--help")
+	for _, want := range []string{"--data-dir", `(default "muster.etcd")`, "./muster.etcd", "--listen-client-url", "http://127.0.0.1:2379", "--listen-peer-url", "--name"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("serve --help does not mention %q:\n%s", want, r.stdout)
+		}
+	}
+}
+
+func TestFormatAge(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		-time.Second:                 "0s",
+		0:                            "0s",
+		42 * time.Second:             "42s",
+		119 * time.Second:            "119s",
+		2 * time.Minute:              "2m",
+		119 * time.Minute:            "119m",
+		3 * time.Hour:                "3h",
+		47 * time.Hour:               "47h",
+		49 * time.Hour:               "2d",
+		400*24*time.Hour + time.Hour: "400d",
+	} {
+		if got := formatAge(d); got != want {
+			t.Errorf("formatAge(%v) = %q, want %q", d, got, want)
+		}
+	}
+}
+
+func TestFormatMetadataQuotes(t *testing.T) {
+	got := formatMetadata(map[string]string{"b": "x y", "a": "1", "c": "k=v,w", "d": "tab\there"})
+	want := `a=1,b="x y",c="k=v,w",d="tab\there"`
+	if got != want {
+		t.Fatalf("formatMetadata = %s, want %s", got, want)
+	}
+}

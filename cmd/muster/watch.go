@@ -1,0 +1,242 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/musterhq/muster/registry"
+	"github.com/musterhq/muster/registry/etcd"
+)
+
+// watchProgressInterval is how often watch has etcd confirm a quiet watch;
+// a snapshot turns stale after three intervals without an answer. Tests
+// shorten it.
+var watchProgressInterval = 2 * time.Second
+
+func newWatchCmd(g *globalOptions) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "watch <service>",
+		Short: "Print a service's instances, then every change",
+		Long: `Watch prints the current instances of a service, then one line per change
+as clients see it, until interrupted:
+
+  # service: N instances ...  the header
+  = id addr (...)             an instance present at the start
+  + id addr (...)             an instance was added
+  - id addr                   an instance was removed
+  ~ id addr (weight 100->0)   an instance changed (the fields that did)
+  ! stale since ...           etcd stopped answering; the last known list stays
+  ! fresh again ...           etcd answers again; changes missed meanwhile follow
+
+With -o json it prints one JSON object per event and line: "list" (with all
+instances) first, then "added", "removed", "changed" (with "previous"),
+"stale" and "fresh". Instances have the field names of the stored values.
+
+If etcd does not answer within --timeout at the start, watch fails.`,
+		Example: `  muster watch user
+  muster watch user -o json | jq .`,
+		Args: serviceArg(false),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := validateOutput(output); err != nil {
+				return err
+			}
+			if err := g.validate(); err != nil {
+				return err
+			}
+			return runWatch(cmd.Context(), g, output, args[0], cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	addOutputFlag(cmd, &output)
+	return cmd
+}
+
+// runWatch prints service's instances and then its changes to stdout
+// until ctx ends, when it returns nil. It fails if etcd does not answer
+// within g.timeout at the start, or if stdout cannot be written.
+func runWatch(ctx context.Context, g *globalOptions, output, service string, stdout, stderr io.Writer) error {
+	s, err := g.connect(stderr, etcd.WithProgressInterval(watchProgressInterval))
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	w, err := s.d.Watch(ctx, service)
+	if err != nil {
+		return err
+	}
+	tctx, cancel := context.WithTimeout(ctx, g.timeout)
+	snap, err := waitLoaded(tctx, w)
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return g.etcdError(ctx, "read service "+service, err)
+	}
+
+	p := &watchPrinter{w: stdout, json: output == outputJSON, service: service}
+	p.list(snap)
+	if snap.Stale() {
+		p.stale(snap)
+	}
+	prev := snap
+	for p.err == nil {
+		select {
+		case <-ctx.Done():
+			return nil
+		case _, ok := <-w.Updates():
+			if !ok {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return errors.New("watch: the watcher was closed")
+			}
+		}
+		cur := w.Snapshot()
+		p.changes(prev, cur)
+		prev = cur
+	}
+	return fmt.Errorf("watch: write output: %w", p.err)
+}
+
+// watchEvent is one line of watch's JSON output.
+type watchEvent struct {
+	Time      time.Time         `json:"time"`
+	Event     string            `json:"event"`
+	Service   string            `json:"service"`
+	Revision  int64             `json:"revision,omitzero"`
+	Instances []json.RawMessage `json:"instances,omitzero"`
+	Instance  json.RawMessage   `json:"instance,omitzero"`
+	Previous  json.RawMessage   `json:"previous,omitzero"`
+	Since     time.Time         `json:"since,omitzero"`
+	Error     string            `json:"error,omitzero"`
+}
+
+// watchPrinter writes watch's output. The first write error stops it and
+// is kept in err.
+type watchPrinter struct {
+	w       io.Writer
+	json    bool
+	service string
+	err     error
+}
+
+func (p *watchPrinter) line(format string, args ...any) {
+	if p.err == nil {
+		_, p.err = fmt.Fprintf(p.w, format+"\n", args...)
+	}
+}
+
+func (p *watchPrinter) event(ev watchEvent) {
+	if p.err != nil {
+		return
+	}
+	ev.Time = timeNow().UTC()
+	ev.Service = p.service
+	b, err := json.Marshal(ev)
+	if err != nil {
+		p.err = err
+		return
+	}
+	_, p.err = p.w.Write(append(b, '\n'))
+}
+
+func (p *watchPrinter) instance(in registry.Instance) json.RawMessage {
+	b, err := instanceJSON(in)
+	if err != nil && p.err == nil {
+		p.err = err
+	}
+	return b
+}
+
+// list prints the initial snapshot.
+func (p *watchPrinter) list(s registry.Snapshot) {
+	if p.json {
+		ins, err := instancesJSON(s.Instances)
+		if err != nil {
+			p.err = err
+			return
+		}
+		p.event(watchEvent{Event: "list", Revision: s.Revision, Instances: ins})
+		return
+	}
+	p.line("# %s: %s at revision %d; watching for changes", p.service, plural(len(s.Instances), "instance"), s.Revision)
+	for _, in := range s.Instances {
+		p.line("= %s %s %s", in.ID, in.Addr, describeInstance(in))
+	}
+}
+
+func (p *watchPrinter) stale(s registry.Snapshot) {
+	msg := ""
+	if s.Err != nil {
+		msg = s.Err.Error()
+	}
+	if p.json {
+		p.event(watchEvent{Event: "stale", Revision: s.Revision, Since: s.StaleSince.UTC(), Error: msg})
+		return
+	}
+	p.line("! stale since %s: %s (showing the last known %s)",
+		s.StaleSince.UTC().Format(time.RFC3339), msg, plural(len(s.Instances), "instance"))
+}
+
+func (p *watchPrinter) fresh(s registry.Snapshot) {
+	if p.json {
+		p.event(watchEvent{Event: "fresh", Revision: s.Revision})
+		return
+	}
+	p.line("! fresh again at revision %d", s.Revision)
+}
+
+// changes prints what differs between two snapshots: a change of
+// staleness first, then changed, removed and added instances, each in ID
+// order.
+func (p *watchPrinter) changes(prev, cur registry.Snapshot) {
+	switch {
+	case !prev.Stale() && cur.Stale():
+		p.stale(cur)
+	case prev.Stale() && !cur.Stale():
+		p.fresh(cur)
+	}
+	old := make(map[string]registry.Instance, len(prev.Instances))
+	for _, in := range prev.Instances {
+		old[in.ID] = in
+	}
+	var added []registry.Instance
+	for _, in := range cur.Instances {
+		o, ok := old[in.ID]
+		delete(old, in.ID)
+		switch {
+		case !ok:
+			added = append(added, in)
+		case !o.Equal(in):
+			if p.json {
+				p.event(watchEvent{Event: "changed", Revision: cur.Revision, Instance: p.instance(in), Previous: p.instance(o)})
+			} else {
+				p.line("~ %s %s %s", in.ID, in.Addr, describeChange(o, in))
+			}
+		}
+	}
+	for _, in := range prev.Instances {
+		if _, gone := old[in.ID]; !gone {
+			continue
+		}
+		if p.json {
+			p.event(watchEvent{Event: "removed", Revision: cur.Revision, Instance: p.instance(in)})
+		} else {
+			p.line("- %s %s", in.ID, in.Addr)
+		}
+	}
+	for _, in := range added {
+		if p.json {
+			p.event(watchEvent{Event: "added", Revision: cur.Revision, Instance: p.instance(in)})
+		} else {
+			p.line("+ %s %s %s", in.ID, in.Addr, describeInstance(in))
+		}
+	}
+}

@@ -1,0 +1,118 @@
+package main
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	"github.com/musterhq/muster/registry"
+)
+
+func TestWatchPrintsChanges(t *testing.T) {
+	s := startServe(t, t.TempDir())
+	r := newRegistrar(t, s.endpoint)
+	u1 := registry.Instance{
+		ID: "user-1", Name: "user", Version: "v1.4.2", Addr: "10.0.0.1:9000", Zone: "eu-1a",
+		Metadata: map[string]string{"color": "blue"},
+	}
+	register(t, r, u1)
+	// Another service's changes must not show.
+	other := registry.Instance{Name: "user-admin", Addr: "10.0.9.1:9000"}
+
+	// --timeout bounds etcd requests, and with them how long a watch that
+	// etcd stopped answering stays silent before it is restarted.
+	w := start(t, "watch", "user", "--endpoints", s.endpoint, "--timeout", "2s")
+	w.expect(t, `# user: 1 instance at revision \d+; watching for changes`)
+	w.expect(t, `= user-1 10\.0\.0\.1:9000 \(version v1\.4\.2, zone eu-1a, weight 100, metadata color=blue\)`)
+
+	register(t, r, other)
+	u2 := registry.Instance{ID: "user-2", Name: "user", Addr: "10.0.0.2:9000", Weight: 300}
+	register(t, r, u2)
+	w.expect(t, `\+ user-2 10\.0\.0\.2:9000 \(weight 300\)`)
+
+	u2.Draining = true
+	register(t, r, u2)
+	w.expect(t, `~ user-2 10\.0\.0\.2:9000 \(weight 300->0\)`)
+
+	deregister(t, r, u2)
+	w.expect(t, `- user-2 10\.0\.0\.2:9000`)
+
+	// The registry goes away and comes back on the same ports and data.
+	s.stop(t)
+	w.expect(t, `! stale since \S+: .+ \(showing the last known 1 instance\)`)
+	restartServe(t, s)
+	w.expect(t, `! fresh again at revision \d+`)
+
+	deregister(t, r, u1)
+	w.expect(t, `- user-1 10\.0\.0\.1:9000`)
+
+	if code := w.stop(t); code != exitOK {
+		t.Fatalf("watch stopped by its context: exit code %d, want 0; stderr:\n%s", code, w.stderr)
+	}
+	// Before the restarted server stops, so that it can revoke its lease.
+	r.Close()
+	if extra := len(w.seen); extra != 8 {
+		t.Fatalf("watch printed %d lines, want 8:\n%v", extra, w.seen)
+	}
+}
+
+func TestWatchJSON(t *testing.T) {
+	s := startServe(t, t.TempDir())
+	r := newRegistrar(t, s.endpoint)
+
+	w := start(t, "watch", "billing", "--endpoints", s.endpoint, "-o", "json")
+	type event struct {
+		Event     string            `json:"event"`
+		Service   string            `json:"service"`
+		Revision  int64             `json:"revision"`
+		Instances []json.RawMessage `json:"instances"`
+		Instance  map[string]any    `json:"instance"`
+		Previous  map[string]any    `json:"previous"`
+		Time      string            `json:"time"`
+	}
+	next := func(what string) event {
+		t.Helper()
+		line := w.next(t, what)
+		var ev event
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			t.Fatalf("line %q is not a JSON object: %v", line, err)
+		}
+		if ev.Event != what || ev.Service != "billing" || ev.Time == "" || ev.Revision == 0 {
+			t.Fatalf("got %s, want a %q event of service billing with time and revision", line, what)
+		}
+		return ev
+	}
+
+	ev := next("list")
+	if ev.Instances == nil || len(ev.Instances) != 0 {
+		t.Fatalf("first event lists %v, want an empty list []", ev.Instances)
+	}
+
+	in := registry.Instance{Name: "billing", Addr: "10.0.1.1:7000", Zone: "eu-1b"}
+	register(t, r, in)
+	ev = next("added")
+	for k, want := range map[string]any{"v": 1.0, "id": "10.0.1.1:7000", "name": "billing", "addr": "10.0.1.1:7000", "zone": "eu-1b", "weight": 100.0} {
+		if got := ev.Instance[k]; !reflect.DeepEqual(got, want) {
+			t.Errorf("added instance field %q = %v, want %v (instance %v)", k, got, want, ev.Instance)
+		}
+	}
+	if _, ok := ev.Instance["registered_at"]; !ok {
+		t.Errorf("added instance has no registered_at: %v", ev.Instance)
+	}
+
+	in.Weight = 50
+	register(t, r, in)
+	ev = next("changed")
+	if ev.Instance["weight"] != 50.0 || ev.Previous["weight"] != 100.0 {
+		t.Fatalf("changed event has weight %v, previous %v; want 50 and 100", ev.Instance["weight"], ev.Previous["weight"])
+	}
+
+	deregister(t, r, in)
+	ev = next("removed")
+	if ev.Instance["id"] != "10.0.1.1:7000" {
+		t.Fatalf("removed event names %v, want the deregistered instance", ev.Instance)
+	}
+	if code := w.stop(t); code != exitOK {
+		t.Fatalf("watch -o json: exit code %d, want 0; stderr:\n%s", code, w.stderr)
+	}
+}
