@@ -158,7 +158,8 @@ func TestMemberRestartKeepsRegistrationAndDiscovery(t *testing.T) {
 	c := etcdtest.Start(t)
 	cli := c.Client(t)
 	r := newRegistrar(t, cli, fast("/p")...)
-	d := newDiscovery(t, cli, fast("/p")...)
+	// A long request timeout: recovery must not wait for it.
+	d := newDiscovery(t, cli, fast("/p", etcd.WithRequestTimeout(10*time.Second))...)
 	ctx := ctxFor(t, 60*time.Second)
 	if err := r.Register(ctx, instance("svc", "a", 9001)); err != nil {
 		t.Fatal(err)
@@ -177,8 +178,9 @@ func TestMemberRestartKeepsRegistrationAndDiscovery(t *testing.T) {
 		t.Fatalf("stale snapshot lost instances: %s", registrytest.Describe(s))
 	}
 	m.Restart(t)
-
-	registrytest.WaitFor(t, w, "fresh after restart", func(s registry.Snapshot) bool { return s.Loaded && !s.Stale() })
+	restarted := time.Now()
+	registrytest.WaitForWithin(t, w, 3*time.Second, "fresh within 3s of the restart", func(s registry.Snapshot) bool { return s.Loaded && !s.Stale() })
+	t.Logf("fresh %v after the restart", time.Since(restarted).Round(time.Millisecond))
 	if err := r.Register(ctx, instance("svc", "b", 9002)); err != nil {
 		t.Fatalf("Register after restart: %v", err)
 	}

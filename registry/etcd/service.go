@@ -185,12 +185,12 @@ func (s *service) follow(ctx context.Context, rev int64) (healthy bool, err erro
 	}
 
 	every := s.d.opts.progressEvery
-	// A watch silent for this long is restarted, with a fresh load.
-	silentLimit := 3*every + s.d.opts.requestTimeout
+	// Silent for this long, the watch is given up and the service
+	// reloaded. Checked on ticks, so it fires at the third tick of silence.
+	silentLimit := 3*every - every/2
 	ticker := time.NewTicker(every)
 	defer ticker.Stop()
 	lastHeard := time.Now()
-	silent := false // marked stale for lack of responses
 	for {
 		select {
 		case <-ctx.Done():
@@ -204,12 +204,6 @@ func (s *service) follow(ctx context.Context, rev int64) (healthy bool, err erro
 			}
 			if wresp.Canceled {
 				return healthy, fmt.Errorf("etcd: watch %s canceled: %s", s.prefix, wresp.CancelReason)
-			}
-			if silent {
-				// Messages may have been lost while the watch was
-				// silent; verify with a fresh load instead of trusting
-				// the stream.
-				return true, fmt.Errorf("etcd: watch of %s answered again after %v of silence; reloading", s.prefix, time.Since(lastHeard).Round(time.Millisecond))
 			}
 			healthy = true
 			lastHeard = time.Now()
@@ -226,11 +220,14 @@ func (s *service) follow(ctx context.Context, rev int64) (healthy bool, err erro
 		case <-ticker.C:
 			quiet := time.Since(lastHeard)
 			if quiet > silentLimit {
-				return healthy, fmt.Errorf("etcd: no response on the watch of %s for %v; restarting it", s.prefix, quiet.Round(time.Millisecond))
-			}
-			if quiet > 3*every {
-				silent = true
-				s.markStale(fmt.Errorf("etcd: no response on the watch of %s for %v", s.prefix, quiet.Round(time.Millisecond)))
+				// Not even a progress notification: the connection is
+				// gone or messages were lost. Reloading (the Get
+				// waits for etcd to answer) and watching again is the
+				// only way to be sure nothing was missed; a watch the
+				// client resumes by itself after an outage may start
+				// past the store's revision and so never answer a
+				// progress request on a quiet store.
+				return healthy, fmt.Errorf("etcd: no response on the watch of %s for %v", s.prefix, quiet.Round(time.Millisecond))
 			}
 			if quiet >= every {
 				// Answered by a progress notification on this watch's
