@@ -17,6 +17,7 @@ import (
 	grpcresolver "google.golang.org/grpc/resolver"
 
 	"github.com/musterhq/muster/internal/etcdtest"
+	"github.com/musterhq/muster/internal/resolvertest"
 	"github.com/musterhq/muster/registry"
 	"github.com/musterhq/muster/registry/etcd"
 	"github.com/musterhq/muster/resolver"
@@ -171,7 +172,7 @@ func BenchmarkConvergence(b *testing.B) {
 			b.Fatal(err)
 		}
 		seen := newArrivals()
-		openChannel(b, recordingBuilder{nb, seen.mark}, "etcd:///"+target)
+		openChannel(b, resolvertest.RecordingBuilder{Builder: nb, OnUpdate: seen.mark}, "etcd:///"+target)
 		ctx := context.Background()
 		var lat []time.Duration
 		for i := 0; i < b.N; i++ {
@@ -196,7 +197,7 @@ func benchMuster(b *testing.B, cli *clientv3.Client, add func(ctx context.Contex
 	}
 	defer disc.Close()
 	seen := newArrivals()
-	openChannel(b, recordingBuilder{resolver.NewBuilder(disc, resolver.WithLogger(quiet)), seen.mark}, "muster:///svc")
+	openChannel(b, resolvertest.RecordingBuilder{Builder: resolver.NewBuilder(disc, resolver.WithLogger(quiet)), OnUpdate: seen.mark}, "muster:///svc")
 	seen.wait(b, 0)
 	ctx := context.Background()
 	var lat []time.Duration
@@ -234,7 +235,7 @@ func BenchmarkFanOut(b *testing.B) {
 	seen := make([]*arrivals, channels)
 	for i := range seen {
 		seen[i] = newArrivals()
-		openChannel(b, recordingBuilder{bld, seen[i].mark}, "muster:///fan")
+		openChannel(b, resolvertest.RecordingBuilder{Builder: bld, OnUpdate: seen[i].mark}, "muster:///fan")
 	}
 	for _, s := range seen {
 		s.wait(b, 0)

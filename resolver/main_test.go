@@ -14,7 +14,6 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	grpcresolver "google.golang.org/grpc/resolver"
 
 	"github.com/musterhq/muster/internal/etcdtest"
 	"github.com/musterhq/muster/internal/testbackend"
@@ -157,25 +156,4 @@ func describe(bs ...*testbackend.Backend) string {
 
 func writeFile(dir, name, content string) error {
 	return os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644)
-}
-
-// recordingBuilder wraps a resolver builder so that every UpdateState its
-// resolvers make at a real ClientConn is reported with the endpoint count.
-type recordingBuilder struct {
-	grpcresolver.Builder
-	onUpdate func(n int, at time.Time)
-}
-
-func (b recordingBuilder) Build(t grpcresolver.Target, cc grpcresolver.ClientConn, o grpcresolver.BuildOptions) (grpcresolver.Resolver, error) {
-	return b.Builder.Build(t, recordingCC{ClientConn: cc, onUpdate: b.onUpdate}, o)
-}
-
-type recordingCC struct {
-	grpcresolver.ClientConn
-	onUpdate func(n int, at time.Time)
-}
-
-func (c recordingCC) UpdateState(s grpcresolver.State) error {
-	c.onUpdate(len(s.Endpoints), time.Now())
-	return c.ClientConn.UpdateState(s)
 }

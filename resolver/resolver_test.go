@@ -15,6 +15,7 @@ import (
 	grpcresolver "google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/status"
 
+	"github.com/musterhq/muster/internal/resolvertest"
 	"github.com/musterhq/muster/internal/testbackend"
 	"github.com/musterhq/muster/registry"
 	"github.com/musterhq/muster/registry/etcd"
@@ -307,7 +308,7 @@ func TestOneUpdatePerWatchBatch(t *testing.T) {
 	var mu sync.Mutex
 	var sizes []int
 	got5 := make(chan struct{})
-	rec := recordingBuilder{e.b, func(n int, _ time.Time) {
+	rec := resolvertest.RecordingBuilder{Builder: e.b, OnUpdate: func(n int, _ time.Time) {
 		mu.Lock()
 		defer mu.Unlock()
 		sizes = append(sizes, n)

@@ -1,0 +1,32 @@
+// Package resolvertest observes resolvers at real gRPC channels: a Builder
+// wrapper that reports every state a resolver hands its ClientConn.
+package resolvertest
+
+import (
+	"time"
+
+	grpcresolver "google.golang.org/grpc/resolver"
+)
+
+// RecordingBuilder wraps a resolver builder so that every UpdateState its
+// resolvers make is reported to OnUpdate (with the number of endpoints and
+// the time) before it reaches the channel.
+type RecordingBuilder struct {
+	grpcresolver.Builder
+	OnUpdate func(endpoints int, at time.Time)
+}
+
+// Build builds the wrapped resolver on a recording ClientConn.
+func (b RecordingBuilder) Build(t grpcresolver.Target, cc grpcresolver.ClientConn, o grpcresolver.BuildOptions) (grpcresolver.Resolver, error) {
+	return b.Builder.Build(t, recordingCC{ClientConn: cc, onUpdate: b.OnUpdate}, o)
+}
+
+type recordingCC struct {
+	grpcresolver.ClientConn
+	onUpdate func(int, time.Time)
+}
+
+func (c recordingCC) UpdateState(s grpcresolver.State) error {
+	c.onUpdate(len(s.Endpoints), time.Now())
+	return c.ClientConn.UpdateState(s)
+}

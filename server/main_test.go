@@ -1,0 +1,153 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/musterhq/muster/internal/etcdtest"
+	"github.com/musterhq/muster/registry"
+	"github.com/musterhq/muster/registry/etcd"
+	"github.com/musterhq/muster/resolver"
+	"github.com/musterhq/muster/server"
+)
+
+// childEnv, when set, makes the test binary run one registered server and
+// wait to be killed (see TestCrashedServerLeavesWithinTTL).
+const childEnv = "MUSTER_SERVER_TEST_CHILD_ENDPOINT"
+
+func TestMain(m *testing.M) {
+	if ep := os.Getenv(childEnv); ep != "" {
+		os.Exit(runChild(ep))
+	}
+	goleak.VerifyTestMain(m, etcdtest.LeakOptions()...)
+}
+
+func runChild(endpoint string) int {
+	cli, err := clientv3.New(etcd.ClientConfig(endpoint))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	reg, err := etcd.NewRegistrar(cli, etcd.WithTTL(2*time.Second), etcd.WithLogger(quiet))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	s, err := server.New(reg, registry.Instance{Name: "greeter", ID: "child"}, server.WithLogger(quiet))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	go func() { _ = s.Serve(lis) }()
+	<-s.Ready()
+	fmt.Println(s.Instance().Addr)
+	select {} // until killed
+}
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func etcdOpts(extra ...etcd.Option) []etcd.Option {
+	return append([]etcd.Option{
+		etcd.WithTTL(2 * time.Second),
+		etcd.WithBackoff(50*time.Millisecond, 500*time.Millisecond),
+		etcd.WithRequestTimeout(2 * time.Second),
+		etcd.WithProgressInterval(200 * time.Millisecond),
+		etcd.WithLogger(quiet),
+	}, extra...)
+}
+
+type env struct {
+	c    *etcdtest.Cluster
+	cli  *clientv3.Client
+	disc *etcd.Discovery
+	b    *resolver.Builder
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	c := etcdtest.Start(t)
+	e := &env{c: c, cli: c.Client(t)}
+	var err error
+	if e.disc, err = etcd.NewDiscovery(e.cli, etcdOpts()...); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.disc.Close() })
+	e.b = resolver.NewBuilder(e.disc, resolver.WithLogger(quiet))
+	return e
+}
+
+// backend is one server process: its own registrar (lease) and server.
+type backend struct {
+	s   *server.Server
+	reg *etcd.Registrar
+	err chan error
+}
+
+// start runs a greeter server on a new loopback port, registered as id.
+func (e *env) start(t *testing.T, id string, opts ...server.Option) *backend {
+	t.Helper()
+	reg, err := etcd.NewRegistrar(e.cli, etcdOpts()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := server.New(reg, registry.Instance{Name: "greeter", ID: id},
+		append([]server.Option{server.WithLogger(quiet), server.WithDrainDelay(300 * time.Millisecond)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &backend{s: s, reg: reg, err: make(chan error, 1)}
+	go func() { b.err <- s.Serve(lis) }()
+	select {
+	case <-s.Ready():
+	case err := <-b.err:
+		t.Fatalf("Serve: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatalf("server %s not ready within 10s", id)
+	}
+	t.Cleanup(func() { b.stop(t) })
+	return b
+}
+
+// stop shuts the backend down (if not already) and closes its registrar.
+func (b *backend) stop(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := b.s.Shutdown(ctx); err == nil {
+		if serr := <-b.err; serr != server.ErrServerClosed {
+			t.Errorf("Serve returned %v after Shutdown, want ErrServerClosed", serr)
+		}
+	}
+	_ = b.reg.Close()
+}
+
+func dial(t *testing.T, e *env, target string) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient(target, grpc.WithResolvers(e.b),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"round_robin":{}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return conn
+}
