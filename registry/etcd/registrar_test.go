@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -49,56 +48,6 @@ func TestFiftyInstancesShareOneLease(t *testing.T) {
 	}
 }
 
-// keyAudit reads every key under prefix in a loop and records any key without
-// a lease, any value that does not decode, and any instance ID seen under two
-// keys.
-type keyAudit struct {
-	mu       sync.Mutex
-	problems []string
-	rounds   int
-}
-
-func (a *keyAudit) run(ctx context.Context, cli *clientv3.Client, prefix string) {
-	for ctx.Err() == nil {
-		gctx, cancel := context.WithTimeout(ctx, time.Second)
-		resp, err := cli.Get(gctx, prefix, clientv3.WithPrefix())
-		cancel()
-		if err != nil {
-			continue
-		}
-		byID := map[string]string{}
-		a.mu.Lock()
-		a.rounds++
-		for _, kv := range resp.Kvs {
-			if kv.Lease == 0 {
-				a.problems = append(a.problems, fmt.Sprintf("key %s has no lease", kv.Key))
-			}
-			in, err := registry.Unmarshal(kv.Value)
-			if err != nil {
-				a.problems = append(a.problems, fmt.Sprintf("key %s: %v", kv.Key, err))
-				continue
-			}
-			if other, dup := byID[in.Name+"/"+in.ID]; dup {
-				a.problems = append(a.problems, fmt.Sprintf("instance %s under keys %s and %s", in.ID, other, kv.Key))
-			}
-			byID[in.Name+"/"+in.ID] = string(kv.Key)
-		}
-		a.mu.Unlock()
-		time.Sleep(10 * time.Millisecond) // polling period of the audit, not synchronisation
-	}
-}
-
-func (a *keyAudit) check(t *testing.T) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.rounds == 0 {
-		t.Fatalf("the key audit never read etcd")
-	}
-	if len(a.problems) > 0 {
-		t.Fatalf("key audit over %d reads found: %v", a.rounds, a.problems)
-	}
-}
-
 func TestLeaseRevokedFromOutsideIsReRegistered(t *testing.T) {
 	c := etcdtest.Start(t)
 	cli := c.Client(t)
@@ -114,10 +63,7 @@ func TestLeaseRevokedFromOutsideIsReRegistered(t *testing.T) {
 	before, leases := rawKeys(t, cli, "/p/svc/")
 	old := leases[before[0]]
 
-	auditCtx, stopAudit := context.WithCancel(ctx)
-	audit := &keyAudit{}
-	auditDone := make(chan struct{})
-	go func() { defer close(auditDone); audit.run(auditCtx, cli, "/p/") }()
+	audit := registrytest.StartAudit(cli, "/p")
 
 	if _, err := cli.Revoke(ctx, clientv3.LeaseID(old)); err != nil {
 		t.Fatal(err)
@@ -149,9 +95,7 @@ func TestLeaseRevokedFromOutsideIsReRegistered(t *testing.T) {
 	if st := r.Status(); st.Reregistrations != 1 || st.Session == old {
 		t.Fatalf("status %+v, want one re-registration on a new lease", st)
 	}
-	stopAudit()
-	<-auditDone
-	audit.check(t)
+	audit.Stop(t)
 }
 
 func TestMemberRestartKeepsRegistrationAndDiscovery(t *testing.T) {
