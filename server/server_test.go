@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -25,83 +24,20 @@ import (
 	"github.com/musterhq/muster/server"
 )
 
-// load issues unary calls from several workers until stopped, counting
-// successes per backend address and failures.
-type load struct {
-	mu       sync.Mutex
-	ok       map[string]int
-	failures []error
-	total    int
-	stop     chan struct{}
-	done     sync.WaitGroup
-}
-
-func startLoad(conn *grpc.ClientConn, workers int) *load {
-	l := &load{ok: map[string]int{}, stop: make(chan struct{})}
-	deadline := time.Now().Add(2 * time.Minute) // bounded whatever the test does
-	for w := 0; w < workers; w++ {
-		l.done.Add(1)
-		go func() {
-			defer l.done.Done()
-			for time.Now().Before(deadline) {
-				select {
-				case <-l.stop:
-					return
-				default:
-				}
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				addr, err := testbackend.Call(ctx, conn)
-				cancel()
-				l.mu.Lock()
-				l.total++
-				if err != nil {
-					l.failures = append(l.failures, err)
-				} else {
-					l.ok[addr]++
-				}
-				l.mu.Unlock()
-			}
-		}()
-	}
-	return l
-}
-
-func (l *load) calls(addr string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.ok[addr]
-}
-
-func (l *load) waitFor(t *testing.T, addr string) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); l.calls(addr) == 0; {
-		if time.Now().After(deadline) {
-			t.Fatalf("no call reached %s within 10s", addr)
-		}
-		time.Sleep(10 * time.Millisecond) // polling the load's counters
-	}
-}
-
-func (l *load) finish() (total int, failures []error) {
-	close(l.stop)
-	l.done.Wait()
-	return l.total, l.failures
-}
-
 func TestRollingRestartFailsNoCall(t *testing.T) {
 	e := newEnv(t)
 	bs := []*backend{e.start(t, "g0"), e.start(t, "g1"), e.start(t, "g2")}
 	conn := dial(t, e, "muster:///greeter")
-	l := startLoad(conn, 4)
+	l := testbackend.StartLoad(conn, 4)
 	for _, b := range bs {
-		l.waitFor(t, b.s.Instance().Addr)
+		l.WaitFor(t, b.s.Instance().Addr)
 	}
 	for i, old := range bs {
 		replacement := e.start(t, fmt.Sprintf("g%d-new", i))
-		l.waitFor(t, replacement.s.Instance().Addr)
+		l.WaitFor(t, replacement.s.Instance().Addr)
 		old.stop(t)
 	}
-	total, failures := l.finish()
+	total, failures := l.Finish()
 	t.Logf("rolling restart of 3 backends: %d calls, %d failed", total, len(failures))
 	if len(failures) > 0 {
 		t.Fatalf("%d of %d calls failed during the rolling restart; first: %v", len(failures), total, failures[0])
@@ -139,9 +75,9 @@ func TestCrashedServerLeavesWithinTTL(t *testing.T) {
 
 	conn := dial(t, e, "muster:///greeter")
 	const workers = 4
-	l := startLoad(conn, workers)
-	l.waitFor(t, childAddr)
-	l.waitFor(t, keep.s.Instance().Addr)
+	l := testbackend.StartLoad(conn, workers)
+	l.WaitFor(t, childAddr)
+	l.WaitFor(t, keep.s.Instance().Addr)
 
 	key := registry.Key(registry.DefaultPrefix, "greeter", "child")
 	wctx, cancel := context.WithCancel(context.Background())
@@ -165,7 +101,7 @@ func TestCrashedServerLeavesWithinTTL(t *testing.T) {
 			t.Fatalf("the crashed server's key was not deleted within 10s")
 		}
 	}
-	total, failures := l.finish()
+	total, failures := l.Finish()
 	t.Logf("key gone %v after SIGKILL; %d calls, %d failed", gone.Round(time.Millisecond), total, len(failures))
 	if limit := 2*time.Second + time.Second; gone > limit {
 		t.Fatalf("key deleted %v after the kill, want within TTL + 1s = %v", gone, limit)
