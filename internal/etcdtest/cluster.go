@@ -66,8 +66,12 @@ var clusterSeq atomic.Int64
 type Option func(*options)
 
 type options struct {
-	size   int
-	logger *zap.Logger
+	size         int
+	logger       *zap.Logger
+	tls          bool
+	auth         bool
+	rootPassword string
+	tokenTTL     time.Duration
 }
 
 // WithSize sets the number of members. Supported sizes are 1 (the default)
@@ -92,6 +96,10 @@ func WithLogger(lg *zap.Logger) Option {
 type Cluster struct {
 	t       testing.TB
 	members []*Member
+	tls     *TLSFiles // nil without WithTLS
+	// rootPassword is RootUser's password; empty without WithAuth.
+	rootPassword string
+	rpc          *rpcCounter
 
 	mu      sync.Mutex
 	closed  bool
@@ -113,10 +121,17 @@ func Start(t testing.TB, opts ...Option) *Cluster {
 	if o.size != 1 && o.size != 3 {
 		t.Fatalf("etcdtest: unsupported cluster size %d: use WithSize(1) or WithSize(3)", o.size)
 	}
+	if o.auth && o.rootPassword == "" {
+		t.Fatalf("etcdtest: WithAuth: the root password must not be empty")
+	}
+	var tlsFiles *TLSFiles
+	if o.tls {
+		tlsFiles = GenerateTLS(t)
+	}
 	var err error
 	for attempt := 1; attempt <= startAttempts; attempt++ {
 		var c *Cluster
-		c, err = start(t, o)
+		c, err = start(t, o, tlsFiles)
 		if err == nil {
 			t.Cleanup(c.Close)
 			return c
@@ -131,8 +146,11 @@ func Start(t testing.TB, opts ...Option) *Cluster {
 
 // start makes one attempt at starting a cluster. On failure everything it
 // started is stopped again.
-func start(t testing.TB, o options) (c *Cluster, err error) {
-	c = &Cluster{t: t}
+func start(t testing.TB, o options, tlsFiles *TLSFiles) (c *Cluster, err error) {
+	c = &Cluster{t: t, tls: tlsFiles, rpc: newRPCCounter()}
+	if o.auth {
+		c.rootPassword = o.rootPassword
+	}
 	defer func() {
 		if err != nil {
 			if cerr := c.close(); cerr != nil {
@@ -157,6 +175,14 @@ func start(t testing.TB, o options) (c *Cluster, err error) {
 			proxyURL:   loopbackURL(p.proxy),
 			token:      token,
 			logger:     o.logger,
+			tls:        tlsFiles,
+			rpc:        c.rpc,
+		}
+		if o.auth {
+			m.auth, m.tokenTTL = true, tokenTTLSeconds(o.tokenTTL)
+		}
+		if tlsFiles != nil {
+			m.clientURL.Scheme, m.proxyURL.Scheme = "https", "https"
 		}
 		peers = append(peers, m.name+"="+m.peerFwdURL.String())
 		c.members = append(c.members, m)
@@ -189,6 +215,11 @@ func start(t testing.TB, o options) (c *Cluster, err error) {
 			return c, fmt.Errorf("member %s: %w", m.name, err)
 		}
 	}
+	if o.auth {
+		if err := c.enableAuth(deadline); err != nil {
+			return c, err
+		}
+	}
 	return c, nil
 }
 
@@ -198,7 +229,7 @@ func (c *Cluster) Members() []*Member {
 }
 
 // Endpoints returns the client URLs of the members' proxies,
-// "http://127.0.0.1:PORT", in member order.
+// "http://127.0.0.1:PORT" ("https://" WithTLS), in member order.
 func (c *Cluster) Endpoints() []string {
 	eps := make([]string, len(c.members))
 	for i, m := range c.members {
@@ -220,18 +251,57 @@ func (c *Cluster) DirectEndpoints() []string {
 // Client returns a client of the cluster with short timeouts suited to
 // tests: 2s dial timeout, keepalive pings every 10s (gRPC's minimum) while
 // requests are open with a 1s ack timeout, gRPC reconnect backoff capped at
-// 500ms and a 1s connect timeout, so it reconnects quickly after an outage. It connects to endpoints, or to Endpoints (through the proxies) if
-// none are given. The client is closed at the end of t (t.Cleanup) or when
-// the cluster is closed, whichever comes first. It fails the test if the
-// client cannot be created.
+// 500ms and a 1s connect timeout, so it reconnects quickly after an outage.
+// It connects to endpoints, or to Endpoints (through the proxies) if none
+// are given, with the cluster's client certificate WithTLS and as RootUser
+// WithAuth (see ClientConfig). The client is closed at the end of t
+// (t.Cleanup) or when the cluster is closed, whichever comes first. It
+// fails the test if the client cannot be created.
 func (c *Cluster) Client(t testing.TB, endpoints ...string) *clientv3.Client {
 	t.Helper()
+	return c.newClient(t, c.ClientConfig(endpoints...))
+}
+
+// UserClient is Client logged in as user with password instead of
+// RootUser. It fails the test if the client cannot be created, which with
+// a wrong password it cannot: the etcd client logs in when it is created.
+func (c *Cluster) UserClient(t testing.TB, user, password string, endpoints ...string) *clientv3.Client {
+	t.Helper()
+	cfg := c.ClientConfig(endpoints...)
+	cfg.Username, cfg.Password = user, password
+	return c.newClient(t, cfg)
+}
+
+// ClientConfig returns the configuration of the clients made by Client,
+// for endpoints or Endpoints if none are given: TLS with the cluster's CA
+// and client certificate WithTLS, RootUser's credentials WithAuth. The
+// caller may modify it and create its own client, which it must close.
+func (c *Cluster) ClientConfig(endpoints ...string) clientv3.Config {
 	if len(endpoints) == 0 {
 		endpoints = c.Endpoints()
 	}
-	cli, err := clientv3.New(clientConfig(endpoints))
+	cfg := clientConfig(endpoints)
+	if c.tls != nil {
+		cfg.TLS = c.tls.ClientTLS()
+	}
+	if c.rootPassword != "" {
+		cfg.Username, cfg.Password = RootUser, c.rootPassword
+	}
+	return cfg
+}
+
+// RPCStats returns the number of requests the members served and refused
+// since Start, by method and by error. The counts are the cluster's own,
+// unlike the Prometheus metrics the embedded servers share process-wide.
+func (c *Cluster) RPCStats() RPCStats { return c.rpc.stats() }
+
+// newClient creates a client with cfg, closed at the end of t or with the
+// cluster.
+func (c *Cluster) newClient(t testing.TB, cfg clientv3.Config) *clientv3.Client {
+	t.Helper()
+	cli, err := clientv3.New(cfg)
 	if err != nil {
-		t.Fatalf("etcdtest: new client for %v: %v", endpoints, err)
+		t.Fatalf("etcdtest: new client for %v: %v", cfg.Endpoints, err)
 	}
 	closeClient := sync.OnceFunc(func() { _ = cli.Close() })
 	c.mu.Lock()
@@ -388,7 +458,7 @@ func (c *Cluster) Compact(t testing.TB) {
 	if len(eps) == 0 {
 		t.Fatalf("etcdtest: Compact: no member is running")
 	}
-	cli, err := clientv3.New(clientConfig(eps))
+	cli, err := clientv3.New(c.ClientConfig(eps...))
 	if err != nil {
 		t.Fatalf("etcdtest: Compact: new client: %v", err)
 	}

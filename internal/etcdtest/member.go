@@ -10,7 +10,9 @@ import (
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/pkg/v3/proxy"
+	"go.etcd.io/etcd/server/v3/auth"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 
@@ -30,6 +32,10 @@ type Member struct {
 	token          string
 	initialCluster string
 	logger         *zap.Logger
+	tls            *TLSFiles   // serve clients over TLS; nil for plain
+	auth           bool        // auth is (to be) enabled
+	tokenTTL       uint        // simple token TTL in seconds; 0 for etcd's default
+	rpc            *rpcCounter // the cluster's request counter
 
 	proxy        proxy.Server
 	proxyDrained chan struct{} // closed when the proxy's error drain ends
@@ -48,7 +54,8 @@ type Member struct {
 func (m *Member) Name() string { return m.name }
 
 // Endpoint returns the client URL of the member's proxy,
-// "http://127.0.0.1:PORT". It does not change across restarts.
+// "http://127.0.0.1:PORT" ("https://" WithTLS). It does not change across
+// restarts.
 func (m *Member) Endpoint() string { return m.proxyURL.String() }
 
 // DirectEndpoint returns the member's own client URL, bypassing the proxy.
@@ -216,7 +223,22 @@ func (m *Member) launch(state string) (*embed.Etcd, context.CancelFunc, error) {
 	cfg.Logger = "zap"
 	cfg.LogLevel = "error"
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(m.logger)
-	cfg.GRPCAdditionalServerOptions = embedetcd.AbortOptions(abortCtx)
+	cfg.GRPCAdditionalServerOptions = append(embedetcd.AbortOptions(abortCtx), m.rpc.serverOptions()...)
+	if m.tls != nil {
+		cfg.ClientTLSInfo = transport.TLSInfo{
+			CertFile:       m.tls.ServerCertFile,
+			KeyFile:        m.tls.ServerKeyFile,
+			TrustedCAFile:  m.tls.CAFile,
+			ClientCertAuth: true,
+		}
+	}
+	if m.auth {
+		cfg.AuthToken = "simple"
+		cfg.BcryptCost = bcryptCost
+		if m.tokenTTL > 0 {
+			cfg.AuthTokenTTL = m.tokenTTL
+		}
+	}
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
 		abort()
@@ -363,7 +385,9 @@ func waitReady(e *embed.Etcd, deadline time.Time) error {
 	}
 }
 
-// waitServing waits until e serves a linearizable read.
+// waitServing waits until e serves a linearizable read. With auth
+// enabled, the read is refused for lack of a user, but only after the
+// linearizable wait: the refusal shows that the member serves.
 func waitServing(e *embed.Etcd, deadline time.Time) error {
 	tick := time.NewTicker(pollInterval)
 	defer tick.Stop()
@@ -371,7 +395,7 @@ func waitServing(e *embed.Etcd, deadline time.Time) error {
 		ctx, cancel := context.WithDeadline(context.Background(), minTime(deadline, time.Now().Add(time.Second)))
 		_, err := e.Server.Range(ctx, &pb.RangeRequest{Key: []byte(probeKey)})
 		cancel()
-		if err == nil {
+		if err == nil || errors.Is(err, auth.ErrUserEmpty) || errors.Is(err, auth.ErrPermissionDenied) {
 			return nil
 		}
 		if time.Now().After(deadline) {

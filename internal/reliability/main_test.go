@@ -1,0 +1,149 @@
+package reliability_test
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/musterhq/muster/internal/etcdtest"
+	"github.com/musterhq/muster/internal/testbackend"
+	"github.com/musterhq/muster/registry"
+	"github.com/musterhq/muster/registry/etcd"
+	"github.com/musterhq/muster/resolver"
+)
+
+var soak = flag.Duration("soak", 60*time.Second, "how long the chaos soak injects faults")
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, etcdtest.LeakOptions()...) }
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+const ttl = 2 * time.Second
+
+// opts are the library options of the suite: short timers so that faults
+// play out in seconds.
+func opts(extra ...etcd.Option) []etcd.Option {
+	return append([]etcd.Option{
+		etcd.WithTTL(ttl),
+		etcd.WithBackoff(50*time.Millisecond, 500*time.Millisecond),
+		etcd.WithRequestTimeout(time.Second),
+		etcd.WithProgressInterval(200 * time.Millisecond),
+		etcd.WithLogger(quiet),
+	}, extra...)
+}
+
+// world is a 3-member cluster, a client side (discovery, resolver,
+// channel) and backends, each with its own registrar as its own process
+// would have.
+type world struct {
+	c    *etcdtest.Cluster
+	cli  *clientv3.Client // through every member's proxy
+	disc *etcd.Discovery
+	b    *resolver.Builder
+}
+
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	c := etcdtest.Start(t, etcdtest.WithSize(3))
+	w := &world{c: c, cli: c.Client(t)}
+	var err error
+	if w.disc, err = etcd.NewDiscovery(c.Client(t), opts()...); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.disc.Close() })
+	w.b = resolver.NewBuilder(w.disc, resolver.WithLogger(quiet))
+	return w
+}
+
+type backend struct {
+	id  string
+	be  *testbackend.Backend
+	reg *etcd.Registrar
+}
+
+// startBackend runs a gRPC backend registered as id of greeter by its own
+// registrar on its own client.
+func (w *world) startBackend(t *testing.T, id string) *backend {
+	t.Helper()
+	reg, err := etcd.NewRegistrar(w.c.Client(t), opts()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = reg.Close() })
+	be := testbackend.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := reg.Register(ctx, registry.Instance{Name: "greeter", ID: id, Addr: be.Addr}); err != nil {
+		t.Fatalf("register %s: %v", id, err)
+	}
+	return &backend{id: id, be: be, reg: reg}
+}
+
+func (w *world) dial(t *testing.T) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient("muster:///greeter", grpc.WithResolvers(w.b),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"round_robin":{}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return conn
+}
+
+// watch opens a watcher on greeter.
+func (w *world) watch(t *testing.T) registry.Watcher {
+	t.Helper()
+	wt, err := w.disc.Watch(context.Background(), "greeter")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = wt.Close() })
+	return wt
+}
+
+// keys returns the greeter keys in etcd and the lease of each.
+func (w *world) keys(t *testing.T) map[string]int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err := w.cli.Get(ctx, registry.ServicePrefix(registry.DefaultPrefix, "greeter"), clientv3.WithPrefix())
+	if err != nil {
+		t.Fatalf("read keys: %v", err)
+	}
+	out := map[string]int64{}
+	for _, kv := range resp.Kvs {
+		out[string(kv.Key)] = kv.Lease
+	}
+	return out
+}
+
+func key(id string) string { return registry.Key(registry.DefaultPrefix, "greeter", id) }
+
+// within polls cond until it holds, failing after bound; it returns how
+// long it took.
+func within(t *testing.T, bound time.Duration, what string, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for !cond() {
+		if time.Since(start) > bound {
+			t.Fatalf("not %s within %v", what, bound)
+		}
+		time.Sleep(20 * time.Millisecond) // polling state that has no event to await
+	}
+	return time.Since(start)
+}
+
+func fmtDur(d time.Duration) string { return fmt.Sprint(d.Round(time.Millisecond)) }
+
+func errorsIsPending(err error) bool { return errors.Is(err, registry.ErrPending) }
