@@ -68,6 +68,9 @@ type RegistrarStatus struct {
 	LastError error
 	// LastErrorAt is when LastError happened.
 	LastErrorAt time.Time
+	// Failures counts failed attempts to reach the desired state (each
+	// is retried).
+	Failures uint64
 }
 
 // StatusReporter is implemented by Registrars that report their state.

@@ -64,6 +64,22 @@ type Stats struct {
 	// Resyncs counts full reloads after a watch ended (error,
 	// cancellation, compaction, silence or lost connection).
 	Resyncs uint64
+	// PerService describes each followed service, sorted by name.
+	PerService []ServiceStats
+}
+
+// ServiceStats describes one followed service.
+type ServiceStats struct {
+	// Name is the service name.
+	Name string
+	// Instances is the number of instances in its snapshot.
+	Instances int
+	// Watchers is the number of open watchers.
+	Watchers int
+	// StaleSince is when the snapshot became stale; zero when fresh.
+	StaleSince time.Time
+	// Loaded is false until the first load completed.
+	Loaded bool
 }
 
 // NewDiscovery returns a Discovery that uses cli. It does not contact etcd
@@ -146,9 +162,14 @@ func (d *Discovery) Stats() Stats {
 	for _, s := range d.services {
 		s.mu.Lock()
 		st.Watchers += len(s.watchers)
+		st.PerService = append(st.PerService, ServiceStats{
+			Name: s.name, Instances: len(s.snap.Instances), Watchers: len(s.watchers),
+			StaleSince: s.snap.StaleSince, Loaded: s.snap.Loaded,
+		})
 		s.mu.Unlock()
 	}
 	d.mu.Unlock()
+	sort.Slice(st.PerService, func(i, j int) bool { return st.PerService[i].Name < st.PerService[j].Name })
 	st.SkippedValues = d.skipped.Load()
 	st.Loads = d.loads.Load()
 	st.Resyncs = d.resyncs.Load()

@@ -344,6 +344,7 @@ func (r *Registrar) setError(err error) {
 	r.status.LastError = err
 	if err != nil {
 		r.status.LastErrorAt = time.Now()
+		r.status.Failures++
 	}
 	r.broadcastLocked()
 }

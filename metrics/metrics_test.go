@@ -1,0 +1,94 @@
+package metrics_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/goleak"
+
+	"github.com/musterhq/muster/internal/etcdtest"
+	"github.com/musterhq/muster/internal/registrytest"
+	"github.com/musterhq/muster/metrics"
+	"github.com/musterhq/muster/registry"
+	"github.com/musterhq/muster/registry/etcd"
+	"github.com/musterhq/muster/resolver"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, etcdtest.LeakOptions()...) }
+
+func TestCollectorsReportState(t *testing.T) {
+	quiet := etcd.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	c := etcdtest.Start(t)
+	cli := c.Client(t)
+	reg, err := etcd.NewRegistrar(cli, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	disc, err := etcd.NewDiscovery(cli, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer disc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, id := range []string{"a", "b"} {
+		if err := reg.Register(ctx, registry.Instance{Name: "user", ID: id, Addr: "127.0.0.1:1"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := cli.Put(ctx, registry.Key(registry.DefaultPrefix, "user", "bad"), "garbage"); err != nil {
+		t.Fatal(err)
+	}
+	w, err := disc.Watch(ctx, "user")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	registrytest.WaitFor(t, w, "a, b", registrytest.HasIDs("a", "b"))
+
+	pr := prometheus.NewPedanticRegistry()
+	pr.MustRegister(
+		metrics.Registrar(reg, prometheus.Labels{"registrar": "main"}),
+		metrics.Discovery(disc, nil),
+		metrics.Resolver(resolver.NewBuilder(disc), nil),
+	)
+	want := `
+# HELP muster_discovery_instances Instances in a service's snapshot.
+# TYPE muster_discovery_instances gauge
+muster_discovery_instances{service="user"} 2
+# HELP muster_discovery_skipped_values_total Registry values skipped because they were malformed, of an unknown version, or did not match their key.
+# TYPE muster_discovery_skipped_values_total counter
+muster_discovery_skipped_values_total 1
+# HELP muster_discovery_stale_seconds How long a service's snapshot has been stale (etcd unreachable or silent); 0 while fresh.
+# TYPE muster_discovery_stale_seconds gauge
+muster_discovery_stale_seconds{service="user"} 0
+# HELP muster_registrar_instances Instances in the registrar's set.
+# TYPE muster_registrar_instances gauge
+muster_registrar_instances{registrar="main"} 2
+# HELP muster_registrar_registered 1 while every instance of the registrar is written under a live lease.
+# TYPE muster_registrar_registered gauge
+muster_registrar_registered{registrar="main"} 1
+# HELP muster_resolver_protected_updates_total Updates withheld by empty-list protection (the last good list kept).
+# TYPE muster_resolver_protected_updates_total counter
+muster_resolver_protected_updates_total 0
+`
+	if err := testutil.GatherAndCompare(pr, strings.NewReader(want),
+		"muster_discovery_instances", "muster_discovery_skipped_values_total", "muster_discovery_stale_seconds",
+		"muster_registrar_instances", "muster_registrar_registered", "muster_resolver_protected_updates_total"); err != nil {
+		t.Fatal(err)
+	}
+	n, err := testutil.GatherAndCount(pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 13 {
+		t.Fatalf("%d series gathered, want 13", n)
+	}
+}
