@@ -10,6 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/musterhq/muster/internal/backoff"
+	"github.com/musterhq/muster/registry"
 )
 
 // errLeaseLost reports that the lease ended while the registrar used it.
@@ -160,14 +161,15 @@ func (r *Registrar) leaseLost(keepalive *<-chan *clientv3.LeaseKeepAliveResponse
 }
 
 // deleteRemoved deletes keys written under lease whose instance was
-// deregistered. A key is deleted only while it is still bound to lease, so
-// a key taken over by another process is left alone.
+// deregistered, with their overrides. A key is deleted only while it is
+// still bound to lease, so a key taken over by another process is left
+// alone.
 func (r *Registrar) deleteRemoved(lease clientv3.LeaseID) error {
 	for _, key := range r.removedKeys() {
 		ctx, cancel := context.WithTimeout(r.ctx, r.opts.requestTimeout)
 		_, err := r.cli.Txn(ctx).
 			If(clientv3.Compare(clientv3.LeaseValue(key), "=", lease)).
-			Then(clientv3.OpDelete(key)).
+			Then(clientv3.OpDelete(key), clientv3.OpDelete(key+"/"+registry.OverrideSuffix)).
 			Commit()
 		cancel()
 		if err != nil {
@@ -198,6 +200,9 @@ func (r *Registrar) removedKeys() []string {
 
 // putPending writes every entry not yet written under lease.
 func (r *Registrar) putPending(lease clientv3.LeaseID, keepalive *<-chan *clientv3.LeaseKeepAliveResponse, stopKA *func()) error {
+	r.mu.Lock()
+	rebind := r.orphan != 0 // re-registering after a lost lease
+	r.mu.Unlock()
 	for _, e := range r.pendingEntries() {
 		r.mu.Lock()
 		current := r.entries[e.key] == e
@@ -227,6 +232,11 @@ func (r *Registrar) putPending(lease clientv3.LeaseID, keepalive *<-chan *client
 		default:
 			return fmt.Errorf("etcd: put %s: %w", e.key, err)
 		}
+		if rebind {
+			if err := r.rebindOverride(e.key, lease); err != nil {
+				return err
+			}
+		}
 		r.mu.Lock()
 		// Recorded even if the entry was deregistered meanwhile, so that
 		// deleteRemoved removes the key just written.
@@ -234,6 +244,32 @@ func (r *Registrar) putPending(lease clientv3.LeaseID, keepalive *<-chan *client
 		r.syncKeyLocked(e.key)
 		r.updateStatusLocked()
 		r.mu.Unlock()
+	}
+	return nil
+}
+
+// rebindOverride moves an operator's override of key, if there is one,
+// onto lease, the new lease the key was just written under, so that it
+// survives the re-registration (the lost lease is revoked next). The value
+// is kept as it is; an override changed meanwhile is left alone.
+func (r *Registrar) rebindOverride(key string, lease clientv3.LeaseID) error {
+	okey := key + "/" + registry.OverrideSuffix
+	ctx, cancel := context.WithTimeout(r.ctx, r.opts.requestTimeout)
+	defer cancel()
+	resp, err := r.cli.Get(ctx, okey)
+	if err != nil {
+		return fmt.Errorf("etcd: read override %s: %w", okey, err)
+	}
+	if len(resp.Kvs) == 0 || clientv3.LeaseID(resp.Kvs[0].Lease) == lease {
+		return nil
+	}
+	kv := resp.Kvs[0]
+	_, err = r.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.ModRevision(okey), "=", kv.ModRevision)).
+		Then(clientv3.OpPut(okey, string(kv.Value), clientv3.WithLease(lease))).
+		Commit()
+	if err != nil {
+		return fmt.Errorf("etcd: keep override %s: %w", okey, err)
 	}
 	return nil
 }

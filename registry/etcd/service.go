@@ -32,9 +32,11 @@ type service struct {
 	watchers map[*watcher]struct{}
 	linger   *time.Timer
 
-	// Owned by the run goroutine.
-	cache map[string]registry.Instance // by key
-	bad   map[string]int64             // key -> mod revision of a skipped value
+	// Owned by the run goroutine, all by instance key.
+	raw       map[string]registry.Instance // instances as registered
+	overrides map[string]registry.Override // operators' overrides
+	cache     map[string]registry.Instance // raw with overrides applied: what is served
+	bad       map[string]int64             // key (of either kind) -> mod revision of a skipped value
 }
 
 func (s *service) addWatcher(w *watcher) {
@@ -136,13 +138,20 @@ func (s *service) load(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("etcd: get %s: %w", s.prefix, err)
 	}
 	s.d.loads.Add(1)
-	cache := make(map[string]registry.Instance, len(resp.Kvs))
+	raw := make(map[string]registry.Instance, len(resp.Kvs))
+	overrides := map[string]registry.Override{}
 	seen := make(map[string]bool, len(s.bad))
 	for _, kv := range resp.Kvs {
 		key := string(kv.Key)
 		seen[key] = true
+		if target, ok := registry.ParseOverrideKey(s.d.opts.prefix, key); ok {
+			if o, ok := s.decodeOverride(kv); ok {
+				overrides[target] = o
+			}
+			continue
+		}
 		if in, ok := s.decode(kv); ok {
-			cache[key] = in
+			raw[key] = in
 		}
 	}
 	for key := range s.bad {
@@ -150,11 +159,18 @@ func (s *service) load(ctx context.Context) (int64, error) {
 			delete(s.bad, key)
 		}
 	}
+	cache := make(map[string]registry.Instance, len(raw))
+	for key, in := range raw {
+		if o, ok := overrides[key]; ok {
+			in = o.Apply(in)
+		}
+		cache[key] = in
+	}
 	var touched []string
 	if !sameCache(s.cache, cache) {
 		touched = allKeys
 	}
-	s.cache = cache
+	s.raw, s.overrides, s.cache = raw, overrides, cache
 	s.publish(resp.Header.Revision, touched)
 	return resp.Header.Revision, nil
 }
@@ -209,8 +225,8 @@ func (s *service) follow(ctx context.Context, rev int64) (healthy bool, err erro
 			lastHeard = time.Now()
 			var touched []string
 			for _, ev := range wresp.Events {
-				if s.apply(ev) {
-					touched = append(touched, string(ev.Kv.Key))
+				if key, changed := s.apply(ev); changed {
+					touched = append(touched, key)
 				}
 			}
 			if wresp.Header.Revision > rev {
@@ -251,24 +267,59 @@ func (s *service) staleIfSlow(what string) *time.Timer {
 	})
 }
 
-// apply applies one event to the cache and reports whether it changed.
-func (s *service) apply(ev *clientv3.Event) bool {
+// apply applies one event to the cache. It returns the key of the
+// instance the event concerns and whether the served instance changed.
+func (s *service) apply(ev *clientv3.Event) (string, bool) {
 	key := string(ev.Kv.Key)
-	old, had := s.cache[key]
-	if ev.Type == mvccpb.DELETE {
+	deleted := ev.Type == mvccpb.DELETE
+	if deleted {
 		delete(s.bad, key)
-		delete(s.cache, key)
-		return had
 	}
-	in, ok := s.decode(ev.Kv)
+	if target, ok := registry.ParseOverrideKey(s.d.opts.prefix, key); ok {
+		delete(s.overrides, target)
+		if !deleted {
+			if o, ok := s.decodeOverride(ev.Kv); ok {
+				s.overrides[target] = o
+			}
+		}
+		return target, s.merge(target)
+	}
+	delete(s.raw, key)
+	if !deleted {
+		if in, ok := s.decode(ev.Kv); ok {
+			delete(s.bad, key)
+			s.raw[key] = in
+		}
+	}
+	return key, s.merge(key)
+}
+
+// merge recomputes the served instance of key from its registered value and
+// its override, and reports whether it changed.
+func (s *service) merge(key string) bool {
+	old, had := s.cache[key]
+	in, ok := s.raw[key]
 	if !ok {
-		// The key now holds a bad value: it is not served.
 		delete(s.cache, key)
 		return had
 	}
-	delete(s.bad, key)
+	if o, ok := s.overrides[key]; ok {
+		in = o.Apply(in)
+	}
 	s.cache[key] = in
 	return !had || !old.Equal(in)
+}
+
+// decodeOverride decodes an override value, or logs and counts it once as
+// skipped.
+func (s *service) decodeOverride(kv *mvccpb.KeyValue) (registry.Override, bool) {
+	o, err := registry.UnmarshalOverride(kv.Value)
+	if err != nil {
+		s.skip(kv, err)
+		return registry.Override{}, false
+	}
+	delete(s.bad, string(kv.Key))
+	return o, true
 }
 
 // decode turns a key-value into an instance, or logs and counts it once as
@@ -286,12 +337,18 @@ func (s *service) decode(kv *mvccpb.KeyValue) (registry.Instance, bool) {
 	if err == nil {
 		return in, true
 	}
+	s.skip(kv, err)
+	return registry.Instance{}, false
+}
+
+// skip logs and counts a bad value, once per value (mod revision).
+func (s *service) skip(kv *mvccpb.KeyValue, err error) {
+	key := string(kv.Key)
 	if s.bad[key] != kv.ModRevision {
 		s.bad[key] = kv.ModRevision
 		s.d.skipped.Add(1)
 		s.log.Error("skipping bad registry value", "key", key, "mod_revision", kv.ModRevision, "error", err)
 	}
-	return registry.Instance{}, false
 }
 
 // allKeys, passed to publish, says that any key may have changed.
