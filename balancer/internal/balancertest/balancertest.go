@@ -1,0 +1,325 @@
+// Package balancertest has the helpers the Muster balancers' tests share:
+// channels to real loopback backends, concurrent call loops, a registry
+// with real etcd behind the Muster resolver, and a wrapper that records
+// the balancers and pickers gRPC builds.
+package balancertest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/balancer"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/credentials/insecure"
+	grpcresolver "google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/serviceconfig"
+
+	"github.com/musterhq/muster/internal/etcdtest"
+	"github.com/musterhq/muster/internal/testbackend"
+	"github.com/musterhq/muster/registry"
+	"github.com/musterhq/muster/registry/etcd"
+	"github.com/musterhq/muster/resolver"
+)
+
+// ServiceConfig returns a service config selecting policy with the given
+// JSON config ("" for {}), with client-side health checking when health
+// is true.
+func ServiceConfig(policy, config string, health bool) string {
+	if config == "" {
+		config = "{}"
+	}
+	sc := fmt.Sprintf(`{"loadBalancingConfig":[{%q:%s}]`, policy, config)
+	if health {
+		sc += `,"healthCheckConfig":{"serviceName":""}`
+	}
+	return sc + "}"
+}
+
+// Dial creates a channel to target with the service config and closes it
+// at cleanup.
+func Dial(t testing.TB, target, serviceConfig string, opts ...grpc.DialOption) *grpc.ClientConn {
+	t.Helper()
+	opts = append([]grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultServiceConfig(serviceConfig),
+	}, opts...)
+	conn, err := grpc.NewClient(target, opts...)
+	if err != nil {
+		t.Fatalf("NewClient(%s): %v", target, err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return conn
+}
+
+// Backends starts n loopback backends.
+func Backends(t testing.TB, n int) []*testbackend.Backend {
+	t.Helper()
+	bs := make([]*testbackend.Backend, n)
+	for i := range bs {
+		bs[i] = testbackend.Start(t)
+	}
+	return bs
+}
+
+// Endpoints returns one endpoint per backend, without attributes (as any
+// resolver other than Muster's would give them).
+func Endpoints(bs ...*testbackend.Backend) []grpcresolver.Endpoint {
+	eps := make([]grpcresolver.Endpoint, len(bs))
+	for i, b := range bs {
+		eps[i] = grpcresolver.Endpoint{Addresses: []grpcresolver.Address{{Addr: b.Addr}}}
+	}
+	return eps
+}
+
+// Result counts the outcome of calls.
+type Result struct {
+	// By counts successful calls per serving backend address.
+	By map[string]int
+	// OK and Failed count calls.
+	OK, Failed int
+	// LastErr is the last error seen.
+	LastErr error
+}
+
+// Share returns the fraction of successful calls addr served.
+func (r Result) Share(addr string) float64 {
+	if r.OK == 0 {
+		return 0
+	}
+	return float64(r.By[addr]) / float64(r.OK)
+}
+
+// String lists the counts in address order.
+func (r Result) String() string {
+	addrs := make([]string, 0, len(r.By))
+	for a := range r.By {
+		addrs = append(addrs, a)
+	}
+	sort.Strings(addrs)
+	var sb strings.Builder
+	for _, a := range addrs {
+		fmt.Fprintf(&sb, "%s:%d ", a, r.By[a])
+	}
+	fmt.Fprintf(&sb, "(ok %d, failed %d)", r.OK, r.Failed)
+	return sb.String()
+}
+
+func (r *Result) add(o Result) {
+	if r.By == nil {
+		r.By = map[string]int{}
+	}
+	for a, n := range o.By {
+		r.By[a] += n
+	}
+	r.OK += o.OK
+	r.Failed += o.Failed
+	if o.LastErr != nil {
+		r.LastErr = o.LastErr
+	}
+}
+
+// Calls makes n unary calls on conn from concurrency goroutines, each
+// with a 5s deadline, and counts who served them. Failed calls are
+// counted, not fatal.
+func Calls(conn *grpc.ClientConn, n, concurrency int) Result {
+	var next atomic.Int64
+	return run(conn, concurrency, func() bool { return next.Add(1) <= int64(n) })
+}
+
+// CallsFor makes calls for d, like Calls.
+func CallsFor(conn *grpc.ClientConn, d time.Duration, concurrency int) Result {
+	end := time.Now().Add(d)
+	return run(conn, concurrency, func() bool { return time.Now().Before(end) })
+}
+
+func run(conn *grpc.ClientConn, concurrency int, more func() bool) Result {
+	var (
+		mu  sync.Mutex
+		all Result
+		wg  sync.WaitGroup
+	)
+	for range concurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := Result{By: map[string]int{}}
+			for more() {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				addr, err := testbackend.Call(ctx, conn)
+				cancel()
+				if err != nil {
+					r.Failed++
+					r.LastErr = err
+					continue
+				}
+				r.OK++
+				r.By[addr]++
+			}
+			mu.Lock()
+			all.add(r)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if all.By == nil {
+		all.By = map[string]int{}
+	}
+	return all
+}
+
+// CallUntil makes calls one at a time until cond holds on the counts so
+// far, failing the test after timeout.
+func CallUntil(t testing.TB, conn *grpc.ClientConn, timeout time.Duration, what string, cond func(Result) bool) Result {
+	t.Helper()
+	r := Result{By: map[string]int{}}
+	deadline := time.Now().Add(timeout)
+	for !cond(r) {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v of calls, still not %s: %v, last error %v", timeout, what, r, r.LastErr)
+		}
+		r.add(Calls(conn, 1, 1))
+	}
+	return r
+}
+
+// ServedAll returns a condition that holds once every backend served a
+// call.
+func ServedAll(bs ...*testbackend.Backend) func(Result) bool {
+	return func(r Result) bool {
+		for _, b := range bs {
+			if r.By[b.Addr] == 0 {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+// Capture is a balancer builder that builds the policy registered under
+// Inner, recording the balancers it builds and the last state each
+// publishes. Register it under its own name (NewCapture does) and select
+// that name in the service config.
+type Capture struct {
+	name, inner string
+
+	mu        sync.Mutex
+	balancers []balancer.Balancer
+	picker    balancer.Picker
+	state     connectivity.State
+}
+
+var captures atomic.Int64
+
+// NewCapture registers a Capture of the policy named inner under a new
+// name (inner + "_capture" + a number). Call it at package initialization,
+// as balancer.Register requires.
+func NewCapture(inner string) *Capture {
+	c := &Capture{name: fmt.Sprintf("%s_capture%d", inner, captures.Add(1)), inner: inner}
+	balancer.Register(c)
+	return c
+}
+
+// Name returns the name the Capture is registered under.
+func (c *Capture) Name() string { return c.name }
+
+// Build builds the inner policy with a ClientConn that records its states.
+func (c *Capture) Build(cc balancer.ClientConn, opts balancer.BuildOptions) balancer.Balancer {
+	b := balancer.Get(c.inner).Build(recorder{ClientConn: cc, c: c}, opts)
+	c.mu.Lock()
+	c.balancers = append(c.balancers, b)
+	c.mu.Unlock()
+	return b
+}
+
+// ParseConfig delegates to the inner policy's parser, if it has one.
+func (c *Capture) ParseConfig(js json.RawMessage) (serviceconfig.LoadBalancingConfig, error) {
+	if p, ok := balancer.Get(c.inner).(balancer.ConfigParser); ok {
+		return p.ParseConfig(js)
+	}
+	return nil, nil
+}
+
+// Balancer returns the last balancer built, nil if none.
+func (c *Capture) Balancer() balancer.Balancer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.balancers) == 0 {
+		return nil
+	}
+	return c.balancers[len(c.balancers)-1]
+}
+
+// Picker returns the last picker published and its state.
+func (c *Capture) Picker() (balancer.Picker, connectivity.State) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.picker, c.state
+}
+
+type recorder struct {
+	balancer.ClientConn
+	c *Capture
+}
+
+func (r recorder) UpdateState(s balancer.State) {
+	r.c.mu.Lock()
+	r.c.picker, r.c.state = s.Picker, s.ConnectivityState
+	r.c.mu.Unlock()
+	r.ClientConn.UpdateState(s)
+}
+
+// Registry is a real embedded etcd with a Registrar and the Muster
+// resolver over a Discovery.
+type Registry struct {
+	// Builder resolves "muster:///<service>" targets.
+	Builder *resolver.Builder
+
+	reg *etcd.Registrar
+}
+
+// StartRegistry starts an embedded etcd and the Registrar, Discovery and
+// resolver Builder on it, all closed at cleanup.
+func StartRegistry(t testing.TB) *Registry {
+	t.Helper()
+	c := etcdtest.Start(t)
+	cli := c.Client(t)
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	opts := []etcd.Option{
+		etcd.WithTTL(2 * time.Second),
+		etcd.WithBackoff(50*time.Millisecond, 500*time.Millisecond),
+		etcd.WithRequestTimeout(2 * time.Second),
+		etcd.WithProgressInterval(200 * time.Millisecond),
+		etcd.WithLogger(quiet),
+	}
+	reg, err := etcd.NewRegistrar(cli, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = reg.Close() })
+	disc, err := etcd.NewDiscovery(cli, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = disc.Close() })
+	return &Registry{Builder: resolver.NewBuilder(disc, resolver.WithLogger(quiet)), reg: reg}
+}
+
+// Register registers in, failing the test on error.
+func (r *Registry) Register(t testing.TB, in registry.Instance) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := r.reg.Register(ctx, in); err != nil {
+		t.Fatalf("register %+v: %v", in, err)
+	}
+}

@@ -1,0 +1,296 @@
+package lb
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/balancer"
+	"google.golang.org/grpc/balancer/base"
+	"google.golang.org/grpc/balancer/endpointsharding"
+	"google.golang.org/grpc/balancer/pickfirst"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/grpclog"
+	grpcresolver "google.golang.org/grpc/resolver"
+)
+
+var logger = grpclog.Component("muster-balancer")
+
+// minRetention is the shortest time the stats of an endpoint that left the
+// resolver state are kept; an endpoint that comes back within it (a
+// re-registration, a flapping resolver) finds its latency, failures and
+// ejection as they were. The retention is the longer of this and the
+// maximum ejection time, so that leaving and coming back never ends an
+// ejection early.
+const minRetention = 5 * time.Minute
+
+// Endpoint is the state a balancer keeps for one endpoint (with the Muster
+// resolver: one instance address). It outlives pickers: a picker holds
+// pointers to the Endpoints it picks from, and the next picker gets the
+// same ones. It is created when the endpoint first appears in the resolver
+// state and dropped a retention time after the endpoint left it.
+type Endpoint[T any] struct {
+	// Addr is the endpoint's first address.
+	Addr string
+	// Outlier is the endpoint's ejection state.
+	Outlier OutlierState
+	// Stats is the policy's own state for the endpoint.
+	Stats T
+
+	key       string
+	gen       uint64 // Base.gen of the last resolver state listing it
+	removedAt int64  // Nanotime when it left the resolver state; 0 while listed
+}
+
+// Ready is one READY endpoint, as handed to Policy.NewPicker.
+type Ready[T any] struct {
+	// Endpoint is the endpoint's state.
+	Endpoint *Endpoint[T]
+	// Picker is the endpoint's pick_first picker; it returns the endpoint's
+	// SubConn.
+	Picker balancer.Picker
+	// Weight is the endpoint's weight, > 0 (see Base).
+	Weight int
+}
+
+// Policy is what a balancing policy supplies to Base.
+type Policy[T any] struct {
+	// Name is the policy's name, for errors and logs.
+	Name string
+	// Init prepares a new Endpoint's Stats. It is called once per
+	// Endpoint, under Base's lock, before any picker holds it. May be nil.
+	Init func(e *Endpoint[T])
+	// NewPicker returns a picker over ready, which is never empty, is
+	// sorted by address, and belongs to the callee. It is called under
+	// Base's lock each time an endpoint changes state or the resolver state
+	// changes.
+	NewPicker func(ready []Ready[T]) balancer.Picker
+}
+
+// Base is the part of a Muster balancer that every policy shares. It runs
+// grpc-go's endpointsharding balancer with a pick_first child per endpoint
+// (so that client-side health checking works: a child whose health check
+// fails leaves READY), keeps an Endpoint per endpoint across pickers, and
+// whenever at least one endpoint is READY replaces endpointsharding's round
+// robin picker with the policy's. With none READY it passes
+// endpointsharding's state on (CONNECTING, TRANSIENT_FAILURE, ...).
+//
+// Weights: an endpoint of weight 0 (a draining instance) is left out of
+// the policy's pickers unless every READY endpoint has weight 0; then all
+// are handed over with the same weight.
+//
+// Base implements balancer.Balancer except UpdateClientConnState, which the
+// policy implements to parse its config and then calls Update. gRPC
+// serialises calls to a balancer; Base is also called by its children from
+// other goroutines and locks accordingly.
+type Base[T any] struct {
+	// Detector ejects this balancer's endpoints; pickers and Done
+	// callbacks use it.
+	Detector Detector
+
+	cc     balancer.ClientConn
+	policy Policy[T]
+	child  balancer.Balancer
+	now    func() int64
+
+	mu        sync.Mutex
+	endpoints map[string]*Endpoint[T]
+	gen       uint64
+	listed    int // endpoints in the last resolver state
+	closed    bool
+}
+
+// New returns a Base for the policy, to be embedded in the policy's
+// balancer.
+func New[T any](cc balancer.ClientConn, opts balancer.BuildOptions, p Policy[T]) *Base[T] {
+	b := &Base[T]{
+		cc:        cc,
+		policy:    p,
+		now:       Nanotime,
+		endpoints: map[string]*Endpoint[T]{},
+	}
+	b.Detector.name = p.Name
+	b.child = endpointsharding.NewBalancer(interceptor[T]{ClientConn: cc, b: b}, opts,
+		balancer.Get(pickfirst.Name).Build, endpointsharding.Options{})
+	return b
+}
+
+// interceptor is the ClientConn endpointsharding talks to: it passes
+// everything to the real one except UpdateState.
+type interceptor[T any] struct {
+	balancer.ClientConn
+	b *Base[T]
+}
+
+func (i interceptor[T]) UpdateState(s balancer.State) { i.b.updateState(s) }
+
+// Update applies a new resolver state and outlier configuration: it
+// creates the Endpoints of new endpoints, starts the retention of those
+// that left, and hands the state to the children, which makes a new
+// picker. It returns balancer.ErrBadResolverState for a state without
+// endpoints (gRPC then asks the resolver again, with backoff).
+func (b *Base[T]) Update(s balancer.ClientConnState, oc OutlierConfig) error {
+	b.Detector.SetConfig(oc)
+	retention := max(minRetention, oc.MaxEjectionTime)
+
+	b.mu.Lock()
+	now := b.now()
+	b.gen++
+	b.listed = 0
+	for _, ep := range s.ResolverState.Endpoints {
+		if len(ep.Addresses) == 0 {
+			continue
+		}
+		k := Key(ep)
+		e := b.endpoints[k]
+		if e == nil {
+			e = &Endpoint[T]{Addr: ep.Addresses[0].Addr, key: k}
+			e.Outlier.addr = e.Addr
+			if b.policy.Init != nil {
+				b.policy.Init(e)
+			}
+			b.endpoints[k] = e
+		}
+		if e.gen != b.gen {
+			b.listed++
+		}
+		e.gen, e.removedAt = b.gen, 0
+	}
+	for k, e := range b.endpoints {
+		switch {
+		case e.gen == b.gen:
+		case e.removedAt == 0:
+			e.removedAt = max(now, 1)
+		case now-e.removedAt > int64(retention):
+			delete(b.endpoints, k)
+		}
+	}
+	listed := b.listed
+	b.mu.Unlock()
+
+	// Calls updateState (inline) once the children have the new state.
+	err := b.child.UpdateClientConnState(balancer.ClientConnState{
+		// Lets the pick_first children run client-side health checks
+		// when the service config asks for them.
+		ResolverState: pickfirst.EnableHealthListener(s.ResolverState),
+	})
+	if listed == 0 {
+		b.cc.UpdateState(balancer.State{
+			ConnectivityState: connectivity.TransientFailure,
+			Picker:            base.NewErrPicker(fmt.Errorf("%s: the resolver returned no endpoints", b.policy.Name)),
+		})
+		return balancer.ErrBadResolverState
+	}
+	return err
+}
+
+// ResolverError passes the error to the children, which keep using the
+// last good state. Before any endpoint is known it makes calls fail with
+// the error.
+func (b *Base[T]) ResolverError(err error) {
+	b.child.ResolverError(err)
+	b.mu.Lock()
+	listed := b.listed
+	b.mu.Unlock()
+	if listed == 0 {
+		b.cc.UpdateState(balancer.State{
+			ConnectivityState: connectivity.TransientFailure,
+			Picker:            base.NewErrPicker(fmt.Errorf("%s: name resolver error: %w", b.policy.Name, err)),
+		})
+	}
+}
+
+// UpdateSubConnState is not called: SubConns report to their listeners.
+func (b *Base[T]) UpdateSubConnState(sc balancer.SubConn, s balancer.SubConnState) {
+	logger.Errorf("%s: UpdateSubConnState(%v, %+v) called unexpectedly", b.policy.Name, sc, s)
+}
+
+// ExitIdle makes idle children connect.
+func (b *Base[T]) ExitIdle() { b.child.ExitIdle() }
+
+// Close closes the children and drops every Endpoint.
+func (b *Base[T]) Close() {
+	b.child.Close()
+	b.mu.Lock()
+	b.closed = true
+	b.endpoints = nil
+	b.mu.Unlock()
+	b.Detector.SetMembers(nil)
+}
+
+// Endpoints returns the Endpoints the balancer keeps, listed or retained,
+// sorted by address. For tests and debugging.
+func (b *Base[T]) Endpoints() []*Endpoint[T] {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make([]*Endpoint[T], 0, len(b.endpoints))
+	for _, e := range b.endpoints {
+		out = append(out, e)
+	}
+	slices.SortFunc(out, func(x, y *Endpoint[T]) int { return cmp.Compare(x.key, y.key) })
+	return out
+}
+
+// updateState receives endpointsharding's state, whose picker carries every
+// child's state.
+func (b *Base[T]) updateState(s balancer.State) {
+	children := endpointsharding.ChildStatesFromPicker(s.Picker)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return
+	}
+	ready := make([]Ready[T], 0, len(children))
+	positive := 0
+	for _, c := range children {
+		if c.State.ConnectivityState != connectivity.Ready || len(c.Endpoint.Addresses) == 0 {
+			continue
+		}
+		e := b.endpoints[Key(c.Endpoint)]
+		if e == nil {
+			continue // cannot happen: Update creates it before the child
+		}
+		w := Weight(c.Endpoint)
+		if w > 0 {
+			positive++
+		}
+		ready = append(ready, Ready[T]{Endpoint: e, Picker: c.State.Picker, Weight: w})
+	}
+	if len(ready) == 0 {
+		b.Detector.SetMembers(nil)
+		b.cc.UpdateState(s)
+		return
+	}
+	if positive == 0 {
+		for i := range ready {
+			ready[i].Weight = 1 // all draining: spread evenly
+		}
+	} else if positive < len(ready) {
+		ready = slices.DeleteFunc(ready, func(r Ready[T]) bool { return r.Weight == 0 })
+	}
+	slices.SortFunc(ready, func(x, y Ready[T]) int { return cmp.Compare(x.Endpoint.key, y.Endpoint.key) })
+	members := make([]*OutlierState, len(ready))
+	for i := range ready {
+		members[i] = &ready[i].Endpoint.Outlier
+	}
+	b.Detector.SetMembers(members)
+	b.cc.UpdateState(balancer.State{ConnectivityState: connectivity.Ready, Picker: b.policy.NewPicker(ready)})
+}
+
+// Key identifies an endpoint by its set of addresses, as grpc-go's
+// resolver.EndpointMap does: the address for a one-address endpoint.
+func Key(ep grpcresolver.Endpoint) string {
+	if len(ep.Addresses) == 1 {
+		return ep.Addresses[0].Addr
+	}
+	addrs := make([]string, len(ep.Addresses))
+	for i, a := range ep.Addresses {
+		addrs[i] = a.Addr
+	}
+	sort.Strings(addrs)
+	return strings.Join(addrs, "\n")
+}

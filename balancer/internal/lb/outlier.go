@@ -1,0 +1,190 @@
+package lb
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// OutlierState is one endpoint's ejection state. It lives as long as the
+// endpoint's stats (across pickers). The pick path reads it with atomic
+// loads only; changes to the ejection itself are made under the
+// Detector's mutex, on the completion path of a failed call.
+type OutlierState struct {
+	failures atomic.Int32 // consecutive failures while not ejected
+	until    atomic.Int64 // 0 when not ejected, else end of the ejection (Nanotime)
+	probe    atomic.Bool  // the current ejection's probe was handed out
+
+	addr string // for logs; set before the state is shared
+
+	// Guarded by Detector.mu.
+	times      int32 // ejections in a row
+	restoredAt int64 // when the last ejection ended (Nanotime), 0 if never
+}
+
+// Ejected reports whether the endpoint is ejected: either its ejection has
+// not ended, or it has and the probe call that would end it has not
+// succeeded yet. One atomic load; the pick path calls it first.
+func (s *OutlierState) Ejected() bool { return s.until.Load() != 0 }
+
+// Admit says whether a pick may use the endpoint at now. ok is true for an
+// endpoint that is not ejected, and for the one call (probe true) that an
+// endpoint whose ejection has ended lets through; a pick that got
+// probe == true must use the endpoint, and pass probe to Detector.Record
+// (or call ReleaseProbe when the call never went out).
+func (s *OutlierState) Admit(now int64) (ok, probe bool) {
+	u := s.until.Load()
+	if u == 0 {
+		return true, false
+	}
+	if now < u || !s.probe.CompareAndSwap(false, true) {
+		return false, false
+	}
+	return true, true
+}
+
+// ReleaseProbe gives the probe back, for a probe call that was never sent
+// (its transport was not ready), so that the next pick can probe.
+func (s *OutlierState) ReleaseProbe() { s.probe.Store(false) }
+
+// Detector ejects endpoints after consecutive failures, for a growing
+// time, never more than the configured share of its members. One per
+// balancer. Record is safe for concurrent use and lock-free for every call
+// that does not change an ejection.
+type Detector struct {
+	name string // the policy's, for logs
+	cfg  atomic.Pointer[OutlierConfig]
+
+	mu      sync.Mutex
+	members []*OutlierState // the endpoints of the current picker
+}
+
+// SetConfig replaces the configuration. Ejections in force keep their end
+// time.
+func (d *Detector) SetConfig(c OutlierConfig) { d.cfg.Store(&c) }
+
+// Config returns the configuration (the default before any SetConfig).
+func (d *Detector) Config() OutlierConfig {
+	if c := d.cfg.Load(); c != nil {
+		return *c
+	}
+	return DefaultOutlierConfig()
+}
+
+// SetMembers sets the endpoints whose share is capped: those of the
+// current picker. The slice must not be modified afterwards.
+func (d *Detector) SetMembers(m []*OutlierState) {
+	d.mu.Lock()
+	d.members = m
+	d.mu.Unlock()
+}
+
+// Record accounts for one call that reached the endpoint. failed says
+// whether it failed (Classify's Failure); probe whether it was the probe
+// Admit handed out. While an endpoint is ejected only its probe counts: a
+// successful probe ends the ejection, a failed one ejects it again for
+// longer; other calls that were in flight when it was ejected are ignored.
+// now is read only when failed or probe is true.
+func (d *Detector) Record(s *OutlierState, failed, probe bool, now int64) {
+	if probe {
+		d.endProbe(s, failed, now)
+		return
+	}
+	if !failed {
+		if s.failures.Load() != 0 { // read first: no write on the hot path
+			s.failures.Store(0)
+		}
+		return
+	}
+	if s.until.Load() != 0 {
+		return
+	}
+	c := d.cfg.Load()
+	if c == nil || !c.Enabled() {
+		return
+	}
+	if s.failures.Add(1) < int32(c.ConsecutiveFailures) {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s.failures.Store(0) // also when refused: the count starts over
+	if s.until.Load() != 0 || !d.mayEjectLocked(c) {
+		return
+	}
+	if s.restoredAt != 0 && now-s.restoredAt > int64(c.MaxEjectionTime) {
+		s.times = 0 // healthy for a long while: start from the base time again
+	}
+	d.ejectLocked(s, c, now)
+}
+
+func (d *Detector) endProbe(s *OutlierState, failed bool, now int64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if s.until.Load() == 0 {
+		return
+	}
+	if !failed {
+		s.until.Store(0)
+		s.probe.Store(false)
+		s.failures.Store(0)
+		s.restoredAt = now
+		logger.Infof("%s: %s is back after a successful probe", d.name, s.addr)
+		return
+	}
+	c := d.cfg.Load()
+	if c == nil || !c.Enabled() {
+		// Ejection was turned off meanwhile: let the endpoint back.
+		s.until.Store(0)
+		s.probe.Store(false)
+		s.restoredAt = now
+		return
+	}
+	d.ejectLocked(s, c, now)
+}
+
+// ejectLocked starts the next ejection of s.
+func (d *Detector) ejectLocked(s *OutlierState, c *OutlierConfig, now int64) {
+	if s.times < 1<<16 {
+		s.times++
+	}
+	period := time.Duration(s.times) * c.BaseEjectionTime
+	if period > c.MaxEjectionTime || period <= 0 {
+		period = c.MaxEjectionTime
+	}
+	s.probe.Store(false)
+	s.until.Store(now + int64(period))
+	logger.Infof("%s: ejected %s for %v (ejection %d in a row)", d.name, s.addr, period, s.times)
+}
+
+// mayEjectLocked reports whether one more member may be ejected.
+func (d *Detector) mayEjectLocked(c *OutlierConfig) bool {
+	return d.ejectedLocked() < MaxEjected(len(d.members), c.MaxEjectionPercent)
+}
+
+func (d *Detector) ejectedLocked() int {
+	n := 0
+	for _, m := range d.members {
+		if m.Ejected() {
+			n++
+		}
+	}
+	return n
+}
+
+// MaxEjected returns how many of n endpoints may be ejected at once with
+// the given percentage: n*percent/100 rounded down, at least 1 when
+// percent > 0, and never all (at most n-1).
+func MaxEjected(n, percent int) int {
+	if percent <= 0 || n <= 1 {
+		return 0
+	}
+	m := n * percent / 100
+	if m < 1 {
+		m = 1
+	}
+	if m > n-1 {
+		m = n - 1
+	}
+	return m
+}

@@ -1,0 +1,122 @@
+// Package p2c provides the muster_p2c gRPC load balancing policy: power of
+// two choices by a load score built from a time-decayed peak EWMA of each
+// endpoint's latency and its calls in flight, divided by its weight.
+//
+// # Use
+//
+// Importing the package registers the policy with gRPC under Name (in
+// init, grpc-go's only mechanism, as its own balancer/roundrobin does);
+// select it in the service config:
+//
+//	import _ "github.com/musterhq/muster/balancer/p2c"
+//
+//	conn, err := grpc.NewClient("muster:///user",
+//		grpc.WithResolvers(builder),
+//		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"muster_p2c":{}}]}`),
+//		grpc.WithTransportCredentials(insecure.NewCredentials()))
+//
+// It works with any resolver. Endpoints of the Muster resolver
+// (github.com/musterhq/muster/resolver) carry their instance's weight;
+// others weigh registry.DefaultWeight (100).
+//
+// # Picking
+//
+// Each pick draws two distinct endpoints at random among the READY ones
+// and takes the one with the lower score
+//
+//	score = cost × (inFlight + 1) / weight
+//
+// where inFlight is the endpoint's calls picked and not yet done, and cost
+// is its latency estimate, decayed to the time of the pick:
+//
+//	cost = ewma × exp(−(now − lastSample) / decayTime)
+//
+// ewma is updated on each completed call with latency rtt, dt after the
+// previous sample: peak first, then an exponentially weighted moving
+// average in time (as Finagle's and Linkerd's peak EWMA):
+//
+//	success, rtt ≥ ewma:  ewma = rtt
+//	success, rtt < ewma:  ewma = ewma × w + rtt × (1 − w),  w = exp(−dt / decayTime)
+//	failure:              ewma = min(2 × max(ewma, rtt), 60s)
+//
+// (Both decays are skipped, or taken as linear, when dt is below
+// decayTime/1024, where they differ from the formulas by under 0.1%: an
+// endpoint in steady use costs no exp.)
+//
+// So a slow response raises the score at once and is forgotten over about
+// decayTime; a failure doubles it at once; and an endpoint that gets no
+// calls (because its score is high) sees its cost decay towards zero until
+// it is tried again. Failures are the codes Unavailable, DeadlineExceeded,
+// ResourceExhausted, Internal, DataLoss, Unimplemented, and errors without
+// a gRPC status (transport errors); other codes are the application's
+// answers and count as successes. A call the caller canceled only tells
+// that its latency was at least that long: it can raise the cost, never
+// lower it, and counts neither way for ejection.
+//
+// A new endpoint starts from the median cost of the endpoints that have
+// one, so it is neither flooded (as it would be from zero) nor starved.
+// When no endpoint has a cost yet (a new channel), an endpoint without one
+// takes a single call at a time until its first call completes.
+//
+// Weights divide the score: an endpoint of twice the weight is preferred
+// until its cost × calls in flight is twice as high. They bias the choice
+// rather than fix shares (muster_wrr does that). An endpoint of weight 0 (a
+// draining instance) gets no new calls unless every READY endpoint has
+// weight 0, in which case they share the calls as if equal.
+//
+// # Stats
+//
+// The balancer keeps each endpoint's cost, in-flight count and ejection
+// state per address (endpoint), for as long as it is in the resolver state
+// and for a retention time (the longer of 5 minutes and the maximum
+// ejection time) after it leaves it. Pickers, which gRPC rebuilds on every
+// membership or connectivity change, hold pointers to these stats; so a
+// reconnect or a new instance loses nothing.
+//
+// The pick path takes no lock and does not allocate: atomic loads, one
+// random number, one clock read, and a per-call record (endpoint, start
+// time) taken from a sync.Pool, which the call's Done callback returns
+// after a second clock read and a compare-and-swap of the endpoint's cost.
+// gRPC calls Done exactly once per pick, as the record's reuse requires.
+//
+// # Outlier ejection and health checking
+//
+// consecutiveFailures failed calls in a row (default 5) eject an endpoint
+// for baseEjectionTime × the number of ejections in a row (default 30s,
+// capped at maxEjectionTime, default 300s). At most maxEjectionPercent of
+// the READY endpoints (default 50%, rounded down, at least one) are ejected
+// at once, and never all. When an ejection ends, one call (the probe) is
+// let through: its success ends the ejection, its failure starts the next,
+// longer one. The count of ejections in a row starts over after an
+// endpoint stays healthy for maxEjectionTime.
+//
+// With "healthCheckConfig" in the service config (and the client
+// importing google.golang.org/grpc/health), each endpoint is health
+// checked with the standard gRPC health service, and one that is not
+// SERVING gets no calls.
+//
+// # Config
+//
+// All fields are optional:
+//
+//	{"muster_p2c": {
+//	  "decayTime": "10s",
+//	  "outlier": {
+//	    "consecutiveFailures": 5,
+//	    "baseEjectionTime": "30s",
+//	    "maxEjectionTime": "300s",
+//	    "maxEjectionPercent": 50
+//	  }
+//	}}
+//
+// Durations use Go's syntax ("30s", "1.5s", "250ms") and must be positive.
+// consecutiveFailures must be 0 or more (0 disables ejection),
+// maxEjectionPercent 0..100 (0 disables ejection), and maxEjectionTime at
+// least baseEjectionTime. An unknown field, a wrong type or an invalid
+// value fails the service config with an error that starts with
+// "muster_p2c: " and names the field, e.g.
+//
+//	muster_p2c: outlier.maxEjectionPercent: 150 is out of range 0..100
+//	muster_p2c: decayTime: "10" is not a duration; want e.g. "30s" or "250ms"
+//	muster_p2c: invalid config: json: unknown field "decay"
+package p2c

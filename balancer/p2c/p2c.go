@@ -1,0 +1,157 @@
+package p2c
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	rand "math/rand/v2"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc/balancer"
+	"google.golang.org/grpc/serviceconfig"
+
+	"github.com/musterhq/muster/balancer/internal/lb"
+)
+
+// Name is the policy's name in gRPC service configs.
+const Name = "muster_p2c"
+
+// DefaultDecayTime is the decay time constant used when the config does not
+// set "decayTime".
+const DefaultDecayTime = 10 * time.Second
+
+// Test hooks.
+var (
+	nanotime   = lb.Nanotime
+	randUint64 = rand.Uint64
+)
+
+func init() {
+	calls.New = newCall
+	balancer.Register(builder{})
+}
+
+// config is the parsed "muster_p2c" object.
+type config struct {
+	serviceconfig.LoadBalancingConfig `json:"-"`
+
+	decayTime time.Duration
+	outlier   lb.OutlierConfig
+}
+
+func defaultConfig() *config {
+	return &config{decayTime: DefaultDecayTime, outlier: lb.DefaultOutlierConfig()}
+}
+
+type builder struct{}
+
+var (
+	_ balancer.Builder      = builder{}
+	_ balancer.ConfigParser = builder{}
+)
+
+func (builder) Name() string { return Name }
+
+func (builder) Build(cc balancer.ClientConn, opts balancer.BuildOptions) balancer.Balancer {
+	b := &p2cBalancer{}
+	b.cfg.Store(defaultConfig())
+	b.Base = lb.New(cc, opts, lb.Policy[load]{Name: Name, NewPicker: b.newPicker})
+	return b
+}
+
+// ParseConfig parses the policy's JSON config: defaults, then the fields
+// present, then validation (see the package documentation).
+func (builder) ParseConfig(js json.RawMessage) (serviceconfig.LoadBalancingConfig, error) {
+	cfg := defaultConfig()
+	if len(bytes.TrimSpace(js)) == 0 {
+		return cfg, nil
+	}
+	var j struct {
+		DecayTime *string         `json:"decayTime"`
+		Outlier   json.RawMessage `json:"outlier"`
+	}
+	if err := lb.DecodeStrict(js, &j); err != nil {
+		return nil, fmt.Errorf("%s: invalid config: %v", Name, err)
+	}
+	if j.DecayTime != nil {
+		d, err := lb.ParseDuration("decayTime", *j.DecayTime)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %v", Name, err)
+		}
+		cfg.decayTime = d
+	}
+	oc, err := lb.ParseOutlierConfig(j.Outlier)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", Name, err)
+	}
+	cfg.outlier = oc
+	return cfg, nil
+}
+
+var (
+	_ balancer.Balancer = (*p2cBalancer)(nil)
+	_ balancer.Picker   = (*picker)(nil)
+)
+
+// p2cBalancer is the muster_p2c balancer: lb.Base with this package's
+// picker.
+type p2cBalancer struct {
+	*lb.Base[load]
+	cfg atomic.Pointer[config]
+}
+
+func (b *p2cBalancer) UpdateClientConnState(s balancer.ClientConnState) error {
+	cfg := defaultConfig()
+	if s.BalancerConfig != nil {
+		c, ok := s.BalancerConfig.(*config)
+		if !ok {
+			return fmt.Errorf("%s: unexpected balancer config of type %T", Name, s.BalancerConfig)
+		}
+		cfg = c
+	}
+	b.cfg.Store(cfg)
+	return b.Update(s, cfg.outlier)
+}
+
+// newPicker is called by lb.Base with its lock held.
+func (b *p2cBalancer) newPicker(ready []lb.Ready[load]) balancer.Picker {
+	d := newDecay(b.cfg.Load().decayTime)
+	now := nanotime()
+	seed(ready, now, &d)
+	p := &picker{eps: make([]entry, len(ready)), decay: d, det: &b.Detector}
+	for i, r := range ready {
+		p.eps[i] = entry{e: r.Endpoint, picker: r.Picker, weight: float64(r.Weight)}
+	}
+	return p
+}
+
+// seed gives each endpoint without a cost the median cost of those with
+// one, so that a new endpoint is neither flooded nor starved.
+func seed(ready []lb.Ready[load], now int64, d *decay) {
+	var known []float64
+	missing := false
+	for _, r := range ready {
+		if c := r.Endpoint.Stats.costAt(now, d); c > 0 {
+			known = append(known, c)
+		} else {
+			missing = true
+		}
+	}
+	if !missing || len(known) == 0 {
+		return
+	}
+	slices.Sort(known)
+	med := known[len(known)/2]
+	if len(known)%2 == 0 {
+		med = (known[len(known)/2-1] + med) / 2
+	}
+	for _, r := range ready {
+		l := &r.Endpoint.Stats
+		if l.cost.CompareAndSwap(0, math.Float64bits(med)) {
+			l.stamp.Store(now)
+		}
+	}
+}

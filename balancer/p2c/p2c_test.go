@@ -1,0 +1,258 @@
+package p2c
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	grpcresolver "google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/resolver/manual"
+
+	"github.com/musterhq/muster/balancer/internal/balancertest"
+	"github.com/musterhq/muster/balancer/internal/lb"
+	"github.com/musterhq/muster/internal/testbackend"
+	"github.com/musterhq/muster/registry"
+	"github.com/musterhq/muster/resolver"
+)
+
+// manualConn dials a manual resolver with the backends as endpoints
+// without attributes (weight 100 each), through the capture.
+func manualConn(t *testing.T, config string, health bool, bs ...*testbackend.Backend) (*manual.Resolver, *grpcConn) {
+	t.Helper()
+	r := manual.NewBuilderWithScheme("p2ctest")
+	r.InitialState(grpcresolver.State{Endpoints: balancertest.Endpoints(bs...)})
+	conn := balancertest.Dial(t, r.Scheme()+":///svc", balancertest.ServiceConfig(capture.Name(), config, health), withResolvers(r))
+	return r, conn
+}
+
+func endpointOf(t *testing.T, b *p2cBalancer, addr string) *lb.Endpoint[load] {
+	t.Helper()
+	for _, e := range b.Endpoints() {
+		if e.Addr == addr {
+			return e
+		}
+	}
+	t.Fatalf("balancer has no endpoint %s", addr)
+	return nil
+}
+
+// Fair share and tolerance of the slow-backend tests: with 4 backends
+// (fair share 25%), the one 20ms slower must get at most a quarter of it.
+const slowShareMax = 0.25 / 4
+
+func TestSlowBackendGetsLessThanFairShareAndStaysAvoidedAfterMembershipChange(t *testing.T) {
+	bs := balancertest.Backends(t, 5)
+	slow, extra := bs[0], bs[4]
+	slow.SetDelay(20 * time.Millisecond)
+	r, conn := manualConn(t, "", false, bs[:4]...)
+	balancertest.CallUntil(t, conn, 10*time.Second, "every backend called", balancertest.ServedAll(bs[:4]...))
+
+	got := balancertest.Calls(conn, 2000, 4)
+	share := got.Share(slow.Addr)
+	t.Logf("4 backends, %s +20ms, 2000 calls at concurrency 4: slow share %.2f%% (fair 25%%, limit %.2f%%): %v",
+		slow.Addr, 100*share, 100*slowShareMax, got)
+	if got.Failed != 0 || share > slowShareMax {
+		t.Fatalf("slow backend share %.2f%%, want at most %.2f%%; %d calls failed (%v)", 100*share, 100*slowShareMax, got.Failed, got.LastErr)
+	}
+
+	b := built(t)
+	before := endpointOf(t, b, slow.Addr)
+	d := newDecay(DefaultDecayTime)
+	costBefore := before.Stats.costAt(nanotime(), &d)
+
+	// A fifth instance joins: new picker, same stats.
+	r.UpdateState(grpcresolver.State{Endpoints: balancertest.Endpoints(bs...)})
+	balancertest.CallUntil(t, conn, 10*time.Second, "the new backend called", balancertest.ServedAll(extra))
+	if after := endpointOf(t, b, slow.Addr); after != before {
+		t.Fatalf("the slow backend's stats were replaced by the membership change")
+	}
+	got = balancertest.Calls(conn, 2000, 4)
+	share, newShare := got.Share(slow.Addr), got.Share(extra.Addr)
+	t.Logf("after adding %s: slow share %.2f%% (cost before the change %.1fms), new backend %.2f%%: %v",
+		extra.Addr, 100*share, costBefore/1e6, 100*newShare, got)
+	if got.Failed != 0 || share > slowShareMax {
+		t.Fatalf("after the membership change the slow backend's share is %.2f%%, want at most %.2f%%", 100*share, 100*slowShareMax)
+	}
+	// The newcomer starts from its peers' median: it takes calls, and is
+	// not flooded (fair share 20%).
+	if newShare < 0.05 || newShare > 0.5 {
+		t.Fatalf("new backend share %.2f%%, want 5%%..50%%", 100*newShare)
+	}
+}
+
+func TestFailingBackendIsEjectedAndProbedOncePerPeriod(t *testing.T) {
+	const base = 100 * time.Millisecond
+	bs := balancertest.Backends(t, 3)
+	bad := bs[0]
+	_, conn := manualConn(t, `{"decayTime":"50ms","outlier":{"baseEjectionTime":"100ms","maxEjectionTime":"10s"}}`, false, bs...)
+	balancertest.CallUntil(t, conn, 10*time.Second, "every backend called", balancertest.ServedAll(bs...))
+	b := built(t)
+	st := &endpointOf(t, b, bad.Addr).Outlier
+
+	bad.SetFailing(true)
+	bad.ResetCalls()
+	start := time.Now()
+	var ejectedAfter time.Time // a time before the call that ejected it
+	balancertest.CallUntil(t, conn, 10*time.Second, "the failing backend ejected", func(balancertest.Result) bool {
+		if st.Ejected() {
+			return true
+		}
+		ejectedAfter = time.Now()
+		return false
+	})
+	if n := bad.Calls(); n != lb.DefaultConsecutiveFailures {
+		t.Fatalf("failing backend got %d calls before its ejection, want %d", n, lb.DefaultConsecutiveFailures)
+	}
+	t.Logf("ejected after %d failures in %v", bad.Calls(), time.Since(start).Round(time.Millisecond))
+
+	checkProbes(t, conn, bad, base, ejectedAfter)
+}
+
+// checkProbes makes calls for a while right after bad's first ejection,
+// which started after ejectedAfter, and checks that it got at most one
+// call (the probe) per ejection period that ended: ejection k lasts
+// k×base, so m periods end within m(m+1)/2×base.
+func checkProbes(t *testing.T, conn *grpcConn, bad *testbackend.Backend, base time.Duration, ejectedAfter time.Time) {
+	t.Helper()
+	bad.ResetCalls()
+	got := balancertest.CallsFor(conn, 1500*time.Millisecond, 2)
+	elapsed := time.Since(ejectedAfter)
+	periods := 0
+	for k := 1; time.Duration(k*(k+1)/2)*base <= elapsed; k++ {
+		periods = k
+	}
+	probes := int(bad.Calls())
+	t.Logf("over %v since the ejection: %d probes, at most %d ejection periods ended; %v", elapsed.Round(time.Millisecond), probes, periods, got)
+	if probes > periods {
+		t.Fatalf("ejected backend got %d calls in %v, more than the %d ejection periods that ended", probes, elapsed, periods)
+	}
+	if probes == 0 {
+		t.Fatalf("ejected backend got no probe in %v (%d ejection periods ended)", elapsed, periods)
+	}
+	if got.Failed != probes {
+		t.Fatalf("%d calls failed, want only the %d probes", got.Failed, probes)
+	}
+}
+
+func TestNotServingBackendGetsNoCalls(t *testing.T) {
+	bs := balancertest.Backends(t, 3)
+	sick := bs[1]
+	_, conn := manualConn(t, "", true, bs...)
+	balancertest.CallUntil(t, conn, 10*time.Second, "every backend called", balancertest.ServedAll(bs...))
+
+	sick.Health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	// The health stream reports it; then picks leave the backend out.
+	balancertest.CallUntil(t, conn, 10*time.Second, "100 calls in a row without the NOT_SERVING backend", notServedLast(sick, 100))
+	sick.ResetCalls()
+	got := balancertest.Calls(conn, 300, 3)
+	if sick.Calls() != 0 || got.Failed != 0 {
+		t.Fatalf("NOT_SERVING backend got %d of 300 calls (%v)", sick.Calls(), got)
+	}
+	sick.Health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	balancertest.CallUntil(t, conn, 10*time.Second, "the backend called again once SERVING", balancertest.ServedAll(sick))
+}
+
+// notServedLast holds once n calls in a row succeeded without b.
+func notServedLast(b *testbackend.Backend, n int) func(balancertest.Result) bool {
+	last, run := int64(-1), 0
+	return func(r balancertest.Result) bool {
+		if c := b.Calls(); c != last {
+			last, run = c, 0
+			return false
+		}
+		run++
+		return run >= n
+	}
+}
+
+func TestWeightsAndDrainingFromTheMusterResolver(t *testing.T) {
+	reg := balancertest.StartRegistry(t)
+	bs := balancertest.Backends(t, 3)
+	weights := []int{100, 1000, 0}
+	for i, b := range bs {
+		in := registry.Instance{Name: "greeter", ID: fmt.Sprint("i", i), Addr: b.Addr, Weight: weights[i]}
+		if weights[i] == 0 {
+			in.Draining = true
+		}
+		reg.Register(t, in)
+	}
+	conn := balancertest.Dial(t, "muster:///greeter", balancertest.ServiceConfig(capture.Name(), "", false), withResolvers(reg.Builder))
+	balancertest.CallUntil(t, conn, 10*time.Second, "both weighted backends called", balancertest.ServedAll(bs[:2]...))
+	bs[2].ResetCalls()
+	// The weight divides the score: with similar latencies the weight-1000
+	// backend takes the larger share (it loses a comparison only when its
+	// cost × calls in flight is 10 times the other's); the draining one
+	// takes none.
+	got := balancertest.Calls(conn, 3000, 4)
+	t.Logf("weights 100/1000/0 (draining): %v", got)
+	if bs[2].Calls() != 0 {
+		t.Fatalf("draining backend got %d calls", bs[2].Calls())
+	}
+	if w1, w10 := got.Share(bs[0].Addr), got.Share(bs[1].Addr); w10 <= w1 {
+		t.Fatalf("weight 1000 backend share %.1f%% is not above weight 100's %.1f%%", 100*w10, 100*w1)
+	}
+	if got.Failed != 0 {
+		t.Fatalf("%d calls failed: %v", got.Failed, got.LastErr)
+	}
+}
+
+func TestWorksWithTheDirectResolver(t *testing.T) {
+	bs := balancertest.Backends(t, 3)
+	target := fmt.Sprintf("direct:///%s,%s,%s", bs[0].Addr, bs[1].Addr, bs[2].Addr)
+	conn := balancertest.Dial(t, target, balancertest.ServiceConfig(Name, "", false), withResolvers(resolver.NewDirectBuilder()))
+	balancertest.CallUntil(t, conn, 10*time.Second, "every backend called", balancertest.ServedAll(bs...))
+}
+
+// inPicker reports whether the last picker the balancer published picks
+// from addr.
+func inPicker(addr string) bool {
+	p, _ := capture.Picker()
+	pk, ok := p.(*picker)
+	if !ok {
+		return false
+	}
+	for _, e := range pk.eps {
+		if e.e.Addr == addr {
+			return true
+		}
+	}
+	return false
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not %s after 10s", what)
+		}
+		time.Sleep(5 * time.Millisecond) // polling the published picker; no event to wait on
+	}
+}
+
+func TestStatsSurviveAReconnect(t *testing.T) {
+	bs := balancertest.Backends(t, 4)
+	slow := bs[0]
+	slow.SetDelay(20 * time.Millisecond)
+	_, conn := manualConn(t, "", false, bs...)
+	balancertest.CallUntil(t, conn, 10*time.Second, "every backend called", balancertest.ServedAll(bs...))
+	before := endpointOf(t, built(t), slow.Addr)
+
+	// The slow server restarts on the same address: its connection drops
+	// and comes back; the endpoint stays in the resolver state.
+	slow.Stop()
+	waitFor(t, "the stopped backend out of the picker", func() bool { return !inPicker(slow.Addr) })
+	again := testbackend.StartOn(t, slow.Addr)
+	again.SetDelay(20 * time.Millisecond)
+	waitFor(t, "the restarted backend back in the picker", func() bool { return inPicker(slow.Addr) })
+	if endpointOf(t, built(t), slow.Addr) != before {
+		t.Fatal("the reconnect replaced the endpoint's stats")
+	}
+	got := balancertest.Calls(conn, 2000, 4)
+	share := got.Share(slow.Addr)
+	t.Logf("after the slow backend reconnected: share %.2f%% (limit %.2f%%): %v", 100*share, 100*slowShareMax, got)
+	if got.Failed != 0 || share > slowShareMax {
+		t.Fatalf("after a reconnect the slow backend's share is %.2f%%, want at most %.2f%% (its cost kept)", 100*share, 100*slowShareMax)
+	}
+}

@@ -1,0 +1,89 @@
+// Package wrr provides the muster_wrr gRPC load balancing policy: smooth
+// weighted round robin (nginx's algorithm) over the READY endpoints, by
+// the weight of each endpoint's registry instance.
+//
+// # Use
+//
+// Importing the package registers the policy with gRPC under Name (in
+// init, grpc-go's only mechanism, as its own balancer/roundrobin does);
+// select it in the service config:
+//
+//	import _ "github.com/musterhq/muster/balancer/wrr"
+//
+//	conn, err := grpc.NewClient("muster:///user",
+//		grpc.WithResolvers(builder),
+//		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"muster_wrr":{}}]}`),
+//		grpc.WithTransportCredentials(insecure.NewCredentials()))
+//
+// It works with any resolver. Endpoints of the Muster resolver
+// (github.com/musterhq/muster/resolver) carry their instance's weight
+// (registry.Instance.EffectiveWeight); others weigh
+// registry.DefaultWeight (100), which makes the policy a plain round robin.
+//
+// # Order
+//
+// nginx's smooth weighted round robin gives every endpoint a current
+// weight, initially 0; each pick adds each endpoint's weight to its
+// current weight, takes the endpoint with the largest (the first one on a
+// tie, in address order), and subtracts the total weight from the winner's.
+// Weights 5, 1, 1 give a, a, b, a, c, a, a rather than a, a, a, a, a, b, c.
+// The picker computes one period of that sequence when it is built (the
+// weights divided by their greatest common divisor; when the period would
+// exceed 16384 picks, the weights are scaled down to fit, which changes the
+// shares by well under one percent) and then only advances an atomic
+// counter, starting at a random point so that clients do not move in step.
+// The pick path takes no lock and does not allocate.
+//
+// Weights: an endpoint of weight 0 (a draining instance) gets no new calls
+// unless every READY endpoint has weight 0, in which case they are served
+// in turn as if equal.
+//
+// # Outlier ejection and health checking
+//
+// consecutiveFailures failed calls in a row (default 5) eject an endpoint
+// for baseEjectionTime × the number of ejections in a row (default 30s,
+// capped at maxEjectionTime, default 300s). At most maxEjectionPercent of
+// the READY endpoints (default 50%, rounded down, at least one) are ejected
+// at once, and never all. A pick whose turn falls on an ejected endpoint
+// goes to the endpoint of another turn of the sequence, drawn by hashing
+// the turn, so that the ejected endpoint's share is spread over the others
+// in proportion to their weights. When an ejection ends, one
+// call (the probe) is let through: its success ends the ejection, its
+// failure starts the next, longer one. The count of ejections in a row
+// starts over after an endpoint stays healthy for maxEjectionTime.
+// Failures are the codes Unavailable, DeadlineExceeded, ResourceExhausted,
+// Internal, DataLoss, Unimplemented, and errors without a gRPC status
+// (transport errors); calls the caller canceled count neither way. The
+// balancer keeps this state per address for as
+// long as the endpoint is in the resolver state and for a retention time
+// (the longer of 5 minutes and maxEjectionTime) after it leaves it, across
+// pickers, reconnects and membership changes.
+//
+// With "healthCheckConfig" in the service config (and the client
+// importing google.golang.org/grpc/health), each endpoint is health
+// checked with the standard gRPC health service, and one that is not
+// SERVING gets no calls.
+//
+// # Config
+//
+// All fields are optional:
+//
+//	{"muster_wrr": {
+//	  "outlier": {
+//	    "consecutiveFailures": 5,
+//	    "baseEjectionTime": "30s",
+//	    "maxEjectionTime": "300s",
+//	    "maxEjectionPercent": 50
+//	  }
+//	}}
+//
+// Durations use Go's syntax ("30s", "1.5s", "250ms") and must be positive.
+// consecutiveFailures must be 0 or more (0 disables ejection),
+// maxEjectionPercent 0..100 (0 disables ejection), and maxEjectionTime at
+// least baseEjectionTime. An unknown field, a wrong type or an invalid
+// value fails the service config with an error that starts with
+// "muster_wrr: " and names the field, e.g.
+//
+//	muster_wrr: outlier.consecutiveFailures: -1 is negative; want 0 (no ejection) or more
+//	muster_wrr: invalid config: json: unknown field "weights"
+package wrr
