@@ -28,10 +28,21 @@ func InstanceOf(ep grpcresolver.Endpoint) (in registry.Instance, ok bool) {
 	return a.in, ok
 }
 
-// endpointOf builds the endpoint for an instance.
-func endpointOf(in registry.Instance) grpcresolver.Endpoint {
+// InstanceOfAddress is InstanceOf for address-based balancers (those built
+// on grpc's balancer/base), which see resolver.Address values.
+func InstanceOfAddress(addr grpcresolver.Address) (in registry.Instance, ok bool) {
+	a, ok := addr.BalancerAttributes.Value(instanceKey{}).(instanceAttr)
+	return a.in, ok
+}
+
+// EndpointOf returns the endpoint the resolver makes for an instance: one
+// address, and the instance as an attribute that InstanceOf reads. Use it to
+// feed Muster balancers from another resolver (grpc's manual resolver in
+// tests, a static list) with weights, zones and metadata.
+func EndpointOf(in registry.Instance) grpcresolver.Endpoint {
+	attr := attributes.New(instanceKey{}, instanceAttr{in: in})
 	return grpcresolver.Endpoint{
-		Addresses:  []grpcresolver.Address{{Addr: in.Addr}},
-		Attributes: attributes.New(instanceKey{}, instanceAttr{in: in}),
+		Addresses:  []grpcresolver.Address{{Addr: in.Addr, BalancerAttributes: attr}},
+		Attributes: attr,
 	}
 }

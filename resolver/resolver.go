@@ -135,9 +135,14 @@ func (r *musterResolver) choose(list []registry.Instance) []registry.Instance {
 
 func (r *musterResolver) push(list []registry.Instance) {
 	eps := reuseEndpoints(list, r.sent, r.sentEPs)
+	// Addresses too, for balancers that read only them (balancer/base).
+	addrs := make([]grpcresolver.Address, len(eps))
+	for i, ep := range eps {
+		addrs[i] = ep.Addresses[0]
+	}
 	// An error here (for example: no endpoints for round_robin) makes gRPC
 	// call ResolveNow with backoff; the next change is pushed anyway.
-	_ = r.cc.UpdateState(grpcresolver.State{Endpoints: eps})
+	_ = r.cc.UpdateState(grpcresolver.State{Endpoints: eps, Addresses: addrs})
 	r.b.updates.Add(1)
 	r.delivered = true
 	r.sent, r.sentEPs = list, eps
@@ -158,7 +163,7 @@ func reuseEndpoints(list, prev []registry.Instance, prevEPs []grpcresolver.Endpo
 			eps[i] = prevEPs[j]
 			continue
 		}
-		eps[i] = endpointOf(in)
+		eps[i] = EndpointOf(in)
 	}
 	return eps
 }

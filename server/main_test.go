@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	_ "github.com/musterhq/muster/balancer/p2c"
 	"github.com/musterhq/muster/internal/etcdtest"
 	"github.com/musterhq/muster/registry"
 	"github.com/musterhq/muster/registry/etcd"
@@ -144,7 +145,7 @@ func dial(t *testing.T, e *env, target string) *grpc.ClientConn {
 	t.Helper()
 	conn, err := grpc.NewClient(target, grpc.WithResolvers(e.b),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"round_robin":{}}]}`))
+		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"muster_p2c":{}}]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
