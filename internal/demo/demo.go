@@ -1,0 +1,473 @@
+// Package demo plays Muster's demonstration: an embedded etcd, greeter
+// backends in two zones registered through the server package, and a
+// client on muster:///greeter with muster_p2c, through a scripted scenario
+// of faults, with a live table and a verdict on each promise.
+package demo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	_ "github.com/musterhq/muster/balancer/p2c" // registers muster_p2c
+	"github.com/musterhq/muster/internal/demo/greeterpb"
+	"github.com/musterhq/muster/internal/embedetcd"
+	"github.com/musterhq/muster/registry"
+	"github.com/musterhq/muster/registry/etcd"
+	"github.com/musterhq/muster/resolver"
+)
+
+const (
+	service  = "greeter"
+	leaseTTL = 2 * time.Second
+	workers  = 4
+	// MinDuration is the shortest scenario: each phase needs a few
+	// seconds (a crashed backend's lease must expire within one).
+	MinDuration = 20 * time.Second
+	// DefaultDuration is the length of the scenario.
+	DefaultDuration = time.Minute
+)
+
+// Config configures Run.
+type Config struct {
+	// Duration is the length of the scenario; DefaultDuration when zero,
+	// at least MinDuration.
+	Duration time.Duration
+	// Backends is the number of backends at the start, at least 3 (the
+	// scenario makes one slow, crashes one and shuts one down).
+	Backends int
+	// Out receives the live table and the summary.
+	Out io.Writer
+	// Interactive redraws the table in place (for a terminal).
+	Interactive bool
+}
+
+// Promise is one property the scenario checks.
+type Promise struct {
+	// Name says what was promised.
+	Name string
+	// Held reports whether it held.
+	Held bool
+	// Detail gives the measured figure.
+	Detail string
+}
+
+// Result is the outcome of a scenario.
+type Result struct {
+	Promises        []Promise
+	Calls, Failures int
+}
+
+// OK reports whether every promise held.
+func (r Result) OK() bool {
+	for _, p := range r.Promises {
+		if !p.Held {
+			return false
+		}
+	}
+	return len(r.Promises) > 0
+}
+
+// Run plays the scenario and returns its result. The error is for a demo
+// that could not run (ports, etcd); a broken promise is in the Result.
+func Run(ctx context.Context, cfg Config) (res Result, err error) {
+	if cfg.Duration == 0 {
+		cfg.Duration = DefaultDuration
+	}
+	if cfg.Duration < MinDuration {
+		return res, fmt.Errorf("demo: duration %v is shorter than %v", cfg.Duration, MinDuration)
+	}
+	if cfg.Backends == 0 {
+		cfg.Backends = 3
+	}
+	if cfg.Backends < 3 {
+		return res, fmt.Errorf("demo: %d backends; the scenario needs at least 3", cfg.Backends)
+	}
+	if cfg.Out == nil {
+		cfg.Out = io.Discard
+	}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+
+	dir, err := os.MkdirTemp("", "muster-demo-")
+	if err != nil {
+		return res, err
+	}
+	defer os.RemoveAll(dir)
+	ecfg, err := etcdConfig(dir)
+	if err != nil {
+		return res, err
+	}
+	srv, err := embedetcd.Start(ctx, ecfg)
+	if err != nil {
+		return res, err
+	}
+	endpoint := srv.Endpoint()
+	sc := &scenario{cfg: cfg, quiet: quiet, ecfg: ecfg, srv: srv}
+	defer func() { _ = sc.srv.Close() }() // the current server, after a restart too
+	defer func() {
+		var wg sync.WaitGroup
+		for _, b := range sc.backends {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				b.shutdown(sctx)
+			}()
+		}
+		wg.Wait()
+	}()
+	for i := 0; i < cfg.Backends; i++ {
+		b, err := startBackend(endpoint, fmt.Sprintf("b%d", i+1), fmt.Sprintf("z%d", i%2+1), quiet)
+		if err != nil {
+			return res, err
+		}
+		sc.backends = append(sc.backends, b)
+	}
+
+	ccfg := etcd.ClientConfig(endpoint)
+	ccfg.DialTimeout = 2 * time.Second
+	cli, err := clientv3.New(ccfg)
+	if err != nil {
+		return res, err
+	}
+	defer cli.Close()
+	disc, err := etcd.NewDiscovery(cli, etcd.WithProgressInterval(500*time.Millisecond),
+		etcd.WithRequestTimeout(time.Second), etcd.WithBackoff(100*time.Millisecond, time.Second), etcd.WithLogger(quiet))
+	if err != nil {
+		return res, err
+	}
+	defer disc.Close()
+	conn, err := grpc.NewClient("muster:///"+service,
+		grpc.WithResolvers(resolver.NewBuilder(disc, resolver.WithLogger(quiet))),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"muster_p2c":{"outlier":{"consecutiveFailures":3,"baseEjectionTime":"1s"}}}]}`))
+	if err != nil {
+		return res, err
+	}
+	defer conn.Close()
+
+	fmt.Fprintf(cfg.Out, "Muster demo: embedded etcd at %s; %d greeter backends in 2 zones; a client on muster:///%s with muster_p2c; %v.\n\n",
+		endpoint, cfg.Backends, service, cfg.Duration)
+
+	st := newStats()
+	st.setPhase("healthy")
+	loadCtx, stopLoad := context.WithCancel(context.Background())
+	var loadWG sync.WaitGroup
+	greeter := greeterpb.NewGreeterClient(conn)
+	for w := 0; w < workers; w++ {
+		loadWG.Add(1)
+		go func() {
+			defer loadWG.Done()
+			for loadCtx.Err() == nil {
+				cctx, cancel := context.WithTimeout(loadCtx, time.Second)
+				start := time.Now()
+				reply, err := greeter.SayHello(cctx, &greeterpb.HelloRequest{Name: "demo"}, grpc.WaitForReady(false))
+				cancel()
+				if loadCtx.Err() != nil {
+					return
+				}
+				st.record(reply.GetServedBy(), time.Since(start), err)
+				time.Sleep(time.Millisecond)
+			}
+		}()
+	}
+	defer func() { stopLoad(); loadWG.Wait() }()
+
+	sc.st, sc.cli, sc.start = st, cli, time.Now()
+	if err := sc.play(ctx); err != nil {
+		return res, err
+	}
+	stopLoad()
+	loadWG.Wait()
+
+	_, res.Calls, res.Failures = st.second()
+	res.Promises = sc.promises
+	printSummary(cfg.Out, res)
+	return res, nil
+}
+
+func etcdConfig(dir string) (embedetcd.Config, error) {
+	ports, err := freePorts(2)
+	if err != nil {
+		return embedetcd.Config{}, err
+	}
+	return embedetcd.Config{
+		Dir:       dir + "/etcd",
+		Name:      "demo",
+		ClientURL: fmt.Sprintf("http://127.0.0.1:%d", ports[0]),
+		PeerURL:   fmt.Sprintf("http://127.0.0.1:%d", ports[1]),
+	}, nil
+}
+
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	for i := 0; i < n; i++ {
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer lis.Close()
+		ports = append(ports, lis.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// scenario runs the timeline.
+type scenario struct {
+	cfg      Config
+	st       *stats
+	backends []*backend
+	cli      *clientv3.Client
+	quiet    *slog.Logger
+	ecfg     embedetcd.Config
+	srv      *embedetcd.Server
+	start    time.Time
+	phase    string
+	promises []Promise
+
+	mu        sync.Mutex
+	crashGone time.Duration // when the crashed backend left the registry
+}
+
+// The timeline, as fractions of the duration.
+const (
+	atSlow     = 0.15
+	atSettled  = 0.25
+	atCrash    = 0.35
+	atEtcdDown = 0.50
+	atEtcdUp   = 0.70
+	atShutdown = 0.85
+)
+
+func (sc *scenario) at(f float64) time.Time {
+	return sc.start.Add(time.Duration(f * float64(sc.cfg.Duration)))
+}
+
+func (sc *scenario) enter(phase string) {
+	sc.phase = phase
+	sc.st.setPhase(phase)
+}
+
+func (sc *scenario) play(ctx context.Context) error {
+	slow, crashed, stopped := sc.backends[0], sc.backends[1], sc.backends[2]
+	var bg sync.WaitGroup // the scenario's own goroutines
+	defer bg.Wait()
+	steps := []struct {
+		at  float64
+		run func() error
+	}{
+		{atSlow, func() error {
+			slow.delay.Store(int64(20 * time.Millisecond))
+			slow.state.Store("slow +20ms")
+			sc.enter("slow")
+			return nil
+		}},
+		{atSettled, func() error { sc.enter("slow, settled"); return nil }},
+		{atCrash, func() error {
+			sc.judgeSlow(slow)
+			sc.enter("crash")
+			crashed.crash()
+			bg.Add(1)
+			go func() { defer bg.Done(); sc.watchGone(crashed, time.Now()) }()
+			return nil
+		}},
+		{atEtcdDown, func() error {
+			sc.judgeCrash()
+			sc.enter("etcd down")
+			return sc.srv.Close()
+		}},
+		{atEtcdUp, func() error {
+			sc.judgeOutage()
+			sc.enter("etcd back, b" + fmt.Sprint(len(sc.backends)+1) + " joins")
+			srv, err := restartEtcd(ctx, sc.ecfg)
+			if err != nil {
+				return err
+			}
+			sc.srv = srv
+			b, err := startBackend(srv.Endpoint(), fmt.Sprintf("b%d", len(sc.backends)+1), "z2", sc.quiet)
+			if err != nil {
+				return err
+			}
+			b.state.Store("joined")
+			sc.backends = append(sc.backends, b)
+			return nil
+		}},
+		{atShutdown, func() error {
+			sc.judgeJoin(sc.backends[len(sc.backends)-1])
+			sc.enter("graceful shutdown")
+			bg.Add(1)
+			go func() {
+				defer bg.Done()
+				sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				stopped.shutdown(sctx)
+			}()
+			return nil
+		}},
+		{1, func() error { sc.judgeShutdown(); return nil }},
+	}
+	sc.enter("all healthy")
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for _, step := range steps {
+		for wait := time.Until(sc.at(step.at)); wait > 0; wait = time.Until(sc.at(step.at)) {
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return ctx.Err()
+			case <-tick.C:
+				t.Stop()
+				sc.draw()
+			case <-t.C:
+			}
+		}
+		if err := step.run(); err != nil {
+			return err
+		}
+	}
+	sc.draw()
+	return nil
+}
+
+func restartEtcd(ctx context.Context, cfg embedetcd.Config) (*embedetcd.Server, error) {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		srv, err := embedetcd.Start(ctx, cfg)
+		if err == nil || !errors.Is(err, embedetcd.ErrAddrInUse) || time.Now().After(deadline) {
+			return srv, err
+		}
+		time.Sleep(100 * time.Millisecond) // a port of the old server not yet released
+	}
+}
+
+func (sc *scenario) promise(name string, held bool, detail string, args ...any) {
+	sc.promises = append(sc.promises, Promise{Name: name, Held: held, Detail: fmt.Sprintf(detail, args...)})
+}
+
+func (sc *scenario) judgeSlow(slow *backend) {
+	ps := sc.st.phaseStats("slow, settled")
+	share := 0.0
+	if ok := ps.calls - ps.failures; ok > 0 {
+		share = float64(ps.byBackend[slow.name]) / float64(ok)
+	}
+	fair := 1 / float64(len(sc.backends))
+	sc.promise("a slow backend gets less traffic", share < fair/3,
+		"%s got %.1f%% of calls once settled (fair share %.0f%%)", slow.name, 100*share, 100*fair)
+}
+
+func (sc *scenario) watchGone(b *backend, crashed time.Time) {
+	key := registry.Key(registry.DefaultPrefix, service, b.name)
+	for time.Since(crashed) < 10*time.Second {
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		resp, err := sc.cli.Get(ctx, key, clientv3.WithCountOnly())
+		cancel()
+		if err == nil && resp.Count == 0 {
+			sc.mu.Lock()
+			sc.crashGone = time.Since(crashed)
+			sc.mu.Unlock()
+			return
+		}
+		time.Sleep(100 * time.Millisecond) // polling the registry
+	}
+}
+
+func (sc *scenario) judgeCrash() {
+	sc.mu.Lock()
+	gone := sc.crashGone
+	sc.mu.Unlock()
+	bound := leaseTTL + time.Second
+	sc.promise("a crashed backend leaves the registry within TTL + 1s", gone > 0 && gone <= bound,
+		"gone after %v (TTL %v)", gone.Round(time.Millisecond), leaseTTL)
+	ps := sc.st.phaseStats("crash")
+	sc.promise("a crash fails at most the calls in flight", ps.failures <= workers,
+		"%d of %d calls failed (%d in flight at most)", ps.failures, ps.calls, workers)
+}
+
+func (sc *scenario) judgeOutage() {
+	ps := sc.st.phaseStats("etcd down")
+	sc.promise("calls go on while etcd is down", ps.failures == 0 && ps.calls > 0,
+		"%d calls, %d failed, from the cached list", ps.calls, ps.failures)
+}
+
+func (sc *scenario) judgeJoin(b *backend) {
+	ps := sc.st.phaseStats(sc.phase)
+	sc.promise("a backend that joins gets traffic", ps.byBackend[b.name] > 0,
+		"%s served %d calls after etcd came back", b.name, ps.byBackend[b.name])
+}
+
+func (sc *scenario) judgeShutdown() {
+	ps := sc.st.phaseStats("graceful shutdown")
+	sc.promise("a graceful shutdown fails no call", ps.failures == 0 && ps.calls > 0,
+		"%d calls, %d failed", ps.calls, ps.failures)
+}
+
+// draw prints the live table.
+func (sc *scenario) draw() {
+	rows, total, failures := sc.st.second()
+	var b strings.Builder
+	if sc.cfg.Interactive {
+		b.WriteString("\033[H\033[2J")
+	}
+	elapsed := time.Since(sc.start).Round(time.Second)
+	fmt.Fprintf(&b, "t=%-4v phase: %s\n", elapsed, sc.phase)
+	sum := 0
+	for _, r := range rows {
+		sum += r.calls
+	}
+	names := make([]string, 0, len(sc.backends))
+	for _, be := range sc.backends {
+		names = append(names, be.name)
+	}
+	sort.Strings(names)
+	fmt.Fprintf(&b, "  %-4s %-4s %-12s %6s %9s %9s\n", "NAME", "ZONE", "STATE", "SHARE", "P50", "P99")
+	for _, be := range sc.backends {
+		r := rows[be.name]
+		share := 0.0
+		if sum > 0 {
+			share = 100 * float64(r.calls) / float64(sum)
+		}
+		fmt.Fprintf(&b, "  %-4s %-4s %-12s %5.1f%% %9s %9s\n", be.name, be.zone, be.state.Load(), share, fmtLatency(r.p50), fmtLatency(r.p99))
+	}
+	fmt.Fprintf(&b, "  total: %d calls, %d failed\n", total, failures)
+	if !sc.cfg.Interactive {
+		b.WriteString("\n")
+	}
+	io.WriteString(sc.cfg.Out, b.String())
+}
+
+func fmtLatency(d time.Duration) string {
+	if d == 0 {
+		return "-"
+	}
+	return d.Round(10 * time.Microsecond).String()
+}
+
+func printSummary(w io.Writer, r Result) {
+	fmt.Fprintf(w, "\nSummary: %d calls, %d failed.\n", r.Calls, r.Failures)
+	for _, p := range r.Promises {
+		mark := "held  "
+		if !p.Held {
+			mark = "BROKEN"
+		}
+		fmt.Fprintf(w, "  [%s] %s: %s\n", mark, p.Name, p.Detail)
+	}
+	if r.OK() {
+		fmt.Fprintln(w, "Every promise held.")
+	} else {
+		fmt.Fprintln(w, "A promise was broken.")
+	}
+}
