@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -17,6 +18,12 @@ import (
 	"github.com/musterhq/muster/registry"
 	"github.com/musterhq/muster/registry/etcd"
 )
+
+// reportGrace is how much longer than --timeout a command waits for its
+// etcd requests, each bounded by --timeout, so that a request that failed
+// can report why (such as a TLS handshake failure) rather than only that
+// the time ran out.
+const reportGrace = 250 * time.Millisecond
 
 // errInterrupted is returned by a command stopped by SIGINT or SIGTERM
 // before it finished.
@@ -30,13 +37,23 @@ type session struct {
 	d   *etcd.Discovery
 }
 
-// connect creates the session. It does not contact etcd. The Discovery
-// logs only errors (such as skipped bad values) on stderr; opts are added
-// to the ones taken from the flags.
-func (g *globalOptions) connect(stderr io.Writer, opts ...etcd.Option) (*session, error) {
-	cfg := etcd.ClientConfig(g.endpoints...)
+// connect creates the session: the one place where the commands' etcd
+// client is made, with TLS (--cacert, --cert, --key) and credentials
+// (--user, --password) from the flags. Without credentials it does not
+// contact etcd; with them, the client logs in at once and connect fails if
+// etcd does not answer within --timeout or refuses the login. parent is the
+// command's context. The Discovery logs only errors (such as skipped bad
+// values) on stderr; opts are added to the ones taken from the flags.
+func (g *globalOptions) connect(parent context.Context, stderr io.Writer, opts ...etcd.Option) (*session, error) {
+	cfg, err := g.clientConfig()
+	if err != nil {
+		return nil, err
+	}
 	cli, err := clientv3.New(cfg)
 	if err != nil {
+		if cfg.Username != "" {
+			return nil, g.etcdError(parent, "log in to etcd as "+cfg.Username, err)
+		}
 		return nil, fmt.Errorf("etcd client for %s: %w", strings.Join(g.endpoints, ","), err)
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
@@ -53,6 +70,20 @@ func (g *globalOptions) connect(stderr io.Writer, opts ...etcd.Option) (*session
 	return &session{g: g, cli: cli, d: d}, nil
 }
 
+// clientConfig is the etcd client configuration the flags ask for.
+// DialTimeout bounds the login that clientv3.New does with credentials.
+func (g *globalOptions) clientConfig() (clientv3.Config, error) {
+	cfg := etcd.ClientConfig(g.endpoints...)
+	cfg.DialTimeout = g.timeout
+	tlsConfig, err := g.tlsConfig()
+	if err != nil {
+		return cfg, err
+	}
+	cfg.TLS = tlsConfig
+	cfg.Username, cfg.Password = g.user, g.password
+	return cfg, nil
+}
+
 // Close closes the Discovery, then the client.
 func (s *session) Close() {
 	_ = s.d.Close()
@@ -63,13 +94,13 @@ func (s *session) Close() {
 type unreachableError struct {
 	endpoints []string
 	err       error
-	hint      bool // suggest muster serve
+	hint      string // what to check, if anything
 }
 
 func (e *unreachableError) Error() string {
 	msg := fmt.Sprintf("cannot reach etcd at %s: %v", strings.Join(e.endpoints, ","), e.err)
-	if e.hint {
-		msg += " (is \"muster serve\" running?)"
+	if e.hint != "" {
+		msg += " (" + e.hint + ")"
 	}
 	return msg
 }
@@ -85,25 +116,64 @@ func (g *globalOptions) etcdError(parent context.Context, what string, err error
 	if !isTimeout(err) && status.Code(err) != codes.Unavailable {
 		return fmt.Errorf("%s: %w", what, err)
 	}
+	hint := ""
+	if slices.Equal(g.endpoints, []string{defaultEndpoint}) {
+		hint = "is \"muster serve\" running?"
+	}
 	if isTimeout(err) {
-		err = fmt.Errorf("no answer within %v", g.timeout)
+		var ce *etcd.ConnectionError
+		if errors.As(err, &ce) {
+			// Why no connection could be made: refused, or a TLS
+			// problem such as a certificate from another CA.
+			err = fmt.Errorf("no answer within %v; last connection error: %s", g.timeout, ce.Cause)
+			if h := g.tlsHint(ce.Cause); h != "" {
+				hint = h
+			}
+		} else {
+			err = fmt.Errorf("no answer within %v", g.timeout)
+		}
 	}
-	return &unreachableError{
-		endpoints: g.endpoints,
-		err:       err,
-		hint:      slices.Equal(g.endpoints, []string{defaultEndpoint}),
-	}
+	return &unreachableError{endpoints: g.endpoints, err: err, hint: hint}
 }
 
-// waitLoaded waits until w's snapshot is loaded or ctx ends. In the latter
-// case the error is the snapshot's last error if that is an answer from
-// etcd (such as a permission error), else ctx's error: a Get that timed
-// out or was slow says no more than that etcd did not answer.
+// tlsHint returns what to check after a connection failure described by
+// cause, when it looks like a TLS problem, or "".
+func (g *globalOptions) tlsHint(cause string) string {
+	https := slices.ContainsFunc(g.endpoints, func(ep string) bool { return strings.HasPrefix(ep, "https://") })
+	switch {
+	case strings.Contains(cause, "x509:"):
+		return "check --cacert: it must be the CA that signed etcd's certificate, which must name the endpoint's host"
+	case strings.Contains(cause, "certificate required"), strings.Contains(cause, "bad certificate"),
+		strings.Contains(cause, "unknown certificate authority"):
+		return "etcd did not accept the client certificate: check --cert and --key"
+	case https && g.cert == "" && (strings.Contains(cause, "broken pipe") || strings.Contains(cause, "connection reset")):
+		// With TLS 1.3 the server refuses a missing client certificate
+		// after the client's handshake is done; the client may see the
+		// connection closed before it reads the server's alert.
+		return "etcd closed the connection after the TLS handshake: does it require a client certificate (--cert and --key)?"
+	case strings.Contains(cause, "handshake failed: EOF"):
+		return "the TLS handshake was cut off: does etcd serve TLS there?"
+	case strings.Contains(cause, "server preface: EOF") && !https:
+		return "etcd closed the connection at once: if it serves TLS, use an https:// endpoint"
+	}
+	return ""
+}
+
+// waitLoaded waits until w's snapshot is loaded or ctx ends. It returns
+// at once with the snapshot's error when etcd refused the read for good
+// (permission, authentication) or when a read ended without a connection
+// to etcd (the error says why). When ctx ends, the error is the
+// snapshot's last error if that is an answer from etcd or says why there
+// was no connection, else ctx's error: a Get that timed out or was slow
+// says no more than that etcd did not answer.
 func waitLoaded(ctx context.Context, w registry.Watcher) (registry.Snapshot, error) {
 	for {
 		s := w.Snapshot()
 		if s.Loaded {
 			return s, nil
+		}
+		if refused(s.Err) || noConnection(s.Err) {
+			return s, s.Err
 		}
 		select {
 		case _, ok := <-w.Updates():
@@ -119,12 +189,33 @@ func waitLoaded(ctx context.Context, w registry.Watcher) (registry.Snapshot, err
 				return s, nil
 			}
 			var answer rpctypes.EtcdError
-			if errors.As(s.Err, &answer) {
+			if errors.As(s.Err, &answer) || noConnection(s.Err) {
 				return s, s.Err
 			}
 			return s, ctx.Err()
 		}
 	}
+}
+
+// refused reports whether err is etcd refusing a request for reasons
+// that retrying does not fix: permissions or authentication.
+func refused(err error) bool {
+	var answer rpctypes.EtcdError
+	if !errors.As(err, &answer) {
+		return false
+	}
+	switch answer.Code() {
+	case codes.PermissionDenied, codes.Unauthenticated, codes.InvalidArgument:
+		return true
+	}
+	return false
+}
+
+// noConnection reports whether err is a request that waited for a
+// connection to etcd until its deadline.
+func noConnection(err error) bool {
+	var ce *etcd.ConnectionError
+	return errors.As(err, &ce)
 }
 
 // isTimeout reports whether err is a deadline expiring, as a context error

@@ -56,12 +56,12 @@ type serviceRow struct {
 // the given output format. It fails if etcd does not answer within
 // g.timeout.
 func runLs(ctx context.Context, g *globalOptions, output, service string, stdout, stderr io.Writer) error {
-	s, err := g.connect(stderr)
+	s, err := g.connect(ctx, stderr)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	tctx, cancel := context.WithTimeout(ctx, g.timeout)
+	tctx, cancel := context.WithTimeout(ctx, g.timeout+reportGrace)
 	defer cancel()
 	if service == "" {
 		rows, err := s.services(ctx, tctx)
@@ -86,7 +86,7 @@ func runLs(ctx context.Context, g *globalOptions, output, service string, stdout
 func (s *session) services(parent, ctx context.Context) ([]serviceRow, error) {
 	names, err := s.d.Services(ctx)
 	if err != nil {
-		return nil, s.g.etcdError(parent, "list services", err)
+		return nil, s.g.etcdError(parent, "list services under "+s.g.prefix, err)
 	}
 	// Follow every service at once, then wait for each: the loads run in
 	// parallel.

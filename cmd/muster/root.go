@@ -32,6 +32,10 @@ type globalOptions struct {
 	endpoints []string
 	prefix    string
 	timeout   time.Duration
+	// TLS: the CA to trust, and the client certificate and key.
+	cacert, cert, key string
+	// user and password log in to etcd; user may be "name:password".
+	user, password string
 }
 
 // validate checks the persistent flags; its errors are usage errors.
@@ -52,7 +56,7 @@ func (g *globalOptions) validate() error {
 	if g.prefix == "" || g.prefix == "/" {
 		return usageErrorf("--prefix: must not be empty or \"/\"")
 	}
-	return nil
+	return g.validateSecurity()
 }
 
 // execute runs the muster command line args (without the program name)
@@ -82,7 +86,8 @@ func newRootCmd() *cobra.Command {
 
 Start a registry with "muster serve", then look at it with "muster ls" and
 "muster watch". Every command except serve talks to the etcd given by
---endpoints.`,
+--endpoints: over TLS for https:// endpoints (--cacert, --cert, --key), and
+as the etcd user given by --user when etcd has authentication enabled.`,
 		// Cobra reports errors and usage itself unless told not to; execute
 		// does it, to choose the exit code.
 		SilenceErrors:              true,
@@ -114,11 +119,28 @@ Start a registry with "muster serve", then look at it with "muster ls" and
 		"key prefix under which services are registered")
 	pf.DurationVar(&g.timeout, "timeout", defaultTimeout,
 		"how long to wait for etcd before giving up")
+	pf.StringVar(&g.cacert, "cacert", "",
+		"verify etcd's certificate with this CA bundle (PEM) instead of the system's CAs")
+	pf.StringVar(&g.cert, "cert", "",
+		"client certificate (PEM) to present to etcd; needs --key")
+	pf.StringVar(&g.key, "key", "",
+		"private key (PEM) of --cert")
+	pf.StringVar(&g.user, "user", "",
+		"etcd user to log in as: user:password, or user with --password")
+	pf.StringVar(&g.password, "password", "",
+		"password of --user")
 
 	root.AddCommand(
+		newDemoCmd(),
 		newServeCmd(),
 		newLsCmd(g),
+		newGetCmd(g),
 		newWatchCmd(g),
+		newDeregisterCmd(g),
+		newDrainCmd(g),
+		newUndrainCmd(g),
+		newWeightCmd(g),
+		newRegisterCmd(g),
 	)
 	return root
 }

@@ -6,7 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
 	"github.com/musterhq/muster/internal/embedetcd"
@@ -22,6 +26,9 @@ type serveOptions struct {
 	clientURL string
 	peerURL   string
 	name      string
+	// metricsAddr is where /metrics and /healthz are served; empty: not
+	// served.
+	metricsAddr string
 }
 
 func (o *serveOptions) validate() error {
@@ -71,6 +78,7 @@ point --endpoints at it instead.`,
 	f.StringVar(&o.clientURL, "listen-client-url", embedetcd.DefaultClientURL, "URL to listen on for clients")
 	f.StringVar(&o.peerURL, "listen-peer-url", embedetcd.DefaultPeerURL, "URL to listen on for etcd peers")
 	f.StringVar(&o.name, "name", embedetcd.DefaultName, "etcd member name; keep it the same for a data directory")
+	f.StringVar(&o.metricsAddr, "metrics-listen", "127.0.0.1:2381", "host:port to serve Prometheus /metrics and /healthz on; empty to not serve them")
 	return cmd
 }
 
@@ -101,6 +109,15 @@ func runServe(ctx context.Context, o serveOptions, stderr io.Writer, ready func(
 		return fmt.Errorf("serve: %w", err)
 	}
 
+	if o.metricsAddr != "" {
+		stop, addr, err := serveMetrics(o.metricsAddr, srv)
+		if err != nil {
+			_ = srv.Close()
+			return fmt.Errorf("serve: --metrics-listen %s: %w", o.metricsAddr, err)
+		}
+		defer stop()
+		log.Info("metrics on http://" + addr + "/metrics, health on http://" + addr + "/healthz")
+	}
 	log.Info("ready, clients use --endpoints "+srv.Endpoint(), "data_dir", o.dataDir, "name", o.name)
 	if ready != nil {
 		ready(srv.Endpoint())
@@ -118,4 +135,35 @@ func runServe(ctx context.Context, o serveOptions, stderr io.Writer, ready func(
 		_ = srv.Close()
 		return fmt.Errorf("serve: etcd stopped: %w", srv.Err())
 	}
+}
+
+// serveMetrics serves the process's Prometheus metrics (etcd's own among
+// them) on /metrics, and /healthz: 200 "ok" while the embedded etcd runs,
+// 503 once it has stopped. It returns a function that stops serving and the
+// address it listens on.
+func serveMetrics(addr string, srv *embedetcd.Server) (stop func(), listening string, err error) {
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, "", err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.Handler())
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		select {
+		case <-srv.Done():
+			http.Error(w, "etcd stopped", http.StatusServiceUnavailable)
+		default:
+			fmt.Fprintln(w, "ok")
+		}
+	})
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = hs.Serve(lis)
+	}()
+	return func() {
+		_ = hs.Close()
+		<-done
+	}, lis.Addr().String(), nil
 }

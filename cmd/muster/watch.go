@@ -61,7 +61,7 @@ If etcd does not answer within --timeout at the start, watch fails.`,
 // until ctx ends, when it returns nil. It fails if etcd does not answer
 // within g.timeout at the start, or if stdout cannot be written.
 func runWatch(ctx context.Context, g *globalOptions, output, service string, stdout, stderr io.Writer) error {
-	s, err := g.connect(stderr, etcd.WithProgressInterval(watchProgressInterval))
+	s, err := g.connect(ctx, stderr, etcd.WithProgressInterval(watchProgressInterval))
 	if err != nil {
 		return err
 	}
@@ -70,7 +70,7 @@ func runWatch(ctx context.Context, g *globalOptions, output, service string, std
 	if err != nil {
 		return err
 	}
-	tctx, cancel := context.WithTimeout(ctx, g.timeout)
+	tctx, cancel := context.WithTimeout(ctx, g.timeout+reportGrace)
 	snap, err := waitLoaded(tctx, w)
 	cancel()
 	if err != nil {

@@ -32,6 +32,27 @@
 //		...
 //	}
 //
+// # TLS and authentication
+//
+// WithTLS generates a CA, a server certificate for the loopback addresses and
+// a client certificate for the cluster (Cluster.TLS gives their PEM files and
+// a client *tls.Config); members then serve clients over TLS only, require a
+// client certificate, and Endpoints start with "https://". The proxies
+// forward TCP, so TLS runs end to end and the faults above work unchanged.
+// GenerateTLS makes another, unrelated set: its CA is a wrong CA for the
+// cluster.
+//
+// WithAuth(password, ttl) creates the user RootUser with the root role and
+// enables authentication, with etcd's simple tokens expiring ttl after their
+// last use. Cluster.Client and Cluster.ClientConfig log in as RootUser (and
+// present the client certificate WithTLS); Cluster.UserClient logs in as
+// another user, created by the test with the usual etcd calls (RoleAdd,
+// RoleGrantPermission, UserAdd, UserGrantRole).
+//
+// Cluster.RPCStats counts the requests the cluster's members served, by
+// method and by error message: logins, requests refused for an expired
+// token, watches refused, so a test can bound retries.
+//
 // # Leak checks
 //
 // Cluster.Close, which Start registers with t.Cleanup, stops everything the

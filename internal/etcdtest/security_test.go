@@ -167,15 +167,37 @@ func TestTLSWithAuth(t *testing.T) {
 		t.Fatalf("get at a compacted revision: %v, want %v", err, rpctypes.ErrCompacted)
 	}
 	// A TLS client without credentials is taken for the user named by
-	// its certificate's common name, which does not exist.
+	// its certificate's common name: refused while no such user exists,
+	// allowed what the user's roles allow once it does.
 	cfg := c.ClientConfig()
 	cfg.Username, cfg.Password = "", ""
-	anon, err := clientv3.New(cfg)
+	byCert, err := clientv3.New(cfg)
 	if err != nil {
 		t.Fatalf("new client: %v", err)
 	}
-	defer anon.Close()
-	if err := put(anon, "k", "x"); !errors.Is(err, rpctypes.ErrPermissionDenied) {
-		t.Fatalf("put without credentials: %v, want %v", err, rpctypes.ErrPermissionDenied)
+	defer byCert.Close()
+	if err := put(byCert, "cn/k", "x"); !errors.Is(err, rpctypes.ErrPermissionDenied) {
+		t.Fatalf("put as an unknown certificate user: %v, want %v", err, rpctypes.ErrPermissionDenied)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, step := range []func() error{
+		func() error { _, err := cli.RoleAdd(ctx, "cn"); return err },
+		func() error {
+			_, err := cli.RoleGrantPermission(ctx, "cn", "cn/", clientv3.GetPrefixRangeEnd("cn/"), clientv3.PermissionType(clientv3.PermReadWrite))
+			return err
+		},
+		func() error { _, err := cli.UserAdd(ctx, etcdtest.ClientCommonName, "unused"); return err },
+		func() error { _, err := cli.UserGrantRole(ctx, etcdtest.ClientCommonName, "cn"); return err },
+	} {
+		if err := step(); err != nil {
+			t.Fatalf("set up the certificate user: %v", err)
+		}
+	}
+	if err := put(byCert, "cn/k", "x"); err != nil {
+		t.Fatalf("put as the certificate user in its prefix: %v", err)
+	}
+	if err := put(byCert, "k", "x"); !errors.Is(err, rpctypes.ErrPermissionDenied) {
+		t.Fatalf("put as the certificate user outside its prefix: %v, want %v", err, rpctypes.ErrPermissionDenied)
 	}
 }

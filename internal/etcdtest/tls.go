@@ -18,9 +18,9 @@ import (
 )
 
 // ClientCommonName is the common name of the client certificates made by
-// GenerateTLS. With client certificate authentication, etcd takes the
-// common name as the user name of a request that carries no token, so no
-// test should create a user of that name.
+// GenerateTLS. With auth enabled, etcd takes it as the user name of a
+// request that carries no token: such requests are refused until a test
+// creates a user of that name.
 const ClientCommonName = "etcdtest-client"
 
 // certValidity is how long generated certificates are valid; they start an

@@ -1,21 +1,28 @@
 package etcd
 
 import (
+	"context"
+	"strconv"
+	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	grpcbackoff "google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // ClientConfig returns an etcd client configuration tuned for a registry
 // client: it reconnects within about two seconds after an outage (gRPC's
 // own reconnect backoff grows to 120s, which would keep a registrar away
 // from a recovered etcd for minutes), detects a dead connection within
-// about eight seconds through keepalive pings, and discards the client's
-// own zap logs (Muster logs through log/slog). Adjust the result as needed
-// (TLS, credentials) and pass it to clientv3.New.
+// about eight seconds through keepalive pings, discards the client's own
+// zap logs (Muster logs through log/slog), and reports why a request could
+// not reach etcd (ConnectionError). Adjust the result as needed (TLS,
+// credentials) and pass it to clientv3.New; append to its DialOptions
+// rather than replacing them.
 func ClientConfig(endpoints ...string) clientv3.Config {
 	return clientv3.Config{
 		Endpoints:            endpoints,
@@ -34,6 +41,77 @@ func ClientConfig(endpoints ...string) clientv3.Config {
 				},
 				MinConnectTimeout: 2 * time.Second,
 			}),
+			grpc.WithChainUnaryInterceptor(keepConnectionError),
 		},
 	}
+}
+
+// ConnectionError is the error of a request, made by a client configured
+// with ClientConfig, that waited for a connection to etcd until its context
+// ended. Match it with errors.As; errors.Is(err, context.DeadlineExceeded)
+// (or context.Canceled) holds as well.
+//
+// The etcd client waits for a connection until a request's deadline and
+// then reports only the context's error, "context deadline exceeded",
+// although gRPC knows why it could not connect: a refused connection, or a
+// TLS handshake that failed because the server's certificate is not signed
+// by the configured CA or because the server requires a client
+// certificate. ConnectionError keeps that reason, for example:
+//
+//	context deadline exceeded waiting for a connection to etcd; last connection error: transport: authentication handshake failed: tls: failed to verify certificate: x509: certificate signed by unknown authority
+type ConnectionError struct {
+	// Err is the context's error: context.DeadlineExceeded or
+	// context.Canceled.
+	Err error
+	// Cause is gRPC's description of the last failed connection attempt.
+	Cause string
+}
+
+// Error returns the context's error followed by the cause.
+func (e *ConnectionError) Error() string {
+	return e.Err.Error() + " waiting for a connection to etcd; last connection error: " + e.Cause
+}
+
+// Unwrap returns the context's error.
+func (e *ConnectionError) Unwrap() error { return e.Err }
+
+// balancerErrorPrefix starts the message of gRPC's error for a request
+// that waited for a connection until its context ended, when gRPC knows
+// why connecting failed.
+const balancerErrorPrefix = "latest balancer error: "
+
+// keepConnectionError runs inside the etcd client's retry interceptor, on
+// each attempt. When an attempt ends because its context did while it
+// waited for a connection, it replaces gRPC's status error, which the etcd
+// client would reduce to the context's bare error, by a ConnectionError.
+// That error is not a gRPC status, so the retry interceptor returns it as
+// it is (it retries only Unavailable errors, and the context is done
+// anyway).
+func keepConnectionError(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	err := invoker(ctx, method, req, reply, cc, opts...)
+	if err == nil || ctx.Err() == nil {
+		return err
+	}
+	s, ok := status.FromError(err)
+	if !ok || (s.Code() != codes.DeadlineExceeded && s.Code() != codes.Canceled) {
+		return err
+	}
+	cause, ok := strings.CutPrefix(s.Message(), balancerErrorPrefix)
+	if !ok {
+		return err
+	}
+	return &ConnectionError{Err: ctx.Err(), Cause: cleanConnectionError(cause)}
+}
+
+// cleanConnectionError removes gRPC's wrapping from a connection error:
+// `connection error: desc = "transport: ..."` becomes `transport: ...`.
+func cleanConnectionError(s string) string {
+	inner, ok := strings.CutPrefix(s, "connection error: desc = ")
+	if !ok {
+		return s
+	}
+	if unquoted, err := strconv.Unquote(inner); err == nil {
+		return unquoted
+	}
+	return inner
 }

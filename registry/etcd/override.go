@@ -83,3 +83,22 @@ func instanceKey(o options, service, id string) (string, error) {
 	}
 	return registry.Key(o.prefix, service, id), nil
 }
+
+// Delete removes one instance's key and its override, whatever lease holds
+// them: an operator's removal of an entry. The instance's registrar, if it
+// is alive, does not notice and writes the key again only after it loses
+// its lease. Of the options only WithPrefix and WithRequestTimeout apply.
+// Deleting an instance that is not registered is not an error.
+func Delete(ctx context.Context, cli *clientv3.Client, service, id string, opts ...Option) error {
+	op := buildOptions(opts)
+	key, err := instanceKey(op, service, id)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, op.requestTimeout)
+	defer cancel()
+	if _, err := cli.Txn(ctx).Then(clientv3.OpDelete(key), clientv3.OpDelete(key+"/"+registry.OverrideSuffix)).Commit(); err != nil {
+		return fmt.Errorf("etcd: delete %s: %w", key, err)
+	}
+	return nil
+}

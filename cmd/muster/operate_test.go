@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	_ "github.com/musterhq/muster/balancer/p2c"
+	"github.com/musterhq/muster/internal/testbackend"
+	"github.com/musterhq/muster/registry"
+	"github.com/musterhq/muster/registry/etcd"
+	"github.com/musterhq/muster/resolver"
+)
+
+func TestOperatorCommands(t *testing.T) {
+	s := startServe(t, t.TempDir())
+	r := newRegistrar(t, s.endpoint)
+	a, b := testbackend.Start(t), testbackend.Start(t)
+	register(t, r, registry.Instance{Name: "user", ID: "a", Addr: a.Addr})
+	register(t, r, registry.Instance{Name: "user", ID: "b", Addr: b.Addr})
+
+	// A live client, as a service would have.
+	disc, err := etcd.NewDiscovery(newClient(t, s.endpoint), etcd.WithLogger(quietLog))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer disc.Close()
+	conn, err := grpc.NewClient("muster:///user", grpc.WithResolvers(resolver.NewBuilder(disc, resolver.WithLogger(quietLog))),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"muster_p2c":{}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	load := testbackend.StartLoad(conn, 2)
+	defer load.Finish()
+	load.WaitFor(t, a.Addr)
+	load.WaitFor(t, b.Addr)
+
+	ep := []string{"--endpoints", s.endpoint}
+	got := runOK(t, append([]string{"get", "user", "a"}, ep...)...)
+	if !strings.Contains(got.stdout, "a ") || !strings.Contains(got.stdout, a.Addr) {
+		t.Fatalf("get user a:\n%s", got.stdout)
+	}
+	got = runOK(t, append([]string{"get", "user", "a", "-o", "json"}, ep...)...)
+	if !strings.Contains(got.stdout, `"id": "a"`) && !strings.Contains(got.stdout, `"id":"a"`) {
+		t.Fatalf("get -o json:\n%s", got.stdout)
+	}
+	if r := run(append([]string{"get", "user", "zz"}, ep...)...); r.code != 1 || !strings.Contains(r.stderr, "no such instance") {
+		t.Fatalf("get of a missing instance: exit %d, stderr %q", r.code, r.stderr)
+	}
+
+	got = runOK(t, append([]string{"drain", "user", "a"}, ep...)...)
+	if strings.TrimSpace(got.stdout) != "drain user/a: done" {
+		t.Fatalf("drain printed %q", got.stdout)
+	}
+	// The live client stops sending to a: b gets the next 200 calls in a
+	// row once the change has arrived.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		before := a.Calls()
+		load.WaitForMore(t, b.Addr, 200)
+		if a.Calls() == before {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a still gets calls 10s after the drain")
+		}
+	}
+	if got := runOK(t, append([]string{"get", "user", "a", "-o", "json"}, ep...)...); !strings.Contains(got.stdout, `"weight": 0`) {
+		t.Fatalf("a after drain:\n%s", got.stdout)
+	}
+	runOK(t, append([]string{"weight", "user", "a", "300"}, ep...)...)
+	if got := runOK(t, append([]string{"get", "user", "a", "-o", "json"}, ep...)...); !strings.Contains(got.stdout, `"weight": 300`) {
+		t.Fatalf("a after weight 300:\n%s", got.stdout)
+	}
+	load.WaitForMore(t, a.Addr, 10) // back in traffic
+	runOK(t, append([]string{"undrain", "user", "a"}, ep...)...)
+	if got := runOK(t, append([]string{"get", "user", "a", "-o", "json"}, ep...)...); !strings.Contains(got.stdout, `"weight": 100`) {
+		t.Fatalf("a after undrain:\n%s", got.stdout)
+	}
+
+	runOK(t, append([]string{"deregister", "user", "b"}, ep...)...)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for {
+		if r := run(append([]string{"get", "user", "b"}, ep...)...); r.code == 1 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("b still readable after deregister")
+		}
+	}
+	if r := run(append([]string{"drain", "user", "b"}, ep...)...); r.code != 1 || !strings.Contains(r.stderr, "no such instance") {
+		t.Fatalf("drain of a deregistered instance: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+func TestOperatorUsageErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"get", "user"},
+		{"drain", "user"},
+		{"drain", "User", "a"},
+		{"drain", "user", "a/b"},
+		{"weight", "user", "a"},
+		{"weight", "user", "a", "x"},
+		{"weight", "user", "a", "10001"},
+		{"weight", "user", "a", "-1"},
+		{"deregister", "user", "a", "b"},
+		{"get", "user", "a", "-o", "yaml"},
+	} {
+		if r := run(args...); r.code != 2 {
+			t.Errorf("muster %v: exit %d, want 2; stderr %q", args, r.code, r.stderr)
+		}
+	}
+}
+
+var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -1,0 +1,203 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/musterhq/muster/internal/etcdtest"
+	"github.com/musterhq/muster/registry"
+	"github.com/musterhq/muster/registry/etcd"
+)
+
+// secureRegistry is an etcd with client TLS and authentication, holding one
+// instance of user, and a user user-svc allowed only the user service.
+type secureRegistry struct {
+	c        *etcdtest.Cluster
+	r        *etcd.Registrar
+	endpoint string
+	tls      []string // --cacert, --cert, --key flags
+}
+
+func newSecureRegistry(t *testing.T) secureRegistry {
+	t.Helper()
+	c := etcdtest.Start(t, etcdtest.WithTLS(), etcdtest.WithAuth("root-pw", 0))
+	root := c.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	const userPrefix = registry.DefaultPrefix + "/user/"
+	for _, step := range []func() error{
+		func() error { _, err := root.RoleAdd(ctx, "user-svc"); return err },
+		func() error {
+			_, err := root.RoleGrantPermission(ctx, "user-svc", userPrefix, clientv3.GetPrefixRangeEnd(userPrefix),
+				clientv3.PermissionType(clientv3.PermReadWrite))
+			return err
+		},
+		func() error { _, err := root.UserAdd(ctx, "user-svc", "user-pw"); return err },
+		func() error { _, err := root.UserGrantRole(ctx, "user-svc", "user-svc"); return err },
+	} {
+		if err := step(); err != nil {
+			t.Fatalf("set up user-svc: %v", err)
+		}
+	}
+	r, err := etcd.NewRegistrar(root, etcd.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	register(t, r, registry.Instance{ID: "user-1", Name: "user", Addr: "10.0.0.1:9000"})
+	f := c.TLS()
+	return secureRegistry{
+		c: c, r: r, endpoint: c.Endpoints()[0],
+		tls: []string{"--cacert", f.CAFile, "--cert", f.CertFile, "--key", f.KeyFile},
+	}
+}
+
+// args returns the command line args with the registry's endpoint, TLS
+// flags and extra.
+func (s secureRegistry) args(args []string, extra ...string) []string {
+	out := append(append([]string(nil), args...), "--endpoints", s.endpoint)
+	return append(append(out, s.tls...), extra...)
+}
+
+func TestTLSAndAuthFlags(t *testing.T) {
+	s := newSecureRegistry(t)
+
+	r := runOK(t, s.args([]string{"ls"}, "--user", "root:root-pw")...)
+	if want := "SERVICE  INSTANCES\nuser     1\n"; r.stdout != want {
+		t.Fatalf("ls as root over TLS:\n%s\nwant:\n%s", r.stdout, want)
+	}
+	r = runOK(t, s.args([]string{"ls", "user"}, "--user", "user-svc", "--password", "user-pw")...)
+	if !strings.Contains(r.stdout, "user-1  10.0.0.1:9000") {
+		t.Fatalf("ls user as user-svc over TLS:\n%s", r.stdout)
+	}
+
+	w := start(t, s.args([]string{"watch", "user"}, "--user", "user-svc:user-pw")...)
+	w.expect(t, `# user: 1 instance at revision \d+; watching for changes`)
+	w.expect(t, `= user-1 10\.0\.0\.1:9000 .*`)
+	register(t, s.r, registry.Instance{ID: "user-2", Name: "user", Addr: "10.0.0.2:9000"})
+	w.expect(t, `\+ user-2 10\.0\.0\.2:9000 .*`)
+	if code := w.stop(t); code != exitOK {
+		t.Fatalf("watch over TLS as user-svc: exit code %d; stderr:\n%s", code, w.stderr)
+	}
+
+	// Refusals are reported at once, not after --timeout.
+	for _, args := range [][]string{{"ls", "order"}, {"ls"}, {"watch", "order"}} {
+		r := run(s.args(args, "--user", "user-svc:user-pw", "--timeout", "10s")...)
+		if r.code != exitFailure || !strings.Contains(r.stderr, "etcdserver: permission denied") {
+			t.Fatalf("muster %s as user-svc: exit code %d, stderr %q; want 1 and a permission error",
+				strings.Join(args, " "), r.code, r.stderr)
+		}
+		if r.took > 3*time.Second {
+			t.Fatalf("muster %s as user-svc: refused after %v, want at once", strings.Join(args, " "), r.took)
+		}
+		t.Logf("muster %s as user-svc: %s", strings.Join(args, " "), strings.TrimSpace(r.stderr))
+	}
+	r = run(s.args([]string{"ls"}, "--user", "root:wrong")...)
+	if r.code != exitFailure || !strings.Contains(r.stderr, "muster: log in to etcd as root: etcdserver: authentication failed") {
+		t.Fatalf("ls with a wrong password: exit code %d, stderr %q", r.code, r.stderr)
+	}
+	t.Logf("wrong password: %s", strings.TrimSpace(r.stderr))
+}
+
+// A TLS misconfiguration fails within --timeout, saying why and what to
+// check.
+func TestTLSMisconfigurationFailsWithinTimeout(t *testing.T) {
+	s := newSecureRegistry(t)
+	f := s.c.TLS()
+	other := etcdtest.GenerateTLS(t)
+	plainTLS := strings.Replace(etcdtest.Start(t).Endpoints()[0], "http://", "https://", 1)
+	httpToTLS := strings.Replace(s.endpoint, "https://", "http://", 1)
+	cases := []struct {
+		name     string
+		endpoint string
+		args     []string
+		cause    string // in the connection error (a regular expression)
+		hint     string
+	}{
+		{"wrong CA", s.endpoint,
+			[]string{"ls", "--cacert", other.CAFile, "--cert", f.CertFile, "--key", f.KeyFile, "--user", "root:root-pw"},
+			"x509: certificate signed by unknown authority", "check --cacert"},
+		{"wrong CA without login", s.endpoint,
+			[]string{"ls", "user", "--cacert", other.CAFile, "--cert", f.CertFile, "--key", f.KeyFile},
+			"x509: certificate signed by unknown authority", "check --cacert"},
+		{"watch with a wrong CA", s.endpoint,
+			[]string{"watch", "user", "--cacert", other.CAFile, "--cert", f.CertFile, "--key", f.KeyFile},
+			"x509: certificate signed by unknown authority", "check --cacert"},
+		{"no client certificate", s.endpoint,
+			[]string{"ls", "--cacert", f.CAFile, "--user", "root:root-pw"},
+			// With TLS 1.3 the client may see the connection closed
+			// before it reads the server's alert.
+			"tls: certificate required|broken pipe|connection reset by peer", "--cert and --key"},
+		{"http to a TLS server", httpToTLS,
+			[]string{"ls", "--user", "root:root-pw"},
+			"error reading server preface: EOF", "use an https:// endpoint"},
+		{"https to a plain server", plainTLS,
+			[]string{"ls", "--cacert", f.CAFile},
+			"handshake failed: EOF", "does etcd serve TLS there?"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := run(append(tc.args, "--endpoints", tc.endpoint, "--timeout", "1s")...)
+			prefix := "muster: cannot reach etcd at " + tc.endpoint + ": no answer within 1s; last connection error: "
+			if r.code != exitFailure || !strings.HasPrefix(r.stderr, prefix) ||
+				!regexp.MustCompile(tc.cause).MatchString(r.stderr) || !strings.Contains(r.stderr, tc.hint) {
+				t.Fatalf("exit code %d, stderr %q; want 1 and %q ... %q ... %q", r.code, r.stderr, prefix, tc.cause, tc.hint)
+			}
+			if r.took > 3*time.Second {
+				t.Fatalf("took %v with --timeout 1s", r.took)
+			}
+			t.Logf("%s (after %v)", strings.TrimSpace(r.stderr), r.took.Round(time.Millisecond))
+		})
+	}
+}
+
+func TestSecurityFlagErrors(t *testing.T) {
+	dir := t.TempDir()
+	notPEM := filepath.Join(dir, "not.pem")
+	if err := os.WriteFile(notPEM, []byte("hello"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const https = "https://127.0.0.1:2379"
+	usage := []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"ls", "--cert", "c.pem", "--endpoints", https}, "--cert and --key go together"},
+		{[]string{"ls", "--key", "k.pem", "--endpoints", https}, "--cert and --key go together"},
+		{[]string{"ls", "--cacert", "ca.pem"}, "need https:// endpoints; http://127.0.0.1:2379 is plain http"},
+		{[]string{"ls", "--password", "x"}, "--password needs --user"},
+		{[]string{"ls", "--user", "bob"}, "--user bob: no password; use --user bob:PASSWORD or --password"},
+		{[]string{"ls", "--user", "bob:"}, "--user bob: no password"},
+		{[]string{"ls", "--user", ":pw"}, "--user: the user name is empty"},
+		{[]string{"ls", "--user", "bob:pw", "--password", "pw"}, "either after the colon or with --password"},
+	}
+	for _, c := range usage {
+		r := run(c.args...)
+		if r.code != exitUsage || !strings.Contains(r.stderr, c.msg) {
+			t.Errorf("muster %s: exit code %d, stderr %q; want %d and %q", strings.Join(c.args, " "), r.code, r.stderr, exitUsage, c.msg)
+		}
+	}
+	failures := []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"ls", "--cacert", filepath.Join(dir, "missing.pem"), "--endpoints", https}, "--cacert: open " + filepath.Join(dir, "missing.pem")},
+		{[]string{"ls", "--cacert", notPEM, "--endpoints", https}, "--cacert " + notPEM + ": no PEM certificate in the file"},
+		{[]string{"ls", "--cert", notPEM, "--key", notPEM, "--endpoints", https}, "--cert " + notPEM + ", --key " + notPEM + ": tls:"},
+	}
+	for _, c := range failures {
+		r := run(c.args...)
+		if r.code != exitFailure || !strings.HasPrefix(r.stderr, "muster: "+c.msg) || r.took > time.Second {
+			t.Errorf("muster %s: exit code %d after %v, stderr %q; want %d at once and %q", strings.Join(c.args, " "), r.code, r.took, r.stderr, exitFailure, c.msg)
+		}
+	}
+}
