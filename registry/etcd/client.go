@@ -18,7 +18,8 @@ import (
 // client: it reconnects within about two seconds after an outage (gRPC's
 // own reconnect backoff grows to 120s, which would keep a registrar away
 // from a recovered etcd for minutes), detects a dead connection within
-// about eight seconds through keepalive pings, discards the client's own
+// about 13 seconds through keepalive pings while it has streams open (etcd
+// closes connections that ping without one), discards the client's own
 // zap logs (Muster logs through log/slog), and reports why a request could
 // not reach etcd (ConnectionError). Adjust the result as needed (TLS,
 // credentials) and pass it to clientv3.New; append to its DialOptions
@@ -27,9 +28,12 @@ func ClientConfig(endpoints ...string) clientv3.Config {
 	return clientv3.Config{
 		Endpoints:            endpoints,
 		DialTimeout:          5 * time.Second,
-		DialKeepAliveTime:    5 * time.Second,
+		// etcd's server refuses pings more often than every 5s, and
+		// any ping on a connection without a stream (too_many_pings),
+		// so ping only while streams (keepalives, watches) are open.
+		DialKeepAliveTime:    10 * time.Second,
 		DialKeepAliveTimeout: 3 * time.Second,
-		PermitWithoutStream:  true,
+		PermitWithoutStream:  false,
 		Logger:               zap.NewNop(),
 		DialOptions: []grpc.DialOption{
 			grpc.WithConnectParams(grpc.ConnectParams{

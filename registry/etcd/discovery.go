@@ -43,9 +43,12 @@ type Discovery struct {
 	services map[string]*service
 	closed   bool
 
-	skipped atomic.Uint64
-	loads   atomic.Uint64
-	resyncs atomic.Uint64
+	// watchStream selects the gRPC stream of new watches; it moves on
+	// after etcd refuses a watch for its stream's token.
+	watchStream atomic.Uint64
+	skipped     atomic.Uint64
+	loads       atomic.Uint64
+	resyncs     atomic.Uint64
 }
 
 // Stats are a Discovery's counters.

@@ -7,12 +7,15 @@ import (
 	"log/slog"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/musterhq/muster/internal/backoff"
 	"github.com/musterhq/muster/registry"
@@ -186,7 +189,14 @@ func (s *service) load(ctx context.Context) (int64, error) {
 // The events of revision rev are already in the load; applying them again
 // changes nothing.
 func (s *service) follow(ctx context.Context, rev int64) (healthy bool, err error) {
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	// The etcd client runs every watch with the same metadata on one gRPC
+	// stream, which keeps the auth token it was opened with; once that
+	// token expires, etcd refuses new watches on it (etcd-io/etcd#12385).
+	// After such a refusal, the next attempt uses a new stream, opened
+	// with a fresh token.
+	stream := s.d.watchStream.Load()
+	wctx, cancel := context.WithCancel(metadata.AppendToOutgoingContext(
+		clientv3.WithRequireLeader(ctx), watchStreamKey, strconv.FormatUint(stream, 10)))
 	defer cancel()
 	// Watch blocks until etcd confirms the watch, which waits out an
 	// outage, or forever if the request was lost on a connection that
@@ -216,6 +226,9 @@ func (s *service) follow(ctx context.Context, rev int64) (healthy bool, err erro
 				return healthy, errors.New("etcd: watch channel closed")
 			}
 			if err := wresp.Err(); err != nil {
+				if tokenRefused(err) {
+					s.d.watchStream.CompareAndSwap(stream, stream+1)
+				}
 				return healthy, fmt.Errorf("etcd: watch %s: %w", s.prefix, err)
 			}
 			if wresp.Canceled {
@@ -454,4 +467,16 @@ func sameCache(a, b map[string]registry.Instance) bool {
 		}
 	}
 	return true
+}
+
+// watchStreamKey is the gRPC metadata key that selects the watch stream.
+const watchStreamKey = "muster-watch-stream"
+
+// tokenRefused reports whether a watch was refused for the auth token of
+// its stream. The etcd client reports the cancel reason as a plain error
+// carrying the gRPC status text, so it is matched by text.
+func tokenRefused(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, rpctypes.ErrInvalidAuthToken.Error()) ||
+		strings.Contains(msg, rpctypes.ErrAuthOldRevision.Error())
 }
