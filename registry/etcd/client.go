@@ -26,8 +26,8 @@ import (
 // rather than replacing them.
 func ClientConfig(endpoints ...string) clientv3.Config {
 	return clientv3.Config{
-		Endpoints:            endpoints,
-		DialTimeout:          5 * time.Second,
+		Endpoints:   endpoints,
+		DialTimeout: 5 * time.Second,
 		// etcd's server refuses pings more often than every 5s, and
 		// any ping on a connection without a stream (too_many_pings),
 		// so ping only while streams (keepalives, watches) are open.
