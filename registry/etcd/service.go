@@ -428,13 +428,20 @@ func (s *service) nextInstances(prev []registry.Instance, touched []string) []re
 }
 
 // markStale records that the snapshot may be behind etcd, keeping its
-// instances. Watchers are woken when it becomes stale.
+// instances. Watchers are woken when it becomes stale and when the reason
+// changes.
 func (s *service) markStale(err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	changed := s.snap.Err == nil || err == nil || s.snap.Err.Error() != err.Error()
 	s.snap.Err = err
 	if !s.snap.Stale() {
 		s.snap.StaleSince = time.Now()
+		changed = true
+	}
+	if changed {
+		// A new reason (a TLS or permission error after a timeout, say)
+		// wakes watchers too.
 		s.notifyLocked()
 	}
 }
