@@ -3,6 +3,7 @@ package lb
 import (
 	"cmp"
 	"fmt"
+	estats "google.golang.org/grpc/experimental/stats"
 	"slices"
 	"sort"
 	"strings"
@@ -92,10 +93,12 @@ type Base[T any] struct {
 	// callbacks use it.
 	Detector Detector
 
-	cc     balancer.ClientConn
-	policy Policy[T]
-	child  balancer.Balancer
-	now    func() int64
+	cc         balancer.ClientConn
+	policy     Policy[T]
+	child      balancer.Balancer
+	now        func() int64
+	target     string
+	stopReport func() // ends the metrics reporting
 
 	mu        sync.Mutex
 	endpoints map[string]*Endpoint[T]
@@ -116,6 +119,8 @@ func New[T any](cc balancer.ClientConn, opts balancer.BuildOptions, p Policy[T])
 	b.Detector.name = p.Name
 	b.child = endpointsharding.NewBalancer(interceptor[T]{ClientConn: cc, b: b}, opts,
 		balancer.Get(pickfirst.Name).Build, endpointsharding.Options{})
+	b.target = opts.Target.String()
+	b.stopReport = cc.MetricsRecorder().RegisterAsyncReporter(estats.AsyncMetricReporterFunc(b.report), asyncMetrics...)
 	return b
 }
 
@@ -214,6 +219,7 @@ func (b *Base[T]) ExitIdle() { b.child.ExitIdle() }
 
 // Close closes the children and drops every Endpoint.
 func (b *Base[T]) Close() {
+	b.stopReport()
 	b.child.Close()
 	b.mu.Lock()
 	b.closed = true

@@ -1,6 +1,7 @@
 package lb
 
 import (
+	estats "google.golang.org/grpc/experimental/stats"
 	"sync"
 	"testing"
 	"time"
@@ -17,6 +18,10 @@ type fakeCC struct {
 
 	mu    sync.Mutex
 	state balancer.State
+}
+
+func (c *fakeCC) MetricsRecorder() estats.MetricsRecorder {
+	return estats.UnimplementedMetricsRecorder{}
 }
 
 func (c *fakeCC) NewSubConn(addrs []grpcresolver.Address, opts balancer.NewSubConnOptions) (balancer.SubConn, error) {

@@ -17,6 +17,11 @@ type OutlierState struct {
 
 	addr string // for logs; set before the state is shared
 
+	// Cumulative counts, for metrics.
+	calls     atomic.Uint64 // calls completed with a result
+	failed    atomic.Uint64 // of which failures
+	ejections atomic.Uint64 // ejections started
+
 	// Guarded by Detector.mu.
 	times      int32 // ejections in a row
 	restoredAt int64 // when the last ejection ended (Nanotime), 0 if never
@@ -86,6 +91,10 @@ func (d *Detector) SetMembers(m []*OutlierState) {
 // longer; other calls that were in flight when it was ejected are ignored.
 // now is read only when failed or probe is true.
 func (d *Detector) Record(s *OutlierState, failed, probe bool, now int64) {
+	s.calls.Add(1)
+	if failed {
+		s.failed.Add(1)
+	}
 	if probe {
 		d.endProbe(s, failed, now)
 		return
@@ -154,6 +163,7 @@ func (d *Detector) ejectLocked(s *OutlierState, c *OutlierConfig, now int64) {
 	}
 	s.probe.Store(false)
 	s.until.Store(now + int64(period))
+	s.ejections.Add(1)
 	logger.Infof("%s: ejected %s for %v (ejection %d in a row)", d.name, s.addr, period, s.times)
 }
 
