@@ -10,7 +10,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	_ "github.com/musterhq/muster/balancer/p2c"
+	_ "github.com/musterhq/muster/balancer/wrr"
 	"github.com/musterhq/muster/internal/testbackend"
 	"github.com/musterhq/muster/metrics"
 	"github.com/musterhq/muster/resolver"
@@ -26,7 +26,7 @@ func TestBalancerCollectorReportsPerEndpoint(t *testing.T) {
 		grpc.WithResolvers(resolver.NewDirectBuilder()),
 		grpc.WithStatsHandler(bc),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"muster_p2c":{"outlier":{"consecutiveFailures":2,"baseEjectionTime":"30s","maxEjectionPercent":50}}}]}`))
+		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"muster_wrr":{"outlier":{"consecutiveFailures":2,"baseEjectionTime":"30s","maxEjectionPercent":50}}}]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
