@@ -13,6 +13,9 @@
 //
 // Give each collector constant labels when a process has several of one
 // kind (two registrars, say), so that their series do not collide.
+//
+// The balancers' per-endpoint metrics (calls, failures, ejections) come
+// through BalancerCollector, which channels take as a stats handler.
 package metrics
 
 import (
