@@ -3,7 +3,6 @@ package resolver_test
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -17,6 +16,7 @@ import (
 	grpcresolver "google.golang.org/grpc/resolver"
 
 	"github.com/musterhq/muster/internal/etcdtest"
+	"github.com/musterhq/muster/internal/registrytest"
 	"github.com/musterhq/muster/internal/resolvertest"
 	"github.com/musterhq/muster/registry"
 	"github.com/musterhq/muster/registry/etcd"
@@ -42,44 +42,6 @@ func (noop) ExitIdle()                                                  {}
 
 var registerNoop sync.Once
 
-// arrivals records the first time each endpoint count was seen.
-type arrivals struct {
-	mu   sync.Mutex
-	seen map[int]time.Time
-	ch   chan struct{}
-}
-
-func newArrivals() *arrivals { return &arrivals{seen: map[int]time.Time{}, ch: make(chan struct{}, 1)} }
-
-func (a *arrivals) mark(n int, at time.Time) {
-	a.mu.Lock()
-	if _, ok := a.seen[n]; !ok {
-		a.seen[n] = at
-	}
-	a.mu.Unlock()
-	select {
-	case a.ch <- struct{}{}:
-	default:
-	}
-}
-
-func (a *arrivals) wait(b *testing.B, n int) time.Time {
-	timeout := time.After(10 * time.Second)
-	for {
-		a.mu.Lock()
-		at, ok := a.seen[n]
-		a.mu.Unlock()
-		if ok {
-			return at
-		}
-		select {
-		case <-a.ch:
-		case <-timeout:
-			b.Fatalf("%d endpoints never reached the channel", n)
-		}
-	}
-}
-
 func openChannel(b *testing.B, bld grpcresolver.Builder, target string) {
 	registerNoop.Do(func() { balancer.Register(noopBuilder{}) })
 	conn, err := grpc.NewClient(target, grpc.WithResolvers(bld),
@@ -90,14 +52,6 @@ func openChannel(b *testing.B, bld grpcresolver.Builder, target string) {
 	}
 	conn.Connect()
 	b.Cleanup(func() { _ = conn.Close() })
-}
-
-func percentiles(b *testing.B, lat []time.Duration) {
-	slices.Sort(lat)
-	pct := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) }
-	b.ReportMetric(pct(0.50), "p50-µs")
-	b.ReportMetric(pct(0.99), "p99-µs")
-	b.ReportMetric(0, "ns/op")
 }
 
 // BenchmarkConvergence measures a new registration's way to a real
@@ -112,7 +66,7 @@ func BenchmarkConvergence(b *testing.B) {
 	b.Run("floor=raw-put-watch", func(b *testing.B) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		seen := newArrivals()
+		seen := registrytest.NewArrivals()
 		wch := cli.Watch(ctx, "/floor/", clientv3.WithPrefix())
 		done := make(chan struct{})
 		go func() {
@@ -120,7 +74,7 @@ func BenchmarkConvergence(b *testing.B) {
 			n := 0
 			for resp := range wch {
 				n += len(resp.Events)
-				seen.mark(n, time.Now())
+				seen.Mark(n, time.Now())
 			}
 		}()
 		var lat []time.Duration
@@ -129,9 +83,9 @@ func BenchmarkConvergence(b *testing.B) {
 			if _, err := cli.Put(ctx, fmt.Sprintf("/floor/%d", i), "x"); err != nil {
 				b.Fatal(err)
 			}
-			lat = append(lat, seen.wait(b, i+1).Sub(start))
+			lat = append(lat, seen.Wait(b, i+1).Sub(start))
 		}
-		percentiles(b, lat)
+		registrytest.ReportPercentiles(b, lat)
 		cancel()
 		<-done
 	})
@@ -171,8 +125,8 @@ func BenchmarkConvergence(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		seen := newArrivals()
-		openChannel(b, resolvertest.RecordingBuilder{Builder: nb, OnUpdate: seen.mark}, "etcd:///"+target)
+		seen := registrytest.NewArrivals()
+		openChannel(b, resolvertest.RecordingBuilder{Builder: nb, OnUpdate: seen.Mark}, "etcd:///"+target)
 		ctx := context.Background()
 		var lat []time.Duration
 		for i := 0; i < b.N; i++ {
@@ -181,9 +135,9 @@ func BenchmarkConvergence(b *testing.B) {
 			if err := em.AddEndpoint(ctx, target+"/"+addr, endpoints.Endpoint{Addr: addr}); err != nil {
 				b.Fatal(err)
 			}
-			lat = append(lat, seen.wait(b, i+1).Sub(start))
+			lat = append(lat, seen.Wait(b, i+1).Sub(start))
 		}
-		percentiles(b, lat)
+		registrytest.ReportPercentiles(b, lat)
 	})
 }
 
@@ -196,9 +150,9 @@ func benchMuster(b *testing.B, cli *clientv3.Client, add func(ctx context.Contex
 		b.Fatal(err)
 	}
 	defer disc.Close()
-	seen := newArrivals()
-	openChannel(b, resolvertest.RecordingBuilder{Builder: resolver.NewBuilder(disc, resolver.WithLogger(quiet)), OnUpdate: seen.mark}, "muster:///svc")
-	seen.wait(b, 0)
+	seen := registrytest.NewArrivals()
+	openChannel(b, resolvertest.RecordingBuilder{Builder: resolver.NewBuilder(disc, resolver.WithLogger(quiet)), OnUpdate: seen.Mark}, "muster:///svc")
+	seen.Wait(b, 0)
 	ctx := context.Background()
 	var lat []time.Duration
 	for i := 0; i < b.N; i++ {
@@ -207,9 +161,9 @@ func benchMuster(b *testing.B, cli *clientv3.Client, add func(ctx context.Contex
 		if err := add(ctx, prefix, in); err != nil {
 			b.Fatal(err)
 		}
-		lat = append(lat, seen.wait(b, i+1).Sub(start))
+		lat = append(lat, seen.Wait(b, i+1).Sub(start))
 	}
-	percentiles(b, lat)
+	registrytest.ReportPercentiles(b, lat)
 }
 
 // BenchmarkFanOut opens 1,000 channels on one service through one
@@ -232,13 +186,13 @@ func BenchmarkFanOut(b *testing.B) {
 	}
 	defer disc.Close()
 	bld := resolver.NewBuilder(disc, resolver.WithLogger(quiet))
-	seen := make([]*arrivals, channels)
+	seen := make([]*registrytest.Arrivals, channels)
 	for i := range seen {
-		seen[i] = newArrivals()
-		openChannel(b, resolvertest.RecordingBuilder{Builder: bld, OnUpdate: seen[i].mark}, "muster:///fan")
+		seen[i] = registrytest.NewArrivals()
+		openChannel(b, resolvertest.RecordingBuilder{Builder: bld, OnUpdate: seen[i].Mark}, "muster:///fan")
 	}
 	for _, s := range seen {
-		s.wait(b, 0)
+		s.Wait(b, 0)
 	}
 	var all []time.Duration
 	var worst time.Duration
@@ -249,12 +203,12 @@ func BenchmarkFanOut(b *testing.B) {
 			b.Fatal(err)
 		}
 		for _, s := range seen {
-			d := s.wait(b, i+1).Sub(start)
+			d := s.Wait(b, i+1).Sub(start)
 			all = append(all, d)
 			worst = max(worst, d)
 		}
 	}
-	percentiles(b, all)
+	registrytest.ReportPercentiles(b, all)
 	b.ReportMetric(float64(worst.Microseconds()), "max-µs")
 	b.ReportMetric(etcdtest.WatcherCount(b)-base, "etcd-watches")
 }

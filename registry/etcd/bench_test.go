@@ -4,67 +4,16 @@ import (
 	"context"
 	"fmt"
 	"runtime"
-	"slices"
-	"sync"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/musterhq/muster/internal/etcdtest"
+	"github.com/musterhq/muster/internal/registrytest"
 	"github.com/musterhq/muster/registry"
 	"github.com/musterhq/muster/registry/etcd"
 )
-
-// arrivals records when each numbered item was first seen by a watcher.
-type arrivals struct {
-	mu   sync.Mutex
-	seen map[int]time.Time
-	cond chan struct{}
-}
-
-func newArrivals() *arrivals {
-	return &arrivals{seen: map[int]time.Time{}, cond: make(chan struct{}, 1)}
-}
-
-func (a *arrivals) mark(i int, at time.Time) {
-	a.mu.Lock()
-	if _, ok := a.seen[i]; !ok {
-		a.seen[i] = at
-	}
-	a.mu.Unlock()
-	select {
-	case a.cond <- struct{}{}:
-	default:
-	}
-}
-
-func (a *arrivals) wait(b *testing.B, i int) time.Time {
-	timeout := time.After(10 * time.Second)
-	for {
-		a.mu.Lock()
-		at, ok := a.seen[i]
-		a.mu.Unlock()
-		if ok {
-			return at
-		}
-		select {
-		case <-a.cond:
-		case <-timeout:
-			b.Fatalf("item %d not seen within 10s", i)
-		}
-	}
-}
-
-func reportPercentiles(b *testing.B, lat []time.Duration) {
-	slices.Sort(lat)
-	pct := func(p float64) float64 {
-		return float64(lat[int(p*float64(len(lat)-1))].Microseconds())
-	}
-	b.ReportMetric(pct(0.50), "p50-µs")
-	b.ReportMetric(pct(0.99), "p99-µs")
-	b.ReportMetric(0, "ns/op") // the loop time includes setup; the percentiles are the result
-}
 
 // BenchmarkConvergence measures how long a new registration takes to reach a
 // watcher: the floor (a raw etcd Put seen by a raw Watch) and Muster
@@ -77,7 +26,7 @@ func BenchmarkConvergence(b *testing.B) {
 	b.Run("floor=raw-put-watch", func(b *testing.B) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		seen := newArrivals()
+		seen := registrytest.NewArrivals()
 		wch := cli.Watch(ctx, "/floor/", clientv3.WithPrefix())
 		done := make(chan struct{})
 		go func() {
@@ -87,7 +36,7 @@ func BenchmarkConvergence(b *testing.B) {
 				for _, ev := range resp.Events {
 					var i int
 					fmt.Sscanf(string(ev.Kv.Key), "/floor/%d", &i)
-					seen.mark(i, now)
+					seen.Mark(i, now)
 				}
 			}
 		}()
@@ -103,10 +52,10 @@ func BenchmarkConvergence(b *testing.B) {
 			if _, err := cli.Put(ctx, fmt.Sprintf("/floor/%d", i), string(val), clientv3.WithLease(lease.ID)); err != nil {
 				b.Fatal(err)
 			}
-			lat = append(lat, seen.wait(b, i).Sub(start))
+			lat = append(lat, seen.Wait(b, i).Sub(start))
 		}
 		b.StopTimer()
-		reportPercentiles(b, lat)
+		registrytest.ReportPercentiles(b, lat)
 		cancel()
 		<-done
 	})
@@ -148,7 +97,7 @@ func benchDiscovery(b *testing.B, cli *clientv3.Client, add func(ctx context.Con
 	if err != nil {
 		b.Fatal(err)
 	}
-	seen := newArrivals()
+	seen := registrytest.NewArrivals()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -156,7 +105,7 @@ func benchDiscovery(b *testing.B, cli *clientv3.Client, add func(ctx context.Con
 			// Instances are only added, so a snapshot of n instances
 			// is the arrival of instance n-1.
 			if n := len(w.Snapshot().Instances); n > 0 {
-				seen.mark(n-1, time.Now())
+				seen.Mark(n-1, time.Now())
 			}
 		}
 	}()
@@ -167,10 +116,10 @@ func benchDiscovery(b *testing.B, cli *clientv3.Client, add func(ctx context.Con
 		if err := add(ctx, prefix, i); err != nil {
 			b.Fatal(err)
 		}
-		lat = append(lat, seen.wait(b, i).Sub(start))
+		lat = append(lat, seen.Wait(b, i).Sub(start))
 	}
 	b.StopTimer()
-	reportPercentiles(b, lat)
+	registrytest.ReportPercentiles(b, lat)
 	_ = w.Close()
 	<-done
 }
