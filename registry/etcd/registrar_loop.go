@@ -100,7 +100,7 @@ func (r *Registrar) reconcile(keepalive *<-chan *clientv3.LeaseKeepAliveResponse
 	if orphan != 0 {
 		// Keys re-put above are bound to the new lease; what is still
 		// bound to the old one was deregistered meanwhile.
-		ctx, cancel := context.WithTimeout(r.ctx, r.opts.requestTimeout)
+		ctx, cancel := context.WithTimeout(r.ctx, r.opTimeout())
 		_, err := r.cli.Revoke(ctx, orphan)
 		cancel()
 		if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
@@ -118,7 +118,7 @@ func (r *Registrar) reconcile(keepalive *<-chan *clientv3.LeaseKeepAliveResponse
 // grant obtains a new lease and starts keeping it alive.
 func (r *Registrar) grant(keepalive *<-chan *clientv3.LeaseKeepAliveResponse, stopKA *func()) (clientv3.LeaseID, error) {
 	ttl := int64((r.opts.ttl + time.Second - 1) / time.Second)
-	ctx, cancel := context.WithTimeout(r.ctx, r.opts.requestTimeout)
+	ctx, cancel := context.WithTimeout(r.ctx, r.opTimeout())
 	resp, err := r.cli.Grant(ctx, ttl)
 	cancel()
 	if err != nil {
@@ -128,7 +128,7 @@ func (r *Registrar) grant(keepalive *<-chan *clientv3.LeaseKeepAliveResponse, st
 	ch, err := r.cli.KeepAlive(kaCtx, resp.ID)
 	if err != nil {
 		kaCancel()
-		ctx, cancel := context.WithTimeout(r.ctx, r.opts.requestTimeout)
+		ctx, cancel := context.WithTimeout(r.ctx, r.opTimeout())
 		_, _ = r.cli.Revoke(ctx, resp.ID) // best effort: it expires anyway
 		cancel()
 		return 0, fmt.Errorf("etcd: keep lease %x alive: %w", int64(resp.ID), err)
@@ -166,7 +166,7 @@ func (r *Registrar) leaseLost(keepalive *<-chan *clientv3.LeaseKeepAliveResponse
 // alone.
 func (r *Registrar) deleteRemoved(lease clientv3.LeaseID) error {
 	for _, key := range r.removedKeys() {
-		ctx, cancel := context.WithTimeout(r.ctx, r.opts.requestTimeout)
+		ctx, cancel := context.WithTimeout(r.ctx, r.opTimeout())
 		_, err := r.cli.Txn(ctx).
 			If(clientv3.Compare(clientv3.LeaseValue(key), "=", lease)).
 			Then(clientv3.OpDelete(key), clientv3.OpDelete(key+"/"+registry.OverrideSuffix)).
@@ -210,7 +210,7 @@ func (r *Registrar) putPending(lease clientv3.LeaseID, keepalive *<-chan *client
 		if !current {
 			continue // replaced or deregistered since the list was taken
 		}
-		ctx, cancel := context.WithTimeout(r.ctx, r.opts.requestTimeout)
+		ctx, cancel := context.WithTimeout(r.ctx, r.opTimeout())
 		_, err := r.cli.Put(ctx, e.key, string(e.val), clientv3.WithLease(lease))
 		cancel()
 		switch {
@@ -254,7 +254,7 @@ func (r *Registrar) putPending(lease clientv3.LeaseID, keepalive *<-chan *client
 // is kept as it is; an override changed meanwhile is left alone.
 func (r *Registrar) rebindOverride(key string, lease clientv3.LeaseID) error {
 	okey := key + "/" + registry.OverrideSuffix
-	ctx, cancel := context.WithTimeout(r.ctx, r.opts.requestTimeout)
+	ctx, cancel := context.WithTimeout(r.ctx, r.opTimeout())
 	defer cancel()
 	resp, err := r.cli.Get(ctx, okey)
 	if err != nil {
@@ -292,4 +292,12 @@ func permanent(err error) bool {
 	return errors.Is(err, rpctypes.ErrPermissionDenied) ||
 		errors.Is(err, rpctypes.ErrRequestTooLarge) ||
 		errors.Is(err, rpctypes.ErrKeyNotFound)
+}
+
+// opTimeout bounds each etcd request of the run loop: the request timeout
+// less a tenth (at most 250ms), so that a failed attempt is recorded, and
+// its cause reaches the ErrPending of a Register waiting for the same
+// request timeout, before that Register gives up.
+func (r *Registrar) opTimeout() time.Duration {
+	return r.opts.requestTimeout - min(r.opts.requestTimeout/10, 250*time.Millisecond)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -240,4 +241,18 @@ func TestCloseRemovesEveryKeyInOneRevision(t *testing.T) {
 	if keys, _ := rawKeys(t, cli, "/p/"); len(keys) != 0 {
 		t.Fatalf("keys left after Close: %v", keys)
 	}
+}
+
+func TestPendingRegisterSaysWhy(t *testing.T) {
+	c := etcdtest.Start(t)
+	c.Members()[0].Stop(t)
+	r := newRegistrar(t, c.Client(t), fast("/p", etcd.WithRequestTimeout(time.Second))...)
+	err := r.Register(context.Background(), instance("svc", "a", 9000))
+	if !errors.Is(err, registry.ErrPending) {
+		t.Fatalf("Register with etcd down = %v, want ErrPending", err)
+	}
+	if !strings.Contains(err.Error(), "last etcd error: etcd: grant lease") {
+		t.Fatalf("ErrPending does not say why: %v", err)
+	}
+	t.Log(err)
 }
