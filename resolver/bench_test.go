@@ -63,32 +63,7 @@ func BenchmarkConvergence(b *testing.B) {
 	c := etcdtest.Start(b)
 	cli := c.Client(b, c.DirectEndpoints()...)
 
-	b.Run("floor=raw-put-watch", func(b *testing.B) {
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		seen := registrytest.NewArrivals()
-		wch := cli.Watch(ctx, "/floor/", clientv3.WithPrefix())
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			n := 0
-			for resp := range wch {
-				n += len(resp.Events)
-				seen.Mark(n, time.Now())
-			}
-		}()
-		var lat []time.Duration
-		for i := 0; i < b.N; i++ {
-			start := time.Now()
-			if _, err := cli.Put(ctx, fmt.Sprintf("/floor/%d", i), "x"); err != nil {
-				b.Fatal(err)
-			}
-			lat = append(lat, seen.Wait(b, i+1).Sub(start))
-		}
-		registrytest.ReportPercentiles(b, lat)
-		cancel()
-		<-done
-	})
+	b.Run("floor=raw-put-watch", func(b *testing.B) { registrytest.BenchRawPutWatch(b, cli) })
 
 	b.Run("muster=register-updatestate", func(b *testing.B) {
 		var reg *etcd.Registrar

@@ -70,15 +70,27 @@ func runLs(ctx context.Context, g *globalOptions, output, service string, stdout
 		}
 		return writeServices(stdout, stderr, output, g.prefix, rows)
 	}
-	w, err := s.d.Watch(tctx, service)
+	snap, err := s.snapshot(ctx, tctx, service)
 	if err != nil {
 		return err
 	}
-	snap, err := waitLoaded(tctx, w)
-	if err != nil {
-		return g.etcdError(ctx, "read service "+service, err)
-	}
 	return writeInstances(stdout, stderr, output, service, snap.Instances)
+}
+
+// snapshot reads service once: its loaded snapshot, or the reason etcd
+// did not give it within ctx (the command's context with the --timeout
+// deadline; parent is the command's context).
+func (s *session) snapshot(parent, ctx context.Context, service string) (registry.Snapshot, error) {
+	w, err := s.d.Watch(ctx, service)
+	if err != nil {
+		return registry.Snapshot{}, err
+	}
+	defer w.Close()
+	snap, err := waitLoaded(ctx, w)
+	if err != nil {
+		return registry.Snapshot{}, s.g.etcdError(parent, "read service "+service, err)
+	}
+	return snap, nil
 }
 
 // services lists every service with its number of valid instances. parent

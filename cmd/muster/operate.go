@@ -72,13 +72,9 @@ func runGet(ctx context.Context, g *globalOptions, output, service, id string, s
 	defer s.Close()
 	tctx, cancel := context.WithTimeout(ctx, g.timeout+reportGrace)
 	defer cancel()
-	w, err := s.d.Watch(tctx, service)
+	snap, err := s.snapshot(ctx, tctx, service)
 	if err != nil {
 		return err
-	}
-	snap, err := waitLoaded(tctx, w)
-	if err != nil {
-		return g.etcdError(ctx, "read service "+service, err)
 	}
 	for _, in := range snap.Instances {
 		if in.ID == id {

@@ -1,10 +1,16 @@
 package registrytest
 
 import (
+	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/musterhq/muster/registry"
 )
 
 // Arrivals records the first time each numbered item (an instance, an
@@ -63,4 +69,45 @@ func ReportPercentiles(b *testing.B, lat []time.Duration) {
 	b.ReportMetric(pct(0.50), "p50-µs")
 	b.ReportMetric(pct(0.99), "p99-µs")
 	b.ReportMetric(0, "ns/op")
+}
+
+// BenchRawPutWatch is the floor of the convergence benchmarks: the time
+// from a raw etcd Put of an instance value (with a lease, as a registrar
+// writes it) to the event on a raw Watch of the same client, one at a time.
+func BenchRawPutWatch(b *testing.B, cli *clientv3.Client) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	prefix := fmt.Sprintf("/floor-%d/", time.Now().UnixNano())
+	seen := NewArrivals()
+	wch := cli.Watch(ctx, prefix, clientv3.WithPrefix())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		n := 0
+		for resp := range wch {
+			n += len(resp.Events)
+			seen.Mark(n, time.Now())
+		}
+	}()
+	lease, err := cli.Grant(ctx, 60)
+	if err != nil {
+		b.Fatal(err)
+	}
+	val, err := registry.Marshal(registry.Instance{Name: "floor", ID: "x", Addr: "127.0.0.1:9000"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		if _, err := cli.Put(ctx, fmt.Sprintf("%s%d", prefix, i), string(val), clientv3.WithLease(lease.ID)); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, seen.Wait(b, i+1).Sub(start))
+	}
+	b.StopTimer()
+	ReportPercentiles(b, lat)
+	cancel()
+	<-done
 }

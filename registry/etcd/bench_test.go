@@ -23,42 +23,7 @@ func BenchmarkConvergence(b *testing.B) {
 	c := etcdtest.Start(b)
 	cli := c.Client(b, c.DirectEndpoints()...)
 
-	b.Run("floor=raw-put-watch", func(b *testing.B) {
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		seen := registrytest.NewArrivals()
-		wch := cli.Watch(ctx, "/floor/", clientv3.WithPrefix())
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			for resp := range wch {
-				now := time.Now()
-				for _, ev := range resp.Events {
-					var i int
-					fmt.Sscanf(string(ev.Kv.Key), "/floor/%d", &i)
-					seen.Mark(i, now)
-				}
-			}
-		}()
-		lease, err := cli.Grant(ctx, 60)
-		if err != nil {
-			b.Fatal(err)
-		}
-		val, _ := registry.Marshal(instance("floor", "x", 9000))
-		lat := make([]time.Duration, 0, b.N)
-		b.ResetTimer()
-		for i := 0; i < b.N; i++ {
-			start := time.Now()
-			if _, err := cli.Put(ctx, fmt.Sprintf("/floor/%d", i), string(val), clientv3.WithLease(lease.ID)); err != nil {
-				b.Fatal(err)
-			}
-			lat = append(lat, seen.Wait(b, i).Sub(start))
-		}
-		b.StopTimer()
-		registrytest.ReportPercentiles(b, lat)
-		cancel()
-		<-done
-	})
+	b.Run("floor=raw-put-watch", func(b *testing.B) { registrytest.BenchRawPutWatch(b, cli) })
 
 	b.Run("muster=raw-put-discovery", func(b *testing.B) {
 		benchDiscovery(b, cli, func(ctx context.Context, prefix string, i int) error {
