@@ -21,6 +21,7 @@ func BenchmarkPickDone(b *testing.B) {
 		eps = append(eps, testEndpoint{addr: a, cost: time.Millisecond})
 	}
 	p := newTestPicker(&fakeClock{t: nanotime()}, det, eps...)
+	p.sampler = new(sampler) // adaptive, as in a balancer
 	b.Run("single", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {

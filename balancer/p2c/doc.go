@@ -66,18 +66,39 @@
 //
 // # Stats
 //
-// The balancer keeps each endpoint's cost, in-flight count and ejection
-// state per address (endpoint), for as long as it is in the resolver state
+// The balancer keeps each endpoint's cost, in-flight count, success count
+// and ejection state per address (endpoint), for as long as it is in the resolver state
 // and for a retention time (the longer of 5 minutes and the maximum
 // ejection time) after it leaves it. Pickers, which gRPC rebuilds on every
 // membership or connectivity change, hold pointers to these stats; so a
 // reconnect or a new instance loses nothing.
 //
-// The pick path takes no lock and does not allocate: atomic loads, one
-// random number, one clock read, and a per-call record (endpoint, start
-// time) taken from a sync.Pool, which the call's Done callback returns
-// after a second clock read and a compare-and-swap of the endpoint's cost.
-// gRPC calls Done exactly once per pick, as the record's reuse requires.
+// The pick path takes no lock and does not allocate.
+//
+// # Sampling
+//
+// Timing a call takes two clock reads, which cost more than the rest of a
+// pick and its Done together; latency estimates need far fewer samples
+// than a busy channel makes calls. So while a channel's calls come more
+// than about 20µs apart (below about 50,000 calls a second), every call is
+// timed; above that, a random one in k is, k a power of two up to 64
+// adapted at each timed call so that timed calls stay about 20µs apart. A
+// timed call adds its weight k to its endpoint's in-flight count at the
+// pick and removes it at Done, and adds k to the endpoint's successes: the
+// in-flight count and the calls metric are then unbiased estimates
+// (Horvitz–Thompson), exact while every call is timed, and within about
+// √(k/count) of the truth above. Probes and calls to an endpoint without a
+// cost yet are always timed, with weight 1.
+//
+// An untimed call costs one random number and a few atomic loads at the
+// pick, and nothing at Done unless it failed: a failure, timed or not,
+// doubles the endpoint's cost and counts toward ejection at once. Untimed
+// picks decay costs to the time of the last timed pick (a coarse clock,
+// about k × 20µs behind on a busy channel); ejections end on the real
+// clock. When the calls all but stop, the first timed call after the gap
+// resets k to 1. A timed call takes a record (endpoint, start time,
+// weight) from a sync.Pool, which its Done callback returns. gRPC calls
+// Done exactly once per pick, as the record's reuse requires.
 //
 // # Outlier ejection and health checking
 //

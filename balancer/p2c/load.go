@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/grpc/balancer"
+
 	"github.com/musterhq/muster/balancer/internal/lb"
 )
 
@@ -21,11 +23,21 @@ const (
 )
 
 // load is an endpoint's load statistics, updated lock-free.
+//
+// The in-flight count and the count of successes are Horvitz–Thompson
+// estimates: each timed call adds its weight, the inverse of the chance
+// it had to be timed (see sampler). While every call is timed (below
+// about 50,000 calls a second per channel) they are exact; above, their
+// relative error shrinks with the count (about √(weight/count)).
 type load struct {
-	inFlight atomic.Int64
-	cost     atomic.Uint64 // float64 bits: latency estimate in ns; 0 = none yet
-	stamp    atomic.Int64  // nanotime of the last sample (or seeding)
-	_        [40]byte      // pads the counters to a cache line of their own
+	inFlight  atomic.Int64  // estimated calls picked and not yet done
+	succeeded atomic.Uint64 // estimated calls that succeeded
+	cost      atomic.Uint64 // float64 bits: latency estimate in ns; 0 = none yet
+	stamp     atomic.Int64  // nanotime of the last sample (or seeding)
+	// done is the Done callback of an untimed call, bound once per
+	// endpoint (see untimedDone).
+	done func(balancer.DoneInfo)
+	_    [24]byte // pads the counters to a cache line of their own
 }
 
 // decay holds a decay time constant in the forms the hot path uses.
@@ -35,10 +47,24 @@ type decay struct {
 	// is treated as none when reading a cost and as linear when blending
 	// a sample: no division and no exp for an endpoint in steady use.
 	small int64
+	// medium is the longest time (ns) whose decay is computed as
+	// 1 − x + x²/2 (x = dt/τ ≤ 1/64, within 7×10⁻⁷ of exp(−x)) rather
+	// than with exp: an endpoint picked less often than others, but
+	// picked, costs no exp either.
+	medium int64
 }
 
 func newDecay(tau time.Duration) decay {
-	return decay{invTau: 1 / float64(tau), small: int64(tau / 1024)}
+	return decay{invTau: 1 / float64(tau), small: int64(tau / 1024), medium: int64(tau / 64)}
+}
+
+// factor returns exp(−dt/τ) for dt > small.
+func (d *decay) factor(dt int64) float64 {
+	x := float64(dt) * d.invTau
+	if dt <= d.medium {
+		return 1 - x + x*x/2
+	}
+	return math.Exp(-x)
 }
 
 // costAt returns the cost decayed to now, 0 if none yet.
@@ -48,14 +74,14 @@ func (l *load) costAt(now int64, d *decay) float64 {
 		return 0
 	}
 	if dt := now - l.stamp.Load(); dt > d.small {
-		c *= math.Exp(-float64(dt) * d.invTau)
+		c *= d.factor(dt)
 	}
 	return c
 }
 
 // score is cost × (inFlight + 1), without the weight.
 func (l *load) score(now int64, d *decay) float64 {
-	pending := float64(l.inFlight.Load())
+	pending := float64(max(l.inFlight.Load(), 0))
 	c := l.costAt(now, d)
 	if c == 0 {
 		return pending * busyUnknown
@@ -86,7 +112,7 @@ func (l *load) observe(rtt, now int64, out lb.Outcome, d *decay) {
 			if dt <= d.small {
 				nc = c - (c-r)*float64(dt)*d.invTau
 			} else {
-				w := math.Exp(-float64(dt) * d.invTau)
+				w := d.factor(dt)
 				nc = c*w + r*(1-w)
 			}
 		}

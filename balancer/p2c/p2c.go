@@ -58,7 +58,14 @@ func (builder) Name() string { return Name }
 func (builder) Build(cc balancer.ClientConn, opts balancer.BuildOptions) balancer.Balancer {
 	b := &p2cBalancer{}
 	b.cfg.Store(defaultConfig())
-	b.Base = lb.New(cc, opts, lb.Policy[load]{Name: Name, NewPicker: b.newPicker})
+	b.Base = lb.New(cc, opts, lb.Policy[load]{
+		Name:      Name,
+		Init:      b.initEndpoint,
+		NewPicker: b.newPicker,
+		Calls: func(e *lb.Endpoint[load]) uint64 {
+			return e.Stats.succeeded.Load() + e.Outlier.Failures()
+		},
+	})
 	return b
 }
 
@@ -100,7 +107,14 @@ var (
 // picker.
 type p2cBalancer struct {
 	*lb.Base[load]
-	cfg atomic.Pointer[config]
+	cfg     atomic.Pointer[config]
+	sampler sampler
+}
+
+// initEndpoint binds the endpoint's Done callback for untimed calls.
+func (b *p2cBalancer) initEndpoint(e *lb.Endpoint[load]) {
+	det := &b.Detector
+	e.Stats.done = func(info balancer.DoneInfo) { untimedDone(e, det, info) }
 }
 
 func (b *p2cBalancer) UpdateClientConnState(s balancer.ClientConnState) error {
@@ -121,7 +135,7 @@ func (b *p2cBalancer) newPicker(ready []lb.Ready[load]) balancer.Picker {
 	d := newDecay(b.cfg.Load().decayTime)
 	now := nanotime()
 	seed(ready, now, &d)
-	p := &picker{eps: make([]entry, len(ready)), decay: d, det: &b.Detector}
+	p := &picker{eps: make([]entry, len(ready)), decay: d, det: &b.Detector, sampler: &b.sampler}
 	for i, r := range ready {
 		p.eps[i] = entry{e: r.Endpoint, picker: r.Picker, weight: float64(r.Weight)}
 	}

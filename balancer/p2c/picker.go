@@ -9,11 +9,12 @@ import (
 )
 
 // picker is immutable; the state it reads and writes lives in the
-// balancer's endpoints.
+// balancer's endpoints and sampler.
 type picker struct {
-	eps   []entry
-	decay decay
-	det   *lb.Detector
+	eps     []entry
+	decay   decay
+	det     *lb.Detector
+	sampler *sampler
 }
 
 type entry struct {
@@ -22,14 +23,16 @@ type entry struct {
 	weight float64
 }
 
-// call is one picked call, from Pick to Done. Records are recycled, so a
-// pick allocates nothing; each carries its Done callback, bound once.
+// call is one timed call (or probe), from Pick to Done. Records are
+// recycled, so a pick allocates nothing; each carries its Done callback,
+// bound once.
 type call struct {
-	e     *lb.Endpoint[load]
-	p     *picker
-	start int64
-	probe bool
-	done  func(balancer.DoneInfo)
+	e      *lb.Endpoint[load]
+	p      *picker
+	start  int64
+	weight int64 // 1 / the chance the call had to be timed
+	probe  bool
+	done   func(balancer.DoneInfo)
 }
 
 // calls recycles call records. Its New is set in init (finish refers to
@@ -43,9 +46,24 @@ func newCall() any {
 }
 
 // Pick implements balancer.Picker. It does not block, lock or allocate.
+//
+// An untimed pick (see sampler) costs one random number and a few atomic
+// loads, and its Done callback nothing unless the call failed. A timed
+// pick, a probe, and a pick of an endpoint without a cost yet also read
+// the clock, add to the endpoint's in-flight count and take a call record,
+// which their Done callback returns.
 func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
-	now := nanotime()
-	e, probe := p.choose(now)
+	r := randUint64()
+	s := p.sampler
+	mask := s.mask.Load()
+	timed := uint32(r)&mask == 0
+	var now int64
+	if timed {
+		now = nanotime()
+	} else {
+		now = s.coarse()
+	}
+	e, probe := p.choose(r, now)
 	res, err := e.picker.Pick(info)
 	if err != nil {
 		if probe {
@@ -53,34 +71,56 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 		}
 		return res, err
 	}
-	e.e.Stats.inFlight.Add(1)
-	c := calls.Get().(*call)
-	c.e, c.p, c.start, c.probe = e.e, p, now, probe
+	l := &e.e.Stats
+	cold := l.cost.Load() == 0
+	var done func(balancer.DoneInfo)
+	if !timed && !probe && !cold {
+		done = l.done
+	} else {
+		// Timed by chance 1/(mask+1), or always: probes and cold
+		// endpoints.
+		w := int64(1)
+		if !probe && !cold {
+			w = int64(mask) + 1
+		}
+		if !timed {
+			now = nanotime()
+		}
+		s.tick(now)
+		l.inFlight.Add(w)
+		c := calls.Get().(*call)
+		c.e, c.p, c.start, c.weight, c.probe = e.e, p, now, w, probe
+		done = c.done
+	}
 	if res.Done == nil {
-		res.Done = c.done
+		res.Done = done
 	} else { // not with pick_first children; kept correct anyway
-		ours, theirs := c.done, res.Done
-		res.Done = func(di balancer.DoneInfo) { ours(di); theirs(di) }
+		theirs := res.Done
+		res.Done = func(di balancer.DoneInfo) { done(di); theirs(di) }
 	}
 	return res, nil
 }
 
 // choose draws two distinct endpoints and returns the admitted one with the
 // lower score; an endpoint whose ejection ended takes its probe first.
-func (p *picker) choose(now int64) (e *entry, probe bool) {
+func (p *picker) choose(r uint64, now int64) (e *entry, probe bool) {
 	n := len(p.eps)
 	if n == 1 {
 		e = &p.eps[0]
-		_, probe = e.e.Outlier.Admit(now) // a lone endpoint is never ejected
+		if e.e.Outlier.Ejected() { // a lone endpoint is never ejected, but may be probed
+			_, probe = e.e.Outlier.Admit(nanotime())
+		}
 		return e, probe
 	}
-	r := randUint64()
 	i := int(uint64(uint32(r>>32)) * uint64(n) >> 32)
 	j := int(uint64(uint32(r)) * uint64(n-1) >> 32)
 	if j >= i {
 		j++
 	}
 	a, b := &p.eps[i], &p.eps[j]
+	if a.e.Outlier.Ejected() || b.e.Outlier.Ejected() {
+		now = nanotime() // ejections end on the real clock
+	}
 	aok, aprobe := a.e.Outlier.Admit(now)
 	if aprobe {
 		return a, true
@@ -122,12 +162,13 @@ func (p *picker) scan(i int, now int64) (*entry, bool) {
 	return &p.eps[i], false
 }
 
-// finish is a call's Done callback.
+// finish is the Done callback of a timed call or a probe.
 func (c *call) finish(info balancer.DoneInfo) {
-	e, p, start, probe := c.e, c.p, c.start, c.probe
+	e, p, start, w, probe := c.e, c.p, c.start, c.weight, c.probe
 	c.e, c.p = nil, nil
 	calls.Put(c)
-	e.Stats.inFlight.Add(-1)
+	l := &e.Stats
+	l.inFlight.Add(-w)
 	out := lb.Classify(info)
 	if out == lb.NotSent {
 		if probe {
@@ -136,12 +177,34 @@ func (c *call) finish(info balancer.DoneInfo) {
 		return
 	}
 	now := nanotime()
-	e.Stats.observe(now-start, now, out, &p.decay)
-	if out == lb.Canceled {
+	l.observe(now-start, now, out, &p.decay)
+	switch out {
+	case lb.Canceled:
 		if probe {
 			e.Outlier.ReleaseProbe() // nothing learnt: probe again
 		}
 		return
+	case lb.Success:
+		l.succeeded.Add(uint64(w))
 	}
 	p.det.Record(&e.Outlier, out == lb.Failure, probe, now)
+}
+
+// untimedDone is the Done callback of an untimed call to e, bound once
+// per endpoint: it learns no latency, only a failure, which doubles the
+// cost and counts toward ejection at once.
+func untimedDone(e *lb.Endpoint[load], det *lb.Detector, info balancer.DoneInfo) {
+	if info.Err == nil && info.BytesSent { // a success: the common case
+		e.Outlier.Succeeded()
+		return
+	}
+	switch lb.Classify(info) {
+	case lb.Success:
+		e.Outlier.Succeeded()
+	case lb.Failure:
+		now := nanotime()
+		e.Stats.observe(0, now, lb.Failure, nil)
+		det.Record(&e.Outlier, true, false, now)
+	}
+	// Not sent, canceled: nothing learnt.
 }

@@ -62,10 +62,11 @@ type testEndpoint struct {
 }
 
 func newTestPicker(clock *fakeClock, det *lb.Detector, eps ...testEndpoint) *picker {
-	p := &picker{decay: newDecay(DefaultDecayTime), det: det}
+	p := &picker{decay: newDecay(DefaultDecayTime), det: det, sampler: &sampler{fixed: true}}
 	var members []*lb.OutlierState
 	for _, te := range eps {
 		e := &lb.Endpoint[load]{Addr: te.addr}
+		e.Stats.done = func(info balancer.DoneInfo) { untimedDone(e, det, info) }
 		if te.cost > 0 {
 			e.Stats.cost.Store(math.Float64bits(float64(te.cost)))
 			e.Stats.stamp.Store(clock.now())
@@ -341,16 +342,22 @@ func TestPickAndDoneDoNotAllocate(t *testing.T) {
 		testEndpoint{addr: "b", cost: time.Millisecond},
 		testEndpoint{addr: "c", cost: time.Millisecond})
 	errFail := status.Error(codes.Unavailable, "x")
-	for _, tc := range []struct {
+	for _, s := range []struct {
 		name string
-		info balancer.DoneInfo
-	}{{"success", ok}, {"failure", balancer.DoneInfo{Err: errFail, BytesSent: true}}} {
-		allocs := testing.AllocsPerRun(10000, func() {
-			res, _ := p.Pick(balancer.PickInfo{})
-			res.Done(tc.info)
-		})
-		if allocs != 0 {
-			t.Errorf("Pick+Done (%s) allocates %v times per call, want 0", tc.name, allocs)
+		s    *sampler
+	}{{"timed", &sampler{fixed: true}}, {"sampled", new(sampler)}} {
+		p.sampler = s.s
+		for _, tc := range []struct {
+			name string
+			info balancer.DoneInfo
+		}{{"success", ok}, {"failure", balancer.DoneInfo{Err: errFail, BytesSent: true}}} {
+			allocs := testing.AllocsPerRun(10000, func() {
+				res, _ := p.Pick(balancer.PickInfo{})
+				res.Done(tc.info)
+			})
+			if allocs != 0 {
+				t.Errorf("Pick+Done (%s, %s) allocates %v times per call, want 0", s.name, tc.name, allocs)
+			}
 		}
 	}
 }

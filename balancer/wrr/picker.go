@@ -1,6 +1,7 @@
 package wrr
 
 import (
+	"math/bits"
 	"sync/atomic"
 
 	"google.golang.org/grpc/balancer"
@@ -18,6 +19,7 @@ type picker struct {
 	eps  []entry
 	seq  []uint32 // indices into eps, one period
 	n    uint32   // len(seq)
+	m    uint64   // ⌈2⁶⁴ / n⌉, for mod
 	next atomic.Uint32
 }
 
@@ -36,6 +38,7 @@ func newPicker(ready []lb.Ready[callbacks]) balancer.Picker {
 	}
 	p.seq = sequence(weights)
 	p.n = uint32(len(p.seq))
+	p.m = ^uint64(0)/uint64(p.n) + 1
 	p.next.Store(randUint32())
 	return p
 }
@@ -43,7 +46,7 @@ func newPicker(ready []lb.Ready[callbacks]) balancer.Picker {
 // Pick implements balancer.Picker. It does not block, lock or allocate.
 func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	i := p.next.Add(1)
-	e := &p.eps[p.seq[i%p.n]]
+	e := &p.eps[p.seq[p.mod(i)]]
 	probe := false
 	if e.e.Outlier.Ejected() {
 		e, probe = p.skip(i, nanotime())
@@ -77,12 +80,12 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 // admitted (the share cap keeps that from happening, save for probes in
 // flight) the turn's own.
 func (p *picker) skip(i uint32, now int64) (*entry, bool) {
-	own := int(p.seq[i%p.n])
+	own := int(p.seq[p.mod(i)])
 	if ok, probe := p.eps[own].e.Outlier.Admit(now); ok {
 		return &p.eps[own], probe
 	}
 	for k := uint32(1); k <= maxRedraw; k++ {
-		e := &p.eps[p.seq[mix(i+k*0x9e3779b9)%p.n]]
+		e := &p.eps[p.seq[p.mod(mix(i+k*0x9e3779b9))]]
 		if ok, probe := e.e.Outlier.Admit(now); ok {
 			return e, probe
 		}
@@ -94,6 +97,13 @@ func (p *picker) skip(i uint32, now int64) (*entry, bool) {
 		}
 	}
 	return &p.eps[own], false
+}
+
+// mod returns i % p.n without a division (Lemire's fastmod: exact for
+// every 32-bit i and n).
+func (p *picker) mod(i uint32) uint32 {
+	hi, _ := bits.Mul64(p.m*uint64(i), uint64(p.n))
+	return uint32(hi)
 }
 
 // mix is a 32-bit integer hash (the finalizer of MurmurHash3).

@@ -162,3 +162,14 @@ func TestBadConfigFailsTheChannel(t *testing.T) {
 		t.Fatalf("NewClient with a bad muster_wrr config: %v", err)
 	}
 }
+
+func TestModMatchesTheRemainder(t *testing.T) {
+	for _, n := range []uint32{1, 2, 3, 7, 10, 600, 1000, 65537, 1<<31 - 1, 1 << 31, 1<<32 - 1} {
+		p := &picker{n: n, m: ^uint64(0)/uint64(n) + 1}
+		for _, i := range []uint32{0, 1, n - 1, n, n + 1, 1<<32 - 1, 1<<32 - 2, 0x9e3779b9, 12345678} {
+			if got, want := p.mod(i), i%n; got != want {
+				t.Fatalf("mod(%d) with n=%d = %d, want %d", i, n, got, want)
+			}
+		}
+	}
+}

@@ -108,9 +108,11 @@ func (b *wrrBalancer) initEndpoint(e *lb.Endpoint[callbacks]) {
 				e.Outlier.ReleaseProbe() // nothing learnt: probe again
 			}
 		case out == lb.Failure || probe:
+			e.Outlier.CountCall()
 			det.Record(&e.Outlier, out == lb.Failure, probe, nanotime())
 		default: // a success, not a probe: no ejection changes, no clock
-			det.Record(&e.Outlier, false, false, 0)
+			e.Outlier.CountCall()
+			e.Outlier.Succeeded()
 		}
 	}
 	e.Stats.done = func(info balancer.DoneInfo) { record(info, false) }

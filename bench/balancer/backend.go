@@ -7,9 +7,11 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
 )
 
 // backend is a gRPC server on loopback serving the health service, whose
@@ -19,6 +21,7 @@ type backend struct {
 	addr  string
 	srv   *grpc.Server
 	delay atomic.Int64 // ns added to each unary call
+	fail  atomic.Bool  // every unary call fails with Unavailable
 	done  chan struct{}
 }
 
@@ -29,6 +32,9 @@ func startBackend() (*backend, error) {
 	}
 	b := &backend{addr: lis.Addr().String(), done: make(chan struct{})}
 	b.srv = grpc.NewServer(grpc.UnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		if b.fail.Load() {
+			return nil, status.Error(codes.Unavailable, "failing on purpose")
+		}
 		if d := time.Duration(b.delay.Load()); d > 0 {
 			t := time.NewTimer(d)
 			select {

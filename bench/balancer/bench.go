@@ -50,6 +50,9 @@ func (c *cluster) stop() {
 	}
 }
 
+// failing makes every call to the first backend fail, or stops it.
+func (c *cluster) failing(on bool) { c.backends[0].fail.Store(on) }
+
 // slow sets the delay of the first backend.
 func (c *cluster) slow(d time.Duration) { c.backends[0].delay.Store(int64(d)) }
 
@@ -217,4 +220,66 @@ func tailLatency(c *cluster, policy string, calls, concurrency int) (tail, error
 		slowShare: float64(slow.Load()) / float64(calls),
 		wall:      wall, failed: int(failed.Load()),
 	}, nil
+}
+
+// failures is the outcome of a failing-backend run.
+type failures struct {
+	calls, failed         int // in all
+	lateCalls, lateFailed int // started after the first second
+}
+
+// failingShare makes unary calls at the given concurrency for d through a
+// new channel with the policy while the first backend fails every call,
+// and counts the failures, in all and among the calls started after the
+// first second.
+func failingShare(c *cluster, policy string, d time.Duration, concurrency int) (failures, error) {
+	conn, err := c.dial(policy, false)
+	if err != nil {
+		return failures{}, err
+	}
+	defer conn.Close()
+	c.failing(true)
+	defer c.failing(false)
+	var (
+		mu sync.Mutex
+		f  failures
+		wg sync.WaitGroup
+	)
+	start := time.Now()
+	for range concurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var mine failures
+			for {
+				t0 := time.Now()
+				since := t0.Sub(start)
+				if since >= d {
+					break
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				_, err := call(ctx, conn)
+				cancel()
+				mine.calls++
+				late := since >= time.Second
+				if late {
+					mine.lateCalls++
+				}
+				if err != nil {
+					mine.failed++
+					if late {
+						mine.lateFailed++
+					}
+				}
+			}
+			mu.Lock()
+			f.calls += mine.calls
+			f.failed += mine.failed
+			f.lateCalls += mine.lateCalls
+			f.lateFailed += mine.lateFailed
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return f, nil
 }

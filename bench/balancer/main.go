@@ -8,7 +8,10 @@
 //   - tail latency: a fixed number of unary calls at a fixed concurrency
 //     through a new channel to loopback backends, one of which adds a
 //     fixed delay to every call, for the same policies, plus muster_p2c and
-//     round_robin with every backend healthy.
+//     round_robin with every backend healthy;
+//   - failing backend: calls at a fixed concurrency for a fixed time while
+//     one backend fails every call with Unavailable; the share of failed
+//     calls among those started after the first second, per policy.
 //
 // Each channel first makes calls until every backend has served one (so
 // every connection is up, and each policy has seen the slow backend once).
@@ -35,6 +38,7 @@ func main() {
 		rounds      = flag.Int("rounds", 3, "rounds of tail-latency runs (every policy once per round)")
 		skipPick    = flag.Bool("skip-pick", false, "skip the pick-cost benchmarks")
 		skipTail    = flag.Bool("skip-tail", false, "skip the tail-latency runs")
+		failFor     = flag.Duration("failing", 4*time.Second, "length of each failing-backend run (0 skips them)")
 		extra       = flag.String("extra", "", "';'-separated list of further tail-latency contenders as policy:json, e.g. 'muster_p2c:{\"decayTime\":\"1s\"}'")
 	)
 	flag.Parse()
@@ -42,13 +46,13 @@ func main() {
 	if *extra != "" {
 		extras = strings.Split(*extra, ";")
 	}
-	if err := run(*backends, *delay, *calls, *concurrency, *rounds, !*skipPick, !*skipTail, extras); err != nil {
+	if err := run(*backends, *delay, *calls, *concurrency, *rounds, !*skipPick, !*skipTail, *failFor, extras); err != nil {
 		fmt.Fprintln(os.Stderr, "balancer bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(backends int, delay time.Duration, calls, concurrency, rounds int, pick, tails bool, extras []string) error {
+func run(backends int, delay time.Duration, calls, concurrency, rounds int, pick, tails bool, failFor time.Duration, extras []string) error {
 	c, err := startCluster(backends)
 	if err != nil {
 		return err
@@ -112,6 +116,25 @@ func run(backends int, delay time.Duration, calls, concurrency, rounds int, pick
 				fmt.Fprintf(w, "%d\t%s\t%v\t%v\t%v\t%.2f%%\t%v\t%d\t\n", r, label,
 					us(t.p50), us(t.p99), us(t.p999), 100*t.slowShare, t.wall.Round(time.Millisecond), t.failed)
 				fmt.Fprintf(os.Stderr, "round %d: %s done\n", r, label)
+			}
+		}
+		w.Flush()
+		fmt.Println()
+	}
+
+	if failFor > 0 {
+		fmt.Printf("Failing backend: calls for %v at concurrency %d; one of %d backends fails every call:\n", failFor, concurrency, backends)
+		w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(w, "round\tpolicy\tcalls\tfailed\tafter 1s: calls\tfailed\tshare\t")
+		for r := 1; r <= rounds; r++ {
+			for _, p := range policies {
+				f, err := failingShare(c, p, failFor, concurrency)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(w, "%d\t%s\t%d\t%d\t%d\t%d\t%.3f%%\t\n", r, p, f.calls, f.failed,
+					f.lateCalls, f.lateFailed, 100*float64(f.lateFailed)/float64(max(f.lateCalls, 1)))
+				fmt.Fprintf(os.Stderr, "round %d: %s (failing) done\n", r, p)
 			}
 		}
 		w.Flush()

@@ -70,6 +70,10 @@ type Policy[T any] struct {
 	// Base's lock each time an endpoint changes state or the resolver state
 	// changes.
 	NewPicker func(ready []Ready[T]) balancer.Picker
+	// Calls returns the calls to e that completed with a result, for the
+	// calls metric. May be nil: then OutlierState.CountCall keeps the
+	// count.
+	Calls func(e *Endpoint[T]) uint64
 }
 
 // Base is the part of a Muster balancer that every policy shares. It runs

@@ -49,7 +49,11 @@ func (b *Base[T]) report(r estats.AsyncMetricsRecorder) error {
 		if o.Ejected() {
 			ejected = 1
 		}
-		r.RecordInt64AsyncGauge(CallsMetric, int64(o.calls.Load()), b.target, b.policy.Name, e.Addr)
+		calls := o.calls.Load()
+		if b.policy.Calls != nil {
+			calls = b.policy.Calls(e)
+		}
+		r.RecordInt64AsyncGauge(CallsMetric, int64(calls), b.target, b.policy.Name, e.Addr)
 		r.RecordInt64AsyncGauge(FailuresMetric, int64(o.failed.Load()), b.target, b.policy.Name, e.Addr)
 		r.RecordInt64AsyncGauge(EjectionsMetric, int64(o.ejections.Load()), b.target, b.policy.Name, e.Addr)
 		r.RecordInt64AsyncGauge(EjectedMetric, ejected, b.target, b.policy.Name, e.Addr)

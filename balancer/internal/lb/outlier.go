@@ -18,8 +18,8 @@ type OutlierState struct {
 	addr string // for logs; set before the state is shared
 
 	// Cumulative counts, for metrics.
-	calls     atomic.Uint64 // calls completed with a result
-	failed    atomic.Uint64 // of which failures
+	calls     atomic.Uint64 // calls completed with a result (CountCall)
+	failed    atomic.Uint64 // failures (Record)
 	ejections atomic.Uint64 // ejections started
 
 	// Guarded by Detector.mu.
@@ -46,6 +46,22 @@ func (s *OutlierState) Admit(now int64) (ok, probe bool) {
 		return false, false
 	}
 	return true, true
+}
+
+// CountCall counts a call that completed with a result, for the calls
+// metric of a policy without its own count (see Policy.Calls).
+func (s *OutlierState) CountCall() { s.calls.Add(1) }
+
+// Failures returns the failures Record counted.
+func (s *OutlierState) Failures() uint64 { return s.failed.Load() }
+
+// Succeeded accounts for a successful call that was not a probe: it ends
+// the endpoint's run of consecutive failures. It does what Record does for
+// such a call, without the clock.
+func (s *OutlierState) Succeeded() {
+	if s.failures.Load() != 0 { // read first: no write on the hot path
+		s.failures.Store(0)
+	}
 }
 
 // ReleaseProbe gives the probe back, for a probe call that was never sent
@@ -84,14 +100,14 @@ func (d *Detector) SetMembers(m []*OutlierState) {
 	d.mu.Unlock()
 }
 
-// Record accounts for one call that reached the endpoint. failed says
+// Record accounts for one call that reached the endpoint (it does not
+// count it: see CountCall). failed says
 // whether it failed (Classify's Failure); probe whether it was the probe
 // Admit handed out. While an endpoint is ejected only its probe counts: a
 // successful probe ends the ejection, a failed one ejects it again for
 // longer; other calls that were in flight when it was ejected are ignored.
 // now is read only when failed or probe is true.
 func (d *Detector) Record(s *OutlierState, failed, probe bool, now int64) {
-	s.calls.Add(1)
 	if failed {
 		s.failed.Add(1)
 	}
@@ -100,9 +116,7 @@ func (d *Detector) Record(s *OutlierState, failed, probe bool, now int64) {
 		return
 	}
 	if !failed {
-		if s.failures.Load() != 0 { // read first: no write on the hot path
-			s.failures.Store(0)
-		}
+		s.Succeeded()
 		return
 	}
 	if s.until.Load() != 0 {
