@@ -80,9 +80,9 @@
 // Timing a call takes two clock reads, which cost more than the rest of a
 // pick and its Done together; latency estimates need far fewer samples
 // than a busy channel makes calls. So while a channel's calls come more
-// than about 20µs apart (below about 50,000 calls a second), every call is
+// than about 10µs apart (below about 100,000 calls a second), every call is
 // timed; above that, a random one in k is, k a power of two up to 64
-// adapted at each timed call so that timed calls stay about 20µs apart. A
+// adapted at each timed call so that timed calls stay 10–40µs apart. A
 // timed call adds its weight k to its endpoint's in-flight count at the
 // pick and removes it at Done, and adds k to the endpoint's successes: the
 // in-flight count and the calls metric are then unbiased estimates
@@ -94,7 +94,7 @@
 // pick, and nothing at Done unless it failed: a failure, timed or not,
 // doubles the endpoint's cost and counts toward ejection at once. Untimed
 // picks decay costs to the time of the last timed pick (a coarse clock,
-// about k × 20µs behind on a busy channel); ejections end on the real
+// at most about k × 40µs behind on a busy channel); ejections end on the real
 // clock. When the calls all but stop, the first timed call after the gap
 // resets k to 1. A timed call takes a record (endpoint, start time,
 // weight) from a sync.Pool, which its Done callback returns. gRPC calls

@@ -27,7 +27,7 @@ const (
 // The in-flight count and the count of successes are Horvitz–Thompson
 // estimates: each timed call adds its weight, the inverse of the chance
 // it had to be timed (see sampler). While every call is timed (below
-// about 50,000 calls a second per channel) they are exact; above, their
+// about 100,000 calls a second per channel) they are exact; above, their
 // relative error shrinks with the count (about √(weight/count)).
 type load struct {
 	inFlight  atomic.Int64  // estimated calls picked and not yet done

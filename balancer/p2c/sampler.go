@@ -6,9 +6,10 @@ import (
 )
 
 const (
-	// timedEvery is the spacing of timed calls the sampler aims at once
-	// calls come faster than that: at most about 50,000 clock-read pairs
-	// a second per channel.
+	// timedEvery is the spacing of timed calls the sampler aims at: it
+	// times fewer calls once they come closer than timedEvery/2 and more
+	// once timed calls are over 2×timedEvery apart, so at most about
+	// 100,000 calls a second per channel read the clock.
 	timedEvery = int64(20 * time.Microsecond)
 	// maxMask bounds the sampling: at least one call in maxMask+1 is timed.
 	maxMask = 63
