@@ -126,3 +126,55 @@ func TestSampledCountsEstimateTheCalls(t *testing.T) {
 		t.Fatalf("estimated successes = %d after %d, want within ±%d", succeeded, n, tolerance)
 	}
 }
+
+func TestHungEndpointIsAvoidedWhenCallsAreSampled(t *testing.T) {
+	det := new(lb.Detector)
+	det.SetConfig(lb.DefaultOutlierConfig())
+	p := sampledPicker(det, 5)
+	for i := range p.eps {
+		p.eps[i].picker = indexPicker(i)
+	}
+	hung := p.eps[0].e
+	const n = 20000
+	toHung := 0
+	var held []func(balancer.DoneInfo)
+	for range n {
+		res, err := p.Pick(balancer.PickInfo{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.SubConn.(indexedSubConn).i == 0 {
+			toHung++
+			held = append(held, res.Done) // never answers (until the end)
+			continue
+		}
+		res.Done(ok)
+	}
+	// Fair share would be n/5 = 4,000. The hung endpoint's estimated
+	// in-flight count jumps by 64 at its first timed call (after a
+	// geometric number of calls, mean 64: more than 1,000 has odds of
+	// (63/64)^1000 ≈ 2×10⁻⁷) and never comes down while its calls hang;
+	// from then on it loses every comparison.
+	if toHung > 1000 {
+		t.Fatalf("hung endpoint got %d of %d calls with one call in 64 timed, want at most 1,000", toHung, n)
+	}
+	for _, d := range held {
+		d(ok)
+	}
+	if got := hung.Stats.inFlight.Load(); got != 0 {
+		t.Fatalf("estimated calls in flight = %d after every Done, want 0", got)
+	}
+}
+
+// indexPicker is a child picker whose SubConn tells which endpoint was
+// picked.
+type indexPicker int
+
+func (i indexPicker) Pick(balancer.PickInfo) (balancer.PickResult, error) {
+	return balancer.PickResult{SubConn: indexedSubConn{i: int(i)}}, nil
+}
+
+type indexedSubConn struct {
+	balancer.SubConn // nil: only the type and index are used
+	i                int
+}
