@@ -94,8 +94,7 @@
 // pick, and nothing at Done unless it failed: a failure, timed or not,
 // doubles the endpoint's cost and counts toward ejection at once. Untimed
 // picks decay costs to the time of the last timed pick (a coarse clock,
-// at most about k × 40µs behind on a busy channel); ejections end on the real
-// clock. When the calls all but stop, the first timed call after the gap
+// tens of µs behind on a busy channel); ejections end on the real clock. When the calls all but stop, the first timed call after the gap
 // resets k to 1. A timed call takes a record (endpoint, start time,
 // weight) from a sync.Pool, which its Done callback returns. gRPC calls
 // Done exactly once per pick, as the record's reuse requires.

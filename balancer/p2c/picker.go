@@ -56,7 +56,7 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	r := randUint64()
 	s := p.sampler
 	mask := s.mask.Load()
-	timed := uint32(r)&mask == 0
+	timed := uint32(r)&mask == 0 // low bits; the draws hang on each half's high bits
 	var now int64
 	if timed {
 		now = nanotime()
@@ -194,10 +194,6 @@ func (c *call) finish(info balancer.DoneInfo) {
 // per endpoint: it learns no latency, only a failure, which doubles the
 // cost and counts toward ejection at once.
 func untimedDone(e *lb.Endpoint[load], det *lb.Detector, info balancer.DoneInfo) {
-	if info.Err == nil && info.BytesSent { // a success: the common case
-		e.Outlier.Succeeded()
-		return
-	}
 	switch lb.Classify(info) {
 	case lb.Success:
 		e.Outlier.Succeeded()

@@ -20,24 +20,21 @@ const (
 // Reading the clock twice per call costs more than the rest of a pick and
 // its Done together, and latency estimates need far fewer samples than a
 // busy channel makes calls. So while calls come further apart than
-// timedEvery, every call is timed; faster than that, a random one in
+// timedEvery/2, every call is timed; faster than that, a random one in
 // mask+1 (a power of two, up to maxMask+1) is, with mask doubled or halved
-// at each timed call so that they stay about timedEvery apart. Calls
-// that are not timed still count in flight and still report failures,
-// which raise their endpoint's cost and count toward ejection at once.
+// at each timed call so that timed calls stay timedEvery/2 to 2×timedEvery
+// apart. Calls that are not timed are counted by the estimates timed calls
+// make (see load) and still report failures, which raise their endpoint's
+// cost and count toward ejection at once.
 //
 // The time of the last timed pick is also the coarse clock that untimed
-// picks decay costs to: behind the real one by about timedEvery × (mask+1)
-// on a busy channel. Ejection ends are checked against the real clock.
+// picks decay costs to: behind the real one by the spacing of timed picks,
+// a few times timedEvery on a busy channel. Ejection ends are checked
+// against the real clock.
 type sampler struct {
 	mask  atomic.Uint32
 	clock atomic.Int64 // nanotime of the last timed pick
 	fixed bool         // tests: time every call
-}
-
-// timed reports whether a pick that drew the random number r is timed.
-func (s *sampler) timed(r uint64) bool {
-	return uint32(r)&s.mask.Load() == 0
 }
 
 // coarse returns the time of the last timed pick.
