@@ -62,9 +62,7 @@ func (builder) Build(cc balancer.ClientConn, opts balancer.BuildOptions) balance
 		Name:      Name,
 		Init:      b.initEndpoint,
 		NewPicker: b.newPicker,
-		Calls: func(e *lb.Endpoint[load]) uint64 {
-			return e.Stats.succeeded.Load() + e.Outlier.Failures()
-		},
+		Calls:     callsOf,
 	})
 	return b
 }
@@ -109,6 +107,12 @@ type p2cBalancer struct {
 	*lb.Base[load]
 	cfg     atomic.Pointer[config]
 	sampler sampler
+}
+
+// callsOf returns the calls to e that completed with a result, for the
+// calls metric: the estimated successes plus the (exact) failures.
+func callsOf(e *lb.Endpoint[load]) uint64 {
+	return e.Stats.succeeded.Load() + e.Outlier.Failures()
 }
 
 // initEndpoint binds the endpoint's Done callback for untimed calls.

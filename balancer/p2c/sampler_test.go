@@ -178,3 +178,24 @@ type indexedSubConn struct {
 	balancer.SubConn // nil: only the type and index are used
 	i                int
 }
+
+func TestCallsMetricCountsSuccessesAndFailures(t *testing.T) {
+	det := new(lb.Detector) // no ejection config: failures only count
+	p := newTestPicker(&fakeClock{t: nanotime()}, det, testEndpoint{addr: "a", cost: time.Millisecond})
+	for i := range 13 {
+		res, err := p.Pick(balancer.PickInfo{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i%4 == 3 {
+			res.Done(failed)
+		} else {
+			res.Done(ok)
+		}
+	}
+	res, _ := p.Pick(balancer.PickInfo{})
+	res.Done(balancer.DoneInfo{}) // not sent: no call
+	if got := callsOf(p.eps[0].e); got != 13 {
+		t.Fatalf("calls = %d after 10 successes, 3 failures and an unsent pick, want 13", got)
+	}
+}
