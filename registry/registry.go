@@ -87,9 +87,12 @@ type StatusReporter interface {
 type Snapshot struct {
 	// Service is the service name.
 	Service string
-	// Instances is every valid instance, sorted by ID. It is shared and
-	// must not be modified.
-	Instances []Instance
+	// Instances is every valid instance, sorted by ID. The slice and the
+	// instances are shared and must not be modified. An instance that did
+	// not change from one snapshot to the next is the same pointer in
+	// both, so a consumer finds what changed by comparing pointers and
+	// calling Equal only where they differ.
+	Instances []*Instance
 	// Revision is the backend's version of the data this snapshot reflects
 	// (etcd: the store revision); 0 until the first load.
 	Revision int64

@@ -20,9 +20,15 @@ type protector struct {
 	fraction float64
 	window   time.Duration
 
-	good      []registry.Instance // last accepted list
-	goodSince time.Time           // protection start; zero while not protecting
-	past      []servedSize        // earlier accepted lists, newest last
+	good      []*registry.Instance // last accepted list
+	goodSince time.Time            // protection start; zero while not protecting
+	// past holds the sizes of earlier accepted lists that may still be
+	// the largest of the window: strictly decreasing in size and
+	// increasing in end time (a list no larger than a later one can never
+	// be the maximum again, so it is dropped when the later one is
+	// added). The front is the largest; each update costs O(1) amortized
+	// however many updates the window holds.
+	past []servedSize
 }
 
 type servedSize struct {
@@ -32,7 +38,7 @@ type servedSize struct {
 
 // decide returns the list to serve for the live list and whether
 // protection withheld the live list.
-func (p *protector) decide(now time.Time, live []registry.Instance) ([]registry.Instance, bool) {
+func (p *protector) decide(now time.Time, live []*registry.Instance) ([]*registry.Instance, bool) {
 	if p.fraction > 0 && p.good != nil {
 		ref := p.reference(now)
 		if float64(len(live)) < p.fraction*float64(ref) {
@@ -47,29 +53,38 @@ func (p *protector) decide(now time.Time, live []registry.Instance) ([]registry.
 		if !p.goodSince.IsZero() {
 			end = p.goodSince
 		}
-		p.past = append(p.past, servedSize{n: len(p.good), end: end})
+		p.remember(servedSize{n: len(p.good), end: end})
 	}
 	p.good = live
 	p.goodSince = time.Time{}
 	return live, false
 }
 
+// remember adds the size of a list that stopped being served.
+func (p *protector) remember(s servedSize) {
+	i := len(p.past)
+	for i > 0 && p.past[i-1].n <= s.n {
+		i--
+	}
+	p.past = append(p.past[:i], s)
+}
+
 // reference is the largest list size served within the window before now.
 func (p *protector) reference(now time.Time) int {
 	from := now.Add(-p.window)
-	keep := p.past[:0]
-	for _, s := range p.past {
-		if !s.end.Before(from) {
-			keep = append(keep, s)
-		}
+	drop := 0
+	for drop < len(p.past) && p.past[drop].end.Before(from) {
+		drop++
 	}
-	p.past = keep
+	if drop > 0 {
+		p.past = append(p.past[:0], p.past[drop:]...)
+	}
 	ref := 0
 	if p.goodSince.IsZero() || !p.goodSince.Before(from) {
 		ref = len(p.good)
 	}
-	for _, s := range p.past {
-		ref = max(ref, s.n)
+	if len(p.past) > 0 {
+		ref = max(ref, p.past[0].n)
 	}
 	return ref
 }

@@ -2,16 +2,17 @@ package resolver
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"testing"
 	"time"
 
 	"github.com/musterhq/muster/registry"
 )
 
-func list(n int) []registry.Instance {
-	out := make([]registry.Instance, n)
+func list(n int) []*registry.Instance {
+	out := make([]*registry.Instance, n)
 	for i := range out {
-		out[i] = registry.Instance{Name: "s", ID: fmt.Sprint(i), Addr: fmt.Sprintf("h:%d", i+1)}
+		out[i] = &registry.Instance{Name: "s", ID: fmt.Sprint(i), Addr: fmt.Sprintf("h:%d", i+1)}
 	}
 	return out
 }
@@ -66,5 +67,46 @@ func TestProtectorDisabled(t *testing.T) {
 	p.decide(time.Unix(0, 0), list(10))
 	if got, prot := p.decide(time.Unix(1, 0), nil); prot || len(got) != 0 {
 		t.Fatalf("fraction 0 still protects: served %d", len(got))
+	}
+}
+
+// The reference is the largest size remembered within the window, as a
+// scan of the whole history finds it, and the protector keeps only the
+// sizes that can still be that maximum: each update costs O(1) however
+// many updates the window holds.
+func TestProtectorReferenceIsTheWindowMaximum(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	p := &protector{fraction: 0.5, window: 10 * time.Second}
+	var history []servedSize
+	now, asked := time.Unix(1000, 0), time.Unix(1000, 0)
+	for i := 0; i < 5000; i++ {
+		now = now.Add(time.Duration(rng.IntN(500)) * time.Millisecond)
+		s := servedSize{n: rng.IntN(100), end: now}
+		p.remember(s)
+		history = append(history, s)
+		if at := now.Add(time.Duration(rng.IntN(3000)) * time.Millisecond); at.After(asked) {
+			asked = at
+		}
+		want := 0
+		for _, h := range history {
+			if !h.end.Before(asked.Add(-p.window)) {
+				want = max(want, h.n)
+			}
+		}
+		if got := p.reference(asked); got != want {
+			t.Fatalf("update %d: reference %d, want %d (the largest of the window)", i, got, want)
+		}
+		if len(p.past) > 100 {
+			t.Fatalf("update %d: %d sizes kept; at most 100 distinct sizes can be a maximum", i, len(p.past))
+		}
+	}
+	// Through decide: an hour-long window of 10,000 updates keeps no more
+	// sizes than there are distinct ones.
+	g := &protector{fraction: 0.5, window: time.Hour}
+	for i := 0; i < 10000; i++ {
+		g.decide(time.Unix(int64(i), 0), list(i%500+1))
+	}
+	if len(g.past) > 500 {
+		t.Fatalf("%d sizes kept after 10,000 updates of at most 500 distinct sizes", len(g.past))
 	}
 }

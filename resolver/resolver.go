@@ -26,9 +26,9 @@ type musterResolver struct {
 
 	// Owned by run.
 	protect   protector
-	delivered bool                // a state or error reached the channel
-	live      bool                // the last state came from the registry, not the disk
-	sent      []registry.Instance // the list last pushed
+	delivered bool                 // a state or error reached the channel
+	live      bool                 // the last state came from the registry, not the disk
+	sent      []*registry.Instance // the list last pushed
 	sentEPs   []grpcresolver.Endpoint
 	withheld  bool // protection is withholding the live list
 }
@@ -128,12 +128,12 @@ func (r *musterResolver) startFromDisk() {
 
 // choose applies the target's filters, then subsetting, to a service's
 // list.
-func (r *musterResolver) choose(list []registry.Instance) []registry.Instance {
+func (r *musterResolver) choose(list []*registry.Instance) []*registry.Instance {
 	o := &r.b.opts
 	return subset(r.q.filter(list, r.q.zone, o.zoneFallback), o.clientID, o.subsetSize)
 }
 
-func (r *musterResolver) push(list []registry.Instance) {
+func (r *musterResolver) push(list []*registry.Instance) {
 	eps := reuseEndpoints(list, r.sent, r.sentEPs)
 	// Addresses too, for balancers that read only them (balancer/base).
 	addrs := make([]grpcresolver.Address, len(eps))
@@ -150,20 +150,26 @@ func (r *musterResolver) push(list []registry.Instance) {
 
 // reuseEndpoints returns the endpoints of list, reusing those built for
 // prev (whose endpoints are prevEPs) for unchanged instances. Both lists are
-// sorted by ID, so one merge pass finds them: an update touching a few
-// instances of a large service builds only those.
-func reuseEndpoints(list, prev []registry.Instance, prevEPs []grpcresolver.Endpoint) []grpcresolver.Endpoint {
+// sorted by ID, so one merge pass finds them, and an unchanged instance is
+// the same pointer in both: an update touching a few instances of a large
+// service builds only those.
+func reuseEndpoints(list, prev []*registry.Instance, prevEPs []grpcresolver.Endpoint) []grpcresolver.Endpoint {
 	eps := make([]grpcresolver.Endpoint, len(list))
 	j := 0
 	for i, in := range list {
+		if j < len(prev) && prev[j] == in {
+			eps[i] = prevEPs[j] // the common case: no string compared
+			j++
+			continue
+		}
 		for j < len(prev) && prev[j].ID < in.ID {
 			j++
 		}
-		if j < len(prev) && prev[j].ID == in.ID && prev[j].Equal(in) {
+		if j < len(prev) && prev[j].ID == in.ID && prev[j].Equal(*in) {
 			eps[i] = prevEPs[j]
 			continue
 		}
-		eps[i] = EndpointOf(in)
+		eps[i] = endpointOf(in)
 	}
 	return eps
 }
@@ -174,12 +180,13 @@ func (r *musterResolver) reportError(err error) {
 	r.live = false
 }
 
-func sameInstances(a, b []registry.Instance) bool {
+// sameInstances reports whether two sorted lists hold equal instances.
+func sameInstances(a, b []*registry.Instance) bool {
 	if len(a) != len(b) {
 		return false
 	}
 	for i := range a {
-		if !a[i].Equal(b[i]) {
+		if a[i] != b[i] && !a[i].Equal(*b[i]) {
 			return false
 		}
 	}

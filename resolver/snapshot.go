@@ -41,7 +41,7 @@ func (s *snapshotStore) path(service string) string {
 
 // save writes list atomically (temp file, fsync, rename) unless rev was
 // written already.
-func (s *snapshotStore) save(service string, rev int64, list []registry.Instance, now time.Time) error {
+func (s *snapshotStore) save(service string, rev int64, list []*registry.Instance, now time.Time) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.written[service] >= rev {
@@ -49,7 +49,7 @@ func (s *snapshotStore) save(service string, rev int64, list []registry.Instance
 	}
 	f := snapshotFile{V: snapshotVersion, Service: service, SavedAt: now.UTC(), Revision: rev}
 	for _, in := range list {
-		v, err := registry.Marshal(in)
+		v, err := registry.Marshal(*in)
 		if err != nil {
 			return fmt.Errorf("resolver: snapshot of %s: %w", service, err)
 		}
@@ -95,7 +95,7 @@ var errNoSnapshot = errors.New("resolver: no snapshot")
 // load reads the snapshot of service. A missing file is errNoSnapshot; a
 // corrupt file, another version or another service's file is an error
 // naming the problem, and nothing of it is used.
-func (s *snapshotStore) load(service string) ([]registry.Instance, time.Time, error) {
+func (s *snapshotStore) load(service string) ([]*registry.Instance, time.Time, error) {
 	data, err := os.ReadFile(s.path(service))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, time.Time{}, errNoSnapshot
@@ -113,7 +113,7 @@ func (s *snapshotStore) load(service string) ([]registry.Instance, time.Time, er
 	if f.Service != service {
 		return nil, time.Time{}, fmt.Errorf("resolver: snapshot %s is of service %q, not %q", s.path(service), f.Service, service)
 	}
-	list := make([]registry.Instance, 0, len(f.Instances))
+	list := make([]*registry.Instance, 0, len(f.Instances))
 	for i, raw := range f.Instances {
 		in, err := registry.Unmarshal(raw)
 		if err != nil {
@@ -122,7 +122,7 @@ func (s *snapshotStore) load(service string) ([]registry.Instance, time.Time, er
 		if in.Name != service {
 			return nil, time.Time{}, fmt.Errorf("resolver: snapshot %s: instance %d is of service %q", s.path(service), i, in.Name)
 		}
-		list = append(list, in)
+		list = append(list, &in)
 	}
 	return list, f.SavedAt, nil
 }

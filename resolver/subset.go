@@ -14,7 +14,7 @@ import (
 // subset changes nothing, removing one inside replaces exactly that one (by
 // the next-highest score), and clients with different IDs spread evenly
 // over the instances. list must be sorted by ID; it is not modified.
-func subset(list []registry.Instance, clientID string, size int) []registry.Instance {
+func subset(list []*registry.Instance, clientID string, size int) []*registry.Instance {
 	if size <= 0 || len(list) <= size {
 		return list
 	}
@@ -43,7 +43,7 @@ func subset(list []registry.Instance, clientID string, size int) []registry.Inst
 		chosen[i] = all[i].index
 	}
 	slices.Sort(chosen)
-	out := make([]registry.Instance, size)
+	out := make([]*registry.Instance, size)
 	for i, idx := range chosen {
 		out[i] = list[idx]
 	}

@@ -7,15 +7,15 @@ import (
 	"github.com/musterhq/muster/registry"
 )
 
-func instances(n int) []registry.Instance {
-	out := make([]registry.Instance, n)
+func instances(n int) []*registry.Instance {
+	out := make([]*registry.Instance, n)
 	for i := range out {
-		out[i] = registry.Instance{Name: "big", ID: fmt.Sprintf("instance-%04d", i), Addr: fmt.Sprintf("10.1.%d.%d:80", i/200, i%200)}
+		out[i] = &registry.Instance{Name: "big", ID: fmt.Sprintf("instance-%04d", i), Addr: fmt.Sprintf("10.1.%d.%d:80", i/200, i%200)}
 	}
 	return out
 }
 
-func ids(list []registry.Instance) map[string]bool {
+func ids(list []*registry.Instance) map[string]bool {
 	m := map[string]bool{}
 	for _, in := range list {
 		m[in.ID] = true
@@ -23,8 +23,8 @@ func ids(list []registry.Instance) map[string]bool {
 	return m
 }
 
-func without(list []registry.Instance, id string) []registry.Instance {
-	var out []registry.Instance
+func without(list []*registry.Instance, id string) []*registry.Instance {
+	var out []*registry.Instance
 	for _, in := range list {
 		if in.ID != id {
 			out = append(out, in)

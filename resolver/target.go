@@ -71,7 +71,7 @@ func parseTarget(u url.URL) (query, error) {
 }
 
 // matches reports whether in passes the version and metadata filters.
-func (q query) matches(in registry.Instance) bool {
+func (q query) matches(in *registry.Instance) bool {
 	if q.version != "" && in.Version != q.version {
 		return false
 	}
@@ -86,11 +86,11 @@ func (q query) matches(in registry.Instance) bool {
 // filter applies the version and metadata filters, then the zone
 // preference: instances in zone if there are any, else all of them when
 // fallback is on, else none.
-func (q query) filter(list []registry.Instance, zone string, fallback bool) []registry.Instance {
+func (q query) filter(list []*registry.Instance, zone string, fallback bool) []*registry.Instance {
 	if q.version == "" && len(q.metadata) == 0 && zone == "" {
 		return list // shared, read-only: nothing to filter
 	}
-	out := make([]registry.Instance, 0, len(list))
+	out := make([]*registry.Instance, 0, len(list))
 	for _, in := range list {
 		if q.matches(in) {
 			out = append(out, in)

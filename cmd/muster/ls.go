@@ -137,7 +137,7 @@ func writeServices(stdout, stderr io.Writer, output, prefix string, rows []servi
 	return tw.Flush()
 }
 
-func writeInstances(stdout, stderr io.Writer, output, service string, ins []registry.Instance) error {
+func writeInstances(stdout, stderr io.Writer, output, service string, ins []*registry.Instance) error {
 	if output == outputJSON {
 		vals, err := instancesJSON(ins)
 		if err != nil {

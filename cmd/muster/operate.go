@@ -85,7 +85,7 @@ func runGet(ctx context.Context, g *globalOptions, output, service, id string, s
 				}
 				return writeJSON(stdout, v)
 			}
-			return writeInstanceTable(stdout, []registry.Instance{in}, timeNow())
+			return writeInstanceTable(stdout, []*registry.Instance{in}, timeNow())
 		}
 	}
 	return fmt.Errorf("%w: %s/%s", etcd.ErrNoInstance, service, id)

@@ -20,15 +20,15 @@ var timeNow = time.Now
 
 // instanceJSON returns in as the JSON value a registrar stores for it, so
 // that JSON output has the field names of the stored value.
-func instanceJSON(in registry.Instance) (json.RawMessage, error) {
-	b, err := registry.Marshal(in)
+func instanceJSON(in *registry.Instance) (json.RawMessage, error) {
+	b, err := registry.Marshal(*in)
 	if err != nil {
 		return nil, fmt.Errorf("encode instance %s/%s: %w", in.Name, in.ID, err)
 	}
 	return b, nil
 }
 
-func instancesJSON(ins []registry.Instance) ([]json.RawMessage, error) {
+func instancesJSON(ins []*registry.Instance) ([]json.RawMessage, error) {
 	out := make([]json.RawMessage, 0, len(ins))
 	for _, in := range ins {
 		b, err := instanceJSON(in)
@@ -56,7 +56,7 @@ func newTable(w io.Writer) *tabwriter.Writer {
 }
 
 // writeInstanceTable writes one row per instance, in the given order.
-func writeInstanceTable(w io.Writer, ins []registry.Instance, now time.Time) error {
+func writeInstanceTable(w io.Writer, ins []*registry.Instance, now time.Time) error {
 	tw := newTable(w)
 	fmt.Fprintln(tw, "ID\tADDR\tVERSION\tZONE\tWEIGHT\tMETADATA\tAGE")
 	for _, in := range ins {
@@ -126,7 +126,7 @@ func formatAge(d time.Duration) string {
 
 // describeInstance renders the attributes of in after its ID and address,
 // as in "(version v1.4.2, zone eu-1a, weight 100, metadata color=blue)".
-func describeInstance(in registry.Instance) string {
+func describeInstance(in *registry.Instance) string {
 	var parts []string
 	if in.Version != "" {
 		parts = append(parts, "version "+quoteIfNeeded(in.Version))
@@ -147,7 +147,7 @@ func describeInstance(in registry.Instance) string {
 
 // describeChange lists the fields that differ between two versions of an
 // instance, as in "weight 100->0, version v1->v2".
-func describeChange(old, cur registry.Instance) string {
+func describeChange(old, cur *registry.Instance) string {
 	var parts []string
 	str := func(field, a, b string) {
 		if a != b {

@@ -147,7 +147,7 @@ func (p *watchPrinter) event(ev watchEvent) {
 	_, p.err = p.w.Write(append(b, '\n'))
 }
 
-func (p *watchPrinter) instance(in registry.Instance) json.RawMessage {
+func (p *watchPrinter) instance(in *registry.Instance) json.RawMessage {
 	b, err := instanceJSON(in)
 	if err != nil && p.err == nil {
 		p.err = err
@@ -203,18 +203,18 @@ func (p *watchPrinter) changes(prev, cur registry.Snapshot) {
 	case prev.Stale() && !cur.Stale():
 		p.fresh(cur)
 	}
-	old := make(map[string]registry.Instance, len(prev.Instances))
+	old := make(map[string]*registry.Instance, len(prev.Instances))
 	for _, in := range prev.Instances {
 		old[in.ID] = in
 	}
-	var added []registry.Instance
+	var added []*registry.Instance
 	for _, in := range cur.Instances {
 		o, ok := old[in.ID]
 		delete(old, in.ID)
 		switch {
 		case !ok:
 			added = append(added, in)
-		case !o.Equal(in):
+		case o != in && !o.Equal(*in):
 			if p.json {
 				p.event(watchEvent{Event: "changed", Revision: cur.Revision, Instance: p.instance(in), Previous: p.instance(o)})
 			} else {

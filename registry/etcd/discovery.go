@@ -210,9 +210,9 @@ func (d *Discovery) startService(name string) *service {
 		done:      make(chan struct{}),
 		watchers:  make(map[*watcher]struct{}),
 		snap:      registry.Snapshot{Service: name},
-		raw:       make(map[string]registry.Instance),
+		raw:       make(map[string]*registry.Instance),
 		overrides: make(map[string]registry.Override),
-		cache:     make(map[string]registry.Instance),
+		cache:     make(map[string]*registry.Instance),
 		bad:       make(map[string]int64),
 	}
 	go s.run(ctx)

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/musterhq/muster/internal/etcdtest"
 	"github.com/musterhq/muster/internal/registrytest"
 	"github.com/musterhq/muster/registry"
@@ -231,5 +233,75 @@ func TestWatchAfterCloseAndLinger(t *testing.T) {
 	}
 	if _, err := d.Watch(context.Background(), "svc"); err != registry.ErrClosed {
 		t.Fatalf("Watch after Close = %v, want ErrClosed", err)
+	}
+}
+
+// Snapshots share unchanged instances: the same pointer from one snapshot
+// to the next, so that consumers find changes by comparing pointers. A
+// changed instance (here by an override) is a new pointer; a value written
+// again unchanged keeps its pointer.
+func TestUnchangedInstancesKeepTheirPointers(t *testing.T) {
+	c := etcdtest.Start(t)
+	cli := c.Client(t)
+	r := newRegistrar(t, cli, fast("/p")...)
+	d := newDiscovery(t, cli, fast("/p")...)
+	ctx := ctxFor(t, 30*time.Second)
+	register := func(id string) {
+		t.Helper()
+		if err := r.Register(ctx, instance("svc", id, 9000)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	register("a")
+	register("b")
+	w, err := d.Watch(ctx, "svc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	byID := func(s registry.Snapshot) map[string]*registry.Instance {
+		m := map[string]*registry.Instance{}
+		for _, in := range s.Instances {
+			m[in.ID] = in
+		}
+		return m
+	}
+	first := byID(registrytest.WaitFor(t, w, "a and b", registrytest.HasIDs("a", "b")))
+
+	register("c")
+	second := byID(registrytest.WaitFor(t, w, "a, b and c", registrytest.HasIDs("a", "b", "c")))
+	if second["a"] != first["a"] || second["b"] != first["b"] {
+		t.Fatalf("adding c replaced unchanged instances: a %p → %p, b %p → %p", first["a"], second["a"], first["b"], second["b"])
+	}
+
+	zero := 0
+	if err := etcd.SetOverride(ctx, cli, "svc", "b", registry.Override{Weight: &zero}, etcd.WithPrefix("/p")); err != nil {
+		t.Fatal(err)
+	}
+	third := byID(registrytest.WaitFor(t, w, "b drained", func(s registry.Snapshot) bool {
+		b := byID(s)["b"]
+		return b != nil && b.Draining
+	}))
+	if third["b"] == second["b"] || second["b"].Draining {
+		t.Fatalf("the override did not make a new instance for b, or changed the old one: %+v, %+v", second["b"], third["b"])
+	}
+	if third["a"] != first["a"] || third["c"] != second["c"] {
+		t.Fatal("an override of b replaced a or c")
+	}
+
+	// a's value written again as it is, then d registered: when d is seen,
+	// a's rewrite was applied before it.
+	resp, err := cli.Get(ctx, registry.Key("/p", "svc", "a"))
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("get a: %v, %d keys", err, len(resp.Kvs))
+	}
+	kv := resp.Kvs[0]
+	if _, err := cli.Put(ctx, string(kv.Key), string(kv.Value), clientv3.WithLease(clientv3.LeaseID(kv.Lease))); err != nil {
+		t.Fatal(err)
+	}
+	register("d")
+	fourth := byID(registrytest.WaitFor(t, w, "a, b, c and d", registrytest.HasIDs("a", "b", "c", "d")))
+	if fourth["a"] != first["a"] {
+		t.Fatalf("an unchanged rewrite of a replaced it: %p → %p", first["a"], fourth["a"])
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -36,10 +35,13 @@ type service struct {
 	linger   *time.Timer
 
 	// Owned by the run goroutine, all by instance key.
-	raw       map[string]registry.Instance // instances as registered
-	overrides map[string]registry.Override // operators' overrides
-	cache     map[string]registry.Instance // raw with overrides applied: what is served
-	bad       map[string]int64             // key (of either kind) -> mod revision of a skipped value
+	// Instances are never modified once stored: snapshots share them, and
+	// an unchanged instance keeps its pointer from one snapshot to the
+	// next. An instance without an override is one copy, in raw and cache.
+	raw       map[string]*registry.Instance // instances as registered
+	overrides map[string]registry.Override  // operators' overrides
+	cache     map[string]*registry.Instance // raw with overrides applied: what is served
+	bad       map[string]int64              // key (of either kind) -> mod revision of a skipped value
 }
 
 func (s *service) addWatcher(w *watcher) {
@@ -141,7 +143,7 @@ func (s *service) load(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("etcd: get %s: %w", s.prefix, err)
 	}
 	s.d.loads.Add(1)
-	raw := make(map[string]registry.Instance, len(resp.Kvs))
+	raw := make(map[string]*registry.Instance, len(resp.Kvs))
 	overrides := map[string]registry.Override{}
 	seen := make(map[string]bool, len(s.bad))
 	for _, kv := range resp.Kvs {
@@ -154,7 +156,7 @@ func (s *service) load(ctx context.Context) (int64, error) {
 			continue
 		}
 		if in, ok := s.decode(kv); ok {
-			raw[key] = in
+			raw[key] = &in
 		}
 	}
 	for key := range s.bad {
@@ -162,12 +164,12 @@ func (s *service) load(ctx context.Context) (int64, error) {
 			delete(s.bad, key)
 		}
 	}
-	cache := make(map[string]registry.Instance, len(raw))
+	cache := make(map[string]*registry.Instance, len(raw))
 	for key, in := range raw {
-		if o, ok := overrides[key]; ok {
-			in = o.Apply(in)
+		cache[key] = s.served(key, in, overrides[key])
+		if _, ok := overrides[key]; !ok {
+			raw[key] = cache[key]
 		}
-		cache[key] = in
 	}
 	var touched []string
 	if !sameCache(s.cache, cache) {
@@ -301,7 +303,7 @@ func (s *service) apply(ev *clientv3.Event) (string, bool) {
 	if !deleted {
 		if in, ok := s.decode(ev.Kv); ok {
 			delete(s.bad, key)
-			s.raw[key] = in
+			s.raw[key] = &in
 		}
 	}
 	return key, s.merge(key)
@@ -316,11 +318,31 @@ func (s *service) merge(key string) bool {
 		delete(s.cache, key)
 		return had
 	}
-	if o, ok := s.overrides[key]; ok {
-		in = o.Apply(in)
+	o, overridden := s.overrides[key]
+	served := s.served(key, in, o)
+	if !overridden {
+		s.raw[key] = served
 	}
-	s.cache[key] = in
-	return !had || !old.Equal(in)
+	s.cache[key] = served
+	return !had || served != old
+}
+
+// served returns the instance to serve for key, registered as in, with the
+// override o (zero: none): the cached instance if it is equal, so that
+// snapshots keep sharing it, else in itself, else a new one.
+func (s *service) served(key string, in *registry.Instance, o registry.Override) *registry.Instance {
+	old, had := s.cache[key]
+	if o.Weight == nil {
+		if had && (old == in || old.Equal(*in)) {
+			return old
+		}
+		return in
+	}
+	v := o.Apply(*in)
+	if had && old.Equal(v) {
+		return old
+	}
+	return &v
 }
 
 // decodeOverride decodes an override value, or logs and counts it once as
@@ -372,7 +394,7 @@ var allKeys = []string{}
 // changed, on the first load, and when the snapshot stops being stale.
 func (s *service) publish(rev int64, touched []string) {
 	changed := touched != nil
-	var instances []registry.Instance
+	var instances []*registry.Instance
 	if changed {
 		// Built outside the lock: only this goroutine writes snapshots.
 		s.mu.Lock()
@@ -403,15 +425,15 @@ const patchLimit = 16
 // changed: a patched copy of prev for a few keys (O(n) instead of
 // O(n log n) per watch response), a full rebuild otherwise. prev is never
 // modified: watchers may hold it.
-func (s *service) nextInstances(prev []registry.Instance, touched []string) []registry.Instance {
+func (s *service) nextInstances(prev []*registry.Instance, touched []string) []*registry.Instance {
 	if len(touched) == 0 || len(touched) > patchLimit {
 		return sortedInstances(s.cache)
 	}
-	next := make([]registry.Instance, len(prev), len(prev)+len(touched))
+	next := make([]*registry.Instance, len(prev), len(prev)+len(touched))
 	copy(next, prev)
 	for _, key := range touched {
 		id := key[len(s.prefix):]
-		i, found := slices.BinarySearchFunc(next, id, func(in registry.Instance, id string) int {
+		i, found := slices.BinarySearchFunc(next, id, func(in *registry.Instance, id string) int {
 			return strings.Compare(in.ID, id)
 		})
 		in, present := s.cache[key]
@@ -455,21 +477,23 @@ func (s *service) notifyLocked() {
 	}
 }
 
-func sortedInstances(cache map[string]registry.Instance) []registry.Instance {
-	out := make([]registry.Instance, 0, len(cache))
+func sortedInstances(cache map[string]*registry.Instance) []*registry.Instance {
+	out := make([]*registry.Instance, 0, len(cache))
 	for _, in := range cache {
 		out = append(out, in)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	slices.SortFunc(out, func(a, b *registry.Instance) int { return strings.Compare(a.ID, b.ID) })
 	return out
 }
 
-func sameCache(a, b map[string]registry.Instance) bool {
+// sameCache reports whether two caches serve the same instances. Unchanged
+// instances are shared between them, so pointers are compared first.
+func sameCache(a, b map[string]*registry.Instance) bool {
 	if len(a) != len(b) {
 		return false
 	}
 	for k, v := range a {
-		if w, ok := b[k]; !ok || !v.Equal(w) {
+		if w, ok := b[k]; !ok || (v != w && !v.Equal(*w)) {
 			return false
 		}
 	}
