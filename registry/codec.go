@@ -38,14 +38,20 @@ func Marshal(in Instance) ([]byte, error) {
 	if err := in.Validate(); err != nil {
 		return nil, err
 	}
-	in = in.Normalize()
+	id := in.ID
+	if id == "" {
+		id = in.Addr // as Normalize does
+	}
 	w := in.EffectiveWeight()
 	wi := wireInstance{
-		V: SchemaVersion, ID: in.ID, Name: in.Name, Version: in.Version,
+		V: SchemaVersion, ID: id, Name: in.Name, Version: in.Version,
 		Addr: in.Addr, Zone: in.Zone, Weight: &w, Metadata: in.Metadata,
 	}
 	if !in.RegisteredAt.IsZero() {
 		wi.RegisteredAt = in.RegisteredAt.UTC().Format(time.RFC3339Nano)
+	}
+	if b, ok := appendWire(make([]byte, 0, 160), &wi); ok {
+		return b, nil
 	}
 	return json.Marshal(wi)
 }
@@ -58,8 +64,11 @@ func Marshal(in Instance) ([]byte, error) {
 // shape, and ErrInvalidInstance for a decoded instance that fails Validate.
 func Unmarshal(data []byte) (Instance, error) {
 	var wi wireInstance
-	if err := json.Unmarshal(data, &wi); err != nil {
-		return Instance{}, fmt.Errorf("%w: %v", ErrMalformedValue, err)
+	if !parseWire(data, &wi) {
+		wi = wireInstance{}
+		if err := json.Unmarshal(data, &wi); err != nil {
+			return Instance{}, fmt.Errorf("%w: %v", ErrMalformedValue, err)
+		}
 	}
 	if wi.V != SchemaVersion {
 		return Instance{}, fmt.Errorf("%w: got v=%d, this code reads v=%d", ErrUnsupportedVersion, wi.V, SchemaVersion)
