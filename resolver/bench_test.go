@@ -2,8 +2,11 @@ package resolver_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"google.golang.org/grpc/serviceconfig"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,121 +27,186 @@ import (
 )
 
 // The benchmarks measure resolvers, not connections: channels use a
-// balancer that accepts states and dials nothing.
+// balancer that accepts states and dials nothing. Its config names an
+// Arrivals in settled, which it marks with the endpoint count of every state
+// it gets, so that a benchmark can wait until a change has gone all the way
+// through the channel before it makes the next one.
 const noopBalancer = "muster_bench_noop"
+
+var (
+	registerNoop sync.Once
+	settled      sync.Map // config key -> *registrytest.Arrivals
+	settledKeys  atomic.Uint64
+)
 
 type noopBuilder struct{}
 
 func (noopBuilder) Build(balancer.ClientConn, balancer.BuildOptions) balancer.Balancer { return noop{} }
 func (noopBuilder) Name() string                                                       { return noopBalancer }
 
+type noopConfig struct {
+	serviceconfig.LoadBalancingConfig
+	Settled string `json:"settled"`
+}
+
+func (noopBuilder) ParseConfig(js json.RawMessage) (serviceconfig.LoadBalancingConfig, error) {
+	var c noopConfig
+	err := json.Unmarshal(js, &c)
+	return &c, err
+}
+
 type noop struct{}
 
-func (noop) UpdateClientConnState(balancer.ClientConnState) error       { return nil }
+func (noop) UpdateClientConnState(s balancer.ClientConnState) error {
+	if c, ok := s.BalancerConfig.(*noopConfig); ok {
+		if a, ok := settled.Load(c.Settled); ok {
+			a.(*registrytest.Arrivals).Mark(len(s.ResolverState.Endpoints), time.Now())
+		}
+	}
+	return nil
+}
 func (noop) ResolverError(error)                                        {}
 func (noop) UpdateSubConnState(balancer.SubConn, balancer.SubConnState) {}
 func (noop) Close()                                                     {}
 func (noop) ExitIdle()                                                  {}
 
-var registerNoop sync.Once
-
-func openChannel(b *testing.B, bld grpcresolver.Builder, target string) {
+// openChannel opens a channel on target, resolved by bld, and returns the
+// Arrivals its balancer marks.
+func openChannel(b *testing.B, bld grpcresolver.Builder, target string) *registrytest.Arrivals {
 	registerNoop.Do(func() { balancer.Register(noopBuilder{}) })
+	key := fmt.Sprint(settledKeys.Add(1))
+	arrivals := registrytest.NewArrivals()
+	settled.Store(key, arrivals)
 	conn, err := grpc.NewClient(target, grpc.WithResolvers(bld),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"`+noopBalancer+`":{}}]}`))
+		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"`+noopBalancer+`":{"settled":"`+key+`"}}]}`))
 	if err != nil {
 		b.Fatal(err)
 	}
 	conn.Connect()
-	b.Cleanup(func() { _ = conn.Close() })
+	b.Cleanup(func() {
+		_ = conn.Close()
+		settled.Delete(key)
+	})
+	return arrivals
+}
+
+// convergencePath is one way for a new instance to reach a channel.
+type convergencePath struct {
+	name string
+	// once adds the i-th instance (from 0) and returns how long it took
+	// to reach the watcher or channel; it returns after the channel has
+	// taken the change in, so that no work of it overlaps the next one.
+	once func(i int) time.Duration
+	lat  []time.Duration
 }
 
 // BenchmarkConvergence measures a new registration's way to a real
-// ClientConn's UpdateState: the floor (a raw Put seen by a raw Watch),
-// Muster's resolver (Registrar.Register → UpdateState) and etcd's own
-// naming resolver (endpoints.Manager.AddEndpoint → UpdateState), on one
-// embedded server. Run with -benchtime 300x or more.
+// ClientConn's UpdateState, one registration at a time, on one embedded
+// server, for four paths: the floor (a raw Put seen by a raw Watch),
+// Muster's resolver fed by Registrar.Register and by a raw Put of the
+// same value, and etcd's own naming resolver (endpoints.Manager.AddEndpoint
+// → UpdateState). The paths take turns within each iteration (in a
+// rotating order), so they share the machine's state and their ratios are
+// measured side by side rather than minutes apart; each service grows by
+// one instance per iteration. It reports p50 and p99 per path and the
+// ratios of the p50s. Run with -benchtime 300x or more.
 func BenchmarkConvergence(b *testing.B) {
 	c := etcdtest.Start(b)
 	cli := c.Client(b, c.DirectEndpoints()...)
-
-	b.Run("floor=raw-put-watch", func(b *testing.B) { registrytest.BenchRawPutWatch(b, cli) })
-
-	b.Run("muster=register-updatestate", func(b *testing.B) {
-		var reg *etcd.Registrar
-		benchMuster(b, cli, func(ctx context.Context, prefix string, in registry.Instance) error {
-			if reg == nil {
-				var err error
-				if reg, err = etcd.NewRegistrar(cli, etcd.WithPrefix(prefix), etcd.WithLogger(quiet)); err != nil {
-					return err
-				}
-				b.Cleanup(func() { _ = reg.Close() })
-			}
-			return reg.Register(ctx, in)
-		})
-	})
-
-	b.Run("muster=raw-put-updatestate", func(b *testing.B) {
-		benchMuster(b, cli, func(ctx context.Context, prefix string, in registry.Instance) error {
-			val, err := registry.Marshal(in)
+	floor := registrytest.NewRawPutWatch(b, cli)
+	paths := []*convergencePath{
+		{name: "floor", once: func(i int) time.Duration { return floor.Once(b, i) }},
+		{name: "muster-register", once: musterPath(b, cli, func(prefix string) func(context.Context, registry.Instance) error {
+			reg, err := etcd.NewRegistrar(cli, etcd.WithPrefix(prefix), etcd.WithLogger(quiet))
 			if err != nil {
-				return err
-			}
-			_, err = cli.Put(ctx, registry.Key(prefix, in.Name, in.ID), string(val))
-			return err
-		})
-	})
-
-	b.Run("etcd-naming=add-endpoint-updatestate", func(b *testing.B) {
-		target := fmt.Sprintf("bench-naming-%d", time.Now().UnixNano())
-		em, err := endpoints.NewManager(cli, target)
-		if err != nil {
-			b.Fatal(err)
-		}
-		nb, err := etcdnaming.NewBuilder(cli)
-		if err != nil {
-			b.Fatal(err)
-		}
-		seen := registrytest.NewArrivals()
-		openChannel(b, resolvertest.RecordingBuilder{Builder: nb, OnUpdate: seen.Mark}, "etcd:///"+target)
-		ctx := context.Background()
-		var lat []time.Duration
-		for i := 0; i < b.N; i++ {
-			start := time.Now()
-			addr := fmt.Sprintf("127.0.0.1:%d", 20000+i)
-			if err := em.AddEndpoint(ctx, target+"/"+addr, endpoints.Endpoint{Addr: addr}); err != nil {
 				b.Fatal(err)
 			}
-			lat = append(lat, seen.Wait(b, i+1).Sub(start))
+			b.Cleanup(func() { _ = reg.Close() })
+			return reg.Register
+		})},
+		{name: "muster-put", once: musterPath(b, cli, func(prefix string) func(context.Context, registry.Instance) error {
+			return func(ctx context.Context, in registry.Instance) error {
+				val, err := registry.Marshal(in)
+				if err != nil {
+					return err
+				}
+				_, err = cli.Put(ctx, registry.Key(prefix, in.Name, in.ID), string(val))
+				return err
+			}
+		})},
+		{name: "etcd-naming", once: etcdNamingPath(b, cli)},
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for k := range paths {
+			p := paths[(i+k)%len(paths)]
+			p.lat = append(p.lat, p.once(i))
 		}
-		registrytest.ReportPercentiles(b, lat)
-	})
+	}
+	b.StopTimer()
+	p50 := map[string]time.Duration{}
+	for _, p := range paths {
+		p50[p.name] = registrytest.Percentile(p.lat, 0.50)
+		b.ReportMetric(registrytest.Micros(p50[p.name]), p.name+"-p50-µs")
+		b.ReportMetric(registrytest.Micros(registrytest.Percentile(p.lat, 0.99)), p.name+"-p99-µs")
+	}
+	ratio := func(a, b string) float64 { return float64(p50[a]) / float64(p50[b]) }
+	b.ReportMetric(ratio("muster-register", "floor"), "register/floor")
+	b.ReportMetric(ratio("muster-register", "etcd-naming"), "register/etcd-naming")
+	b.ReportMetric(ratio("etcd-naming", "floor"), "etcd-naming/floor")
+	b.ReportMetric(0, "ns/op")
 }
 
-// benchMuster times add(instance i) until a channel resolving through
-// Muster gets a state with i+1 endpoints.
-func benchMuster(b *testing.B, cli *clientv3.Client, add func(ctx context.Context, prefix string, in registry.Instance) error) {
-	prefix := fmt.Sprintf("/bench-%s-%d", b.Name(), time.Now().UnixNano())
+// musterPath returns the once function of a path that adds instances with
+// the function made by newAdd (given the path's etcd prefix) and waits for
+// them at a channel resolving through a Discovery.
+func musterPath(b *testing.B, cli *clientv3.Client, newAdd func(prefix string) func(context.Context, registry.Instance) error) func(int) time.Duration {
+	prefix := fmt.Sprintf("/bench-%d", time.Now().UnixNano())
 	disc, err := etcd.NewDiscovery(cli, etcd.WithPrefix(prefix), etcd.WithLogger(quiet))
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer disc.Close()
+	b.Cleanup(func() { _ = disc.Close() })
+	add := newAdd(prefix)
 	seen := registrytest.NewArrivals()
-	openChannel(b, resolvertest.RecordingBuilder{Builder: resolver.NewBuilder(disc, resolver.WithLogger(quiet)), OnUpdate: seen.Mark}, "muster:///svc")
-	seen.Wait(b, 0)
-	ctx := context.Background()
-	var lat []time.Duration
-	for i := 0; i < b.N; i++ {
+	done := openChannel(b, resolvertest.RecordingBuilder{Builder: resolver.NewBuilder(disc, resolver.WithLogger(quiet)), OnUpdate: seen.Mark}, "muster:///svc")
+	done.Wait(b, 0)
+	return func(i int) time.Duration {
 		start := time.Now()
 		in := registry.Instance{Name: "svc", ID: fmt.Sprintf("%06d", i), Addr: fmt.Sprintf("127.0.0.1:%d", 20000+i)}
-		if err := add(ctx, prefix, in); err != nil {
+		if err := add(context.Background(), in); err != nil {
 			b.Fatal(err)
 		}
-		lat = append(lat, seen.Wait(b, i+1).Sub(start))
+		d := seen.Wait(b, i+1).Sub(start)
+		done.Wait(b, i+1)
+		return d
 	}
-	registrytest.ReportPercentiles(b, lat)
+}
+
+// etcdNamingPath is musterPath for etcd's naming resolver.
+func etcdNamingPath(b *testing.B, cli *clientv3.Client) func(int) time.Duration {
+	target := fmt.Sprintf("bench-naming-%d", time.Now().UnixNano())
+	em, err := endpoints.NewManager(cli, target)
+	if err != nil {
+		b.Fatal(err)
+	}
+	nb, err := etcdnaming.NewBuilder(cli)
+	if err != nil {
+		b.Fatal(err)
+	}
+	seen := registrytest.NewArrivals()
+	done := openChannel(b, resolvertest.RecordingBuilder{Builder: nb, OnUpdate: seen.Mark}, "etcd:///"+target)
+	return func(i int) time.Duration {
+		start := time.Now()
+		addr := fmt.Sprintf("127.0.0.1:%d", 20000+i)
+		if err := em.AddEndpoint(context.Background(), target+"/"+addr, endpoints.Endpoint{Addr: addr}); err != nil {
+			b.Fatal(err)
+		}
+		d := seen.Wait(b, i+1).Sub(start)
+		done.Wait(b, i+1)
+		return d
+	}
 }
 
 // BenchmarkFanOut opens 1,000 channels on one service through one
@@ -164,7 +232,7 @@ func BenchmarkFanOut(b *testing.B) {
 	seen := make([]*registrytest.Arrivals, channels)
 	for i := range seen {
 		seen[i] = registrytest.NewArrivals()
-		openChannel(b, resolvertest.RecordingBuilder{Builder: bld, OnUpdate: seen[i].Mark}, "muster:///fan")
+		_ = openChannel(b, resolvertest.RecordingBuilder{Builder: bld, OnUpdate: seen[i].Mark}, "muster:///fan")
 	}
 	for _, s := range seen {
 		s.Wait(b, 0)

@@ -64,50 +64,82 @@ func (a *Arrivals) Wait(b testing.TB, i int) time.Time {
 // microseconds, and zeroes ns/op, which for these benchmarks measures the
 // setup rather than the result.
 func ReportPercentiles(b *testing.B, lat []time.Duration) {
-	slices.Sort(lat)
-	pct := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) }
-	b.ReportMetric(pct(0.50), "p50-µs")
-	b.ReportMetric(pct(0.99), "p99-µs")
+	b.ReportMetric(Micros(Percentile(lat, 0.50)), "p50-µs")
+	b.ReportMetric(Micros(Percentile(lat, 0.99)), "p99-µs")
 	b.ReportMetric(0, "ns/op")
 }
 
-// BenchRawPutWatch is the floor of the convergence benchmarks: the time
-// from a raw etcd Put of an instance value (with a lease, as a registrar
-// writes it) to the event on a raw Watch of the same client, one at a time.
-func BenchRawPutWatch(b *testing.B, cli *clientv3.Client) {
+// Percentile returns the p-quantile (0..1) of lat, which it sorts in
+// place.
+func Percentile(lat []time.Duration, p float64) time.Duration {
+	slices.Sort(lat)
+	return lat[int(p*float64(len(lat)-1))]
+}
+
+// Micros returns d in whole microseconds, as benchmarks report it.
+func Micros(d time.Duration) float64 { return float64(d.Microseconds()) }
+
+// RawPutWatch is the floor of the convergence benchmarks: the time from a
+// raw etcd Put of an instance value (with a lease, as a registrar writes
+// it) to the event on a raw Watch of the same client.
+type RawPutWatch struct {
+	cli    *clientv3.Client
+	prefix string
+	lease  clientv3.LeaseID
+	val    string
+	seen   *Arrivals
+}
+
+// NewRawPutWatch opens the watch and grants the lease; both end with tb.
+func NewRawPutWatch(tb testing.TB, cli *clientv3.Client) *RawPutWatch {
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	prefix := fmt.Sprintf("/floor-%d/", time.Now().UnixNano())
-	seen := NewArrivals()
-	wch := cli.Watch(ctx, prefix, clientv3.WithPrefix())
+	f := &RawPutWatch{cli: cli, prefix: fmt.Sprintf("/floor-%d/", time.Now().UnixNano()), seen: NewArrivals()}
+	wch := cli.Watch(ctx, f.prefix, clientv3.WithPrefix())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		n := 0
 		for resp := range wch {
 			n += len(resp.Events)
-			seen.Mark(n, time.Now())
+			f.seen.Mark(n, time.Now())
 		}
 	}()
+	tb.Cleanup(func() {
+		cancel()
+		<-done
+	})
 	lease, err := cli.Grant(ctx, 60)
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
+	f.lease = lease.ID
 	val, err := registry.Marshal(registry.Instance{Name: "floor", ID: "x", Addr: "127.0.0.1:9000"})
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
+	f.val = string(val)
+	return f
+}
+
+// Once puts key i (the i-th call, from 0) and returns how long its event
+// took to arrive.
+func (f *RawPutWatch) Once(tb testing.TB, i int) time.Duration {
+	start := time.Now()
+	if _, err := f.cli.Put(context.Background(), fmt.Sprintf("%s%d", f.prefix, i), f.val, clientv3.WithLease(f.lease)); err != nil {
+		tb.Fatal(err)
+	}
+	return f.seen.Wait(tb, i+1).Sub(start)
+}
+
+// BenchRawPutWatch runs RawPutWatch b.N times, one at a time, and reports
+// the percentiles.
+func BenchRawPutWatch(b *testing.B, cli *clientv3.Client) {
+	f := NewRawPutWatch(b, cli)
 	lat := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		start := time.Now()
-		if _, err := cli.Put(ctx, fmt.Sprintf("%s%d", prefix, i), string(val), clientv3.WithLease(lease.ID)); err != nil {
-			b.Fatal(err)
-		}
-		lat = append(lat, seen.Wait(b, i+1).Sub(start))
+		lat = append(lat, f.Once(b, i))
 	}
 	b.StopTimer()
 	ReportPercentiles(b, lat)
-	cancel()
-	<-done
 }
