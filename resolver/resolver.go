@@ -30,7 +30,8 @@ type musterResolver struct {
 	live      bool                 // the last state came from the registry, not the disk
 	sent      []*registry.Instance // the list last pushed
 	sentEPs   []grpcresolver.Endpoint
-	withheld  bool // protection is withholding the live list
+	withheld  bool        // protection is withholding the live list
+	spare     stateArrays // the next state's arrays
 }
 
 // ResolveNow does nothing: the channel already gets every change as it
@@ -134,9 +135,9 @@ func (r *musterResolver) choose(list []*registry.Instance) []*registry.Instance 
 }
 
 func (r *musterResolver) push(list []*registry.Instance) {
-	eps := reuseEndpoints(list, r.sent, r.sentEPs)
+	eps, addrs := r.spare.take(len(list))
+	reuseEndpoints(eps, list, r.sent, r.sentEPs)
 	// Addresses too, for balancers that read only them (balancer/base).
-	addrs := make([]grpcresolver.Address, len(eps))
 	for i, ep := range eps {
 		addrs[i] = ep.Addresses[0]
 	}
@@ -146,15 +147,45 @@ func (r *musterResolver) push(list []*registry.Instance) {
 	r.b.updates.Add(1)
 	r.delivered = true
 	r.sent, r.sentEPs = list, eps
+	r.spare.prepare(len(list))
 }
 
-// reuseEndpoints returns the endpoints of list, reusing those built for
-// prev (whose endpoints are prevEPs) for unchanged instances. Both lists are
-// sorted by ID, so one merge pass finds them, and an unchanged instance is
-// the same pointer in both: an update touching a few instances of a large
-// service builds only those.
-func reuseEndpoints(list, prev []*registry.Instance, prevEPs []grpcresolver.Endpoint) []grpcresolver.Endpoint {
-	eps := make([]grpcresolver.Endpoint, len(list))
+// stateArrays holds the arrays of the next state, allocated after a push
+// rather than at the next change: allocating and zeroing them (and, while
+// the garbage collector runs, paying its assist for them) is then off the
+// path from a change to the channel. They are fresh arrays, never handed
+// to gRPC before, since gRPC and balancers may keep the previous state.
+type stateArrays struct {
+	eps   []grpcresolver.Endpoint
+	addrs []grpcresolver.Address
+}
+
+// take returns arrays of n endpoints and addresses: the prepared ones if
+// they are large enough, else new ones. They are not handed out again.
+func (a *stateArrays) take(n int) ([]grpcresolver.Endpoint, []grpcresolver.Address) {
+	eps, addrs := a.eps, a.addrs
+	a.eps, a.addrs = nil, nil
+	if cap(eps) < n || cap(addrs) < n {
+		return make([]grpcresolver.Endpoint, n), make([]grpcresolver.Address, n)
+	}
+	// Capped at n, so that an append by the receiver copies.
+	return eps[:n:n], addrs[:n:n]
+}
+
+// prepare allocates the arrays of the next state for about n instances,
+// with room for some growth.
+func (a *stateArrays) prepare(n int) {
+	size := n + n/8 + 4
+	a.eps = make([]grpcresolver.Endpoint, size)
+	a.addrs = make([]grpcresolver.Address, size)
+}
+
+// reuseEndpoints fills eps (of len(list)) with the endpoints of list,
+// reusing those built for prev (whose endpoints are prevEPs) for unchanged
+// instances. Both lists are sorted by ID, so one merge pass finds them, and
+// an unchanged instance is the same pointer in both: an update touching a
+// few instances of a large service builds only those.
+func reuseEndpoints(eps []grpcresolver.Endpoint, list, prev []*registry.Instance, prevEPs []grpcresolver.Endpoint) {
 	j := 0
 	for i, in := range list {
 		if j < len(prev) && prev[j] == in {
@@ -171,7 +202,6 @@ func reuseEndpoints(list, prev []*registry.Instance, prevEPs []grpcresolver.Endp
 		}
 		eps[i] = endpointOf(in)
 	}
-	return eps
 }
 
 func (r *musterResolver) reportError(err error) {

@@ -16,48 +16,71 @@ import (
 )
 
 // BenchmarkConvergence measures how long a new registration takes to reach a
-// watcher: the floor (a raw etcd Put seen by a raw Watch) and Muster
-// (Registrar.Register seen in a Discovery snapshot), on the same embedded
-// server. Run with -benchtime 300x or more for stable percentiles.
+// watcher, one registration at a time, on one embedded server: the floor
+// (a raw etcd Put seen by a raw Watch) and Muster (a raw Put of an instance
+// value, and Registrar.Register, seen in a Discovery snapshot). The paths
+// take turns within each iteration, in a rotating order, so that they are
+// measured side by side. Run with -benchtime 300x or more for stable
+// percentiles.
 func BenchmarkConvergence(b *testing.B) {
 	c := etcdtest.Start(b)
 	cli := c.Client(b, c.DirectEndpoints()...)
-
-	b.Run("floor=raw-put-watch", func(b *testing.B) { registrytest.BenchRawPutWatch(b, cli) })
-
-	b.Run("muster=raw-put-discovery", func(b *testing.B) {
-		benchDiscovery(b, cli, func(ctx context.Context, prefix string, i int) error {
-			in := instance("svc", fmt.Sprintf("i%d", i), 9000)
-			val, _ := registry.Marshal(in)
-			_, err := cli.Put(ctx, registry.Key(prefix, in.Name, in.ID), string(val))
+	floor := registrytest.NewRawPutWatch(b, cli)
+	type path struct {
+		name string
+		once func(i int) time.Duration
+		lat  []time.Duration
+	}
+	var reg *etcd.Registrar
+	paths := []*path{
+		{name: "floor", once: func(i int) time.Duration { return floor.Once(b, i) }},
+		{name: "put-discovery", once: discoveryPath(b, cli, func(ctx context.Context, prefix string, i int) error {
+			in := instance("svc", fmt.Sprintf("i%06d", i), 9000)
+			val, err := registry.Marshal(in)
+			if err != nil {
+				return err
+			}
+			_, err = cli.Put(ctx, registry.Key(prefix, in.Name, in.ID), string(val))
 			return err
-		})
-	})
-	b.Run("muster=register-discovery", func(b *testing.B) {
-		var r *etcd.Registrar
-		benchDiscovery(b, cli, func(ctx context.Context, prefix string, i int) error {
-			if r == nil {
+		})},
+		{name: "register-discovery", once: discoveryPath(b, cli, func(ctx context.Context, prefix string, i int) error {
+			if reg == nil {
 				var err error
-				if r, err = etcd.NewRegistrar(cli, etcd.WithPrefix(prefix), etcd.WithLogger(quiet)); err != nil {
+				if reg, err = etcd.NewRegistrar(cli, etcd.WithPrefix(prefix), etcd.WithLogger(quiet)); err != nil {
 					return err
 				}
-				b.Cleanup(func() { _ = r.Close() })
+				b.Cleanup(func() { _ = reg.Close() })
 			}
-			return r.Register(ctx, instance("svc", fmt.Sprintf("i%d", i), 9000))
-		})
-	})
+			return reg.Register(ctx, instance("svc", fmt.Sprintf("i%06d", i), 9000))
+		})},
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for k := range paths {
+			p := paths[(i+k)%len(paths)]
+			p.lat = append(p.lat, p.once(i))
+		}
+	}
+	b.StopTimer()
+	p50 := map[string]time.Duration{}
+	for _, p := range paths {
+		p50[p.name] = registrytest.Percentile(p.lat, 0.50)
+		b.ReportMetric(registrytest.Micros(p50[p.name]), p.name+"-p50-µs")
+		b.ReportMetric(registrytest.Micros(registrytest.Percentile(p.lat, 0.99)), p.name+"-p99-µs")
+	}
+	b.ReportMetric(float64(p50["register-discovery"])/float64(p50["floor"]), "register/floor")
+	b.ReportMetric(0, "ns/op")
 }
 
-// benchDiscovery times add(i) until a Discovery snapshot holds instance i.
-func benchDiscovery(b *testing.B, cli *clientv3.Client, add func(ctx context.Context, prefix string, i int) error) {
+// discoveryPath returns a function that makes change i with add and
+// returns how long it took to reach a Discovery snapshot.
+func discoveryPath(b *testing.B, cli *clientv3.Client, add func(ctx context.Context, prefix string, i int) error) func(int) time.Duration {
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	prefix := fmt.Sprintf("/bench-%s-%d", b.Name(), time.Now().UnixNano())
+	prefix := fmt.Sprintf("/bench-%d", time.Now().UnixNano())
 	d, err := etcd.NewDiscovery(cli, etcd.WithPrefix(prefix), etcd.WithLogger(quiet))
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer d.Close()
 	w, err := d.Watch(ctx, "svc")
 	if err != nil {
 		b.Fatal(err)
@@ -74,19 +97,19 @@ func benchDiscovery(b *testing.B, cli *clientv3.Client, add func(ctx context.Con
 			}
 		}
 	}()
-	lat := make([]time.Duration, 0, b.N)
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
+	b.Cleanup(func() {
+		cancel()
+		_ = w.Close()
+		<-done
+		_ = d.Close()
+	})
+	return func(i int) time.Duration {
 		start := time.Now()
 		if err := add(ctx, prefix, i); err != nil {
 			b.Fatal(err)
 		}
-		lat = append(lat, seen.Wait(b, i).Sub(start))
+		return seen.Wait(b, i).Sub(start)
 	}
-	b.StopTimer()
-	registrytest.ReportPercentiles(b, lat)
-	_ = w.Close()
-	<-done
 }
 
 // BenchmarkDiscoveryCacheMemory reports the heap a Discovery holds per

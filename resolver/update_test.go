@@ -1,0 +1,90 @@
+package resolver
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	grpcresolver "google.golang.org/grpc/resolver"
+
+	"github.com/musterhq/muster/registry"
+)
+
+type fixedWatcher struct{ snap registry.Snapshot }
+
+func (w *fixedWatcher) Updates() <-chan struct{}    { return nil }
+func (w *fixedWatcher) Snapshot() registry.Snapshot { return w.snap }
+func (w *fixedWatcher) Close() error                { return nil }
+
+type discardCC struct{ grpcresolver.ClientConn }
+
+func (discardCC) UpdateState(grpcresolver.State) error { return nil }
+
+// BenchmarkResolverUpdate measures a resolver's work for one snapshot of a
+// service of n instances that differs from the previous one by one
+// instance (alternately added and removed): protection, filters, endpoint
+// reuse and the state handed to the channel (here one that discards it).
+func BenchmarkResolverUpdate(b *testing.B) {
+	for _, n := range []int{150, 1000, 10000} {
+		b.Run(fmt.Sprintf("instances=%d", n), func(b *testing.B) {
+			all := make([]*registry.Instance, n+1)
+			for i := range all {
+				all[i] = &registry.Instance{Name: "svc", ID: fmt.Sprintf("%06d", i), Addr: fmt.Sprintf("127.0.0.1:%d", 20000+i%40000), Weight: 100}
+			}
+			w := &fixedWatcher{}
+			bld := NewBuilder(nil, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+			r := &musterResolver{b: bld, cc: discardCC{}, w: w, log: bld.log,
+				protect: protector{fraction: bld.opts.protectFraction, window: bld.opts.protectWindow}}
+			for i := 0; b.Loop(); i++ {
+				w.snap = registry.Snapshot{Loaded: true, Revision: int64(i + 1), Instances: all[:n+i%2]}
+				r.update(time.Now())
+			}
+		})
+	}
+}
+
+type keepingCC struct {
+	grpcresolver.ClientConn
+	states []grpcresolver.State
+}
+
+func (c *keepingCC) UpdateState(s grpcresolver.State) error {
+	c.states = append(c.states, s)
+	return nil
+}
+
+// A state handed to the channel is never written again: each update gets
+// fresh arrays (prepared after the previous one), capped at their length.
+func TestStatesHandedOverAreNeverReused(t *testing.T) {
+	all := make([]*registry.Instance, 40)
+	for i := range all {
+		all[i] = &registry.Instance{Name: "svc", ID: fmt.Sprintf("%03d", i), Addr: fmt.Sprintf("127.0.0.1:%d", 1000+i)}
+	}
+	cc := &keepingCC{}
+	bld := NewBuilder(nil, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	r := &musterResolver{b: bld, cc: cc, log: bld.log}
+	lists := [][]*registry.Instance{all[:10], all[:11], all[5:11], all[:40], all[:3], all[:3:3]}
+	for _, l := range lists {
+		r.push(l)
+	}
+	for i, s := range cc.states {
+		l := lists[i]
+		if len(s.Endpoints) != len(l) || cap(s.Endpoints) != len(l) || len(s.Addresses) != len(l) || cap(s.Addresses) != len(l) {
+			t.Fatalf("state %d: %d/%d endpoints, %d/%d addresses (len/cap), want %d", i,
+				len(s.Endpoints), cap(s.Endpoints), len(s.Addresses), cap(s.Addresses), len(l))
+		}
+		for j, in := range l {
+			if s.Endpoints[j].Addresses[0].Addr != in.Addr || s.Addresses[j].Addr != in.Addr {
+				t.Fatalf("state %d, endpoint %d: %s / %s, want %s (written after it was handed over?)", i, j,
+					s.Endpoints[j].Addresses[0].Addr, s.Addresses[j].Addr, in.Addr)
+			}
+		}
+		for k := 0; k < i; k++ {
+			if len(l) > 0 && len(lists[k]) > 0 && (&s.Endpoints[0] == &cc.states[k].Endpoints[0] || &s.Addresses[0] == &cc.states[k].Addresses[0]) {
+				t.Fatalf("states %d and %d share an array", k, i)
+			}
+		}
+	}
+}
