@@ -91,16 +91,6 @@ func openChannel(b *testing.B, bld grpcresolver.Builder, target string) *registr
 	return arrivals
 }
 
-// convergencePath is one way for a new instance to reach a channel.
-type convergencePath struct {
-	name string
-	// once adds the i-th instance (from 0) and returns how long it took
-	// to reach the watcher or channel; it returns after the channel has
-	// taken the change in, so that no work of it overlaps the next one.
-	once func(i int) time.Duration
-	lat  []time.Duration
-}
-
 // BenchmarkConvergence measures a new registration's way to a real
 // ClientConn's UpdateState, one registration at a time, on one embedded
 // server, for four paths: the floor (a raw Put seen by a raw Watch),
@@ -115,9 +105,9 @@ func BenchmarkConvergence(b *testing.B) {
 	c := etcdtest.Start(b)
 	cli := c.Client(b, c.DirectEndpoints()...)
 	floor := registrytest.NewRawPutWatch(b, cli)
-	paths := []*convergencePath{
-		{name: "floor", once: func(i int) time.Duration { return floor.Once(b, i) }},
-		{name: "muster-register", once: musterPath(b, cli, func(prefix string) func(context.Context, registry.Instance) error {
+	paths := []registrytest.Path{
+		{Name: "floor", Once: func(i int) time.Duration { return floor.Once(b, i) }},
+		{Name: "muster-register", Once: musterPath(b, cli, func(prefix string) func(context.Context, registry.Instance) error {
 			reg, err := etcd.NewRegistrar(cli, etcd.WithPrefix(prefix), etcd.WithLogger(quiet))
 			if err != nil {
 				b.Fatal(err)
@@ -125,7 +115,7 @@ func BenchmarkConvergence(b *testing.B) {
 			b.Cleanup(func() { _ = reg.Close() })
 			return reg.Register
 		})},
-		{name: "muster-put", once: musterPath(b, cli, func(prefix string) func(context.Context, registry.Instance) error {
+		{Name: "muster-put", Once: musterPath(b, cli, func(prefix string) func(context.Context, registry.Instance) error {
 			return func(ctx context.Context, in registry.Instance) error {
 				val, err := registry.Marshal(in)
 				if err != nil {
@@ -135,27 +125,13 @@ func BenchmarkConvergence(b *testing.B) {
 				return err
 			}
 		})},
-		{name: "etcd-naming", once: etcdNamingPath(b, cli)},
+		{Name: "etcd-naming", Once: etcdNamingPath(b, cli)},
 	}
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		for k := range paths {
-			p := paths[(i+k)%len(paths)]
-			p.lat = append(p.lat, p.once(i))
-		}
-	}
-	b.StopTimer()
-	p50 := map[string]time.Duration{}
-	for _, p := range paths {
-		p50[p.name] = registrytest.Percentile(p.lat, 0.50)
-		b.ReportMetric(registrytest.Micros(p50[p.name]), p.name+"-p50-µs")
-		b.ReportMetric(registrytest.Micros(registrytest.Percentile(p.lat, 0.99)), p.name+"-p99-µs")
-	}
+	p50 := registrytest.SideBySide(b, paths...)
 	ratio := func(a, b string) float64 { return float64(p50[a]) / float64(p50[b]) }
 	b.ReportMetric(ratio("muster-register", "floor"), "register/floor")
 	b.ReportMetric(ratio("muster-register", "etcd-naming"), "register/etcd-naming")
 	b.ReportMetric(ratio("etcd-naming", "floor"), "etcd-naming/floor")
-	b.ReportMetric(0, "ns/op")
 }
 
 // musterPath returns the once function of a path that adds instances with

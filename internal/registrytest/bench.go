@@ -143,3 +143,36 @@ func BenchRawPutWatch(b *testing.B, cli *clientv3.Client) {
 	b.StopTimer()
 	ReportPercentiles(b, lat)
 }
+
+// Path is one way for a change to reach its watcher, for SideBySide.
+type Path struct {
+	// Name labels the path's metrics.
+	Name string
+	// Once makes the i-th change (from 0) and returns how long it took to
+	// arrive.
+	Once func(i int) time.Duration
+}
+
+// SideBySide runs b.N iterations in which every path makes one change,
+// in an order that rotates with the iteration, so that all paths are
+// measured under the same conditions. It reports each path's p50 and p99
+// (as <name>-p50-µs, <name>-p99-µs) and returns the p50s by name.
+func SideBySide(b *testing.B, paths ...Path) map[string]time.Duration {
+	lat := make([][]time.Duration, len(paths))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for k := range paths {
+			j := (i + k) % len(paths)
+			lat[j] = append(lat[j], paths[j].Once(i))
+		}
+	}
+	b.StopTimer()
+	p50 := make(map[string]time.Duration, len(paths))
+	for j, p := range paths {
+		p50[p.Name] = Percentile(lat[j], 0.50)
+		b.ReportMetric(Micros(p50[p.Name]), p.Name+"-p50-µs")
+		b.ReportMetric(Micros(Percentile(lat[j], 0.99)), p.Name+"-p99-µs")
+	}
+	b.ReportMetric(0, "ns/op")
+	return p50
+}

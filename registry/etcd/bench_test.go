@@ -26,15 +26,10 @@ func BenchmarkConvergence(b *testing.B) {
 	c := etcdtest.Start(b)
 	cli := c.Client(b, c.DirectEndpoints()...)
 	floor := registrytest.NewRawPutWatch(b, cli)
-	type path struct {
-		name string
-		once func(i int) time.Duration
-		lat  []time.Duration
-	}
 	var reg *etcd.Registrar
-	paths := []*path{
-		{name: "floor", once: func(i int) time.Duration { return floor.Once(b, i) }},
-		{name: "put-discovery", once: discoveryPath(b, cli, func(ctx context.Context, prefix string, i int) error {
+	paths := []registrytest.Path{
+		{Name: "floor", Once: func(i int) time.Duration { return floor.Once(b, i) }},
+		{Name: "put-discovery", Once: discoveryPath(b, cli, func(ctx context.Context, prefix string, i int) error {
 			in := instance("svc", fmt.Sprintf("i%06d", i), 9000)
 			val, err := registry.Marshal(in)
 			if err != nil {
@@ -43,7 +38,7 @@ func BenchmarkConvergence(b *testing.B) {
 			_, err = cli.Put(ctx, registry.Key(prefix, in.Name, in.ID), string(val))
 			return err
 		})},
-		{name: "register-discovery", once: discoveryPath(b, cli, func(ctx context.Context, prefix string, i int) error {
+		{Name: "register-discovery", Once: discoveryPath(b, cli, func(ctx context.Context, prefix string, i int) error {
 			if reg == nil {
 				var err error
 				if reg, err = etcd.NewRegistrar(cli, etcd.WithPrefix(prefix), etcd.WithLogger(quiet)); err != nil {
@@ -54,22 +49,8 @@ func BenchmarkConvergence(b *testing.B) {
 			return reg.Register(ctx, instance("svc", fmt.Sprintf("i%06d", i), 9000))
 		})},
 	}
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		for k := range paths {
-			p := paths[(i+k)%len(paths)]
-			p.lat = append(p.lat, p.once(i))
-		}
-	}
-	b.StopTimer()
-	p50 := map[string]time.Duration{}
-	for _, p := range paths {
-		p50[p.name] = registrytest.Percentile(p.lat, 0.50)
-		b.ReportMetric(registrytest.Micros(p50[p.name]), p.name+"-p50-µs")
-		b.ReportMetric(registrytest.Micros(registrytest.Percentile(p.lat, 0.99)), p.name+"-p99-µs")
-	}
+	p50 := registrytest.SideBySide(b, paths...)
 	b.ReportMetric(float64(p50["register-discovery"])/float64(p50["floor"]), "register/floor")
-	b.ReportMetric(0, "ns/op")
 }
 
 // discoveryPath returns a function that makes change i with add and
