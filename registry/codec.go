@@ -50,7 +50,11 @@ func Marshal(in Instance) ([]byte, error) {
 	if !in.RegisteredAt.IsZero() {
 		wi.RegisteredAt = in.RegisteredAt.UTC().Format(time.RFC3339Nano)
 	}
-	if b, ok := appendWire(make([]byte, 0, 160), &wi); ok {
+	size := 128 + len(wi.ID) + len(wi.Name) + len(wi.Version) + len(wi.Addr) + len(wi.Zone) + len(wi.RegisteredAt)
+	for k, v := range wi.Metadata {
+		size += len(k) + len(v) + 6
+	}
+	if b, ok := appendWire(make([]byte, 0, size), &wi); ok {
 		return b, nil
 	}
 	return json.Marshal(wi)

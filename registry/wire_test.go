@@ -105,3 +105,51 @@ func TestEscapedValuesDecode(t *testing.T) {
 		t.Fatalf("Unmarshal(%s) = %+v, %v; want %+v", v, out, err, in.Normalize())
 	}
 }
+
+var ordinary = Instance{Name: "user", ID: "user-1", Addr: "10.0.0.7:9000", Version: "v1.4.2", Zone: "eu-1a",
+	Metadata: map[string]string{"color": "blue"}, RegisteredAt: time.Date(2026, 11, 30, 10, 0, 0, 5, time.UTC)}
+
+// BenchmarkMarshal and BenchmarkUnmarshal time the codec on an ordinary
+// value (the fast path); the /json variants time encoding/json on the same
+// value, as the codec did before it had a fast path.
+func BenchmarkMarshal(b *testing.B) {
+	b.Run("codec", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := Marshal(ordinary); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("json", func(b *testing.B) {
+		w := DefaultWeight
+		wi := wireInstance{V: SchemaVersion, ID: ordinary.ID, Name: ordinary.Name, Version: ordinary.Version, Addr: ordinary.Addr,
+			Zone: ordinary.Zone, Weight: &w, Metadata: ordinary.Metadata, RegisteredAt: ordinary.RegisteredAt.Format(time.RFC3339Nano)}
+		for b.Loop() {
+			if _, err := json.Marshal(wi); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+func BenchmarkUnmarshal(b *testing.B) {
+	v, err := Marshal(ordinary)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("codec", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := Unmarshal(v); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("json", func(b *testing.B) {
+		for b.Loop() {
+			var wi wireInstance
+			if err := json.Unmarshal(v, &wi); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
