@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	grpcresolver "google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/status"
 
+	"github.com/musterhq/muster/internal/registrytest"
 	"github.com/musterhq/muster/internal/resolvertest"
 	"github.com/musterhq/muster/internal/testbackend"
 	"github.com/musterhq/muster/registry"
@@ -384,3 +386,41 @@ func TestSubsetLimitsAChannelsBackends(t *testing.T) {
 		}
 	}
 }
+
+// A service with no instance (etcd up) gives the channel an empty state at
+// once, so fail-fast calls fail with Unavailable instead of waiting for a
+// resolver that stays silent; ResolveNow, called by gRPC on every such
+// failure, starts nothing.
+func TestEmptyServiceFailsFast(t *testing.T) {
+	e := newEnv(t)
+	seen := registrytest.NewArrivals()
+	bld := resolvertest.RecordingBuilder{Builder: e.b, OnUpdate: seen.Mark}
+	conn := dial(t, grpc.WithResolvers(bld), "muster:///nobody")
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	_, err := testbackend.Call(ctx, conn)
+	cancel()
+	if took := time.Since(start); status.Code(err) != codes.Unavailable || took > time.Second {
+		t.Fatalf("fail-fast call to a service with no instance = %v after %v, want Unavailable within 1s", err, took)
+	}
+	seen.Wait(t, 0) // the empty state was delivered
+
+	r, err := e.b.Build(grpcresolver.Target{URL: url.URL{Scheme: "muster", Path: "/nobody"}}, nopCC{}, grpcresolver.BuildOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	before := runtime.NumGoroutine()
+	for i := 0; i < 10000; i++ {
+		r.ResolveNow(grpcresolver.ResolveNowOptions{})
+	}
+	if after := runtime.NumGoroutine(); after > before+2 {
+		t.Fatalf("10,000 ResolveNow calls: goroutines %d -> %d", before, after)
+	}
+}
+
+// nopCC is a resolver ClientConn that drops everything.
+type nopCC struct{ grpcresolver.ClientConn }
+
+func (nopCC) UpdateState(grpcresolver.State) error { return nil }
+func (nopCC) ReportError(error)                    {}
