@@ -9,8 +9,9 @@
 //
 // # Concurrency
 //
-// Instance and Snapshot are plain values. A Snapshot's Instances slice is
-// shared between every watcher of a service and must be treated as
-// read-only. Registrar, Discovery and Watcher implementations are safe for
-// concurrent use.
+// Instance and Snapshot are plain values. A Snapshot's Instances slice, and
+// the instances it points to, are shared between every watcher of a service
+// and must be treated as read-only; an instance that did not change is the
+// same pointer in consecutive snapshots. Registrar, Discovery and Watcher
+// implementations are safe for concurrent use.
 package registry
