@@ -256,10 +256,13 @@ func TestBadTargetsAndSchemeRegistration(t *testing.T) {
 		t.Logf("%s: %v", target, err)
 	}
 
-	if err := resolver.Register(resolver.NewBuilder(e.disc, resolver.WithScheme("muster-dup-test"))); err != nil {
+	// gRPC's registry is global and has no Unregister: a scheme of its own
+	// per run keeps -count=N working.
+	scheme := fmt.Sprintf("muster-dup-test-%d", time.Now().UnixNano())
+	if err := resolver.Register(resolver.NewBuilder(e.disc, resolver.WithScheme(scheme))); err != nil {
 		t.Fatalf("first Register: %v", err)
 	}
-	err := resolver.Register(resolver.NewBuilder(e.disc, resolver.WithScheme("muster-dup-test")))
+	err := resolver.Register(resolver.NewBuilder(e.disc, resolver.WithScheme(scheme)))
 	if !errors.Is(err, resolver.ErrSchemeRegistered) {
 		t.Fatalf("second Register of a scheme = %v, want ErrSchemeRegistered", err)
 	}
