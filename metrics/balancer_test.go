@@ -31,6 +31,17 @@ func TestBalancerCollectorReportsPerEndpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
+	// Until both connections are up, every call may go to the failing
+	// backend (the only ready one is never ejected) and fail at once: call
+	// until the good backend has answered, then count.
+	for deadline := time.Now().Add(10 * time.Second); good.Calls() == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the good backend got no call within 10s")
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_, _ = testbackend.Call(ctx, conn, grpc.WaitForReady(true))
+		cancel()
+	}
 	for i := 0; i < 60; i++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		_, _ = testbackend.Call(ctx, conn, grpc.WaitForReady(true))
