@@ -131,19 +131,6 @@ func (f *RawPutWatch) Once(tb testing.TB, i int) time.Duration {
 	return f.seen.Wait(tb, i+1).Sub(start)
 }
 
-// BenchRawPutWatch runs RawPutWatch b.N times, one at a time, and reports
-// the percentiles.
-func BenchRawPutWatch(b *testing.B, cli *clientv3.Client) {
-	f := NewRawPutWatch(b, cli)
-	lat := make([]time.Duration, 0, b.N)
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		lat = append(lat, f.Once(b, i))
-	}
-	b.StopTimer()
-	ReportPercentiles(b, lat)
-}
-
 // Path is one way for a change to reach its watcher, for SideBySide.
 type Path struct {
 	// Name labels the path's metrics.
