@@ -143,7 +143,7 @@ func TestNotServingBackendGetsNoCalls(t *testing.T) {
 
 	sick.Health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	// The health stream reports it; then picks leave the backend out.
-	balancertest.CallUntil(t, conn, 10*time.Second, "100 calls in a row without the NOT_SERVING backend", notServedLast(sick, 100))
+	balancertest.CallUntil(t, conn, 10*time.Second, "100 calls in a row without the NOT_SERVING backend", balancertest.NotServedLast(sick, 100))
 	sick.ResetCalls()
 	got := balancertest.Calls(conn, 300, 3)
 	if sick.Calls() != 0 || got.Failed != 0 {
@@ -151,19 +151,6 @@ func TestNotServingBackendGetsNoCalls(t *testing.T) {
 	}
 	sick.Health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	balancertest.CallUntil(t, conn, 10*time.Second, "the backend called again once SERVING", balancertest.ServedAll(sick))
-}
-
-// notServedLast holds once n calls in a row succeeded without b.
-func notServedLast(b *testbackend.Backend, n int) func(balancertest.Result) bool {
-	last, run := int64(-1), 0
-	return func(r balancertest.Result) bool {
-		if c := b.Calls(); c != last {
-			last, run = c, 0
-			return false
-		}
-		run++
-		return run >= n
-	}
 }
 
 func TestWeightsAndDrainingFromTheMusterResolver(t *testing.T) {

@@ -144,7 +144,7 @@ func TestNotServingBackendGetsNoCalls(t *testing.T) {
 	balancertest.CallUntil(t, conn, 10*time.Second, "every backend called", balancertest.ServedAll(bs...))
 
 	sick.Health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
-	balancertest.CallUntil(t, conn, 10*time.Second, "100 calls in a row without the NOT_SERVING backend", notServedLast(sick, 100))
+	balancertest.CallUntil(t, conn, 10*time.Second, "100 calls in a row without the NOT_SERVING backend", balancertest.NotServedLast(sick, 100))
 	sick.ResetCalls()
 	got := balancertest.Calls(conn, 300, 3)
 	if sick.Calls() != 0 || got.Failed != 0 {
@@ -152,19 +152,6 @@ func TestNotServingBackendGetsNoCalls(t *testing.T) {
 	}
 	sick.Health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	balancertest.CallUntil(t, conn, 10*time.Second, "the backend called again once SERVING", balancertest.ServedAll(sick))
-}
-
-// notServedLast holds once n calls in a row succeeded without b.
-func notServedLast(b *testbackend.Backend, n int) func(balancertest.Result) bool {
-	last, run := int64(-1), 0
-	return func(balancertest.Result) bool {
-		if c := b.Calls(); c != last {
-			last, run = c, 0
-			return false
-		}
-		run++
-		return run >= n
-	}
 }
 
 func TestOtherResolversGetEqualWeights(t *testing.T) {

@@ -205,6 +205,19 @@ func ServedAll(bs ...*testbackend.Backend) func(Result) bool {
 	}
 }
 
+// NotServedLast holds once n calls in a row succeeded without b.
+func NotServedLast(b *testbackend.Backend, n int) func(Result) bool {
+	last, run := int64(-1), 0
+	return func(Result) bool {
+		if c := b.Calls(); c != last {
+			last, run = c, 0
+			return false
+		}
+		run++
+		return run >= n
+	}
+}
+
 // Capture is a balancer builder that builds the policy registered under
 // Inner, recording the balancers it builds and the last state each
 // publishes. Register it under its own name (NewCapture does) and select
