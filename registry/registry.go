@@ -94,8 +94,16 @@ type Snapshot struct {
 	// calling Equal only where they differ.
 	Instances []*Instance
 	// Revision is the backend's version of the data this snapshot reflects
-	// (etcd: the store revision); 0 until the first load.
+	// (etcd: the store revision); 0 until the first load. Revisions
+	// compare only within one Generation.
 	Revision int64
+	// Generation identifies the backend history Revision belongs to. It
+	// changes when that history was replaced, so that revisions went
+	// backwards or restarted (etcd: restored from a backup, restarted
+	// empty, another cluster ID): a consumer that compares revisions
+	// treats a snapshot of another generation as newer than anything it
+	// has seen, whatever its revision. 0 until the first load.
+	Generation uint64
 	// Loaded is true once the list was read from the backend at least
 	// once. An empty, loaded snapshot means the service has no instances;
 	// an unloaded one means nothing is known yet.
