@@ -71,6 +71,10 @@ type RegistrarStatus struct {
 	// Failures counts failed attempts to reach the desired state (each
 	// is retried).
 	Failures uint64
+	// Repairs counts instances written again because the backend lost
+	// them while the session lived (deleted by hand, lost in a restore
+	// from a backup).
+	Repairs uint64
 }
 
 // StatusReporter is implemented by Registrars that report their state.

@@ -27,6 +27,9 @@ func SetOverride(ctx context.Context, cli *clientv3.Client, service, id string, 
 		return err
 	}
 	op := buildOptions(opts)
+	if op.err != nil {
+		return op.err
+	}
 	key, err := instanceKey(op, service, id)
 	if err != nil {
 		return err
@@ -62,6 +65,9 @@ func SetOverride(ctx context.Context, cli *clientv3.Client, service, id string, 
 // the options only WithPrefix and WithRequestTimeout apply.
 func ClearOverride(ctx context.Context, cli *clientv3.Client, service, id string, opts ...Option) error {
 	op := buildOptions(opts)
+	if op.err != nil {
+		return op.err
+	}
 	key, err := instanceKey(op, service, id)
 	if err != nil {
 		return err
@@ -86,11 +92,15 @@ func instanceKey(o options, service, id string) (string, error) {
 
 // Delete removes one instance's key and its override, whatever lease holds
 // them: an operator's removal of an entry. The instance's registrar, if it
-// is alive, does not notice and writes the key again only after it loses
-// its lease. Of the options only WithPrefix and WithRequestTimeout apply.
+// is alive, owns the key and writes it again within about a second (see
+// Registrar): to take a live instance out of traffic, drain it with
+// SetOverride instead. Of the options only WithPrefix and WithRequestTimeout apply.
 // Deleting an instance that is not registered is not an error.
 func Delete(ctx context.Context, cli *clientv3.Client, service, id string, opts ...Option) error {
 	op := buildOptions(opts)
+	if op.err != nil {
+		return op.err
+	}
 	key, err := instanceKey(op, service, id)
 	if err != nil {
 		return err

@@ -57,6 +57,14 @@ type Registrar struct {
 	status  registry.RegistrarStatus
 	changed chan struct{} // closed and replaced on every state change
 	closed  bool
+	// retrying is true while the run loop's last attempt failed and the
+	// next one waits for its backoff: etcd is believed unreachable.
+	retrying bool
+
+	// Owned by the run loop.
+	ls        *lease // the current lease's keepalive; nil without a lease
+	clusterID uint64 // the cluster the keys were last written to
+	lastWrite int64  // the revision of the last write seen there
 
 	closeOnce sync.Once
 	closeErr  error
@@ -79,6 +87,9 @@ func NewRegistrar(cli *clientv3.Client, opts ...Option) (*Registrar, error) {
 		return nil, errors.New("etcd: NewRegistrar: nil client")
 	}
 	o := buildOptions(opts)
+	if o.err != nil {
+		return nil, o.err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &Registrar{
 		cli:     cli,
@@ -103,7 +114,9 @@ func NewRegistrar(cli *clientv3.Client, opts ...Option) (*Registrar, error) {
 // the lease. Register returns nil once the value is in etcd. It waits at
 // most until ctx ends or the request timeout (WithRequestTimeout) passes,
 // and then returns an error matching registry.ErrPending: the instance is
-// kept and written as soon as etcd answers. An instance etcd refuses for
+// kept and written as soon as etcd answers. While the registrar's last
+// attempt to reach etcd failed (it is waiting to retry), Register returns
+// that error at once, with the last etcd error. An instance etcd refuses for
 // good (permission denied, value too large) is dropped and the error says
 // why.
 func (r *Registrar) Register(ctx context.Context, in registry.Instance) error {
@@ -195,13 +208,19 @@ func (r *Registrar) await(ctx context.Context, cond func() (bool, error)) error 
 	for {
 		r.mu.Lock()
 		ok, err := cond()
-		closed, changed, lastErr := r.closed, r.changed, r.status.LastError
+		closed, changed, lastErr, retrying := r.closed, r.changed, r.status.LastError, r.retrying
 		r.mu.Unlock()
 		switch {
 		case ok:
 			return err
 		case closed:
 			return registry.ErrClosed
+		}
+		if retrying {
+			// The last attempt failed and the next waits for its
+			// backoff: no need to wait for the request timeout to
+			// learn that etcd does not answer.
+			return pendingError(errRetrying, lastErr)
 		}
 		select {
 		case <-changed:
@@ -212,6 +231,10 @@ func (r *Registrar) await(ctx context.Context, cond func() (bool, error)) error 
 		}
 	}
 }
+
+// errRetrying is the cause of an ErrPending returned at once because the
+// registrar's last attempt to reach etcd failed.
+var errRetrying = errors.New("etcd: not reachable at the last attempt; retrying with backoff")
 
 func pendingError(cause, last error) error {
 	if last != nil {
@@ -342,6 +365,7 @@ func (r *Registrar) setError(err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.status.LastError = err
+	r.retrying = err != nil
 	if err != nil {
 		r.status.LastErrorAt = time.Now()
 		r.status.Failures++

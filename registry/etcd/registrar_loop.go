@@ -17,22 +17,27 @@ import (
 var errLeaseLost = errors.New("etcd: lease lost")
 
 // run is the registrar's only writer to etcd. It reconciles the desired set
-// with etcd, and on a failure retries with backoff until Close.
+// with etcd, and on a failure retries with backoff until Close. It owns
+// r.ls and the watches of the registrar's own keys.
 func (r *Registrar) run() {
 	defer close(r.done)
 	bo := backoff.New(r.opts.backoffMin, r.opts.backoffMax)
 	retry := time.NewTimer(0)
 	<-retry.C
-	var (
-		keepalive <-chan *clientv3.LeaseKeepAliveResponse
-		stopKA    = func() {}
-		retryC    <-chan time.Time
-	)
-	defer func() { stopKA() }()
+	audit := time.NewTicker(r.opts.auditEvery)
+	defer audit.Stop()
+	own := newOwnKeys(r)
+	defer own.stop()
+	defer func() {
+		if r.ls != nil {
+			r.ls.stop()
+		}
+	}()
+	var retryC <-chan time.Time
 	for {
 		if retryC == nil {
 			start := time.Now()
-			err := r.reconcile(&keepalive, &stopKA)
+			err := r.reconcile()
 			r.setError(err)
 			if err != nil {
 				if r.ctx.Err() != nil {
@@ -48,24 +53,42 @@ func (r *Registrar) run() {
 			} else {
 				bo.Reset()
 			}
+			own.follow(r.writtenServices())
+		}
+		var leaseDone <-chan struct{}
+		if r.ls != nil {
+			leaseDone = r.ls.Done()
 		}
 		select {
 		case <-r.ctx.Done():
 			retry.Stop()
 			return
 		case <-r.wake:
-			// A Register or Deregister arrived. While a retry is
-			// scheduled it waits for the timer: the backoff still holds.
+			// A Register or Deregister arrived, or a key of ours was
+			// deleted. While a retry is scheduled it waits for the
+			// timer: the backoff still holds.
 		case <-retryC:
 			retryC = nil
-		case _, ok := <-keepalive:
-			if !ok {
-				if r.ctx.Err() != nil {
-					return
+		case <-audit.C:
+			if retryC == nil {
+				if err := r.audit(); err != nil && r.ctx.Err() == nil {
+					r.log.Debug("audit of registered keys failed; trying again later", "error", err)
 				}
-				r.log.Warn("lease lost; re-registering under a new lease")
-				r.leaseLost(&keepalive, &stopKA)
 			}
+		case <-own.restarted:
+			// A watch of our keys was re-opened: deletions meanwhile
+			// were not seen.
+			if retryC == nil {
+				if err := r.audit(); err != nil && r.ctx.Err() == nil {
+					r.log.Debug("audit of registered keys failed; trying again later", "error", err)
+				}
+			}
+		case <-leaseDone:
+			if r.ctx.Err() != nil {
+				return
+			}
+			r.log.Warn("lease lost; re-registering under a new lease", "error", r.ls.Err())
+			r.leaseLost()
 		}
 	}
 }
@@ -73,7 +96,7 @@ func (r *Registrar) run() {
 // reconcile brings etcd to the desired set: it grants a lease if needed,
 // deletes deregistered keys, writes new or changed values, and revokes a
 // lease lost earlier. It returns the first error that stops it.
-func (r *Registrar) reconcile(keepalive *<-chan *clientv3.LeaseKeepAliveResponse, stopKA *func()) error {
+func (r *Registrar) reconcile() error {
 	r.mu.Lock()
 	lease, orphan, want := r.lease, r.orphan, len(r.entries)
 	r.mu.Unlock()
@@ -83,14 +106,14 @@ func (r *Registrar) reconcile(keepalive *<-chan *clientv3.LeaseKeepAliveResponse
 			return nil
 		}
 		var err error
-		if lease, err = r.grant(keepalive, stopKA); err != nil {
+		if lease, err = r.grant(); err != nil {
 			return err
 		}
 	}
 	if err := r.deleteRemoved(lease); err != nil {
 		return err
 	}
-	if err := r.putPending(lease, keepalive, stopKA); err != nil {
+	if err := r.putPending(lease); err != nil {
 		return err
 	}
 	// A Deregister that raced with a put above left a key to delete.
@@ -116,40 +139,30 @@ func (r *Registrar) reconcile(keepalive *<-chan *clientv3.LeaseKeepAliveResponse
 }
 
 // grant obtains a new lease and starts keeping it alive.
-func (r *Registrar) grant(keepalive *<-chan *clientv3.LeaseKeepAliveResponse, stopKA *func()) (clientv3.LeaseID, error) {
-	ttl := int64((r.opts.ttl + time.Second - 1) / time.Second)
-	ctx, cancel := context.WithTimeout(r.ctx, r.opTimeout())
-	resp, err := r.cli.Grant(ctx, ttl)
-	cancel()
+func (r *Registrar) grant() (clientv3.LeaseID, error) {
+	ls, err := grantLease(r.ctx, r.cli, r.opts.ttl, r.opTimeout(), r.log, nil)
 	if err != nil {
-		return 0, fmt.Errorf("etcd: grant lease: %w", err)
+		return 0, err
 	}
-	kaCtx, kaCancel := context.WithCancel(r.ctx)
-	ch, err := r.cli.KeepAlive(kaCtx, resp.ID)
-	if err != nil {
-		kaCancel()
-		ctx, cancel := context.WithTimeout(r.ctx, r.opTimeout())
-		_, _ = r.cli.Revoke(ctx, resp.ID) // best effort: it expires anyway
-		cancel()
-		return 0, fmt.Errorf("etcd: keep lease %x alive: %w", int64(resp.ID), err)
-	}
-	*keepalive, *stopKA = ch, kaCancel
+	r.ls = ls
 	r.mu.Lock()
 	if r.status.Session != 0 || r.orphan != 0 {
 		r.status.Reregistrations++
 	}
-	r.lease = resp.ID
+	r.lease = ls.id
 	r.updateStatusLocked()
 	r.mu.Unlock()
-	r.log.Debug("lease granted", "lease", fmt.Sprintf("%x", int64(resp.ID)), "ttl_seconds", ttl)
-	return resp.ID, nil
+	r.log.Debug("lease granted", "lease", fmt.Sprintf("%x", int64(ls.id)), "ttl", ls.ttl)
+	return ls.id, nil
 }
 
 // leaseLost forgets the current lease; the next reconcile grants a new one
 // and rewrites every key.
-func (r *Registrar) leaseLost(keepalive *<-chan *clientv3.LeaseKeepAliveResponse, stopKA *func()) {
-	(*stopKA)()
-	*keepalive, *stopKA = nil, func() {}
+func (r *Registrar) leaseLost() {
+	if r.ls != nil {
+		r.ls.stop()
+		r.ls = nil
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.lease != 0 {
@@ -167,7 +180,7 @@ func (r *Registrar) leaseLost(keepalive *<-chan *clientv3.LeaseKeepAliveResponse
 func (r *Registrar) deleteRemoved(lease clientv3.LeaseID) error {
 	for _, key := range r.removedKeys() {
 		ctx, cancel := context.WithTimeout(r.ctx, r.opTimeout())
-		_, err := r.cli.Txn(ctx).
+		resp, err := r.cli.Txn(ctx).
 			If(clientv3.Compare(clientv3.LeaseValue(key), "=", lease)).
 			Then(clientv3.OpDelete(key), clientv3.OpDelete(key+"/"+registry.OverrideSuffix)).
 			Commit()
@@ -175,6 +188,7 @@ func (r *Registrar) deleteRemoved(lease clientv3.LeaseID) error {
 		if err != nil {
 			return fmt.Errorf("etcd: delete %s: %w", key, err)
 		}
+		r.wrote(resp.Header)
 		r.mu.Lock()
 		if _, wanted := r.entries[key]; !wanted {
 			delete(r.written, key)
@@ -199,7 +213,7 @@ func (r *Registrar) removedKeys() []string {
 }
 
 // putPending writes every entry not yet written under lease.
-func (r *Registrar) putPending(lease clientv3.LeaseID, keepalive *<-chan *clientv3.LeaseKeepAliveResponse, stopKA *func()) error {
+func (r *Registrar) putPending(lease clientv3.LeaseID) error {
 	r.mu.Lock()
 	rebind := r.orphan != 0 // re-registering after a lost lease
 	r.mu.Unlock()
@@ -211,12 +225,13 @@ func (r *Registrar) putPending(lease clientv3.LeaseID, keepalive *<-chan *client
 			continue // replaced or deregistered since the list was taken
 		}
 		ctx, cancel := context.WithTimeout(r.ctx, r.opTimeout())
-		_, err := r.cli.Put(ctx, e.key, string(e.val), clientv3.WithLease(lease))
+		resp, err := r.cli.Put(ctx, e.key, string(e.val), clientv3.WithLease(lease))
 		cancel()
 		switch {
 		case err == nil:
+			r.wrote(resp.Header)
 		case errors.Is(err, rpctypes.ErrLeaseNotFound):
-			r.leaseLost(keepalive, stopKA)
+			r.leaseLost()
 			return fmt.Errorf("etcd: put %s: %w: %w", e.key, errLeaseLost, err)
 		case permanent(err):
 			r.log.Error("etcd refused the registration; dropping it", "key", e.key, "error", err)
