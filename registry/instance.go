@@ -26,6 +26,9 @@ const (
 	MaxMetadataKeyLen = 128
 	// MaxMetadataValueLen is the longest metadata value, in bytes.
 	MaxMetadataValueLen = 512
+	// MaxHostLen is the longest host part of an address, in bytes: the
+	// longest DNS name.
+	MaxHostLen = 253
 	// MaxWeight is the largest instance weight.
 	MaxWeight = 10000
 	// DefaultWeight is the weight of an instance that does not set one.
@@ -47,7 +50,8 @@ type Instance struct {
 	// Version is the software version, free-form (e.g. "v1.4.2"). Optional.
 	Version string
 	// Addr is the address clients dial, host:port. Required; the host must
-	// not be empty and the port must be 1..65535.
+	// be an IP address or a DNS name of at most MaxHostLen bytes and the
+	// port must be 1..65535.
 	Addr string
 	// Zone is the failure domain the instance runs in (e.g. "eu-1a").
 	// Optional.
@@ -219,6 +223,9 @@ func validateAddr(addr string) error {
 	}
 	if host == "" {
 		return fieldErr("addr", "%q has no host; advertise an address clients can dial", addr)
+	}
+	if len(host) > MaxHostLen {
+		return fieldErr("addr", "host of %d bytes is longer than %d", len(host), MaxHostLen)
 	}
 	p, err := strconv.Atoi(port)
 	if err != nil || p < 1 || p > 65535 {

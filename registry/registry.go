@@ -40,8 +40,9 @@ type Registrar interface {
 	// unknown instance is not an error.
 	Deregister(ctx context.Context, in Instance) error
 	// Close stops the registrar and removes every instance it registered at
-	// once (for etcd: it revokes the lease). It is idempotent; later calls
-	// return nil, and Register after Close returns ErrClosed.
+	// once (for etcd: it revokes the lease). It is idempotent: later calls
+	// do nothing and return the first call's result. Register after Close
+	// returns ErrClosed.
 	Close() error
 }
 

@@ -46,6 +46,10 @@ func TestValidateNamesTheBadField(t *testing.T) {
 		{"addr with named port", func(in *registry.Instance) { in.Addr = "10.0.0.7:http" }, "addr"},
 		{"addr without host", func(in *registry.Instance) { in.Addr = ":9000" }, "addr"},
 		{"addr with bad host", func(in *registry.Instance) { in.Addr = "a b:9000" }, "addr"},
+		{"addr with a host longer than a DNS name", func(in *registry.Instance) {
+			in.ID, in.Addr = "a", strings.Repeat("h", registry.MaxHostLen+1)+":9000"
+		}, "addr"},
+		{"addr with a 1.4 MB host", func(in *registry.Instance) { in.ID, in.Addr = "a", strings.Repeat("h", 1400000)+":9000" }, "addr"},
 		{"weight negative", func(in *registry.Instance) { in.Weight = -1 }, "weight"},
 		{"weight over max", func(in *registry.Instance) { in.Weight = registry.MaxWeight + 1 }, "weight"},
 		{"version too long", func(in *registry.Instance) { in.Version = strings.Repeat("v", 129) }, "version"},
@@ -87,6 +91,7 @@ func TestValidateAcceptsEdges(t *testing.T) {
 		{Name: strings.Repeat("a", 128), Addr: "host-name.example:65535", ID: strings.Repeat("i", 128)},
 		{Name: "user", Addr: "10.0.0.7:9000", Weight: registry.MaxWeight},
 		{Name: "0svc.v2_x-y", Addr: "svc:80", Draining: true},
+		{Name: "user", ID: "a", Addr: strings.Repeat("h", registry.MaxHostLen) + ":9000"},
 	}
 	for _, in := range ok {
 		if err := in.Validate(); err != nil {
