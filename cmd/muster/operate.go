@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"time"
 
 	"github.com/spf13/cobra"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/musterhq/muster/registry"
 	"github.com/musterhq/muster/registry/etcd"
@@ -99,20 +101,42 @@ func newDeregisterCmd(g *globalOptions) *cobra.Command {
 clients stop calling it within their normal convergence time.
 
 Use it for entries that should not be there, such as a machine that is gone
-for good. A live server's registrar does not notice the deletion and writes
-the instance again only after it loses its lease; to take a live server out
-of traffic, use drain.`,
+for good. A live server's registrar owns its instance: it notices the deletion
+and writes the instance again within about a second, and the command says so
+when the instance's lease is alive. To take a live server out of traffic, use
+drain.`,
 		Example: `  muster deregister user 10.0.0.7:9000`,
 		Args:    instanceArgs(),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := g.validate(); err != nil {
 				return err
 			}
-			return g.mutate(cmd, "deregister", args[0], args[1], func(ctx context.Context, s *session) error {
+			var live time.Duration
+			err := g.mutate(cmd, "deregister", args[0], args[1], func(ctx context.Context, s *session) error {
+				live = liveLease(ctx, s, registry.Key(g.prefix, args[0], args[1]))
 				return etcd.Delete(ctx, s.cli, args[0], args[1], etcd.WithPrefix(g.prefix), etcd.WithRequestTimeout(g.timeout))
 			})
+			if err == nil && live > 0 {
+				fmt.Fprintf(cmd.OutOrStdout(), "note: %s/%s was held by a live lease (%v left): its registrar writes it again within about a second;\n"+
+					"to take a live instance out of traffic, run: muster drain %s %s\n", args[0], args[1], live, args[0], args[1])
+			}
+			return err
 		},
 	}
+}
+
+// liveLease returns how long the lease holding key has left, 0 if the key
+// has no lease, is missing, or cannot be read.
+func liveLease(ctx context.Context, s *session, key string) time.Duration {
+	resp, err := s.cli.Get(ctx, key)
+	if err != nil || len(resp.Kvs) == 0 || resp.Kvs[0].Lease == 0 {
+		return 0
+	}
+	ttl, err := s.cli.TimeToLive(ctx, clientv3.LeaseID(resp.Kvs[0].Lease))
+	if err != nil || ttl.TTL <= 0 {
+		return 0
+	}
+	return time.Duration(ttl.TTL) * time.Second
 }
 
 func newDrainCmd(g *globalOptions) *cobra.Command {

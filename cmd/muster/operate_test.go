@@ -86,16 +86,33 @@ func TestOperatorCommands(t *testing.T) {
 		t.Fatalf("a after undrain:\n%s", got.stdout)
 	}
 
-	runOK(t, append([]string{"deregister", "user", "b"}, ep...)...)
+	// A live instance's registrar writes it again: the command says so.
+	got = runOK(t, append([]string{"deregister", "user", "b"}, ep...)...)
+	if !strings.Contains(got.stdout, "writes it again") || !strings.Contains(got.stdout, "muster drain user b") {
+		t.Fatalf("deregister of a live instance does not say it comes back:\n%s", got.stdout)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	for {
-		if r := run(append([]string{"get", "user", "b"}, ep...)...); r.code == 1 {
-			break
-		}
+	for run(append([]string{"get", "user", "b"}, ep...)...).code != 0 {
 		if ctx.Err() != nil {
-			t.Fatalf("b still readable after deregister")
+			t.Fatalf("b not written again by its registrar after deregister")
 		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// An entry no registrar holds stays deleted.
+	if err := r.Deregister(ctx, registry.Instance{Name: "user", ID: "b", Addr: b.Addr}); err != nil {
+		t.Fatal(err)
+	}
+	cli := newClient(t, s.endpoint)
+	if _, err := cli.Put(ctx, "/muster/services/user/static", `{"v":1,"id":"static","name":"user","addr":"127.0.0.1:1"}`); err != nil {
+		t.Fatal(err)
+	}
+	got = runOK(t, append([]string{"deregister", "user", "static"}, ep...)...)
+	if strings.Contains(got.stdout, "writes it again") {
+		t.Fatalf("deregister of an entry without a lease says it comes back:\n%s", got.stdout)
+	}
+	if r := run(append([]string{"get", "user", "static"}, ep...)...); r.code != 1 {
+		t.Fatalf("static entry readable after deregister: exit %d", r.code)
 	}
 	if r := run(append([]string{"drain", "user", "b"}, ep...)...); r.code != 1 || !strings.Contains(r.stderr, "no such instance") {
 		t.Fatalf("drain of a deregistered instance: exit %d, stderr %q", r.code, r.stderr)
