@@ -123,11 +123,16 @@ func (l *lease) keepAlive(ctx context.Context, granted time.Time) {
 	defer ks.close()
 
 	every := l.ttl / renewEvery
-	within := max(l.ttl/answerWithin, minAnswerWithin)
+	answer := max(l.ttl/answerWithin, minAnswerWithin)
 	expires := granted.Add(l.ttl)
 	// Streams that fail outright (refused, reset, a login refused) are
 	// opened again with backoff, up to the answer time.
-	bo := backoff.New(streamRetry, within)
+	bo := backoff.New(streamRetry, answer)
+	// stalls counts the renewals in a row that were not answered in time.
+	// Each next one, on another member, is given twice as long, up to the
+	// lease's expiry: a member that stalls is left at once, but a cluster
+	// whose every member is merely slow still gets its answers in.
+	stalls := 0
 	timer := time.NewTimer(every)
 	defer timer.Stop()
 	for {
@@ -141,6 +146,7 @@ func (l *lease) keepAlive(ctx context.Context, granted time.Time) {
 			return
 		}
 		sent := time.Now()
+		within := min(answer<<min(stalls, 8), expires.Sub(sent))
 		resp, err := ks.renew(ctx, within)
 		switch {
 		case ctx.Err() != nil:
@@ -150,6 +156,7 @@ func (l *lease) keepAlive(ctx context.Context, granted time.Time) {
 			return
 		case err == nil:
 			bo.Reset()
+			stalls = 0
 			expires = sent.Add(time.Duration(resp.TTL) * time.Second)
 			l.mu.Lock()
 			l.member = resp.Header.GetMemberId()
@@ -159,6 +166,7 @@ func (l *lease) keepAlive(ctx context.Context, granted time.Time) {
 			}
 			timer.Reset(every)
 		case errors.Is(err, errStalled):
+			stalls++
 			timer.Reset(0) // again at once, on another member
 		default:
 			timer.Reset(bo.Next())

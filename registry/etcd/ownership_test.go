@@ -252,3 +252,32 @@ func assertKeysStay(t *testing.T, cli *clientv3.Client, prefix string, want []st
 		}
 	}
 }
+
+// A cluster whose every member is merely slow, answering a renewal later
+// than TTL/6, still keeps the lease: each renewal not answered in time is
+// sent again with twice as long to answer.
+func TestSlowAnswersKeepTheLease(t *testing.T) {
+	c := etcdtest.Start(t)
+	const ttl = 2 * time.Second
+	cli := c.Client(t)
+	r := newRegistrar(t, cli, fast("/p", etcd.WithTTL(ttl))...)
+	ctx := ctxFor(t, time.Minute)
+	if err := r.Register(ctx, instance("svc", "a", 9000)); err != nil {
+		t.Fatal(err)
+	}
+	lease := r.Status().Session
+	m := c.Members()[0]
+	// 250ms each way: a round trip takes at least 500ms, more than the
+	// TTL/6 (333ms) a renewal first gets.
+	m.Delay(250 * time.Millisecond)
+	defer m.Undelay()
+	check := c.Client(t, m.DirectEndpoint())
+	for end := time.Now().Add(3 * ttl); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		if keys, leases := rawKeys(t, check, "/p/svc/"); len(keys) != 1 || leases["/p/svc/a"] != lease {
+			t.Fatalf("with every answer 500ms late: keys %v leases %v, want a on lease %x", keys, leases, lease)
+		}
+	}
+	if st := r.Status(); st.Reregistrations != 0 || st.Session != lease {
+		t.Fatalf("status %+v: want the first lease kept", st)
+	}
+}
