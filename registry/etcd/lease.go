@@ -6,13 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"google.golang.org/grpc"
 
 	"github.com/musterhq/muster/internal/backoff"
 	"google.golang.org/grpc/peer"
@@ -119,8 +117,8 @@ func (l *lease) stop() {
 // is when the grant was sent: the lease lives at least until granted + TTL.
 func (l *lease) keepAlive(ctx context.Context, granted time.Time) {
 	defer close(l.done)
-	ks := keepAliveStream{lc: pb.NewLeaseClient(l.cli.ActiveConnection()), log: l.log, id: l.id, stalled: make(map[string]time.Time)}
-	defer ks.close()
+	rn := newRenewer(ctx, pb.NewLeaseClient(l.cli.ActiveConnection()), l.id, l.log)
+	defer rn.close()
 
 	every := l.ttl / renewEvery
 	answer := max(l.ttl/answerWithin, minAnswerWithin)
@@ -128,11 +126,13 @@ func (l *lease) keepAlive(ctx context.Context, granted time.Time) {
 	// Streams that fail outright (refused, reset, a login refused) are
 	// opened again with backoff, up to the answer time.
 	bo := backoff.New(streamRetry, answer)
-	// stalls counts the renewals in a row that were not answered in time.
-	// Each next one, on another member, is given twice as long, up to the
-	// lease's expiry: a member that stalls is left at once, but a cluster
-	// whose every member is merely slow still gets its answers in.
+	// stalls counts the renewals in a row not answered in time. Each is
+	// sent again at once on another member with twice as long to answer,
+	// while the earlier ones may still be answered: a member that stalls
+	// is left at once, and a cluster whose members are merely slow still
+	// gets its answers in.
 	stalls := 0
+	var round time.Time // when the first renewal of this round was sent
 	timer := time.NewTimer(every)
 	defer timer.Stop()
 	for {
@@ -140,36 +140,52 @@ func (l *lease) keepAlive(ctx context.Context, granted time.Time) {
 		case <-ctx.Done():
 			return
 		case <-timer.C:
-		}
-		if !time.Now().Before(expires) {
-			l.end(fmt.Errorf("%w (lease %x, last renewed %v before)", errLeaseExpired, int64(l.id), l.ttl))
-			return
-		}
-		sent := time.Now()
-		within := min(answer<<min(stalls, 8), expires.Sub(sent))
-		resp, err := ks.renew(ctx, within)
-		switch {
-		case ctx.Err() != nil:
-			return
-		case err == nil && resp.TTL <= 0:
-			l.end(fmt.Errorf("etcd: lease %x: %w", int64(l.id), rpctypes.ErrLeaseNotFound))
-			return
-		case err == nil:
+			now := time.Now()
+			if !now.Before(expires) {
+				l.end(fmt.Errorf("%w (lease %x)", errLeaseExpired, int64(l.id)))
+				return
+			}
+			if stalls == 0 {
+				round = now
+			} else {
+				rn.stalled()
+			}
+			within := min(answer<<min(stalls, 8), expires.Sub(now))
+			if err := rn.send(); err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				l.log.Debug("lease renewal not sent; retrying", "lease", fmt.Sprintf("%x", int64(l.id)), "error", err)
+				timer.Reset(min(bo.Next(), expires.Sub(now)))
+				continue
+			}
+			stalls++
+			timer.Reset(within)
+		case a := <-rn.answers:
+			if a.err != nil {
+				rn.drop(a.from)
+				continue
+			}
+			if a.resp.TTL <= 0 {
+				l.end(fmt.Errorf("etcd: lease %x: %w", int64(l.id), rpctypes.ErrLeaseNotFound))
+				return
+			}
+			if stalls == 0 {
+				continue // a late answer to an earlier round
+			}
+			// Counted from the round's first send: the member may have
+			// renewed on that one.
+			expires = round.Add(time.Duration(a.resp.TTL) * time.Second)
+			rn.answered(a.from)
 			bo.Reset()
 			stalls = 0
-			expires = sent.Add(time.Duration(resp.TTL) * time.Second)
 			l.mu.Lock()
-			l.member = resp.Header.GetMemberId()
+			l.member = a.resp.Header.GetMemberId()
 			l.mu.Unlock()
 			if l.header != nil {
-				l.header(resp.Header)
+				l.header(a.resp.Header)
 			}
-			timer.Reset(every)
-		case errors.Is(err, errStalled):
-			stalls++
-			timer.Reset(0) // again at once, on another member
-		default:
-			timer.Reset(bo.Next())
+			timer.Reset(time.Until(round.Add(every)))
 		}
 	}
 }
@@ -180,107 +196,173 @@ func (l *lease) end(err error) {
 	l.mu.Unlock()
 }
 
-// errStalled reports a member that did not answer a renewal in time.
-var errStalled = errors.New("etcd: lease renewal not answered in time")
+// renewer owns the LeaseKeepAlive streams of one lease. Renewals go on the
+// current stream; when one is not answered in time (stalled), the next goes
+// on a new stream, which avoids the members that stalled (new gRPC streams
+// of an etcd client are spread round-robin over its members' connections;
+// a stream that lands on a member that stalled recently is closed and
+// opened again a few times before it is used anyway, as a client with one
+// endpoint has no other member). Stalled streams stay open until a renewal
+// is answered, so a late answer still counts.
+type renewer struct {
+	ctx    context.Context
+	cancel context.CancelFunc // ends every stream and receiver
+	lc     pb.LeaseClient
+	id     clientv3.LeaseID
+	log    *slog.Logger
 
-// keepAliveStream is the LeaseKeepAlive stream of one lease, reopened on
-// another member when a member stalls. New gRPC streams of an etcd client
-// are spread round-robin over its members' connections, so a new stream
-// usually lands elsewhere; a stream that lands on a member that stalled
-// recently is closed and opened again, a few times, before it is used
-// anyway (a client with one endpoint has no other member).
-type keepAliveStream struct {
-	lc  pb.LeaseClient
-	log *slog.Logger
-	id  clientv3.LeaseID
+	answers chan renewal
+	wg      sync.WaitGroup
 
-	stream pb.Lease_LeaseKeepAliveClient
-	ctx    context.Context // the stream's context; cancel ends it
+	current *renewStream
+	waiting []*renewStream // streams with an unanswered renewal
+	// avoid holds the peers that stalled, with when; a peer leaves the
+	// set when it answers again or after avoidFor.
+	avoid map[string]time.Time
+}
+
+// renewStream is one LeaseKeepAlive stream and its receiving goroutine.
+type renewStream struct {
+	s      pb.Lease_LeaseKeepAliveClient
 	cancel context.CancelFunc
 	peer   string
-	// stalled holds the peers that stalled, with when; a peer leaves the
-	// set when it answers again or after avoidFor.
-	stalled map[string]time.Time
+}
+
+// renewal is an answer, or the error that ended a stream.
+type renewal struct {
+	from *renewStream
+	resp *pb.LeaseKeepAliveResponse
+	err  error
 }
 
 // avoidFor is how long a member that stalled is avoided.
 const avoidFor = time.Minute
 
-// renew sends one renewal and waits up to within for the answer, opening a
-// stream first if there is none. On errStalled the stream is closed and
-// its member avoided by the next streams.
-func (k *keepAliveStream) renew(ctx context.Context, within time.Duration) (*pb.LeaseKeepAliveResponse, error) {
-	if k.stream == nil {
-		sctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-		k.cancel = cancel
-		k.ctx = sctx
-	}
-	var fired atomic.Bool
-	cancel := k.cancel
-	watchdog := time.AfterFunc(within, func() { fired.Store(true); cancel() })
-	defer watchdog.Stop()
-	var (
-		resp *pb.LeaseKeepAliveResponse
-		err  error
-	)
-	if k.stream == nil {
-		err = k.open(k.ctx)
-	}
-	if err == nil {
-		err = k.stream.Send(&pb.LeaseKeepAliveRequest{ID: int64(k.id)})
-	}
-	if err == nil {
-		resp, err = k.stream.Recv()
-	}
-	watchdog.Stop()
-	if fired.Load() && ctx.Err() == nil {
-		if _, known := k.stalled[k.peer]; !known {
-			k.log.Warn("etcd member did not answer a lease renewal in time; renewing through another member",
-				"peer", k.peer, "waited", within, "lease", fmt.Sprintf("%x", int64(k.id)))
-		}
-		k.stalled[k.peer] = time.Now()
-		k.close()
-		return nil, errStalled
-	}
-	if err != nil {
-		k.close()
-		return nil, fmt.Errorf("etcd: keep lease %x alive: %w", int64(k.id), err)
-	}
-	delete(k.stalled, k.peer)
-	return resp, nil
+func newRenewer(ctx context.Context, lc pb.LeaseClient, id clientv3.LeaseID, log *slog.Logger) *renewer {
+	ctx, cancel := context.WithCancel(ctx)
+	return &renewer{ctx: ctx, cancel: cancel, lc: lc, id: id, log: log, answers: make(chan renewal), avoid: make(map[string]time.Time)}
 }
 
-// open opens a stream with ctx, avoiding members that stalled recently.
-func (k *keepAliveStream) open(ctx context.Context) error {
+// send sends a renewal on the current stream, opening one first if there
+// is none.
+func (rn *renewer) send() error {
+	if rn.current == nil {
+		st, err := rn.open()
+		if err != nil {
+			return err
+		}
+		rn.current = st
+	}
+	if err := rn.current.s.Send(&pb.LeaseKeepAliveRequest{ID: int64(rn.id)}); err != nil {
+		rn.drop(rn.current)
+		return fmt.Errorf("etcd: send lease %x renewal: %w", int64(rn.id), err)
+	}
+	rn.waiting = append(rn.waiting, rn.current)
+	return nil
+}
+
+// stalled records that the current stream did not answer in time: its
+// member is avoided and the next renewal goes on a new stream.
+func (rn *renewer) stalled() {
+	st := rn.current
+	if st == nil {
+		return
+	}
+	if _, known := rn.avoid[st.peer]; !known {
+		rn.log.Warn("etcd member did not answer a lease renewal in time; renewing through another member",
+			"peer", st.peer, "lease", fmt.Sprintf("%x", int64(rn.id)))
+	}
+	rn.avoid[st.peer] = time.Now()
+	rn.current = nil // kept in waiting: a late answer still counts
+}
+
+// answered makes st, which just answered, the current stream and closes
+// the other streams still waiting.
+func (rn *renewer) answered(st *renewStream) {
+	delete(rn.avoid, st.peer)
+	for _, w := range rn.waiting {
+		if w != st {
+			rn.closeStream(w)
+		}
+	}
+	rn.waiting = rn.waiting[:0]
+	if rn.current != nil && rn.current != st {
+		rn.closeStream(rn.current)
+	}
+	rn.current = st
+}
+
+// drop forgets a stream that ended.
+func (rn *renewer) drop(st *renewStream) {
+	rn.closeStream(st)
+	if rn.current == st {
+		rn.current = nil
+	}
+	kept := rn.waiting[:0]
+	for _, w := range rn.waiting {
+		if w != st {
+			kept = append(kept, w)
+		}
+	}
+	rn.waiting = kept
+}
+
+// open opens a stream, avoiding members that stalled recently, and starts
+// its receiving goroutine.
+func (rn *renewer) open() (*renewStream, error) {
 	now := time.Now()
-	for p, t := range k.stalled {
+	for p, t := range rn.avoid {
 		if now.Sub(t) > avoidFor {
-			delete(k.stalled, p)
+			delete(rn.avoid, p)
 		}
 	}
 	for attempt := 0; ; attempt++ {
-		s, err := k.lc.LeaseKeepAlive(ctx, grpc.WaitForReady(true))
+		sctx, cancel := context.WithCancel(clientv3.WithRequireLeader(rn.ctx))
+		// Without WaitForReady the stream fails at once while no
+		// connection is ready, and is opened again with backoff.
+		s, err := rn.lc.LeaseKeepAlive(sctx)
 		if err != nil {
-			return fmt.Errorf("etcd: open lease keepalive stream: %w", err)
+			cancel()
+			return nil, fmt.Errorf("etcd: open lease %x keepalive stream: %w", int64(rn.id), err)
 		}
 		addr := ""
 		if p, ok := peer.FromContext(s.Context()); ok && p.Addr != nil {
 			addr = p.Addr.String()
 		}
-		if _, bad := k.stalled[addr]; bad && attempt < 2*len(k.stalled)+2 {
-			// Ends the stream without ending ctx: the next stream
-			// goes to the next member in the client's rotation.
-			_ = s.CloseSend()
+		if _, bad := rn.avoid[addr]; bad && attempt < 2*len(rn.avoid)+2 {
+			cancel() // the next stream goes to the next member in rotation
 			continue
 		}
-		k.stream, k.peer = s, addr
-		return nil
+		st := &renewStream{s: s, cancel: cancel, peer: addr}
+		rn.wg.Add(1)
+		go rn.receive(st)
+		return st, nil
 	}
 }
 
-func (k *keepAliveStream) close() {
-	if k.cancel != nil {
-		k.cancel()
+func (rn *renewer) receive(st *renewStream) {
+	defer rn.wg.Done()
+	for {
+		resp, err := st.s.Recv()
+		select {
+		case rn.answers <- renewal{from: st, resp: resp, err: err}:
+		case <-rn.ctx.Done():
+			return
+		}
+		if err != nil {
+			return
+		}
 	}
-	k.stream, k.cancel, k.ctx, k.peer = nil, nil, nil, ""
+}
+
+func (rn *renewer) closeStream(st *renewStream) {
+	if st != nil {
+		st.cancel()
+	}
+}
+
+// close ends every stream and waits for their goroutines.
+func (rn *renewer) close() {
+	rn.cancel()
+	rn.wg.Wait()
 }
