@@ -12,8 +12,9 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/musterhq/muster/internal/backoff"
 	"google.golang.org/grpc/peer"
+
+	"github.com/musterhq/muster/internal/backoff"
 )
 
 // Renewal timing, as fractions of the TTL. A renewal is sent every
@@ -48,22 +49,19 @@ type lease struct {
 	id  clientv3.LeaseID
 	ttl time.Duration
 
-	cli    *clientv3.Client
-	log    *slog.Logger
-	header func(*pb.ResponseHeader) // called with every renewal's header
+	cli *clientv3.Client
+	log *slog.Logger
 
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the lease is lost or stopped
 
-	mu     sync.Mutex
-	err    error  // why the lease ended; set before done is closed
-	member uint64 // the member that answered the last renewal
+	mu  sync.Mutex
+	err error // why the lease ended; set before done is closed
 }
 
 // grantLease grants a lease of ttl (rounded up to a second) and starts
-// keeping it alive. header, if not nil, is called with the header of every
-// renewal's answer, on the lease's goroutine.
-func grantLease(ctx context.Context, cli *clientv3.Client, ttl, timeout time.Duration, log *slog.Logger, header func(*pb.ResponseHeader)) (*lease, error) {
+// keeping it alive.
+func grantLease(ctx context.Context, cli *clientv3.Client, ttl, timeout time.Duration, log *slog.Logger) (*lease, error) {
 	secs := int64((ttl + time.Second - 1) / time.Second)
 	start := time.Now()
 	gctx, cancel := context.WithTimeout(ctx, timeout)
@@ -72,19 +70,14 @@ func grantLease(ctx context.Context, cli *clientv3.Client, ttl, timeout time.Dur
 	if err != nil {
 		return nil, fmt.Errorf("etcd: grant lease: %w", err)
 	}
-	if header != nil {
-		header(resp.ResponseHeader)
-	}
 	kctx, kcancel := context.WithCancel(ctx)
 	l := &lease{
 		id:     resp.ID,
 		ttl:    time.Duration(resp.TTL) * time.Second,
 		cli:    cli,
 		log:    log,
-		header: header,
 		cancel: kcancel,
 		done:   make(chan struct{}),
-		member: resp.ResponseHeader.GetMemberId(),
 	}
 	go l.keepAlive(kctx, start)
 	return l, nil
@@ -98,13 +91,6 @@ func (l *lease) Err() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.err
-}
-
-// Member returns the ID of the etcd member that answered the last renewal.
-func (l *lease) Member() uint64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.member
 }
 
 // stop ends the keepalive and waits for it; it does not revoke the lease.
@@ -126,12 +112,12 @@ func (l *lease) keepAlive(ctx context.Context, granted time.Time) {
 	// Streams that fail outright (refused, reset, a login refused) are
 	// opened again with backoff, up to the answer time.
 	bo := backoff.New(streamRetry, answer)
-	// stalls counts the renewals in a row not answered in time. Each is
-	// sent again at once on another member with twice as long to answer,
-	// while the earlier ones may still be answered: a member that stalls
-	// is left at once, and a cluster whose members are merely slow still
-	// gets its answers in.
-	stalls := 0
+	// unanswered counts the renewals of this round sent and not yet
+	// answered. One not answered in time is sent again at once on another
+	// member, while the earlier ones may still be answered: a member that
+	// stalls is left at once, and a cluster whose members are merely slow
+	// still gets its answers in.
+	unanswered := 0
 	var round time.Time // when the first renewal of this round was sent
 	timer := time.NewTimer(every)
 	defer timer.Stop()
@@ -145,12 +131,12 @@ func (l *lease) keepAlive(ctx context.Context, granted time.Time) {
 				l.end(fmt.Errorf("%w (lease %x)", errLeaseExpired, int64(l.id)))
 				return
 			}
-			if stalls == 0 {
+			if unanswered == 0 {
 				round = now
 			} else {
 				rn.stalled()
 			}
-			within := min(answer<<min(stalls, 8), expires.Sub(now))
+			within := min(answer, expires.Sub(now))
 			if err := rn.send(); err != nil {
 				if ctx.Err() != nil {
 					return
@@ -159,18 +145,23 @@ func (l *lease) keepAlive(ctx context.Context, granted time.Time) {
 				timer.Reset(min(bo.Next(), expires.Sub(now)))
 				continue
 			}
-			stalls++
+			unanswered++
 			timer.Reset(within)
 		case a := <-rn.answers:
 			if a.err != nil {
 				rn.drop(a.from)
+				if unanswered > 0 && len(rn.waiting) == 0 {
+					// Nothing left to answer this round: send again
+					// soon rather than at the answer time.
+					timer.Reset(min(bo.Next(), time.Until(expires)))
+				}
 				continue
 			}
 			if a.resp.TTL <= 0 {
 				l.end(fmt.Errorf("etcd: lease %x: %w", int64(l.id), rpctypes.ErrLeaseNotFound))
 				return
 			}
-			if stalls == 0 {
+			if unanswered == 0 {
 				continue // a late answer to an earlier round
 			}
 			// Counted from the round's first send: the member may have
@@ -178,13 +169,7 @@ func (l *lease) keepAlive(ctx context.Context, granted time.Time) {
 			expires = round.Add(time.Duration(a.resp.TTL) * time.Second)
 			rn.answered(a.from)
 			bo.Reset()
-			stalls = 0
-			l.mu.Lock()
-			l.member = a.resp.Header.GetMemberId()
-			l.mu.Unlock()
-			if l.header != nil {
-				l.header(a.resp.Header)
-			}
+			unanswered = 0
 			timer.Reset(time.Until(round.Add(every)))
 		}
 	}

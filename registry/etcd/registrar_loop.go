@@ -140,7 +140,7 @@ func (r *Registrar) reconcile() error {
 
 // grant obtains a new lease and starts keeping it alive.
 func (r *Registrar) grant() (clientv3.LeaseID, error) {
-	ls, err := grantLease(r.ctx, r.cli, r.opts.ttl, r.opTimeout(), r.log, nil)
+	ls, err := grantLease(r.ctx, r.cli, r.opts.ttl, r.opTimeout(), r.log)
 	if err != nil {
 		return 0, err
 	}
