@@ -196,25 +196,25 @@ func TestStalledKeepAliveMemberCostsNoKey(t *testing.T) {
 	for i, m := range c.Members() {
 		// Check through another member, directly.
 		check := c.Client(t, c.Members()[(i+1)%3].DirectEndpoint())
-		m.Blackhole()
+		m.Stall()
 		until := time.Now().Add(3 * ttl)
 		polls := 0
 		for time.Now().Before(until) {
 			keys, leases := rawKeys(t, check, "/p/svc/")
 			if fmt.Sprint(keys) != fmt.Sprint(want) {
-				m.Unblackhole()
+				m.Heal()
 				t.Fatalf("member %s cut off for %v: keys %v, want %v", m.Name(), 3*ttl-time.Until(until), keys, want)
 			}
 			for k, l := range leases {
 				if l != lease {
-					m.Unblackhole()
+					m.Heal()
 					t.Fatalf("member %s cut off: key %s on lease %x, want the registrar's lease %x", m.Name(), k, l, lease)
 				}
 			}
 			polls++
 			time.Sleep(100 * time.Millisecond)
 		}
-		m.Unblackhole()
+		m.Heal()
 		t.Logf("member %s cut off for %v: all %d keys present in %d checks", m.Name(), 3*ttl, len(want), polls)
 	}
 	if st := r.Status(); st.Reregistrations != 0 || st.Session != lease || !st.Registered {
@@ -270,7 +270,7 @@ func TestSlowAnswersKeepTheLease(t *testing.T) {
 	// 250ms each way: a round trip takes at least 500ms, more than the
 	// TTL/6 (333ms) a renewal first gets.
 	m.Delay(250 * time.Millisecond)
-	defer m.Undelay()
+	defer m.Heal()
 	check := c.Client(t, m.DirectEndpoint())
 	for end := time.Now().Add(3 * ttl); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
 		if keys, leases := rawKeys(t, check, "/p/svc/"); len(keys) != 1 || leases["/p/svc/a"] != lease {
