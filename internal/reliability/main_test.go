@@ -55,9 +55,9 @@ type world struct {
 	b    *resolver.Builder
 }
 
-func newWorld(t *testing.T) *world {
+func newWorld(t *testing.T, extra ...etcdtest.Option) *world {
 	t.Helper()
-	c := etcdtest.Start(t, etcdtest.WithSize(3))
+	c := etcdtest.Start(t, append([]etcdtest.Option{etcdtest.WithSize(3)}, extra...)...)
 	w := &world{c: c, cli: c.Client(t)}
 	var err error
 	if w.disc, err = etcd.NewDiscovery(c.Client(t), opts()...); err != nil {
@@ -118,9 +118,16 @@ func (w *world) watch(t *testing.T) registry.Watcher {
 // keys returns the greeter keys in etcd and the lease of each.
 func (w *world) keys(t *testing.T) map[string]int64 {
 	t.Helper()
+	return keysOf(t, w.cli)
+}
+
+// keysOf returns the greeter keys in etcd, read through cli, and the lease
+// of each.
+func keysOf(t *testing.T, cli *clientv3.Client) map[string]int64 {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	resp, err := w.cli.Get(ctx, registry.ServicePrefix(registry.DefaultPrefix, "greeter"), clientv3.WithPrefix())
+	resp, err := cli.Get(ctx, registry.ServicePrefix(registry.DefaultPrefix, "greeter"), clientv3.WithPrefix())
 	if err != nil {
 		t.Fatalf("read keys: %v", err)
 	}
