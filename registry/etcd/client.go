@@ -19,11 +19,17 @@ import (
 // own reconnect backoff grows to 120s, which would keep a registrar away
 // from a recovered etcd for minutes), detects a dead connection within
 // about 13 seconds through keepalive pings while it has streams open (etcd
-// closes connections that ping without one), discards the client's own
+// closes connections that ping without one; gRPC pings at most every 10
+// seconds), discards the client's own
 // zap logs (Muster logs through log/slog), and reports why a request could
 // not reach etcd (ConnectionError). Adjust the result as needed (TLS,
 // credentials) and pass it to clientv3.New; append to its DialOptions
 // rather than replacing them.
+//
+// A Registrar does not rely on that detection to keep its lease: 13 seconds
+// is longer than the default TTL. It notices a member that does not answer
+// a renewal within TTL/6 and renews through another member, at the latest
+// TTL/2 after the last renewal (see WithTTL).
 func ClientConfig(endpoints ...string) clientv3.Config {
 	return clientv3.Config{
 		Endpoints:   endpoints,

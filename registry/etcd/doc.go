@@ -12,13 +12,27 @@
 // # Registration
 //
 // A Registrar grants one lease when its first instance is registered and
-// keeps it alive. When the lease is lost (revoked, expired during an outage
-// or a partition longer than the TTL), it grants a new one and rewrites every
-// instance under the same keys, retrying with capped exponential backoff
-// and jitter until Close. It works while etcd is unreachable: Register then
-// returns an error matching registry.ErrPending and the instance appears as
-// soon as etcd answers. Close revokes the lease, removing every instance at
-// once.
+// keeps it alive: it renews it every TTL/3 and gives each renewal TTL/6 to
+// be answered; a member that does not answer in time (frozen, or behind a
+// partition that keeps its connections open) is left for another member
+// at once, so while a quorum is reachable the lease is renewed at the
+// latest TTL/2 after its last renewal. When the lease is lost anyway
+// (revoked, expired during an outage or a partition longer than the TTL),
+// it grants a new one and rewrites every instance under the same keys,
+// retrying with capped exponential backoff and jitter until Close. It works
+// while etcd is unreachable: Register then returns an error matching
+// registry.ErrPending (at once while its last attempt failed) and the
+// instance appears as soon as etcd answers. Close revokes the lease,
+// removing every instance at once.
+//
+// The registrar owns its keys. It watches the deletions in each service it
+// has instances in and writes a deleted key again as soon as the event
+// arrives, and every audit interval (WithAuditInterval, default 5s) it
+// checks that etcd still holds every key under its lease and that etcd's
+// history did not go back below its last write (a restore from a backup),
+// writing again what is missing, or everything after a rewind. To take a
+// live instance out of traffic, drain it (SetOverride): a deleted key comes
+// back.
 //
 // # Discovery
 //
