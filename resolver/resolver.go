@@ -127,7 +127,7 @@ func (r *musterResolver) update(now time.Time) {
 	}
 	r.live = true
 	if r.b.snaps != nil && !withheld && !snap.Stale() {
-		if err := r.b.snaps.save(r.q.service, snap.Revision, serve, now); err != nil {
+		if err := r.b.snaps.save(r.q.service, positionOf(snap), serve, now, r.w.Snapshot); err != nil {
 			r.log.Error("cannot write the disk snapshot", "error", err)
 		}
 	}
