@@ -55,7 +55,6 @@ func (r *musterResolver) run(ctx context.Context) {
 	lift := time.NewTimer(time.Hour)
 	lift.Stop()
 	defer lift.Stop()
-	var liftC <-chan time.Time
 	r.update(time.Now())
 	if !r.delivered {
 		r.startFromDisk()
@@ -64,7 +63,7 @@ func (r *musterResolver) run(ctx context.Context) {
 		if r.delivered && r.live {
 			firstC = nil
 		}
-		liftC = r.armLift(lift)
+		liftC := r.armLift(lift)
 		select {
 		case <-ctx.Done():
 			return

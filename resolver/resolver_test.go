@@ -182,7 +182,8 @@ func TestMassExpiryKeepsTheListAndHeals(t *testing.T) {
 	// The last update, to an empty list, is withheld whatever came before
 	// (2 of 3 may be served; 1 or 0 are below half).
 	sink.wait(t, msgProtected, 5*time.Second)
-	if got := calls(t, conn, 300); len(got) < 2 {
+	got := calls(t, conn, 300)
+	if len(got) < 2 {
 		t.Fatalf("calls during the mass expiry reached %v, want at least 2 of the 3 servers", got)
 	}
 	if bld.Stats().Protected == 0 {
@@ -195,6 +196,7 @@ func TestMassExpiryKeepsTheListAndHeals(t *testing.T) {
 	}
 
 	// The servers reach etcd again and re-register.
+	healStart := time.Now()
 	for i, id := range ids {
 		reg, _ := e.cutOffRegistrar(t)
 		if err := reg.Register(ctxFor(t, 5*time.Second), registry.Instance{Name: "greeter", ID: id, Addr: backends[i].Addr}); err != nil {
@@ -206,6 +208,8 @@ func TestMassExpiryKeepsTheListAndHeals(t *testing.T) {
 		be.ResetCalls()
 	}
 	callUntil(t, conn, "every server called after re-registration", hasAll(addrs...))
+	t.Logf("during the expiry: 300 calls, 0 failed, reached %d servers; %d updates withheld; healed (all called) %v after the servers reached etcd again",
+		len(got), bld.Stats().Protected, time.Since(healStart).Round(time.Millisecond))
 }
 
 func TestFiltersByVersionZoneAndMetadata(t *testing.T) {

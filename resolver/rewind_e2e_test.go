@@ -116,6 +116,7 @@ func TestSnapshotFollowsAnEtcdRestartedEmpty(t *testing.T) {
 	old.Members()[0].Stop(t)
 	fresh := etcdtest.Start(t)
 	cli.SetEndpoints(fresh.Endpoints()...)
+	restarted := time.Now()
 	c := register("c")
 	callUntil(t, conn, "the server registered after the restart called", hasAll(c))
 	all := slices.Sorted(slices.Values([]string{a, b, c}))
@@ -125,7 +126,8 @@ func TestSnapshotFollowsAnEtcdRestartedEmpty(t *testing.T) {
 	if after.Revision >= before.Revision {
 		t.Fatalf("the new history's revision %d is not below the old one's %d: the test did not rewind", after.Revision, before.Revision)
 	}
-	t.Logf("snapshot file: revision %d (a, b) before the restart, %d (a, b, c) after", before.Revision, after.Revision)
+	t.Logf("snapshot file: revision %d (a, b) before the restart, %d (a, b, c) %v after it",
+		before.Revision, after.Revision, time.Since(restarted).Round(time.Millisecond))
 
 	// A later outage; a new process starts from the disk snapshot.
 	fresh.Members()[0].Stop(t)
