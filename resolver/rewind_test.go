@@ -62,15 +62,16 @@ func TestSnapshotStoreFollowsRewinds(t *testing.T) {
 	save(7, 10, 5, "the same again", false)
 	save(8, 30, 5, "yet another generation", true)
 	save(9, 2, 1, "another generation at a lower revision", true)
+	save(10, 2, 1, "another generation at the same revision with the same list", true)
 
 	// A channel behind the others: another channel wrote revision 5, the
 	// registry's latest, or a later one; this channel still holds the list
 	// of revision 4, and its next update brings the newer one. Writing 4
 	// meanwhile would only go back.
-	save(9, 5, 4, "the registry's revision 5", true)
+	save(10, 5, 4, "the registry's revision 5", true)
 	for _, latestRev := range []int64{5, 6} {
 		cur.Revision = latestRev
-		if err := st.save("s", position{gen: 9, rev: 4}, list(6), t0.Add(time.Hour), latest); err != nil {
+		if err := st.save("s", position{gen: 10, rev: 4}, list(6), t0.Add(time.Hour), latest); err != nil {
 			t.Fatal(err)
 		}
 		if f := readSnapshotFile(t, st); f.Revision != 5 {
@@ -81,7 +82,7 @@ func TestSnapshotStoreFollowsRewinds(t *testing.T) {
 
 	// An unflagged rewind that reaches the very revision the file holds
 	// before its first save: same position, another list.
-	save(9, 5, 2, "a rewind back to the revision of the file with another list", true)
+	save(10, 5, 2, "a rewind back to the revision of the file with another list", true)
 }
 
 func readOrZero(t *testing.T, st *snapshotStore) snapshotFile {
