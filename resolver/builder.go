@@ -53,7 +53,7 @@ func NewBuilder(d registry.Discovery, opts ...Option) *Builder {
 	o := buildOptions(opts)
 	b := &Builder{d: d, opts: o, log: o.logger.With("component", "muster.resolver")}
 	if o.snapshotDir != "" {
-		b.snaps = &snapshotStore{dir: o.snapshotDir, written: map[string]int64{}}
+		b.snaps = &snapshotStore{dir: o.snapshotDir, written: map[string]savedList{}}
 	}
 	return b
 }

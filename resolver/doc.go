@@ -39,9 +39,12 @@
 // instances are reused; the arrays of the next state are allocated after
 // each update, off the path of the next change, so each channel holds
 // about 100 bytes per instance of its list beyond what gRPC keeps.
-// ResolveNow is a no-op: the watch pushes every change. Empty-list protection (WithProtection) withholds an update
-// that would shrink the list below a fraction of the largest list served
-// in a recent window, and keeps serving the last good list.
+// ResolveNow is a no-op: the watch pushes every change. Empty-list
+// protection (WithProtection) withholds an update that would shrink the
+// list below a fraction of the largest list served in a recent window, and
+// keeps serving the last good list; it lifts when the list grows back, or
+// by itself a window after it started (a timer, so also when the registry
+// stays quiet), and both its start and its lift are logged.
 //
 // DirectBuilder resolves static "direct:///host:port,host:port" targets.
 //

@@ -94,7 +94,8 @@ func WithFirstStateTimeout(d time.Duration) Option {
 // leave fewer than fraction times the largest list served within the last
 // window is withheld, and the last accepted list keeps being served; the
 // protection lifts when the list grows back, or a window after it started
-// (a service that really shrank is then served as it is). Judging over a
+// even if the registry reports nothing more (a service that really shrank
+// is then served as it is). Judging over a
 // window catches a mass expiry that etcd delivers as a trickle of deletes.
 //
 // The default is fraction 0.5 over 30s: losing more than half of a service
@@ -114,7 +115,9 @@ func WithProtection(fraction float64, window time.Duration) Option {
 }
 
 // WithSnapshotDir keeps the last good list of each resolved service in
-// dir, written atomically whenever it changes. A channel built while the
+// dir, written atomically whenever it changes, also when the registry's
+// history was replaced (etcd restored from a backup or restarted empty: a
+// new generation, or revisions going back). A channel built while the
 // registry is unreachable starts from it (its age is logged). A corrupt or
 // foreign file is ignored with a logged error. The default is no
 // snapshots.

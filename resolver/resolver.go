@@ -50,6 +50,11 @@ func (r *musterResolver) run(ctx context.Context) {
 	first := time.NewTimer(r.b.opts.firstState)
 	defer first.Stop()
 	firstC := first.C
+	// lift fires when protection would lift with no new snapshot: a
+	// registry that really shrank may stay quiet afterwards.
+	lift := time.NewTimer(time.Hour)
+	lift.Stop()
+	defer lift.Stop()
 	r.update(time.Now())
 	if !r.delivered {
 		r.startFromDisk()
@@ -58,6 +63,7 @@ func (r *musterResolver) run(ctx context.Context) {
 		if r.delivered && r.live {
 			firstC = nil
 		}
+		liftC := r.armLift(lift)
 		select {
 		case <-ctx.Done():
 			return
@@ -66,6 +72,8 @@ func (r *musterResolver) run(ctx context.Context) {
 				return
 			}
 			r.update(time.Now())
+		case <-liftC:
+			r.update(time.Now())
 		case <-firstC:
 			firstC = nil
 			if !r.delivered {
@@ -73,6 +81,18 @@ func (r *musterResolver) run(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// armLift sets t to fire when protection would next change its decision,
+// and returns its channel; nil (and t stopped) while not protecting.
+func (r *musterResolver) armLift(t *time.Timer) <-chan time.Time {
+	at, ok := r.protect.next()
+	if !ok {
+		t.Stop()
+		return nil
+	}
+	t.Reset(time.Until(at))
+	return t.C
 }
 
 // update pushes the watcher's current snapshot to the channel, through
@@ -85,15 +105,19 @@ func (r *musterResolver) update(now time.Time) {
 		}
 		return
 	}
+	since := r.protect.since()
+	kept := len(r.protect.good)
 	serve, withheld := r.protect.decide(now, snap.Instances)
 	if withheld {
 		r.b.protected.Add(1)
 		if !r.withheld {
 			r.log.Warn("empty-list protection: keeping the last good list",
-				"live", len(snap.Instances), "served", len(serve), "fraction", r.b.opts.protectFraction)
+				"live", len(snap.Instances), "served", len(serve),
+				"fraction", r.b.opts.protectFraction, "window", r.b.opts.protectWindow)
 		}
 	} else if r.withheld {
-		r.log.Info("empty-list protection lifted", "live", len(snap.Instances))
+		r.log.Info("empty-list protection lifted", "live", len(snap.Instances), "served", kept,
+			"withheld_for", now.Sub(since))
 	}
 	r.withheld = withheld
 	list := r.choose(serve)
@@ -102,7 +126,7 @@ func (r *musterResolver) update(now time.Time) {
 	}
 	r.live = true
 	if r.b.snaps != nil && !withheld && !snap.Stale() {
-		if err := r.b.snaps.save(r.q.service, snap.Revision, serve, now); err != nil {
+		if err := r.b.snaps.save(r.q.service, positionOf(snap), serve, now, r.w.Snapshot); err != nil {
 			r.log.Error("cannot write the disk snapshot", "error", err)
 		}
 	}

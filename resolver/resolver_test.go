@@ -137,44 +137,79 @@ func TestCorruptSnapshotIsIgnored(t *testing.T) {
 	}
 }
 
+// A mass expiry: every server still runs but none can reach etcd (their
+// registrars' client is closed), so none can renew its lease or
+// re-register, and all their keys expire after the TTL. The channel keeps
+// a list of at least half the servers and calls go on; when the servers
+// reach etcd again (new clients) they re-register and all are called.
 func TestMassExpiryKeepsTheListAndHeals(t *testing.T) {
 	e := newEnv(t)
-	// One registrar per server, as in real deployments: three leases.
+	sink := newLogSink()
+	bld := resolver.NewBuilder(e.disc, resolver.WithLogger(sink.logger())) // default protection: 0.5 over 30s
+	ids := []string{"a", "b", "c"}
 	var backends []*testbackend.Backend
-	for _, id := range []string{"a", "b", "c"} {
-		reg, err := etcd.NewRegistrar(e.cli, etcdOpts()...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = reg.Close() })
+	var addrs []string
+	var clients []*clientv3.Client
+	// One registrar per server, as in real deployments: three leases.
+	for _, id := range ids {
+		reg, cli := e.cutOffRegistrar(t)
 		be := testbackend.Start(t)
 		if err := reg.Register(ctxFor(t, 5*time.Second), registry.Instance{Name: "greeter", ID: id, Addr: be.Addr}); err != nil {
 			t.Fatal(err)
 		}
-		backends = append(backends, be)
+		backends, addrs, clients = append(backends, be), append(addrs, be.Addr), append(clients, cli)
 	}
-	conn := dial(t, grpc.WithResolvers(e.b), "muster:///greeter")
-	callUntil(t, conn, "every server called", hasAll(backends[0].Addr, backends[1].Addr, backends[2].Addr))
+	states := newStateLog()
+	conn := dial(t, grpc.WithResolvers(states.builder(bld)), "muster:///greeter")
+	callUntil(t, conn, "every server called", hasAll(addrs...))
 
-	ctx := ctxFor(t, 30*time.Second)
-	leases, err := e.cli.Leases(ctx)
+	w, err := e.disc.Watch(ctxFor(t, 30*time.Second), "greeter")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, l := range leases.Leases {
-		if _, err := e.cli.Revoke(ctx, l.ID); err != nil {
+	defer w.Close()
+	for _, cli := range clients {
+		_ = cli.Close()
+	}
+	// Every key expires (TTL 2s): the registry holds no instance.
+	for deadline := time.After(10 * time.Second); len(w.Snapshot().Instances) != 0; {
+		select {
+		case <-w.Updates():
+		case <-deadline:
+			t.Fatalf("the leases of servers cut off from etcd did not expire within 10s: %d instances left", len(w.Snapshot().Instances))
+		}
+	}
+	// The last update, to an empty list, is withheld whatever came before
+	// (2 of 3 may be served; 1 or 0 are below half).
+	sink.wait(t, msgProtected, 5*time.Second)
+	got := calls(t, conn, 300)
+	if len(got) < 2 {
+		t.Fatalf("calls during the mass expiry reached %v, want at least 2 of the 3 servers", got)
+	}
+	if bld.Stats().Protected == 0 {
+		t.Fatalf("no update was withheld by protection; stats %+v", bld.Stats())
+	}
+	for _, s := range states.since(0) {
+		if len(s.addrs) < 2 {
+			t.Fatalf("the channel got a state of %d endpoints during the mass expiry; states %s", len(s.addrs), states.describe(0))
+		}
+	}
+
+	// The servers reach etcd again and re-register.
+	healStart := time.Now()
+	for i, id := range ids {
+		reg, _ := e.cutOffRegistrar(t)
+		if err := reg.Register(ctxFor(t, 5*time.Second), registry.Instance{Name: "greeter", ID: id, Addr: backends[i].Addr}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	// Calls go on through the expiry and the re-registration.
-	calls(t, conn, 300)
-	if e.b.Stats().Protected == 0 {
-		t.Fatalf("no update was withheld by protection; stats %+v", e.b.Stats())
-	}
+	sink.wait(t, msgLifted, 10*time.Second)
 	for _, be := range backends {
 		be.ResetCalls()
 	}
-	callUntil(t, conn, "every server called after re-registration", hasAll(backends[0].Addr, backends[1].Addr, backends[2].Addr))
+	callUntil(t, conn, "every server called after re-registration", hasAll(addrs...))
+	t.Logf("during the expiry: 300 calls, 0 failed, reached %d servers; %d updates withheld; healed (all called) %v after the servers reached etcd again",
+		len(got), bld.Stats().Protected, time.Since(healStart).Round(time.Millisecond))
 }
 
 func TestFiltersByVersionZoneAndMetadata(t *testing.T) {
