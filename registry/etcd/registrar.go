@@ -10,6 +10,8 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/musterhq/muster/registry"
 )
@@ -57,8 +59,9 @@ type Registrar struct {
 	status  registry.RegistrarStatus
 	changed chan struct{} // closed and replaced on every state change
 	closed  bool
-	// retrying is true while the run loop's last attempt failed and the
-	// next one waits for its backoff: etcd is believed unreachable.
+	// retrying is true while the run loop's last attempt failed because
+	// etcd did not answer, until an attempt succeeds: etcd is believed
+	// unreachable.
 	retrying bool
 
 	// Owned by the run loop.
@@ -115,8 +118,8 @@ func NewRegistrar(cli *clientv3.Client, opts ...Option) (*Registrar, error) {
 // most until ctx ends or the request timeout (WithRequestTimeout) passes,
 // and then returns an error matching registry.ErrPending: the instance is
 // kept and written as soon as etcd answers. While the registrar's last
-// attempt to reach etcd failed (it is waiting to retry), Register returns
-// that error at once, with the last etcd error. An instance etcd refuses for
+// attempt failed because etcd did not answer (it is waiting to retry),
+// Register returns that error at once, with the last etcd error. An instance etcd refuses for
 // good (permission denied, value too large) is dropped and the error says
 // why.
 func (r *Registrar) Register(ctx context.Context, in registry.Instance) error {
@@ -230,6 +233,23 @@ func (r *Registrar) await(ctx context.Context, cond func() (bool, error)) error 
 			return pendingError(context.DeadlineExceeded, lastErr)
 		}
 	}
+}
+
+// unreachable reports whether err says that etcd did not answer: no
+// connection, or no answer before the request's deadline.
+func unreachable(err error) bool {
+	if err == nil {
+		return false
+	}
+	var ce *ConnectionError
+	if errors.As(err, &ce) || errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded:
+		return true
+	}
+	return false
 }
 
 // errRetrying is the cause of an ErrPending returned at once because the
@@ -365,7 +385,7 @@ func (r *Registrar) setError(err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.status.LastError = err
-	r.retrying = err != nil
+	r.retrying = unreachable(err)
 	if err != nil {
 		r.status.LastErrorAt = time.Now()
 		r.status.Failures++
