@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -72,6 +73,7 @@ type options struct {
 	auth         bool
 	rootPassword string
 	tokenTTL     time.Duration
+	processes    bool
 }
 
 // WithSize sets the number of members. Supported sizes are 1 (the default)
@@ -100,6 +102,7 @@ type Cluster struct {
 	// rootPassword is RootUser's password; empty without WithAuth.
 	rootPassword string
 	rpc          *rpcCounter
+	processes    bool // WithProcesses
 
 	mu      sync.Mutex
 	closed  bool
@@ -120,6 +123,9 @@ func Start(t testing.TB, opts ...Option) *Cluster {
 	}
 	if o.size != 1 && o.size != 3 {
 		t.Fatalf("etcdtest: unsupported cluster size %d: use WithSize(1) or WithSize(3)", o.size)
+	}
+	if o.auth && o.processes {
+		t.Fatalf("etcdtest: WithAuth is not supported with WithProcesses")
 	}
 	if o.auth && o.rootPassword == "" {
 		t.Fatalf("etcdtest: WithAuth: the root password must not be empty")
@@ -147,7 +153,7 @@ func Start(t testing.TB, opts ...Option) *Cluster {
 // start makes one attempt at starting a cluster. On failure everything it
 // started is stopped again.
 func start(t testing.TB, o options, tlsFiles *TLSFiles) (c *Cluster, err error) {
-	c = &Cluster{t: t, tls: tlsFiles, rpc: newRPCCounter()}
+	c = &Cluster{t: t, tls: tlsFiles, rpc: newRPCCounter(), processes: o.processes}
 	if o.auth {
 		c.rootPassword = o.rootPassword
 	}
@@ -177,6 +183,7 @@ func start(t testing.TB, o options, tlsFiles *TLSFiles) (c *Cluster, err error) 
 			logger:     o.logger,
 			tls:        tlsFiles,
 			rpc:        c.rpc,
+			processes:  o.processes,
 		}
 		if o.auth {
 			m.auth, m.tokenTTL = true, tokenTTLSeconds(o.tokenTTL)
@@ -194,33 +201,37 @@ func start(t testing.TB, o options, tlsFiles *TLSFiles) (c *Cluster, err error) 
 		}
 	}
 
-	deadline := time.Now().Add(startTimeout)
+	return c, c.startMembers(time.Now().Add(startTimeout))
+}
+
+// startMembers starts every member of a new cluster, waits until each is
+// ready, a leader is elected and each serves a linearizable read, and
+// enables authentication WithAuth.
+func (c *Cluster) startMembers(deadline time.Time) error {
 	for _, m := range c.members {
-		e, abort, err := m.launch("new")
-		if err != nil {
-			return c, fmt.Errorf("member %s: %w", m.name, err)
+		if err := m.launch("new"); err != nil {
+			return fmt.Errorf("member %s: %w", m.name, err)
 		}
-		m.setEtcd(e, abort)
 	}
 	for _, m := range c.members {
-		if err := waitReady(m.Etcd(), deadline); err != nil {
-			return c, fmt.Errorf("member %s: %w", m.name, err)
+		if err := m.waitReady(deadline); err != nil {
+			return fmt.Errorf("member %s: %w", m.name, err)
 		}
 	}
 	if _, err := c.waitLeader(deadline); err != nil {
-		return c, err
+		return err
 	}
 	for _, m := range c.members {
-		if err := waitServing(m.Etcd(), deadline); err != nil {
-			return c, fmt.Errorf("member %s: %w", m.name, err)
+		if err := m.waitServing(deadline); err != nil {
+			return fmt.Errorf("member %s: %w", m.name, err)
 		}
 	}
-	if o.auth {
+	if c.rootPassword != "" {
 		if err := c.enableAuth(deadline); err != nil {
-			return c, err
+			return err
 		}
 	}
-	return c, nil
+	return nil
 }
 
 // Members returns the members in a fixed order; indexes match WaitLeader.
@@ -293,7 +304,26 @@ func (c *Cluster) ClientConfig(endpoints ...string) clientv3.Config {
 // RPCStats returns the number of requests the members served and refused
 // since Start, by method and by error. The counts are the cluster's own,
 // unlike the Prometheus metrics the embedded servers share process-wide.
-func (c *Cluster) RPCStats() RPCStats { return c.rpc.stats() }
+// It panics for a cluster of process members (WithProcesses), whose
+// requests are served in other processes: empty counts would make any
+// bound on them pass.
+func (c *Cluster) RPCStats() RPCStats {
+	if c.processes {
+		panic("etcdtest: Cluster.RPCStats is not available with WithProcesses")
+	}
+	return c.rpc.stats()
+}
+
+// MemberByID returns the member whose etcd member ID (Member.ID) is id, as
+// in the MemberId of a response header, or nil if there is none.
+func (c *Cluster) MemberByID(id uint64) *Member {
+	for _, m := range c.members {
+		if m.ID() == id {
+			return m
+		}
+	}
+	return nil
+}
 
 // newClient creates a client with cfg, closed at the end of t or with the
 // cluster.
@@ -391,10 +421,12 @@ func (c *Cluster) WaitLeader(t testing.TB) int {
 }
 
 func (c *Cluster) waitLeader(deadline time.Time) (int, error) {
+	p := &leaderProbe{clients: map[*Member]*clientv3.Client{}}
+	defer p.close()
 	tick := time.NewTicker(pollInterval)
 	defer tick.Stop()
 	for {
-		i, running, views := c.leader()
+		i, running, views := c.leader(p)
 		if i >= 0 {
 			return i, nil
 		}
@@ -409,22 +441,68 @@ func (c *Cluster) waitLeader(deadline time.Time) (int, error) {
 	}
 }
 
+// leaderProbe asks process members whom they see as leader, each through
+// a client of its own.
+type leaderProbe struct {
+	clients map[*Member]*clientv3.Client
+}
+
+// view returns the member's ID and the leader it sees (0 if none), and
+// false if it does not answer.
+func (p *leaderProbe) view(m *Member) (id, lead uint64, ok bool) {
+	if !m.processes {
+		e := m.Etcd()
+		if e == nil {
+			return 0, 0, false
+		}
+		return uint64(e.Server.MemberID()), uint64(e.Server.Leader()), true
+	}
+	cli := p.clients[m]
+	if cli == nil {
+		var err error
+		if cli, err = clientv3.New(m.directConfig()); err != nil {
+			return 0, 0, false
+		}
+		p.clients[m] = cli
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 250*time.Millisecond)
+	defer cancel()
+	resp, err := pb.NewMaintenanceClient(cli.ActiveConnection()).Status(ctx, &pb.StatusRequest{})
+	if err != nil {
+		return 0, 0, false
+	}
+	return resp.Header.MemberId, resp.Leader, true
+}
+
+func (p *leaderProbe) close() {
+	for _, cli := range p.clients {
+		_ = cli.Close()
+	}
+}
+
 // leader returns the index of the leader if all running members agree on
-// one that is running, else -1. It also returns the number of running
-// members and a description of what each member sees.
-func (c *Cluster) leader() (leader, running int, views string) {
+// one that is running, else -1. Frozen members count as not running. It
+// also returns the number of running members and a description of what
+// each member sees.
+func (c *Cluster) leader(p *leaderProbe) (leader, running int, views string) {
 	var lead uint64
 	var desc []string
 	agreed := true
-	for _, m := range c.members {
-		e := m.Etcd()
-		if e == nil {
-			desc = append(desc, m.name+": stopped")
+	ids := map[uint64]int{}
+	for i, m := range c.members {
+		if !m.Running() || m.Frozen() {
+			desc = append(desc, m.name+": stopped or frozen")
 			continue
 		}
 		running++
-		l := uint64(e.Server.Leader())
-		desc = append(desc, fmt.Sprintf("%s (%x): %x", m.name, uint64(e.Server.MemberID()), l))
+		id, l, ok := p.view(m)
+		if !ok {
+			desc = append(desc, m.name+": no answer")
+			agreed = false
+			continue
+		}
+		ids[id] = i
+		desc = append(desc, fmt.Sprintf("%s (%x): %x", m.name, id, l))
 		if l == 0 || (lead != 0 && l != lead) {
 			agreed = false
 		}
@@ -434,10 +512,8 @@ func (c *Cluster) leader() (leader, running int, views string) {
 	if running == 0 || !agreed {
 		return -1, running, views
 	}
-	for i, m := range c.members {
-		if e := m.Etcd(); e != nil && uint64(e.Server.MemberID()) == lead {
-			return i, running, views
-		}
+	if i, ok := ids[lead]; ok {
+		return i, running, views
 	}
 	return -1, running, views
 }

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"net/url"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
-	"go.etcd.io/etcd/client/pkg/v3/transport"
-	"go.etcd.io/etcd/pkg/v3/proxy"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/auth"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
@@ -21,7 +23,8 @@ import (
 
 // Member is one etcd server of a Cluster together with the proxy in front
 // of its client port. The proxy lives as long as the cluster; the server can
-// be stopped and restarted on the same ports and data directory.
+// be stopped and restarted on the same ports and data directory. With
+// WithProcesses the server runs in a child process.
 type Member struct {
 	name           string
 	dir            string
@@ -29,29 +32,44 @@ type Member struct {
 	peerURL        url.URL // where the server listens for peers
 	peerFwdURL     url.URL // where peerFwd listens; the advertised peer URL
 	proxyURL       url.URL // where the proxy listens
-	token          string
+	token          string  // initial cluster token; guarded by opMu after Start
 	initialCluster string
 	logger         *zap.Logger
 	tls            *TLSFiles   // serve clients over TLS; nil for plain
 	auth           bool        // auth is (to be) enabled
 	tokenTTL       uint        // simple token TTL in seconds; 0 for etcd's default
 	rpc            *rpcCounter // the cluster's request counter
+	processes      bool        // run the server in a child process
 
-	proxy        proxy.Server
-	proxyDrained chan struct{} // closed when the proxy's error drain ends
-	peerFwd      *forwarder    // forwards peerFwdURL to peerURL
+	proxy   *proxy // forwards proxyURL to clientURL, with faults
+	peerFwd *proxy // forwards peerFwdURL to peerURL
 
-	// opMu serialises Stop, Kill, Restart and the cluster's Close.
+	id atomic.Uint64 // etcd member ID, known once started
+
+	// opMu serialises Stop, Kill, Restart, Freeze, Thaw and the cluster's
+	// Close, Backup, Restore and Wipe.
 	opMu    sync.Mutex
 	retired bool // the cluster is closed; guarded by opMu
 
 	mu    sync.Mutex
-	etcd  *embed.Etcd
+	etcd  *embed.Etcd        // the in-process server, if running
 	abort context.CancelFunc // aborts the RPCs in flight on etcd
+	proc  *child             // the child process, if running
 }
 
 // Name returns the member's etcd name ("m0", "m1", ...).
 func (m *Member) Name() string { return m.name }
+
+// ID returns the member's etcd member ID, as in the MemberId of etcd
+// response headers, so a test can tell which member served a response
+// (see Cluster.MemberByID). It is known once Start returns and changes
+// only with Cluster.Wipe.
+func (m *Member) ID() uint64 { return m.id.Load() }
+
+// DataDir returns the member's data directory (etcd's --data-dir). It does
+// not change across restarts; Cluster.Restore and Cluster.Wipe replace its
+// contents.
+func (m *Member) DataDir() string { return m.dir }
 
 // Endpoint returns the client URL of the member's proxy,
 // "http://127.0.0.1:PORT" ("https://" WithTLS). It does not change across
@@ -62,58 +80,57 @@ func (m *Member) Endpoint() string { return m.proxyURL.String() }
 // It does not change across restarts.
 func (m *Member) DirectEndpoint() string { return m.clientURL.String() }
 
-// Proxy returns the proxy in front of the member's client port, for faults
-// the helpers below do not cover. Do not close it; Cluster.Close does.
-func (m *Member) Proxy() proxy.Server { return m.proxy }
+// Stall makes the member's proxy stop forwarding in both directions
+// without losing a byte, as a network partition or a frozen machine does:
+// bytes the proxy has read wait in it, the rest wait in the kernel's
+// buffers (TCP flow control), and all are delivered in order after Heal.
+// New connections are accepted (the handshake succeeds) but nothing
+// reaches the member. Requests through the proxy hang until their
+// deadline; a client notices a stalled connection only through keepalive,
+// which for clients made by Cluster.Client takes about 11s and happens
+// only while requests or streams are open. A request whose deadline has
+// not expired completes after Heal on the same connection.
+func (m *Member) Stall() { m.proxy.stall() }
 
-// Blackhole makes the proxy drop all bytes in both directions while keeping
-// connections open, as a network partition would. Requests through the
-// proxy hang until their deadline. A client notices that its connection is
-// dead only through keepalive, which for clients made by Cluster.Client
-// takes about 11s and happens only while requests or streams are open;
-// new connections through the proxy hang as well. Undo it with
-// Unblackhole.
-func (m *Member) Blackhole() {
-	m.proxy.BlackholeTx()
-	m.proxy.BlackholeRx()
-}
+// Reset resets every connection through the member's proxy (a TCP RST)
+// and every new one until Heal, as a crashed machine or a firewall that
+// rejects does: clients see "connection reset by peer" at once, not a
+// timeout. New connections are reset as soon as the proxy accepts them
+// (the kernel completes the handshake, so a dial succeeds and the first
+// read or write fails). The member itself is unaffected, as are clients
+// that bypass the proxy.
+func (m *Member) Reset() { m.proxy.resetAll() }
 
-// Unblackhole makes the proxy forward traffic again. A connection that lost
-// bytes while blackholed is usually broken (the HTTP/2 header compression
-// state of its ends no longer match), so the client replaces it: the first
-// requests after Unblackhole may fail or take a little longer, and a client
-// that was already reconnecting first waits for its pending attempt to
-// time out (1s for Cluster.Client).
-func (m *Member) Unblackhole() {
-	m.proxy.UnblackholeTx()
-	m.proxy.UnblackholeRx()
-}
+// Delay makes the member's proxy hold every chunk of data for d after it
+// reads it, in both directions, until Heal; chunks keep their order and
+// are read and held concurrently, so d is latency added to each direction
+// (a round trip takes at least 2*d), not lower bandwidth. With d of 500ms
+// or more, keepalive pings of clients made by Cluster.Client (1s timeout)
+// fail and the clients reconnect. Calling Delay again changes d for every
+// chunk still held.
+func (m *Member) Delay(d time.Duration) { m.proxy.delayBy(d) }
 
-// Delay makes the proxy hold every chunk of data it reads for d before
-// forwarding it, in both directions. Chunks of one connection wait one after
-// another, so a request/response round trip takes at least 2*d, and often a
-// multiple of that because gRPC writes a response in several chunks. With d
-// of 500ms or more, keepalive pings of clients made by Cluster.Client (1s
-// timeout) fail and the clients reconnect. Undo it with Undelay.
-func (m *Member) Delay(d time.Duration) {
-	m.proxy.DelayTx(d, 0)
-	m.proxy.DelayRx(d, 0)
-}
-
-// Undelay removes the latency added by Delay for data read from then on;
-// chunks the proxy already holds are still delayed.
-func (m *Member) Undelay() {
-	m.proxy.UndelayTx()
-	m.proxy.UndelayRx()
-}
+// Heal ends every fault of the member's proxy (Stall, Reset, Delay):
+// held chunks are forwarded at once, in order, and new connections go
+// through. Connections reset by Reset stay closed; clients reconnect.
+// Healing a proxy without faults does nothing.
+func (m *Member) Heal() { m.proxy.heal() }
 
 // Running reports whether the member's server is running (started and not
-// stopped or killed).
-func (m *Member) Running() bool { return m.Etcd() != nil }
+// stopped or killed). A frozen process member is running.
+func (m *Member) Running() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.etcd != nil || m.proc != nil
+}
 
 // Etcd returns the running embedded server, or nil while the member is
-// stopped. Use Stop or Kill rather than closing it directly.
+// stopped. Use Stop or Kill rather than closing it directly. It panics for
+// a process member (WithProcesses), whose server is in another process.
 func (m *Member) Etcd() *embed.Etcd {
+	if m.processes {
+		panic("etcdtest: Member.Etcd: " + m.name + " runs in a child process (WithProcesses); there is no in-process server")
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.etcd
@@ -122,20 +139,22 @@ func (m *Member) Etcd() *embed.Etcd {
 // Stop stops the member's server gracefully (a leader first hands over
 // leadership) and keeps its data directory and ports for Restart. RPCs in
 // flight, including watch and lease keep-alive streams, end with
-// codes.Unavailable. The proxy keeps running: new connections through it
-// are accepted but never answered, so clients see their deadlines expire.
-// It fails the test if the member is not running or does not stop within
-// 10 seconds.
+// codes.Unavailable. For a process member it sends SIGTERM and waits for
+// the process to exit (a frozen one is thawed first). The proxy keeps
+// running: new connections through it are reset at once, as connections
+// to a closed port are refused. It fails the test if the member is not
+// running or does not stop within 10 seconds.
 func (m *Member) Stop(t testing.TB) {
 	t.Helper()
 	m.stopT(t, "Stop", false)
 }
 
-// Kill stops the member's server abruptly: the raft loop stops at once,
-// without handing over leadership, then the listeners are closed. Data
-// directory and ports are kept for Restart. What clients see is the same
-// as for Stop. It fails the test if the member is not running or does not
-// stop within 10 seconds.
+// Kill stops the member's server abruptly. For a process member it sends
+// SIGKILL: the process dies wherever it is, even frozen. For an in-process
+// member the raft loop stops at once, without handing over leadership,
+// then the listeners are closed. Data directory and ports are kept for
+// Restart. What clients see is the same as for Stop. It fails the test if
+// the member is not running or does not stop within 10 seconds.
 func (m *Member) Kill(t testing.TB) {
 	t.Helper()
 	m.stopT(t, "Kill", true)
@@ -149,6 +168,62 @@ func (m *Member) stopT(t testing.TB, op string, hard bool) {
 	if err := m.stop(hard); err != nil {
 		t.Fatalf("etcdtest: %s %s: %v", op, m.name, err)
 	}
+}
+
+// Freeze stops a process member's process with SIGSTOP, as a frozen
+// machine or a long GC pause would: its connections stay open, the kernel
+// still completes new handshakes, and nothing answers; requests to it
+// hang, and the other members elect a new leader if it led. Undo it with
+// Thaw. It fails the test if the member is not a running process member
+// (WithProcesses) or is frozen already.
+func (m *Member) Freeze(t testing.TB) {
+	t.Helper()
+	m.freeze(t, "Freeze", true)
+}
+
+// Thaw resumes a process frozen by Freeze (SIGCONT). It fails the test if
+// the member is not a frozen process member.
+func (m *Member) Thaw(t testing.TB) {
+	t.Helper()
+	m.freeze(t, "Thaw", false)
+}
+
+func (m *Member) freeze(t testing.TB, op string, freeze bool) {
+	t.Helper()
+	m.opMu.Lock()
+	defer m.opMu.Unlock()
+	m.mu.Lock()
+	ch := m.proc
+	var frozen bool
+	if ch != nil {
+		frozen = ch.frozen
+	}
+	m.mu.Unlock()
+	switch {
+	case !m.processes:
+		t.Fatalf("etcdtest: %s %s: only process members (WithProcesses) can be frozen", op, m.name)
+	case ch == nil:
+		t.Fatalf("etcdtest: %s %s: member is not running", op, m.name)
+	case frozen == freeze:
+		t.Fatalf("etcdtest: %s %s: member is %s", op, m.name, map[bool]string{true: "frozen already", false: "not frozen"}[frozen])
+	}
+	sig := syscall.SIGCONT
+	if freeze {
+		sig = syscall.SIGSTOP
+	}
+	if err := ch.cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("etcdtest: %s %s: %v", op, m.name, err)
+	}
+	m.mu.Lock()
+	ch.frozen = freeze
+	m.mu.Unlock()
+}
+
+// Frozen reports whether the member is a process member frozen by Freeze.
+func (m *Member) Frozen() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.proc != nil && m.proc.frozen
 }
 
 // Restart starts the member's server again on the same ports and data
@@ -172,13 +247,18 @@ func (m *Member) restart() error {
 	if m.Running() {
 		return errors.New("member is running; Stop or Kill it first")
 	}
-	deadline := time.Now().Add(startTimeout)
+	return m.startLocked("existing", time.Now().Add(startTimeout))
+}
+
+// startLocked starts the member's server and waits until it serves a
+// linearizable read; on failure it stops it again. state is the initial
+// cluster state, "new" or "existing".
+func (m *Member) startLocked(state string, deadline time.Time) error {
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		e, abort, err := m.launch("existing")
+		err := m.launch(state)
 		if err == nil {
-			m.setEtcd(e, abort)
 			break
 		}
 		// A port of ours may briefly be held by an outgoing connection
@@ -188,9 +268,9 @@ func (m *Member) restart() error {
 		}
 		<-tick.C
 	}
-	err := waitReady(m.Etcd(), deadline)
+	err := m.waitReady(deadline)
 	if err == nil {
-		err = waitServing(m.Etcd(), deadline)
+		err = m.waitServing(deadline)
 	}
 	if err != nil {
 		if serr := m.stopLocked(true); serr != nil {
@@ -201,56 +281,99 @@ func (m *Member) restart() error {
 	return nil
 }
 
-// launch starts the member's server without waiting for it to be ready.
-// state is the initial cluster state, "new" or "existing"; it does not
-// matter once the data directory is initialised.
-func (m *Member) launch(state string) (*embed.Etcd, context.CancelFunc, error) {
+// launch starts the member's server, in-process or as a child process,
+// without waiting for it to be ready. state is the initial cluster state,
+// "new" or "existing"; it does not matter once the data directory is
+// initialised.
+func (m *Member) launch(state string) error {
+	mc := m.memberConfig(state)
+	if m.processes {
+		ch, err := startChild(mc)
+		if err != nil {
+			return err
+		}
+		m.mu.Lock()
+		m.proc = ch
+		m.mu.Unlock()
+		return nil
+	}
 	abortCtx, abort := context.WithCancel(context.Background())
-	cfg := embed.NewConfig()
-	cfg.Name = m.name
-	cfg.Dir = m.dir
-	cfg.ListenClientUrls = []url.URL{m.clientURL}
-	cfg.AdvertiseClientUrls = []url.URL{m.proxyURL}
-	cfg.ListenPeerUrls = []url.URL{m.peerURL}
-	cfg.AdvertisePeerUrls = []url.URL{m.peerFwdURL}
-	cfg.InitialCluster = m.initialCluster
-	cfg.InitialClusterToken = m.token
-	cfg.ClusterState = state
-	cfg.TickMs = tickMs
-	cfg.ElectionMs = electionMs
-	cfg.UnsafeNoFsync = true // the data only has to survive within this process
-	cfg.EnableGRPCGateway = false
-	cfg.Logger = "zap"
-	cfg.LogLevel = "error"
+	cfg := mc.embedConfig()
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(m.logger)
 	cfg.GRPCAdditionalServerOptions = append(embedetcd.AbortOptions(abortCtx), m.rpc.serverOptions()...)
-	if m.tls != nil {
-		cfg.ClientTLSInfo = transport.TLSInfo{
-			CertFile:       m.tls.ServerCertFile,
-			KeyFile:        m.tls.ServerKeyFile,
-			TrustedCAFile:  m.tls.CAFile,
-			ClientCertAuth: true,
-		}
-	}
-	if m.auth {
-		cfg.AuthToken = "simple"
-		cfg.BcryptCost = bcryptCost
-		if m.tokenTTL > 0 {
-			cfg.AuthTokenTTL = m.tokenTTL
-		}
-	}
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
 		abort()
-		return nil, nil, err
+		return err
 	}
-	return e, abort, nil
-}
-
-func (m *Member) setEtcd(e *embed.Etcd, abort context.CancelFunc) {
 	m.mu.Lock()
 	m.etcd, m.abort = e, abort
 	m.mu.Unlock()
+	return nil
+}
+
+// waitReady waits until the launched server has joined the cluster and is
+// ready to serve, and records its member ID.
+func (m *Member) waitReady(deadline time.Time) error {
+	m.mu.Lock()
+	e, ch := m.etcd, m.proc
+	m.mu.Unlock()
+	switch {
+	case ch != nil:
+		id, err := ch.waitReady(deadline)
+		if err != nil {
+			return err
+		}
+		m.id.Store(id)
+		return nil
+	case e != nil:
+		if err := waitReady(e, deadline); err != nil {
+			return err
+		}
+		m.id.Store(uint64(e.Server.MemberID()))
+		return nil
+	}
+	return errors.New("member is not running")
+}
+
+// waitServing waits until the member serves a linearizable read.
+func (m *Member) waitServing(deadline time.Time) error {
+	if !m.processes {
+		e := m.Etcd()
+		if e == nil {
+			return errors.New("member is not running")
+		}
+		return waitServing(e, deadline)
+	}
+	cli, err := clientv3.New(m.directConfig())
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	tick := time.NewTicker(pollInterval)
+	defer tick.Stop()
+	for {
+		ctx, cancel := context.WithDeadline(context.Background(), minTime(deadline, time.Now().Add(time.Second)))
+		_, err := cli.Get(ctx, probeKey)
+		cancel()
+		if err == nil || errors.Is(err, rpctypes.ErrUserEmpty) || errors.Is(err, rpctypes.ErrPermissionDenied) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no linearizable read served within %v: %w", startTimeout, err)
+		}
+		<-tick.C
+	}
+}
+
+// directConfig is the configuration of the package's own clients of this
+// member alone, bypassing the proxy.
+func (m *Member) directConfig() clientv3.Config {
+	cfg := clientConfig([]string{m.DirectEndpoint()})
+	if m.tls != nil {
+		cfg.TLS = m.tls.ClientTLS()
+	}
+	return cfg
 }
 
 // stop stops the server if it is running; hard skips the leadership
@@ -271,9 +394,21 @@ func (m *Member) retire() error {
 
 func (m *Member) stopLocked(hard bool) error {
 	m.mu.Lock()
-	e, abort := m.etcd, m.abort
-	m.etcd, m.abort = nil, nil
+	e, abort, ch := m.etcd, m.abort, m.proc
+	m.etcd, m.abort, m.proc = nil, nil, nil
 	m.mu.Unlock()
+	if ch != nil {
+		var err error
+		if hard {
+			ch.kill()
+		} else {
+			err = ch.terminate(stopTimeout)
+		}
+		// Peers' connections to the dead process are closed by its
+		// kernel; those to the forwarder are not.
+		m.peerFwd.closeConns()
+		return err
+	}
 	if e == nil {
 		return nil
 	}
@@ -290,10 +425,10 @@ func (m *Member) stopLocked(hard bool) error {
 		}
 		// Cut the raft connections to the member, so that its peer
 		// server does not wait for them while closing.
-		m.peerFwd.dropConns()
+		m.peerFwd.closeConns()
 		e.Close()
 		// And those that peers opened in the meantime.
-		m.peerFwd.dropConns()
+		m.peerFwd.closeConns()
 	}()
 	timer := time.NewTimer(stopTimeout)
 	defer timer.Stop()
@@ -308,65 +443,29 @@ func (m *Member) stopLocked(hard bool) error {
 // startNetwork starts the proxy in front of the member's client port and
 // the forwarder in front of its peer port.
 func (m *Member) startNetwork() error {
-	f, err := newForwarder(m.peerFwdURL.Host, m.peerURL.Host)
+	f, err := newProxy(m.peerFwdURL.Host, m.peerURL.Host)
 	if err != nil {
 		return fmt.Errorf("member %s: start peer forwarder on %s: %w", m.name, m.peerFwdURL.Host, err)
 	}
 	m.peerFwd = f
-	p := proxy.NewServer(proxy.ServerConfig{
-		Logger: zap.NewNop(),
-		From:   m.proxyURL,
-		To:     m.clientURL,
-	})
-	select {
-	case <-p.Ready():
-	case <-p.Done():
-		// NewServer failed to listen and closed itself.
-		return fmt.Errorf("member %s: start proxy on %s: %w", m.name, m.proxyURL.Host, <-p.Error())
+	p, err := newProxy(m.proxyURL.Host, m.clientURL.Host)
+	if err != nil {
+		return fmt.Errorf("member %s: start proxy on %s: %w", m.name, m.proxyURL.Host, err)
 	}
 	m.proxy = p
-	m.proxyDrained = make(chan struct{})
-	// The proxy reports every failed dial or copy on a 16-slot channel and
-	// stops accepting connections once that is full, which would happen
-	// while the member is down. Nobody needs the errors, so drop them.
-	go func() {
-		defer close(m.proxyDrained)
-		for {
-			select {
-			case <-p.Error():
-			case <-p.Done():
-				return
-			}
-		}
-	}()
 	return nil
 }
 
 // closeNetwork closes the peer forwarder and the proxy, if they were
-// started. The proxy waits until every connection through it is closed,
-// which is immediate once the member's server is stopped; closeNetwork
-// gives up after stopTimeout.
+// started, with every connection through them.
 func (m *Member) closeNetwork() error {
 	if m.peerFwd != nil {
 		m.peerFwd.close()
 	}
-	if m.proxy == nil {
-		return nil
+	if m.proxy != nil {
+		m.proxy.close()
 	}
-	done := make(chan error, 1)
-	go func() { done <- m.proxy.Close() }()
-	timer := time.NewTimer(stopTimeout)
-	defer timer.Stop()
-	select {
-	case err := <-done:
-		<-m.proxyDrained
-		if err != nil {
-			return fmt.Errorf("member %s: close proxy: %w", m.name, err)
-		}
-		return nil
-	case <-timer.C:
-		return fmt.Errorf("member %s: proxy did not close within %v (a connection through it is still open)", m.name, stopTimeout)
-	}
+	return nil
 }
 
 // waitReady waits until e has joined the cluster and is ready to serve.

@@ -30,10 +30,11 @@ func inst(id string) registry.Instance {
 	return registry.Instance{Name: "greeter", ID: id, Addr: "127.0.0.1:9"}
 }
 
-// Fault 1: the member a watch uses is blackholed. Each member is
-// blackholed in turn, so one round hits the watch's member; in every round
-// a change must reach the watcher within the bound.
-func TestWatchMovesOffABlackholedMember(t *testing.T) {
+// Fault 1: the member a watch uses is partitioned away (stalled: its
+// connections stay open and nothing flows). Each member is stalled in
+// turn, so one round hits the watch's member; in every round a change must
+// reach the watcher within the bound.
+func TestWatchMovesOffAStalledMember(t *testing.T) {
 	const bound = 10 * time.Second
 	w := newWorld(t)
 	reg := w.directRegistrar(t)
@@ -45,16 +46,16 @@ func TestWatchMovesOffABlackholedMember(t *testing.T) {
 	}
 	registrytest.WaitFor(t, wt, "base", registrytest.HasIDs(ids...))
 	for i, m := range w.c.Members() {
-		m.Blackhole()
+		m.Stall()
 		id := fmt.Sprintf("round-%d", i)
 		ids = append(ids, id)
 		start := time.Now()
 		if err := reg.Register(ctx, inst(id)); err != nil {
 			t.Fatal(err)
 		}
-		registrytest.WaitForWithin(t, wt, bound, id+" with "+m.Name()+" blackholed", registrytest.HasIDs(ids...))
-		t.Logf("%s blackholed: change seen after %s", m.Name(), fmtDur(time.Since(start)))
-		m.Unblackhole()
+		registrytest.WaitForWithin(t, wt, bound, id+" with "+m.Name()+" stalled", registrytest.HasIDs(ids...))
+		t.Logf("%s stalled: change seen after %s", m.Name(), fmtDur(time.Since(start)))
+		m.Heal()
 	}
 }
 
@@ -189,9 +190,9 @@ func TestMassExpiryKeepsClientsServed(t *testing.T) {
 	}
 }
 
-// Fault 5: the discovery's connection is cut while instances change and the
-// store is compacted past its revision: once it is back, its cache equals
-// etcd's state.
+// Fault 5: the discovery's connections are cut (reset, and new ones
+// refused) while instances change and the store is compacted past its
+// revision: once it is back, its cache equals etcd's state.
 func TestCompactionWhileStreamCut(t *testing.T) {
 	w := newWorld(t)
 	reg := w.directRegistrar(t)
@@ -204,7 +205,7 @@ func TestCompactionWhileStreamCut(t *testing.T) {
 	wt := w.watch(t)
 	registrytest.WaitFor(t, wt, "a, b", registrytest.HasIDs("a", "b"))
 	for _, m := range w.c.Members() {
-		m.Blackhole()
+		m.Reset()
 	}
 	registrytest.WaitFor(t, wt, "stale while cut off", func(s registry.Snapshot) bool { return s.Stale() })
 	if err := reg.Deregister(ctx, inst("a")); err != nil {
@@ -217,7 +218,7 @@ func TestCompactionWhileStreamCut(t *testing.T) {
 	}
 	w.c.Compact(t)
 	for _, m := range w.c.Members() {
-		m.Unblackhole()
+		m.Heal()
 	}
 	start := time.Now()
 	registrytest.WaitFor(t, wt, "b, c, d and fresh", func(s registry.Snapshot) bool {
@@ -286,6 +287,6 @@ func TestSlowEtcdKeepsTheLease(t *testing.T) {
 		t.Fatalf("the lease did not hold through the delay: %+v", st)
 	}
 	for _, m := range w.c.Members() {
-		m.Undelay()
+		m.Heal()
 	}
 }

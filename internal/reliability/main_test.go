@@ -24,7 +24,10 @@ import (
 
 var soak = flag.Duration("soak", 60*time.Second, "how long the chaos soak injects faults")
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, etcdtest.LeakOptions()...) }
+func TestMain(m *testing.M) {
+	etcdtest.RunMemberIfChild()
+	goleak.VerifyTestMain(m, etcdtest.LeakOptions()...)
+}
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 

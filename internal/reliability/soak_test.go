@@ -17,7 +17,8 @@ import (
 var chaosSeed = flag.Uint64("chaos.seed", 0, "seed of the chaos soak (0: a new one)")
 
 // Fault 7: a chaos soak. Members are stopped and restarted (a quorum may be
-// lost for a while), blackholed, delayed; the store is compacted; one
+// lost for a while), stalled (partitioned), reset (refusing connections),
+// delayed; the store is compacted; one
 // instance keeps registering and deregistering. Throughout: no key without
 // a lease, no instance under two keys (the audit), and no failed call, since
 // every backend stays up. When the faults stop, every registered instance
@@ -73,16 +74,21 @@ func TestChaosSoak(t *testing.T) {
 				w.c.RestartAll(t)
 				actions["restart"]++
 			}
-		case n < 4:
-			m.Blackhole()
-			actions["blackhole"]++
+		case n < 3:
+			m.Stall()
+			actions["stall"]++
 			pause(rng, 200, 1500)
-			m.Unblackhole()
+			m.Heal()
+		case n < 4:
+			m.Reset()
+			actions["reset"]++
+			pause(rng, 200, 1500)
+			m.Heal()
 		case n < 5:
 			m.Delay(time.Duration(50+rng.IntN(250)) * time.Millisecond)
 			actions["delay"]++
 			pause(rng, 200, 1500)
-			m.Undelay()
+			m.Heal()
 		case n < 6:
 			if allRunning(members) {
 				w.c.Compact(t)
@@ -103,8 +109,7 @@ func TestChaosSoak(t *testing.T) {
 	}
 	// The faults stop.
 	for _, m := range members {
-		m.Unblackhole()
-		m.Undelay()
+		m.Heal()
 	}
 	w.c.RestartAll(t)
 	healed := time.Now()

@@ -18,11 +18,11 @@ import (
 	"github.com/musterhq/muster/registry/etcd"
 )
 
-func TestBlackholedDiscoveryReconcilesAfterCompaction(t *testing.T) {
+func TestStalledDiscoveryReconcilesAfterCompaction(t *testing.T) {
 	c := etcdtest.Start(t)
 	m := c.Members()[0]
 	// The registrar writes directly; only the discovery goes through the
-	// proxy that is blackholed.
+	// proxy that is stalled (a partition between it and etcd).
 	direct := c.Client(t, c.DirectEndpoints()...)
 	viaProxy := c.Client(t)
 	r := newRegistrar(t, direct, fast("/p", etcd.WithTTL(30*time.Second))...)
@@ -40,8 +40,8 @@ func TestBlackholedDiscoveryReconcilesAfterCompaction(t *testing.T) {
 	defer w.Close()
 	registrytest.WaitFor(t, w, "a and b", registrytest.HasIDs("a", "b"))
 
-	m.Blackhole()
-	registrytest.WaitFor(t, w, "stale during the blackhole", func(s registry.Snapshot) bool { return s.Stale() })
+	m.Stall()
+	registrytest.WaitFor(t, w, "stale during the stall", func(s registry.Snapshot) bool { return s.Stale() })
 	if err := r.Deregister(ctx, instance("svc", "a", 9000)); err != nil {
 		t.Fatal(err)
 	}
@@ -57,10 +57,10 @@ func TestBlackholedDiscoveryReconcilesAfterCompaction(t *testing.T) {
 	}
 	c.Compact(t)
 	if s := w.Snapshot(); fmt.Sprint(registrytest.IDs(s)) != "[a b]" {
-		t.Fatalf("cache changed while blackholed: %s", registrytest.Describe(s))
+		t.Fatalf("cache changed while stalled: %s", registrytest.Describe(s))
 	}
-	m.Unblackhole()
-	s := registrytest.WaitFor(t, w, "b, c, d and fresh after the blackhole", func(s registry.Snapshot) bool {
+	m.Heal()
+	s := registrytest.WaitFor(t, w, "b, c, d and fresh after the stall", func(s registry.Snapshot) bool {
 		return registrytest.HasIDs("b", "c", "d")(s) && !s.Stale()
 	})
 	if d.Stats().Resyncs == 0 {

@@ -17,7 +17,10 @@ import (
 	"github.com/musterhq/muster/registry/etcd"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, etcdtest.LeakOptions()...) }
+func TestMain(m *testing.M) {
+	etcdtest.RunMemberIfChild()
+	goleak.VerifyTestMain(m, etcdtest.LeakOptions()...)
+}
 
 // quiet discards the library's logs; failures are reported by assertions.
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
