@@ -104,8 +104,8 @@ type ServiceStats struct {
 	// one more after each change of etcd history detected.
 	Generation uint64
 	// WatchMember is the ID of the etcd member that sent the last
-	// response on the service's watch (etcdctl prints it in hex); 0
-	// before the first.
+	// response on the service's watch (etcdctl prints it in hex); 0 while
+	// no watch is confirmed.
 	WatchMember uint64
 }
 

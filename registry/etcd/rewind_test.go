@@ -107,8 +107,8 @@ func TestDiscoveryFollowsEtcdRestartedEmpty(t *testing.T) {
 // key and mod revision as a bad value of the old history. The snapshot must
 // equal a fresh load, under a new Generation, and the new bad value be
 // counted: the once-per-mod-revision record of bad values belongs to the
-// old history. The Discovery's connection is stalled (blackholed) from the
-// stop until the new history is written, so that its reload sees it.
+// old history. The Discovery's connection is stalled from before the
+// restore until the new history is written, so that its reload sees it.
 func TestDiscoveryFollowsARestoreOfAnOlderDataDir(t *testing.T) {
 	c := etcdtest.Start(t)
 	m := c.Members()[0]
@@ -127,10 +127,8 @@ func TestDiscoveryFollowsARestoreOfAnOlderDataDir(t *testing.T) {
 	defer w.Close()
 	registrytest.WaitFor(t, w, "a and b", registrytest.HasIDs("a", "b"))
 
-	// The backup.
-	m.Stop(t)
-	backup := m.CopyData(t)
-	m.Restart(t)
+	// The backup (the member is stopped for the copy and started again).
+	backup := c.Backup(t)
 
 	// The old history after the backup: a deleted, c added, a bad value.
 	if _, err := direct.Delete(ctx, registry.Key("/p", "svc", "a")); err != nil {
@@ -150,10 +148,8 @@ func TestDiscoveryFollowsARestoreOfAnOlderDataDir(t *testing.T) {
 
 	// The restore, and a new history written while the Discovery cannot
 	// read it.
-	m.Blackhole()
-	m.Stop(t)
-	m.RestoreData(t, backup)
-	m.Restart(t)
+	m.Stall()
+	c.Restore(t, backup)
 	restored := time.Now()
 	putInstance(t, direct, "/p", instance("svc", "d", 9003))
 	for rev := putRaw(t, direct, "/other/k", "new"); rev < badRev-1; {
@@ -162,7 +158,7 @@ func TestDiscoveryFollowsARestoreOfAnOlderDataDir(t *testing.T) {
 	if rev := putRaw(t, direct, badKey, "not json either (new history)"); rev != badRev {
 		t.Fatalf("the new history's bad value is at revision %d, want %d (the old one's)", rev, badRev)
 	}
-	m.Unblackhole()
+	m.Heal()
 
 	after := registrytest.WaitFor(t, w, "a, b and d in a new generation, fresh", func(s registry.Snapshot) bool {
 		return registrytest.HasIDs("a", "b", "d")(s) && s.Generation != before.Generation && !s.Stale()

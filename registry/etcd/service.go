@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,7 +14,6 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"google.golang.org/grpc/metadata"
 
 	"github.com/musterhq/muster/internal/backoff"
 	"github.com/musterhq/muster/registry"
@@ -148,11 +146,9 @@ func (s *service) run(ctx context.Context) {
 // load reads the whole service with one linearizable Get, replaces the
 // cache and publishes the result. It returns the revision read.
 func (s *service) load(ctx context.Context) (int64, error) {
-	gctx, cancel := context.WithTimeout(ctx, s.attemptTimeout())
 	slow := s.staleIfSlow("get")
-	resp, err := s.d.cli.Get(gctx, s.prefix, clientv3.WithPrefix())
+	resp, err := s.get(ctx)
 	slow.Stop()
-	cancel()
 	if err != nil {
 		return 0, fmt.Errorf("etcd: get %s: %w", s.prefix, err)
 	}
@@ -218,29 +214,17 @@ func (s *service) follow(ctx context.Context, rev int64) (healthy bool, err erro
 	// stream's auth token (etcd-io/etcd#12385: a stream keeps the token it
 	// was opened with), after a silence, or when a new watch is not
 	// confirmed in time, the next attempt uses a new stream, which the
-	// client's balancer places on the next member; the old one may be
+	// client's balancer places on another member; the old one may be
 	// stalled on a frozen member whose connection still looks up.
-	stream := s.d.watchStream.Load()
-	moveOn := func() { s.d.watchStream.CompareAndSwap(stream, stream+1) }
-	wctx, cancel := context.WithCancel(metadata.AppendToOutgoingContext(
-		clientv3.WithRequireLeader(ctx), watchStreamKey, strconv.FormatUint(stream, 10)))
-	defer cancel()
-	// Watch blocks until etcd confirms the watch, which waits out an
-	// outage, or forever if the request was lost on a connection that
-	// stays up: bound it like any request, and tighter while recovering
-	// from a silence.
-	bound := s.attemptTimeout()
-	slow := s.staleIfSlow("watch creation")
-	giveUp := time.AfterFunc(bound, cancel)
-	wch := s.d.cli.Watch(wctx, s.prefix, clientv3.WithPrefix(),
-		clientv3.WithRev(rev), clientv3.WithProgressNotify(), clientv3.WithCreatedNotify())
-	slow.Stop()
-	if !giveUp.Stop() {
-		moveOn()
-		s.recovering = true
-		s.quickFailed++
-		return false, fmt.Errorf("etcd: watch of %s not confirmed within %v", s.prefix, bound)
+	defer s.watchMember.Store(0)
+	a, err := s.openWatch(ctx, rev)
+	if err != nil {
+		return false, err
 	}
+	defer a.cancel()
+	stream, wctx, wch := a.stream, a.ctx, a.wch
+	moveOn := func() { s.d.watchStream.CompareAndSwap(stream, stream+1) }
+	pending := []clientv3.WatchResponse{a.first}
 
 	every := s.d.opts.progressEvery
 	// Silent for this long, the watch is given up and the service
@@ -251,87 +235,93 @@ func (s *service) follow(ctx context.Context, rev int64) (healthy bool, err erro
 	timer := time.NewTimer(every)
 	defer timer.Stop()
 	for {
-		select {
-		case <-ctx.Done():
-			return healthy, ctx.Err()
-		case wresp, ok := <-wch:
-			if !ok {
-				return healthy, errors.New("etcd: watch channel closed")
-			}
-			if wresp.CompactRevision != 0 {
-				// The watch fell behind the store's compaction (it was
-				// resumed by the client after a lost connection, say):
-				// events between rev and the compaction are gone, so
-				// only a reload can tell what changed.
-				s.d.compactionReloads.Add(1)
-				return healthy, fmt.Errorf("etcd: watch %s from revision %d: compacted at %d: %w",
-					s.prefix, rev, wresp.CompactRevision, rpctypes.ErrCompacted)
-			}
-			if err := wresp.Err(); err != nil {
-				if tokenRefused(err) {
-					moveOn()
+		var wresp clientv3.WatchResponse
+		if len(pending) > 0 {
+			wresp, pending = pending[0], nil
+		} else {
+			var ok bool
+			select {
+			case <-ctx.Done():
+				return healthy, ctx.Err()
+			case wresp, ok = <-wch:
+				if !ok {
+					return healthy, errors.New("etcd: watch channel closed")
 				}
-				return healthy, fmt.Errorf("etcd: watch %s: %w", s.prefix, err)
-			}
-			if wresp.Canceled {
-				return healthy, fmt.Errorf("etcd: watch %s canceled: %s", s.prefix, wresp.CancelReason)
-			}
-			if rw, ok := s.hist.observe(wresp.Header.ClusterId, wresp.Header.Revision, !wresp.Created); ok {
-				s.rewound(rw, "watch")
-				return healthy, errRewound
-			}
-			lastHeard = time.Now()
-			nextProbe = lastHeard.Add(every)
-			s.watchMember.Store(wresp.Header.MemberId)
-			if wresp.Created {
-				if s.landedOnAvoided(wresp.Header.MemberId) {
+			case now := <-timer.C:
+				quiet := now.Sub(lastHeard)
+				if quiet >= silentLimit {
+					// Not even a progress notification: the
+					// connection is gone or stalled (a frozen member
+					// keeps its TCP connections up). Reloading (the
+					// Get waits for etcd to answer) and watching again
+					// on another stream is the only way to be sure
+					// nothing was missed; a watch the client resumes by
+					// itself after an outage may start past the
+					// store's revision and so never answer a progress
+					// request on a quiet store.
 					moveOn()
-					return false, fmt.Errorf("etcd: new watch of %s landed on member %x, silent before; trying another stream", s.prefix, wresp.Header.MemberId)
+					s.d.silenceReloads.Add(1)
+					s.recovering, s.quickFailed = true, 0
+					s.avoid, s.avoided = s.watchMember.Load(), 0
+					return healthy, fmt.Errorf("etcd: no response on the watch of %s for %v", s.prefix, quiet.Round(time.Millisecond))
 				}
-				s.recovering, s.quickFailed, s.avoid, s.avoided = false, 0, 0, 0
+				deadline := lastHeard.Add(silentLimit)
+				if !now.Before(nextProbe) {
+					// Answered by a progress notification on this
+					// watch's stream, if the stream is alive. The
+					// context carries the same metadata, so it selects
+					// the same stream. Bounded so that the silence is
+					// still noticed on time.
+					pctx, pcancel := context.WithDeadline(wctx, minTime(now.Add(every), deadline))
+					_ = s.d.cli.RequestProgress(pctx)
+					pcancel()
+					nextProbe = time.Now().Add(every)
+				}
+				timer.Reset(max(time.Until(minTime(nextProbe, deadline)), time.Millisecond))
 				continue
 			}
-			healthy = true
-			var touched []string
-			for _, ev := range wresp.Events {
-				if key, changed := s.apply(ev); changed {
-					touched = append(touched, key)
-				}
-			}
-			if wresp.Header.Revision > rev {
-				rev = wresp.Header.Revision
-			}
-			s.publish(rev, touched)
-		case now := <-timer.C:
-			quiet := now.Sub(lastHeard)
-			if quiet >= silentLimit {
-				// Not even a progress notification: the connection is
-				// gone or stalled (a frozen member keeps its TCP
-				// connections up). Reloading (the Get waits for etcd
-				// to answer) and watching again on another stream is
-				// the only way to be sure nothing was missed; a watch
-				// the client resumes by itself after an outage may
-				// start past the store's revision and so never answer
-				// a progress request on a quiet store.
-				moveOn()
-				s.d.silenceReloads.Add(1)
-				s.recovering, s.quickFailed = true, 0
-				s.avoid, s.avoided = s.watchMember.Load(), 0
-				return healthy, fmt.Errorf("etcd: no response on the watch of %s for %v", s.prefix, quiet.Round(time.Millisecond))
-			}
-			deadline := lastHeard.Add(silentLimit)
-			if !now.Before(nextProbe) {
-				// Answered by a progress notification on this watch's
-				// stream, if the stream is alive. The context carries
-				// the same metadata, so it selects the same stream.
-				// Bounded so that the silence is still noticed on time.
-				pctx, pcancel := context.WithDeadline(wctx, minTime(now.Add(every), deadline))
-				_ = s.d.cli.RequestProgress(pctx)
-				pcancel()
-				nextProbe = time.Now().Add(every)
-			}
-			timer.Reset(max(time.Until(minTime(nextProbe, deadline)), time.Millisecond))
 		}
+		if wresp.CompactRevision != 0 {
+			// The watch fell behind the store's compaction (it was
+			// resumed by the client after a lost connection, say):
+			// events between rev and the compaction are gone, so only a
+			// reload can tell what changed.
+			s.d.compactionReloads.Add(1)
+			return healthy, fmt.Errorf("etcd: watch %s from revision %d: compacted at %d: %w",
+				s.prefix, rev, wresp.CompactRevision, rpctypes.ErrCompacted)
+		}
+		if err := wresp.Err(); err != nil {
+			if tokenRefused(err) {
+				moveOn()
+			}
+			return healthy, fmt.Errorf("etcd: watch %s: %w", s.prefix, err)
+		}
+		if wresp.Canceled {
+			return healthy, fmt.Errorf("etcd: watch %s canceled: %s", s.prefix, wresp.CancelReason)
+		}
+		if rw, ok := s.hist.observe(wresp.Header.ClusterId, wresp.Header.Revision, !wresp.Created); ok {
+			s.rewound(rw, "watch")
+			return healthy, errRewound
+		}
+		lastHeard = time.Now()
+		nextProbe = lastHeard.Add(every)
+		s.watchMember.Store(wresp.Header.MemberId)
+		if wresp.Created {
+			// Confirmed, on a member that answers.
+			s.recovering, s.quickFailed, s.avoid, s.avoided = false, 0, 0, 0
+			continue
+		}
+		healthy = true
+		var touched []string
+		for _, ev := range wresp.Events {
+			if key, changed := s.apply(ev); changed {
+				touched = append(touched, key)
+			}
+		}
+		if wresp.Header.Revision > rev {
+			rev = wresp.Header.Revision
+		}
+		s.publish(rev, touched)
 	}
 }
 
