@@ -2,6 +2,7 @@ package etcd_test
 
 import (
 	"context"
+	"log/slog"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -34,7 +35,13 @@ const frozenBound = 10 * time.Second
 func TestWatchMovesOffAFrozenMember(t *testing.T) {
 	c := etcdtest.Start(t, etcdtest.WithSize(3), etcdtest.WithProcesses())
 	cli := c.Client(t) // all three members, through their proxies
-	d := newDiscovery(t, cli, etcd.WithPrefix("/p"), etcd.WithLogger(quiet))
+	logs := &lockedBuffer{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("discovery log:\n%s", logs.b.String())
+		}
+	})
+	d := newDiscovery(t, cli, etcd.WithPrefix("/p"), etcd.WithLogger(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 	ctx := ctxFor(t, 60*time.Second)
 
 	putInstance(t, c.Client(t, c.DirectEndpoints()...), "/p", instance("svc", "a", 9000))
@@ -153,7 +160,11 @@ func watchMember(t *testing.T, c *etcdtest.Cluster, d *etcd.Discovery, service s
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the watch of %s was not confirmed on a member other than %v within %v", service, not, frozenBound)
+			other := "any member"
+			if not != nil {
+				other = "a member other than " + not.Name()
+			}
+			t.Fatalf("the watch of %s was not confirmed on %s within %v", service, other, frozenBound)
 		}
 		time.Sleep(10 * time.Millisecond) // no event to await
 	}

@@ -140,8 +140,11 @@ func TestDiscoveryFollowsARestoreOfAnOlderDataDir(t *testing.T) {
 	for i := 0; i < 20; i++ {
 		putRaw(t, direct, "/other/k", fmt.Sprint(i))
 	}
-	before := registrytest.WaitFor(t, w, "b and c", registrytest.HasIDs("b", "c"))
-	registrytest.WaitFor(t, w, "the old history's last revision", func(s registry.Snapshot) bool { return s.Revision >= badRev+20 })
+	// The old history's last write is the service's, so the Discovery is
+	// woken when it has seen it.
+	last := putInstance(t, direct, "/p", instance("svc", "y", 9004))
+	before := registrytest.WaitFor(t, w, fmt.Sprintf("b, c and y, the old history's last write (revision %d)", last),
+		func(s registry.Snapshot) bool { return registrytest.HasIDs("b", "c", "y")(s) && s.Revision >= last })
 	if got := d.Stats().SkippedValues; got != 1 {
 		t.Fatalf("SkippedValues = %d before the restore, want 1", got)
 	}
