@@ -29,8 +29,12 @@ var (
 // followed by a Watch from R (not R+1: see follow; WithRequireLeader,
 // progress notifications), each watch response applied to the cache and
 // published as one snapshot.
-// After a watch error, cancellation or compaction, the service is read
-// again, the difference published and the watch restarted, with backoff.
+// After a watch error, cancellation, compaction or silence, the service is
+// read again, the difference published and the watch restarted, with
+// backoff; after a silence the reload and the new watch are hedged across
+// members. A rewind of etcd's history (a revision below one seen, another
+// cluster ID) is reloaded under a new snapshot Generation. The package
+// documentation states the bounds.
 // While etcd is unreachable the cache keeps the last known instances and the
 // snapshot says since when it is stale.
 //

@@ -2,8 +2,8 @@ package etcd_test
 
 import (
 	"context"
-	"log/slog"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -98,6 +98,27 @@ func TestWatchMovesOffAFrozenMember(t *testing.T) {
 			round+1, frozen.Name(), frozen == leader, put.Round(time.Millisecond), seen.Round(time.Millisecond),
 			moved.Name(), time.Since(start).Round(time.Millisecond), st.SilenceReloads, st.Resyncs, st.Loads)
 		frozen.Thaw(t)
+		// A thawed member catches up before the next round, which may
+		// need it for a quorum.
+		waitServes(t, c, frozen)
+	}
+}
+
+// waitServes waits until m serves a linearizable read, within 15s.
+func waitServes(t *testing.T, c *etcdtest.Cluster, m *etcdtest.Member) {
+	t.Helper()
+	cli := c.Client(t, m.DirectEndpoint())
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, err := cli.Get(ctx, "/probe")
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s does not serve 15s after it was thawed: %v", m.Name(), err)
+		}
 	}
 }
 

@@ -24,10 +24,11 @@ import (
 // than two, because other requests on the same client move the round robin
 // on meanwhile, and can move it back to the frozen member.
 
-// hedgeDelay is how long a request made while recovering waits before a
-// second one is started: a quarter of the progress interval (500ms by
-// default), far above a healthy etcd's answer.
-func (s *service) hedgeDelay() time.Duration { return s.d.opts.progressEvery / 4 }
+// hedgeDelay is how long a request made while recovering waits before
+// another one is started: an eighth of the progress interval (250ms by
+// default), far above a healthy etcd's answer, so that three attempts fit in
+// the first attempt's bound (half an interval).
+func (s *service) hedgeDelay() time.Duration { return s.d.opts.progressEvery / 8 }
 
 // maxHedged is the most concurrent attempts of one request.
 const maxHedged = 3
