@@ -130,11 +130,16 @@ func TestDiscoveryFollowsARestoreOfAnOlderDataDir(t *testing.T) {
 	// The backup (the member is stopped for the copy and started again).
 	backup := c.Backup(t)
 
-	// The old history after the backup: a deleted, c added, a bad value.
+	// The old history after the backup: a deleted, c added, b drained by
+	// an override, a bad value.
 	if _, err := direct.Delete(ctx, registry.Key("/p", "svc", "a")); err != nil {
 		t.Fatal(err)
 	}
 	putInstance(t, direct, "/p", instance("svc", "c", 9002))
+	drain := 0
+	if err := etcd.SetOverride(ctx, direct, "svc", "b", registry.Override{Weight: &drain}, etcd.WithPrefix("/p")); err != nil {
+		t.Fatal(err)
+	}
 	badKey := registry.Key("/p", "svc", "x")
 	badRev := putRaw(t, direct, badKey, "not json (old history)")
 	for i := 0; i < 20; i++ {
@@ -147,6 +152,9 @@ func TestDiscoveryFollowsARestoreOfAnOlderDataDir(t *testing.T) {
 		func(s registry.Snapshot) bool { return registrytest.HasIDs("b", "c", "y")(s) && s.Revision >= last })
 	if got := d.Stats().SkippedValues; got != 1 {
 		t.Fatalf("SkippedValues = %d before the restore, want 1", got)
+	}
+	if b := before.Instances[0]; b.ID != "b" || b.Weight != 0 {
+		t.Fatalf("b not drained by its override before the restore: %+v", *b)
 	}
 
 	// The restore, and a new history written while the Discovery cannot
@@ -177,6 +185,9 @@ func TestDiscoveryFollowsARestoreOfAnOlderDataDir(t *testing.T) {
 	}
 	defer fw.Close()
 	want := registrytest.WaitFor(t, fw, "a fresh load", func(s registry.Snapshot) bool { return s.Loaded })
+	if b := after.Instances[1]; b.ID != "b" || b.Weight == 0 {
+		t.Fatalf("b still drained after the restore, which has no override: %+v", *b)
+	}
 	if !sameInstances(after, want) || after.Revision != want.Revision {
 		t.Fatalf("after the restore the snapshot is %s, a fresh load %s", registrytest.Describe(after), registrytest.Describe(want))
 	}
