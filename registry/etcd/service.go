@@ -376,10 +376,11 @@ func minTime(a, b time.Time) time.Time {
 }
 
 // staleIfSlow marks the snapshot stale if the etcd call about to be made
-// takes longer than three progress intervals, the same bound a quiet watch
-// gets. The caller stops the returned timer when the call returns.
+// takes longer than 2.5 progress intervals, the silence after which a quiet
+// watch is given up. The caller stops the returned timer when the call
+// returns.
 func (s *service) staleIfSlow(what string) *time.Timer {
-	bound := 3 * s.d.opts.progressEvery
+	bound := 3*s.d.opts.progressEvery - s.d.opts.progressEvery/2
 	return time.AfterFunc(bound, func() {
 		s.markStale(fmt.Errorf("etcd: %s of %s has not completed within %v", what, s.prefix, bound))
 	})
