@@ -357,3 +357,15 @@ func TestBackupRestoreWipe(t *testing.T) {
 		t.Fatalf("MemberByID does not find the wiped member")
 	}
 }
+
+// Process members serve TLS as in-process ones do.
+func TestProcessMembersTLS(t *testing.T) {
+	c := etcdtest.Start(t, etcdtest.WithProcesses(), etcdtest.WithTLS())
+	cli := c.Client(t)
+	if err := put(cli, "k", "v"); err != nil {
+		t.Fatalf("put over TLS to a process member: %v", err)
+	}
+	if err := getValue(c.Client(t, c.DirectEndpoints()...), "k", "v"); err != nil {
+		t.Fatalf("direct get over TLS: %v", err)
+	}
+}

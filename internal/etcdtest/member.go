@@ -259,6 +259,14 @@ func (m *Member) startLocked(state string, deadline time.Time) error {
 	for {
 		err := m.launch(state)
 		if err == nil {
+			// A child process reports a port in use only by exiting.
+			if err = m.waitReady(deadline); err != nil {
+				if serr := m.stopLocked(true); serr != nil {
+					return fmt.Errorf("%w (and stopping it again failed: %v)", err, serr)
+				}
+			}
+		}
+		if err == nil {
 			break
 		}
 		// A port of ours may briefly be held by an outgoing connection
@@ -268,11 +276,7 @@ func (m *Member) startLocked(state string, deadline time.Time) error {
 		}
 		<-tick.C
 	}
-	err := m.waitReady(deadline)
-	if err == nil {
-		err = m.waitServing(deadline)
-	}
-	if err != nil {
+	if err := m.waitServing(deadline); err != nil {
 		if serr := m.stopLocked(true); serr != nil {
 			err = fmt.Errorf("%w (and stopping it again failed: %v)", err, serr)
 		}

@@ -8,7 +8,8 @@ import (
 )
 
 // StopAll stops every running member: a whole-cluster outage. The proxies
-// stay up, so clients see a cluster that does not answer.
+// stay up and reset every new connection, so clients see a cluster whose
+// processes are down: connections fail at once.
 func (c *Cluster) StopAll(t testing.TB) {
 	t.Helper()
 	for _, m := range c.members {
