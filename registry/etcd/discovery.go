@@ -26,10 +26,15 @@ var (
 // (after the linger time, WithLinger).
 //
 // A service is loaded with one linearizable Get at revision R and then
-// followed by a Watch from R+1 (WithRequireLeader, progress notifications),
-// each watch response applied to the cache and published as one snapshot.
-// After a watch error, cancellation or compaction, the service is read
-// again, the difference published and the watch restarted, with backoff.
+// followed by a Watch from R (not R+1: see follow; WithRequireLeader,
+// progress notifications), each watch response applied to the cache and
+// published as one snapshot.
+// After a watch error, cancellation, compaction or silence, the service is
+// read again, the difference published and the watch restarted, with
+// backoff; after a silence the reload and the new watch are hedged across
+// members. A rewind of etcd's history (a revision below one seen, another
+// cluster ID) is reloaded under a new snapshot Generation. The package
+// documentation states the bounds.
 // While etcd is unreachable the cache keeps the last known instances and the
 // snapshot says since when it is stale.
 //
@@ -49,6 +54,10 @@ type Discovery struct {
 	skipped     atomic.Uint64
 	loads       atomic.Uint64
 	resyncs     atomic.Uint64
+
+	compactionReloads atomic.Uint64
+	silenceReloads    atomic.Uint64
+	rewinds           atomic.Uint64
 }
 
 // Stats are a Discovery's counters.
@@ -67,6 +76,18 @@ type Stats struct {
 	// Resyncs counts full reloads after a watch ended (error,
 	// cancellation, compaction, silence or lost connection).
 	Resyncs uint64
+	// CompactionReloads counts the resyncs after a watch was told its
+	// start revision was compacted (it fell behind, typically resumed by
+	// the etcd client after a lost connection).
+	CompactionReloads uint64
+	// SilenceReloads counts the resyncs after a watch went silent: no
+	// event nor progress notification for 2.5 progress intervals.
+	SilenceReloads uint64
+	// Rewinds counts the changes of etcd history detected (a revision
+	// lower than one seen, or another cluster ID: etcd restored from a
+	// backup, restarted empty, replaced); each starts a new snapshot
+	// Generation.
+	Rewinds uint64
 	// PerService describes each followed service, sorted by name.
 	PerService []ServiceStats
 }
@@ -83,6 +104,13 @@ type ServiceStats struct {
 	StaleSince time.Time
 	// Loaded is false until the first load completed.
 	Loaded bool
+	// Generation is the snapshot's Generation: 1 after the first load,
+	// one more after each change of etcd history detected.
+	Generation uint64
+	// WatchMember is the ID of the etcd member that sent the last
+	// response on the service's watch (etcdctl prints it in hex); 0 while
+	// no watch is confirmed.
+	WatchMember uint64
 }
 
 // NewDiscovery returns a Discovery that uses cli. It does not contact etcd
@@ -168,6 +196,7 @@ func (d *Discovery) Stats() Stats {
 		st.PerService = append(st.PerService, ServiceStats{
 			Name: s.name, Instances: len(s.snap.Instances), Watchers: len(s.watchers),
 			StaleSince: s.snap.StaleSince, Loaded: s.snap.Loaded,
+			Generation: s.snap.Generation, WatchMember: s.watchMember.Load(),
 		})
 		s.mu.Unlock()
 	}
@@ -176,6 +205,9 @@ func (d *Discovery) Stats() Stats {
 	st.SkippedValues = d.skipped.Load()
 	st.Loads = d.loads.Load()
 	st.Resyncs = d.resyncs.Load()
+	st.CompactionReloads = d.compactionReloads.Load()
+	st.SilenceReloads = d.silenceReloads.Load()
+	st.Rewinds = d.rewinds.Load()
 	return st
 }
 

@@ -6,15 +6,14 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"google.golang.org/grpc/metadata"
 
 	"github.com/musterhq/muster/internal/backoff"
 	"github.com/musterhq/muster/registry"
@@ -42,6 +41,17 @@ type service struct {
 	overrides map[string]registry.Override  // operators' overrides
 	cache     map[string]*registry.Instance // raw with overrides applied: what is served
 	bad       map[string]int64              // key (of either kind) -> mod revision of a skipped value
+	hist      history                       // the etcd history of the responses, for rewinds
+
+	// watchMember is the member ID in the last header of the watch; read
+	// by Stats.
+	watchMember atomic.Uint64
+
+	// Recovery after a silent watch, owned by the run goroutine too.
+	avoid       uint64 // member that went silent; a new watch should land elsewhere
+	avoided     int    // new watches rejected for landing on avoid
+	recovering  bool   // since a silence or an unconfirmed watch, until a watch is confirmed
+	quickFailed int    // attempts failed while recovering; each doubles the next bound
 }
 
 func (s *service) addWatcher(w *watcher) {
@@ -112,6 +122,8 @@ func (s *service) run(ctx context.Context) {
 			if healthy {
 				bo.Reset()
 			}
+		} else if s.recovering {
+			s.quickFailed++
 		}
 		if ctx.Err() != nil {
 			return
@@ -134,15 +146,18 @@ func (s *service) run(ctx context.Context) {
 // load reads the whole service with one linearizable Get, replaces the
 // cache and publishes the result. It returns the revision read.
 func (s *service) load(ctx context.Context) (int64, error) {
-	gctx, cancel := context.WithTimeout(ctx, s.d.opts.requestTimeout)
 	slow := s.staleIfSlow("get")
-	resp, err := s.d.cli.Get(gctx, s.prefix, clientv3.WithPrefix())
+	resp, err := s.get(ctx)
 	slow.Stop()
-	cancel()
 	if err != nil {
 		return 0, fmt.Errorf("etcd: get %s: %w", s.prefix, err)
 	}
 	s.d.loads.Add(1)
+	// Before decoding: a rewind forgets which bad values were logged.
+	if rw, ok := s.hist.observe(resp.Header.ClusterId, resp.Header.Revision, true); ok {
+		s.rewound(rw, "get")
+	}
+	s.hist.loaded()
 	raw := make(map[string]*registry.Instance, len(resp.Kvs))
 	overrides := map[string]registry.Override{}
 	seen := make(map[string]bool, len(s.bad))
@@ -180,6 +195,9 @@ func (s *service) load(ctx context.Context) (int64, error) {
 	return resp.Header.Revision, nil
 }
 
+// errRewound ends a watch whose responses belong to another history.
+var errRewound = errors.New("etcd: the store's history changed (revision went backwards or another cluster)")
+
 // follow watches the service from rev, the revision of the load, and
 // applies each response to the cache. It returns when the watch ends,
 // reporting whether it got at least one response (so the backoff can start
@@ -192,91 +210,177 @@ func (s *service) load(ctx context.Context) (int64, error) {
 // changes nothing.
 func (s *service) follow(ctx context.Context, rev int64) (healthy bool, err error) {
 	// The etcd client runs every watch with the same metadata on one gRPC
-	// stream, which keeps the auth token it was opened with; once that
-	// token expires, etcd refuses new watches on it (etcd-io/etcd#12385).
-	// After such a refusal, the next attempt uses a new stream, opened
-	// with a fresh token.
-	stream := s.d.watchStream.Load()
-	wctx, cancel := context.WithCancel(metadata.AppendToOutgoingContext(
-		clientv3.WithRequireLeader(ctx), watchStreamKey, strconv.FormatUint(stream, 10)))
-	defer cancel()
-	// Watch blocks until etcd confirms the watch, which waits out an
-	// outage, or forever if the request was lost on a connection that
-	// stays up: bound it like any request.
-	slow := s.staleIfSlow("watch creation")
-	giveUp := time.AfterFunc(s.d.opts.requestTimeout, cancel)
-	wch := s.d.cli.Watch(wctx, s.prefix, clientv3.WithPrefix(),
-		clientv3.WithRev(rev), clientv3.WithProgressNotify())
-	slow.Stop()
-	if !giveUp.Stop() {
-		return false, fmt.Errorf("etcd: watch of %s not confirmed within %v", s.prefix, s.d.opts.requestTimeout)
+	// stream, bound to one member. After etcd refuses a watch for the
+	// stream's auth token (etcd-io/etcd#12385: a stream keeps the token it
+	// was opened with), after a silence, or when a new watch is not
+	// confirmed in time, the next attempt uses a new stream, which the
+	// client's balancer places on another member; the old one may be
+	// stalled on a frozen member whose connection still looks up.
+	defer s.watchMember.Store(0)
+	a, err := s.openWatch(ctx, rev)
+	if err != nil {
+		return false, err
 	}
+	defer a.cancel()
+	stream, wctx, wch := a.stream, a.ctx, a.wch
+	moveOn := func() { s.d.watchStream.CompareAndSwap(stream, stream+1) }
+	pending := []clientv3.WatchResponse{a.first}
 
 	every := s.d.opts.progressEvery
 	// Silent for this long, the watch is given up and the service
-	// reloaded. Checked on ticks, so it fires at the third tick of silence.
+	// reloaded: two progress requests have gone unanswered.
 	silentLimit := 3*every - every/2
-	ticker := time.NewTicker(every)
-	defer ticker.Stop()
 	lastHeard := time.Now()
+	nextProbe := lastHeard.Add(every)
+	timer := time.NewTimer(every)
+	defer timer.Stop()
 	for {
-		select {
-		case <-ctx.Done():
-			return healthy, ctx.Err()
-		case wresp, ok := <-wch:
-			if !ok {
-				return healthy, errors.New("etcd: watch channel closed")
-			}
-			if err := wresp.Err(); err != nil {
-				if tokenRefused(err) {
-					s.d.watchStream.CompareAndSwap(stream, stream+1)
+		var wresp clientv3.WatchResponse
+		if len(pending) > 0 {
+			wresp, pending = pending[0], nil
+		} else {
+			var ok bool
+			select {
+			case <-ctx.Done():
+				return healthy, ctx.Err()
+			case wresp, ok = <-wch:
+				if !ok {
+					return healthy, errors.New("etcd: watch channel closed")
 				}
-				return healthy, fmt.Errorf("etcd: watch %s: %w", s.prefix, err)
-			}
-			if wresp.Canceled {
-				return healthy, fmt.Errorf("etcd: watch %s canceled: %s", s.prefix, wresp.CancelReason)
-			}
-			healthy = true
-			lastHeard = time.Now()
-			var touched []string
-			for _, ev := range wresp.Events {
-				if key, changed := s.apply(ev); changed {
-					touched = append(touched, key)
+			case now := <-timer.C:
+				quiet := now.Sub(lastHeard)
+				if quiet >= silentLimit {
+					// Not even a progress notification: the
+					// connection is gone or stalled (a frozen member
+					// keeps its TCP connections up). Reloading (the
+					// Get waits for etcd to answer) and watching again
+					// on another stream is the only way to be sure
+					// nothing was missed; a watch the client resumes by
+					// itself after an outage may start past the
+					// store's revision and so never answer a progress
+					// request on a quiet store.
+					moveOn()
+					s.d.silenceReloads.Add(1)
+					s.recovering, s.quickFailed = true, 0
+					s.avoid, s.avoided = s.watchMember.Load(), 0
+					return healthy, fmt.Errorf("etcd: no response on the watch of %s for %v", s.prefix, quiet.Round(time.Millisecond))
 				}
-			}
-			if wresp.Header.Revision > rev {
-				rev = wresp.Header.Revision
-			}
-			s.publish(rev, touched)
-		case <-ticker.C:
-			quiet := time.Since(lastHeard)
-			if quiet > silentLimit {
-				// Not even a progress notification: the connection is
-				// gone or messages were lost. Reloading (the Get
-				// waits for etcd to answer) and watching again is the
-				// only way to be sure nothing was missed; a watch the
-				// client resumes by itself after an outage may start
-				// past the store's revision and so never answer a
-				// progress request on a quiet store.
-				return healthy, fmt.Errorf("etcd: no response on the watch of %s for %v", s.prefix, quiet.Round(time.Millisecond))
-			}
-			if quiet >= every {
-				// Answered by a progress notification on this watch's
-				// stream, if the stream is alive. The context carries
-				// the same metadata, so it selects the same stream.
-				pctx, pcancel := context.WithTimeout(wctx, every)
-				_ = s.d.cli.RequestProgress(pctx)
-				pcancel()
+				deadline := lastHeard.Add(silentLimit)
+				if !now.Before(nextProbe) {
+					// Answered by a progress notification on this
+					// watch's stream, if the stream is alive. The
+					// context carries the same metadata, so it selects
+					// the same stream. Bounded so that the silence is
+					// still noticed on time.
+					pctx, pcancel := context.WithDeadline(wctx, minTime(now.Add(every), deadline))
+					_ = s.d.cli.RequestProgress(pctx)
+					pcancel()
+					nextProbe = time.Now().Add(every)
+				}
+				timer.Reset(max(time.Until(minTime(nextProbe, deadline)), time.Millisecond))
+				continue
 			}
 		}
+		if wresp.CompactRevision != 0 {
+			// The watch fell behind the store's compaction (it was
+			// resumed by the client after a lost connection, say):
+			// events between rev and the compaction are gone, so only a
+			// reload can tell what changed.
+			s.d.compactionReloads.Add(1)
+			return healthy, fmt.Errorf("etcd: watch %s from revision %d: compacted at %d: %w",
+				s.prefix, rev, wresp.CompactRevision, rpctypes.ErrCompacted)
+		}
+		if err := wresp.Err(); err != nil {
+			if tokenRefused(err) {
+				moveOn()
+			}
+			return healthy, fmt.Errorf("etcd: watch %s: %w", s.prefix, err)
+		}
+		if wresp.Canceled {
+			return healthy, fmt.Errorf("etcd: watch %s canceled: %s", s.prefix, wresp.CancelReason)
+		}
+		if rw, ok := s.hist.observe(wresp.Header.ClusterId, wresp.Header.Revision, !wresp.Created); ok {
+			s.rewound(rw, "watch")
+			return healthy, errRewound
+		}
+		lastHeard = time.Now()
+		nextProbe = lastHeard.Add(every)
+		s.watchMember.Store(wresp.Header.MemberId)
+		if wresp.Created {
+			// Confirmed, on a member that answers.
+			s.recovering, s.quickFailed, s.avoid, s.avoided = false, 0, 0, 0
+			continue
+		}
+		healthy = true
+		var touched []string
+		for _, ev := range wresp.Events {
+			if key, changed := s.apply(ev); changed {
+				touched = append(touched, key)
+			}
+		}
+		if wresp.Header.Revision > rev {
+			rev = wresp.Header.Revision
+		}
+		s.publish(rev, touched)
 	}
 }
 
+// landedOnAvoided reports whether a watch just created on member should be
+// given up because that member's watch went silent just before. A client
+// with one endpoint has no other member to try, and after two such
+// landings the member is accepted: it answered, so it is not frozen.
+func (s *service) landedOnAvoided(member uint64) bool {
+	if s.avoid == 0 || member != s.avoid || s.avoided >= 2 || len(s.d.cli.Endpoints()) < 2 {
+		return false
+	}
+	s.avoided++
+	return true
+}
+
+// attemptTimeout bounds the next Get or watch creation. Normally the
+// request timeout; while recovering from a silent or unconfirmed watch, half
+// a progress interval doubling with each failed attempt up to the request
+// timeout, so that an attempt the client's balancer placed on the member
+// that went silent (a frozen member's connection still looks up) is given
+// up quickly, and an attempt on a merely slow etcd still gets time.
+func (s *service) attemptTimeout() time.Duration {
+	if !s.recovering {
+		return s.d.opts.requestTimeout
+	}
+	b := s.d.opts.progressEvery / 2
+	for i := 0; i < s.quickFailed && b < s.d.opts.requestTimeout; i++ {
+		b *= 2
+	}
+	return min(b, s.d.opts.requestTimeout)
+}
+
+// rewound resets what depends on the old history after a rewind: the
+// record of bad values logged once per mod revision (mod revisions of the
+// new history may repeat those of the old one). The caches are replaced by
+// the next load, published under the new generation.
+func (s *service) rewound(rw rewind, where string) {
+	s.d.rewinds.Add(1)
+	clear(s.bad)
+	s.log.Warn("etcd history changed (restored from a backup, restarted empty or another cluster); reloading",
+		"seen_in", where,
+		"old_revision", rw.oldRev, "new_revision", rw.newRev,
+		"old_cluster_id", fmt.Sprintf("%x", rw.oldCluster), "new_cluster_id", fmt.Sprintf("%x", rw.newCluster),
+		"generation", s.hist.gen)
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
 // staleIfSlow marks the snapshot stale if the etcd call about to be made
-// takes longer than three progress intervals, the same bound a quiet watch
-// gets. The caller stops the returned timer when the call returns.
+// takes longer than 2.5 progress intervals, the silence after which a quiet
+// watch is given up. The caller stops the returned timer when the call
+// returns.
 func (s *service) staleIfSlow(what string) *time.Timer {
-	bound := 3 * s.d.opts.progressEvery
+	bound := 3*s.d.opts.progressEvery - s.d.opts.progressEvery/2
 	return time.AfterFunc(bound, func() {
 		s.markStale(fmt.Errorf("etcd: %s of %s has not completed within %v", what, s.prefix, bound))
 	})
@@ -405,7 +509,9 @@ func (s *service) publish(rev int64, touched []string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	notify := changed || !s.snap.Loaded || s.snap.Stale()
+	notify = notify || s.snap.Generation != s.hist.gen
 	s.snap.Revision = rev
+	s.snap.Generation = s.hist.gen
 	s.snap.Loaded = true
 	s.snap.StaleSince = time.Time{}
 	s.snap.Err = nil
