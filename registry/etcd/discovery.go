@@ -121,6 +121,9 @@ func NewDiscovery(cli *clientv3.Client, opts ...Option) (*Discovery, error) {
 		return nil, errors.New("etcd: NewDiscovery: nil client")
 	}
 	o := buildOptions(opts)
+	if o.err != nil {
+		return nil, o.err
+	}
 	return &Discovery{
 		cli:      cli,
 		opts:     o,

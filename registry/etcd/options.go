@@ -134,9 +134,10 @@ func WithBackoff(min, max time.Duration) Option {
 }
 
 // WithProgressInterval sets how often a Discovery asks etcd to confirm that
-// a quiet watch is still live. A snapshot is marked stale when nothing
-// (event or progress) arrives for three intervals. The default is 2s; a
-// non-positive value is an error.
+// a quiet watch is still live. When nothing (event or progress) arrives
+// for 2.5 intervals, the snapshot is marked stale and the service is
+// reloaded and watched again, through another member if one went silent.
+// The default is 2s; a non-positive value is an error.
 func WithProgressInterval(d time.Duration) Option {
 	return func(o *options) {
 		if d <= 0 {

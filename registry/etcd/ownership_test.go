@@ -48,6 +48,12 @@ func TestInvalidOptionsAreErrors(t *testing.T) {
 			if !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("NewRegistrar with %s: error %q does not name the option", tc.want, err)
 			}
+			if d, err := etcd.NewDiscovery(cli, tc.opt); err == nil || !strings.Contains(err.Error(), tc.want) {
+				if d != nil {
+					_ = d.Close()
+				}
+				t.Fatalf("NewDiscovery with %s: error %v, want one naming the option", tc.want, err)
+			}
 			err = etcd.Delete(context.Background(), cli, "svc", "a", tc.opt)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Delete with %s: error %v, want one naming the option", tc.want, err)
