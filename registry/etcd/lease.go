@@ -142,7 +142,14 @@ func (l *lease) keepAlive(ctx context.Context, granted time.Time) {
 					return
 				}
 				l.log.Debug("lease renewal not sent; retrying", "lease", fmt.Sprintf("%x", int64(l.id)), "error", err)
-				timer.Reset(min(bo.Next(), expires.Sub(now)))
+				wait := bo.Next()
+				if !unreachable(err) {
+					// Refused (a login, a permission): each new
+					// stream logs in again, so not faster than
+					// renewals are due.
+					wait = every
+				}
+				timer.Reset(min(wait, expires.Sub(now)))
 				continue
 			}
 			unanswered++

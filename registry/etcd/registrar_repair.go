@@ -174,8 +174,8 @@ type ownKeys struct {
 	r       *Registrar
 	watches map[string]context.CancelFunc
 	wg      sync.WaitGroup
-	// restarted is signalled when a watch was opened again after it
-	// ended: deletions in between were not seen, so an audit is due.
+	// restarted is signalled when a watch works again after one ended:
+	// deletions in between were not seen, so an audit is due.
 	restarted chan struct{}
 }
 
@@ -217,18 +217,22 @@ func (o *ownKeys) watch(ctx context.Context, prefix string) {
 	defer o.wg.Done()
 	r := o.r
 	bo := backoff.New(r.opts.backoffMin, r.opts.backoffMax)
-	for first := true; ; first = false {
-		if !first {
-			select {
-			case o.restarted <- struct{}{}:
-			default:
-			}
-		}
+	// lost is set when a watch that worked ended: deletions until the next
+	// one works were not seen, so an audit is due once it does.
+	lost := false
+	for {
 		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 		start := time.Now()
-		for resp := range r.cli.Watch(wctx, prefix, clientv3.WithPrefix(), clientv3.WithFilterPut()) {
+		for resp := range r.cli.Watch(wctx, prefix, clientv3.WithPrefix(), clientv3.WithFilterPut(), clientv3.WithCreatedNotify()) {
 			if resp.Err() != nil {
 				break
+			}
+			if lost {
+				lost = false
+				select {
+				case o.restarted <- struct{}{}:
+				default:
+				}
 			}
 			bo.Reset()
 			for _, ev := range resp.Events {
@@ -241,6 +245,7 @@ func (o *ownKeys) watch(ctx context.Context, prefix string) {
 		if ctx.Err() != nil {
 			return
 		}
+		lost = true
 		t := time.NewTimer(max(bo.Next()-time.Since(start), 0))
 		select {
 		case <-ctx.Done():
