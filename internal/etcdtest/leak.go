@@ -4,14 +4,16 @@ import "go.uber.org/goleak"
 
 // LeakOptions returns the goleak options that tests using this package pass
 // to goleak.VerifyNone or goleak.VerifyTestMain. They ignore only goroutines
-// that third-party libraries start once per process and never stop, so
-// that they remain after every Cluster is closed.
+// that third-party libraries leave behind and that no caller can stop.
 //
-// With etcd v3.7.3 and gRPC v1.85 there are none: once Cluster.Close has
-// run, no goroutine of etcd, gRPC, zap or the proxy is left (this package's
-// own tests check that with goleak), so the list is empty. Pass it anyway,
-// so that a dependency upgrade that needs an exception changes only this
-// function.
+// With etcd v3.7.3 there is one: an embedded server's peer HTTP handler
+// answering another member's version probe while the server closes reads
+// the storage version under the backend's read lock, which the closing
+// backend never releases; embed.Etcd.Close does not wait for it. Seen once
+// in a loaded run of the 3-member fault suite. Everything else the package
+// starts ends with Cluster.Close (its own tests check that with goleak).
 func LeakOptions() []goleak.Option {
-	return []goleak.Option{}
+	return []goleak.Option{
+		goleak.IgnoreAnyFunction("go.etcd.io/etcd/server/v3/etcdserver/api/etcdhttp.newPeerHandler.versionHandler.func1"),
+	}
 }
