@@ -154,6 +154,13 @@ func (c *caches) endpointsForLocked(zone string) *cachev3.LinearCache {
 	return zc.c
 }
 
+// published returns the number of services published.
+func (c *caches) published() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.services)
+}
+
 // zones returns the client zones with an endpoint cache, sorted.
 func (c *caches) zones() []string {
 	c.mu.Lock()

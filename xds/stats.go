@@ -32,6 +32,12 @@ type Stats struct {
 	Skipped uint64
 	// Protected counts updates withheld by empty-list protection.
 	Protected uint64
+	// Services is the number of services published (those whose list is
+	// known).
+	Services int
+	// Zones are the client zones served their own endpoint priorities
+	// ("" for clients without a zone), sorted.
+	Zones []string
 	// Pushes counts, per service, the resources sent to clients, by type:
 	// one per resource per response per stream.
 	Pushes map[string]Pushes
@@ -49,6 +55,8 @@ func (p Pushes) Total() uint64 { return p.Listeners + p.Routes + p.Clusters + p.
 func (s *Server) Stats() Stats {
 	st := s.stats.snapshot()
 	st.Protected = s.b.Stats().Protected
+	st.Services = s.c.published()
+	st.Zones = s.c.zones()
 	return st
 }
 

@@ -6,12 +6,14 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	grpcresolver "google.golang.org/grpc/resolver"
 	grpcxds "google.golang.org/grpc/xds"
 
 	"github.com/musterhq/muster/internal/etcdtest"
@@ -61,27 +63,38 @@ func newEnv(t *testing.T, opts ...xds.Option) *env {
 	return e
 }
 
-func (e *env) startControlPlane(t *testing.T, opts ...xds.Option) {
+// startControlPlane starts a control plane on e.addr (a new loopback port
+// if empty). Its Close is registered as a cleanup and returned.
+func (e *env) startControlPlane(t *testing.T, opts ...xds.Option) (stop func()) {
 	t.Helper()
 	cp, err := xds.New(e.disc, append([]xds.Option{xds.WithLogger(testLogger(t))}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	addr := e.addr
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	lis, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.cp, e.addr = cp, lis.Addr().String()
 	done := make(chan error, 1)
 	go func() { done <- cp.Serve(context.Background(), lis) }()
-	t.Cleanup(func() {
-		if err := cp.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-		if err := <-done; err != xds.ErrClosed && err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	})
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			if err := cp.Close(); err != nil {
+				t.Errorf("Close: %v", err)
+			}
+			if err := <-done; err != xds.ErrClosed && err != nil {
+				t.Errorf("Serve: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
 }
 
 // testLogger logs warnings and errors through t, so that a NACK's detail
@@ -132,10 +145,22 @@ func bootstrap(addr, nodeID, zone string) string {
 // client with node nodeID in zone.
 func (e *env) dial(t *testing.T, service, nodeID, zone string) *grpc.ClientConn {
 	t.Helper()
+	return dialWith(t, e.xdsResolver(t, nodeID, zone), service)
+}
+
+// xdsResolver returns an xDS resolver builder of its own: the channels
+// built with it share one xDS client, so one ADS stream.
+func (e *env) xdsResolver(t *testing.T, nodeID, zone string) grpcresolver.Builder {
+	t.Helper()
 	b, err := grpcxds.NewXDSResolverWithConfigForTesting([]byte(bootstrap(e.addr, nodeID, zone)))
 	if err != nil {
 		t.Fatalf("xDS resolver: %v", err)
 	}
+	return b
+}
+
+func dialWith(t *testing.T, b grpcresolver.Builder, service string) *grpc.ClientConn {
+	t.Helper()
 	conn, err := grpc.NewClient("xds:///"+service, grpc.WithResolvers(b),
 		grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -319,4 +344,15 @@ func TestZones(t *testing.T) {
 		t.Fatalf("client in z1 after a came back: %v, want all calls to a", got)
 	}
 	noNACK(t, e.cp)
+}
+
+func TestZonesInStats(t *testing.T) {
+	e := newEnv(t, xds.WithServices("greeter"))
+	a := testbackend.Start(t)
+	e.register(t, "greeter", "a", a.Addr, "z1", 0, false)
+	callUntil(t, e.dial(t, "greeter", "client-z1", "z1"), "calling a", hasAll(a.Addr))
+	callUntil(t, e.dial(t, "greeter", "client-z2", "z2"), "calling a", hasAll(a.Addr))
+	if got := fmt.Sprint(e.cp.Stats().Zones); got != "[z1 z2]" {
+		t.Errorf("Zones = %s, want [z1 z2]", got)
+	}
 }
