@@ -32,8 +32,9 @@ type env struct {
 	cli  *clientv3.Client
 	reg  *etcd.Registrar
 	disc *etcd.Discovery
-	cp   *xds.Server
-	addr string // the control plane's address
+	cp     *xds.Server
+	addr   string // the control plane's address
+	stopCP func() // closes cp and waits for its Serve
 }
 
 func etcdOpts() []etcd.Option {
@@ -80,6 +81,7 @@ func (e *env) startControlPlane(t *testing.T, opts ...xds.Option) (stop func()) 
 		t.Fatal(err)
 	}
 	e.cp, e.addr = cp, lis.Addr().String()
+	e.stopCP = func() { stop() }
 	done := make(chan error, 1)
 	go func() { done <- cp.Serve(context.Background(), lis) }()
 	var once sync.Once
