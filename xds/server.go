@@ -159,10 +159,13 @@ func (s *Server) Close() error {
 	s.closed = true
 	feeds := s.feeds
 	s.feeds = map[string]*feed{}
-	servers := s.servers
+	servers := make([]*grpc.Server, 0, len(s.servers))
+	for g := range s.servers {
+		servers = append(servers, g)
+	}
 	s.mu.Unlock()
 	s.cancel()
-	for g := range servers {
+	for _, g := range servers {
 		g.Stop()
 	}
 	s.wg.Wait()

@@ -28,10 +28,10 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 // env is one embedded etcd, a registrar, a discovery and a control plane
 // serving ADS on a loopback port.
 type env struct {
-	c    *etcdtest.Cluster
-	cli  *clientv3.Client
-	reg  *etcd.Registrar
-	disc *etcd.Discovery
+	c      *etcdtest.Cluster
+	cli    *clientv3.Client
+	reg    *etcd.Registrar
+	disc   *etcd.Discovery
 	cp     *xds.Server
 	addr   string // the control plane's address
 	stopCP func() // closes cp and waits for its Serve
