@@ -46,6 +46,10 @@ type caches struct {
 	services map[string][]registry.Instance // usable instances per published service
 	eds      map[string]*zoneCache          // by client zone; "" for clients without one
 	overflow bool                           // a zone was refused for maxZones (logged once)
+
+	// unknown, if set, is called (without locks held) when a client asks
+	// for a listener of a service that is not published.
+	unknown func()
 }
 
 // zoneCache holds the endpoints for the clients of one zone.
@@ -154,6 +158,18 @@ func (c *caches) endpointsForLocked(zone string) *cachev3.LinearCache {
 	return zc.c
 }
 
+// anyUnknown reports whether a name is not a published service.
+func (c *caches) anyUnknown(names []string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, n := range names {
+		if _, ok := c.services[n]; !ok {
+			return true
+		}
+	}
+	return false
+}
+
 // published returns the number of services published.
 func (c *caches) published() int {
 	c.mu.Lock()
@@ -193,6 +209,9 @@ func (c *caches) CreateWatch(req *cachev3.Request, sub cachev3.Subscription, ch 
 	lc, err := c.forType(req.GetTypeUrl(), req.GetNode().GetLocality().GetZone())
 	if err != nil {
 		return nil, err
+	}
+	if c.unknown != nil && req.GetTypeUrl() == resourcev3.ListenerType && c.anyUnknown(req.GetResourceNames()) {
+		c.unknown()
 	}
 	if req.GetErrorDetail() != nil && !strings.HasPrefix(req.GetVersionInfo(), c.prefix) {
 		// A NACK the LinearCache would answer with the rejected

@@ -18,6 +18,9 @@ const (
 	defaultListInterval = 10 * time.Second
 	defaultMaxZones     = 64
 	listTimeout         = 10 * time.Second
+	// minRelist is the least time between two listings made because
+	// clients asked for services not published.
+	minRelist = time.Second
 )
 
 // Option configures a Server. An invalid option makes New fail with an
@@ -112,8 +115,10 @@ func WithLogger(l *slog.Logger) Option {
 }
 
 // WithListInterval sets how often the Server lists the Discovery's services
-// to follow new ones when no WithServices is given. The default is 10 s; a
-// non-positive interval is an error of New.
+// to follow new ones when no WithServices is given. It also lists them when
+// a client asks for a service it does not publish, at most once a second,
+// so a new service is found at once by the clients that want it. The
+// default is 10 s; a non-positive interval is an error of New.
 func WithListInterval(d time.Duration) Option {
 	return func(o *options) {
 		if d <= 0 {

@@ -45,6 +45,7 @@ type Server struct {
 	stats *stats
 	log   *slog.Logger
 
+	kick   chan struct{}   // a client asked for an unknown service: list now
 	ctx    context.Context // ends at Close
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -93,6 +94,13 @@ func New(d registry.Discovery, opts ...Option) (*Server, error) {
 			}
 		}
 		return s, nil
+	}
+	s.kick = make(chan struct{}, 1)
+	s.c.unknown = func() {
+		select {
+		case s.kick <- struct{}{}:
+		default:
+		}
 	}
 	s.wg.Add(1)
 	go s.listLoop(lister)
@@ -213,13 +221,15 @@ func (s *Server) follow(service string) error {
 	return nil
 }
 
-// listLoop follows every service the Discovery lists, now and then every
-// list interval, until Close.
+// listLoop follows every service the Discovery lists, now, every list
+// interval, and when a client asks for a service not published (at most
+// once per minRelist), until Close.
 func (s *Server) listLoop(l registry.ServiceLister) {
 	defer s.wg.Done()
 	t := time.NewTicker(s.opts.listInterval)
 	defer t.Stop()
 	for {
+		listed := time.Now()
 		ctx, cancel := context.WithTimeout(s.ctx, listTimeout)
 		names, err := l.Services(ctx)
 		cancel()
@@ -238,6 +248,14 @@ func (s *Server) listLoop(l registry.ServiceLister) {
 		case <-s.ctx.Done():
 			return
 		case <-t.C:
+		case <-s.kick:
+			if wait := minRelist - time.Since(listed); wait > 0 {
+				select {
+				case <-s.ctx.Done():
+					return
+				case <-time.After(wait):
+				}
+			}
 		}
 	}
 }
