@@ -6,14 +6,17 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	grpcresolver "google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/status"
 	grpcxds "google.golang.org/grpc/xds"
 
 	"github.com/musterhq/muster/internal/etcdtest"
@@ -356,5 +359,27 @@ func TestZonesInStats(t *testing.T) {
 	callUntil(t, e.dial(t, "greeter", "client-z2", "z2"), "calling a", hasAll(a.Addr))
 	if got := fmt.Sprint(e.cp.Stats().Zones); got != "[z1 z2]" {
 		t.Errorf("Zones = %s, want [z1 z2]", got)
+	}
+}
+
+// A call to a service the registry does not have fails with an error
+// naming it once grpc-go's 15 s watch timeout ends, not later. grpc-go
+// treats the absence of a never-received Listener from a response as
+// inconclusive (the response may answer an earlier request) and relies on
+// that timeout, so the control plane cannot make it faster.
+func TestUnknownService(t *testing.T) {
+	e := newEnv(t, xds.WithServices("greeter"))
+	conn := e.dial(t, "nosuch", "client-1", "")
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, err := testbackend.Call(ctx, conn)
+	took := time.Since(start)
+	t.Logf("call to an unknown service: %v after %v", err, took)
+	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "nosuch") {
+		t.Errorf("call error %v, want Unavailable naming the service", err)
+	}
+	if took > 18*time.Second {
+		t.Errorf("the call failed after %v, want at gRPC's 15 s watch timeout", took)
 	}
 }
