@@ -37,7 +37,6 @@ var (
 //
 // A Server is safe for concurrent use.
 type Server struct {
-	d     registry.Discovery
 	opts  options
 	b     *resolver.Builder
 	c     *caches
@@ -74,7 +73,6 @@ func New(d registry.Discovery, opts ...Option) (*Server, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
-		d:       d,
 		opts:    o,
 		b:       resolver.NewBuilder(d, append([]resolver.Option{resolver.WithLogger(o.log)}, o.resolverOpts...)...),
 		c:       newCaches(strconv.FormatInt(time.Now().UnixNano(), 36)+"-", o.maxZones, o.log),
@@ -109,7 +107,7 @@ func New(d registry.Discovery, opts ...Option) (*Server, error) {
 
 // Register registers the ADS service on g, for callers that run their own
 // grpc.Server (with their own credentials and listener). It must be called
-// before g serves. Close does not stop g.
+// before g serves. Close ends the ADS streams but does not stop g.
 func (s *Server) Register(g *grpc.Server) {
 	discoveryv3.RegisterAggregatedDiscoveryServiceServer(g, s.ads)
 }
@@ -117,8 +115,9 @@ func (s *Server) Register(g *grpc.Server) {
 // Serve serves ADS on lis with a grpc.Server of its own (options from
 // WithGRPCServerOptions) until ctx ends or Close is called, then stops that
 // server at once (ADS streams never end by themselves, so there is nothing
-// to wait for) and returns nil. It returns ErrClosed after Close, or the
-// error that made serving fail.
+// to wait for) and closes lis. It returns nil when ctx ended, ErrClosed when
+// Close stopped it or had been called before, or the error that made
+// serving fail. It may be called more than once, with other listeners.
 func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	g := grpc.NewServer(s.opts.grpcOpts...)
 	s.Register(g)
