@@ -385,3 +385,41 @@ func TestUnknownService(t *testing.T) {
 		t.Errorf("the call failed after %v, want at gRPC's 15 s watch timeout", took)
 	}
 }
+
+// An instance xDS cannot carry (here: the address of another instance) is
+// left out and counted, the rest is published and accepted by the client
+// (grpc-go NACKs a whole assignment with a duplicate address); an instance
+// with a host name is published and reached.
+func TestBadInstanceSkipped(t *testing.T) {
+	e := newEnv(t, xds.WithServices("greeter"))
+	a, b := testbackend.Start(t), testbackend.Start(t)
+	_, bPort, _ := net.SplitHostPort(b.Addr)
+	e.register(t, "greeter", "a", a.Addr, "", 0, false)
+	e.register(t, "greeter", "a-again", a.Addr, "", 0, false) // skipped: "a" comes first by ID
+	e.register(t, "greeter", "b", "localhost:"+bPort, "", 0, false)
+	conn := e.dial(t, "greeter", "client-1", "")
+	callUntil(t, conn, "calling a and b (by host name)", hasAll(a.Addr, b.Addr))
+	st := e.cp.Stats()
+	if st.Skipped != 1 {
+		t.Errorf("Skipped = %d, want 1 (the duplicate)", st.Skipped)
+	}
+	noNACK(t, e.cp)
+}
+
+// Stats counts the connected clients.
+func TestStatsClients(t *testing.T) {
+	e := newEnv(t, xds.WithServices("greeter"))
+	a := testbackend.Start(t)
+	e.register(t, "greeter", "a", a.Addr, "", 0, false)
+	c1 := e.dial(t, "greeter", "client-1", "")
+	c2 := e.dial(t, "greeter", "client-2", "z1")
+	callUntil(t, c1, "calling a", hasAll(a.Addr))
+	callUntil(t, c2, "calling a", hasAll(a.Addr))
+	waitStats(t, e.cp, "two clients", func(st xds.Stats) bool { return st.Clients == 2 })
+	_ = c1.Close()
+	_ = c2.Close()
+	st := waitStats(t, e.cp, "no client once both channels closed", func(st xds.Stats) bool { return st.Clients == 0 })
+	if st.Requests < st.ACKs || st.ACKs < 8 {
+		t.Errorf("requests %d, ACKs %d: want at least 4 ACKs per client (one per resource type)", st.Requests, st.ACKs)
+	}
+}
