@@ -141,6 +141,8 @@ as the etcd user given by --user when etcd has authentication enabled.`,
 		newUndrainCmd(g),
 		newWeightCmd(g),
 		newRegisterCmd(g),
+		newXDSCmd(g),
+		newXDSBootstrapCmd(),
 	)
 	return root
 }

@@ -50,7 +50,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"serve", "--listen-client-url", "127.0.0.1:2379"}, "--listen-client-url"},
 		{[]string{"serve", "--listen-peer-url", "http://example.com:2380"}, "IP address or localhost"},
 		{[]string{"serve", "--data-dir", ""}, "--data-dir"},
-		{[]string{"lss"}, `unknown command "lss" for "muster"; did you mean ls?`},
+		{[]string{"lss"}, `unknown command "lss" for "muster"; did you mean ls or xds?`},
 	}
 	for _, c := range cases {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {

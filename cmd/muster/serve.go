@@ -12,8 +12,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/musterhq/muster/internal/embedetcd"
+	"github.com/musterhq/muster/registry/etcd"
+	"github.com/musterhq/muster/xds"
 )
 
 // defaultDataDir is serve's data directory, relative to the working
@@ -29,6 +32,9 @@ type serveOptions struct {
 	// metricsAddr is where /metrics and /healthz are served; empty: not
 	// served.
 	metricsAddr string
+	// xdsAddr is where the xDS control plane serves ADS; empty: not
+	// served.
+	xdsAddr string
 }
 
 func (o *serveOptions) validate() error {
@@ -47,6 +53,11 @@ func (o *serveOptions) validate() error {
 	if o.clientURL == o.peerURL {
 		return usageErrorf("--listen-client-url and --listen-peer-url must differ")
 	}
+	if o.xdsAddr != "" {
+		if _, _, err := net.SplitHostPort(o.xdsAddr); err != nil {
+			return usageErrorf("--xds-listen %q: want host:port: %v", o.xdsAddr, err)
+		}
+	}
 	return nil
 }
 
@@ -62,9 +73,13 @@ restart keeps the registrations that have not expired.
 
 It logs one "ready" line on stderr once clients can connect, and stops
 cleanly on SIGINT or SIGTERM. For production, run a real etcd cluster and
-point --endpoints at it instead.`,
+point --endpoints at it instead.
+
+With --xds-listen it also serves every registered service to xDS clients
+(gRPC in any language, xds:///<service>), as "muster xds" does.`,
 		Example: `  muster serve
-  muster serve --data-dir /var/lib/muster --listen-client-url http://0.0.0.0:2379`,
+  muster serve --data-dir /var/lib/muster --listen-client-url http://0.0.0.0:2379
+  muster serve --xds-listen 127.0.0.1:18000`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.validate(); err != nil {
@@ -79,6 +94,7 @@ point --endpoints at it instead.`,
 	f.StringVar(&o.peerURL, "listen-peer-url", embedetcd.DefaultPeerURL, "URL to listen on for etcd peers")
 	f.StringVar(&o.name, "name", embedetcd.DefaultName, "etcd member name; keep it the same for a data directory")
 	f.StringVar(&o.metricsAddr, "metrics-listen", "127.0.0.1:2381", "host:port to serve Prometheus /metrics and /healthz on; empty to not serve them")
+	f.StringVar(&o.xdsAddr, "xds-listen", "", "host:port to serve the registry to xDS clients on (ADS, plaintext); empty to not serve it")
 	return cmd
 }
 
@@ -118,6 +134,21 @@ func runServe(ctx context.Context, o serveOptions, stderr io.Writer, ready func(
 		defer stop()
 		log.Info("metrics on http://" + addr + "/metrics, health on http://" + addr + "/healthz")
 	}
+	stopXDS := func() {}
+	if o.xdsAddr != "" {
+		stop, err := serveXDS(srv.Endpoint(), o.xdsAddr, log)
+		if err != nil {
+			_ = srv.Close()
+			return fmt.Errorf("serve: %w", err)
+		}
+		// Called before etcd stops, so that the control plane's
+		// Discovery ends while etcd still answers.
+		stopXDS = func() {
+			if err := stop(); err != nil {
+				log.Error("stopping the xds control plane", "error", err)
+			}
+		}
+	}
 	log.Info("ready, clients use --endpoints "+srv.Endpoint(), "data_dir", o.dataDir, "name", o.name)
 	if ready != nil {
 		ready(srv.Endpoint())
@@ -126,12 +157,14 @@ func runServe(ctx context.Context, o serveOptions, stderr io.Writer, ready func(
 	select {
 	case <-ctx.Done():
 		log.Info("stopping")
+		stopXDS()
 		if err := srv.Close(); err != nil {
 			return fmt.Errorf("serve: %w", err)
 		}
 		log.Info("stopped")
 		return nil
 	case <-srv.Done():
+		stopXDS()
 		_ = srv.Close()
 		return fmt.Errorf("serve: etcd stopped: %w", srv.Err())
 	}
@@ -166,4 +199,30 @@ func serveMetrics(addr string, srv *embedetcd.Server) (stop func(), listening st
 		_ = hs.Close()
 		<-done
 	}, lis.Addr().String(), nil
+}
+
+// serveXDS starts an xDS control plane on addr over every service of the
+// embedded etcd at endpoint, and returns the function that stops it.
+func serveXDS(endpoint, addr string, log *slog.Logger) (stop func() error, err error) {
+	cli, err := clientv3.New(etcd.ClientConfig(endpoint))
+	if err != nil {
+		return nil, fmt.Errorf("xds: etcd client: %w", err)
+	}
+	d, err := etcd.NewDiscovery(cli, etcd.WithLogger(log))
+	if err != nil {
+		cli.Close()
+		return nil, fmt.Errorf("xds: %w", err)
+	}
+	stopCP, err := startXDS(d, xdsOptions{listen: addr, policy: string(xds.RoundRobin)}, log)
+	if err != nil {
+		_ = d.Close()
+		cli.Close()
+		return nil, fmt.Errorf("--xds-listen: %w", err)
+	}
+	return func() error {
+		err := stopCP()
+		_ = d.Close()
+		cli.Close()
+		return err
+	}, nil
 }

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+
+	"github.com/spf13/cobra"
+
+	"github.com/musterhq/muster/registry"
+	"github.com/musterhq/muster/xds"
+)
+
+// defaultXDSListen is where muster xds serves ADS by default.
+const defaultXDSListen = "127.0.0.1:18000"
+
+// xdsOptions are the flags of muster xds.
+type xdsOptions struct {
+	listen   string
+	services []string
+	policy   string
+}
+
+func newXDSCmd(g *globalOptions) *cobra.Command {
+	o := xdsOptions{}
+	cmd := &cobra.Command{
+		Use:   "xds",
+		Short: "Serve the registry to xDS clients (gRPC in any language) over ADS",
+		Long: `Xds runs an xDS control plane beside the etcd given by --endpoints: gRPC
+clients in Go, Java, C++, Python or Node call xds:///<service> and get the
+service's instances with no Muster code, zone preference and weights included
+(see docs/XDS.md). It is stateless: run several for scale or availability.
+
+It publishes the services of --services, or every service in the registry
+(looked for again every 10s). While etcd is unreachable it keeps serving what
+it knows. Give clients a bootstrap file made by "muster xds-bootstrap".`,
+		Example: `  muster xds --endpoints http://10.0.0.1:2379 --listen 0.0.0.0:18000
+  muster xds --services user,greeter --policy ring_hash`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := validateXDSFlags(o); err != nil {
+				return err
+			}
+			return runXDS(cmd.Context(), g, o, cmd.ErrOrStderr())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.listen, "listen", defaultXDSListen, "host:port to serve ADS on (plaintext)")
+	f.StringSliceVar(&o.services, "services", nil, "services to publish, comma-separated; default: every service in the registry")
+	f.StringVar(&o.policy, "policy", string(xds.RoundRobin), "load-balancing policy of every cluster: round_robin, ring_hash (honours weights) or least_request")
+	return cmd
+}
+
+func validateXDSFlags(o xdsOptions) error {
+	if _, _, err := net.SplitHostPort(o.listen); err != nil {
+		return usageErrorf("--listen %q: want host:port: %v", o.listen, err)
+	}
+	for _, s := range o.services {
+		if err := registry.ValidateName(s); err != nil {
+			return usageErrorf("--services: %v", err)
+		}
+	}
+	switch xds.Policy(o.policy) {
+	case xds.RoundRobin, xds.RingHash, xds.LeastRequest:
+	default:
+		return usageErrorf("--policy %q: want round_robin, ring_hash or least_request", o.policy)
+	}
+	return nil
+}
+
+// runXDS serves ADS as o says until ctx ends, then returns nil.
+func runXDS(ctx context.Context, g *globalOptions, o xdsOptions, stderr io.Writer) error {
+	s, err := g.connect(ctx, stderr)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	stop, err := startXDS(s.d, o, log)
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	log.Info("stopping")
+	return stop()
+}
+
+// startXDS starts a control plane over d serving ADS on o.listen, logs
+// where, and returns the function that stops it.
+func startXDS(d registry.Discovery, o xdsOptions, log *slog.Logger) (stop func() error, err error) {
+	opts := []xds.Option{xds.WithLogger(log), xds.WithPolicy(xds.Policy(o.policy))}
+	if len(o.services) > 0 {
+		opts = append(opts, xds.WithServices(o.services...))
+	}
+	srv, err := xds.New(d, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("xds: %w", err)
+	}
+	lis, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		_ = srv.Close()
+		return nil, fmt.Errorf("xds: --listen %s: %w", o.listen, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(context.Background(), lis) }()
+	log.Info("xds control plane serving ADS on " + lis.Addr().String())
+	return func() error {
+		_ = srv.Close()
+		if err := <-done; err != nil && err != xds.ErrClosed {
+			return err
+		}
+		return nil
+	}, nil
+}

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"regexp"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	grpcxds "google.golang.org/grpc/xds"
+
+	"github.com/musterhq/muster/internal/testbackend"
+	"github.com/musterhq/muster/registry"
+)
+
+func TestXDSBootstrap(t *testing.T) {
+	r := runOK(t, "xds-bootstrap", "--server", "127.0.0.1:18000", "--node-id", "web-1", "--zone", "z1")
+	var b xdsBootstrap
+	if err := json.Unmarshal([]byte(r.stdout), &b); err != nil {
+		t.Fatalf("output is not JSON: %v\n%s", err, r.stdout)
+	}
+	if len(b.XDSServers) != 1 || b.XDSServers[0].ServerURI != "127.0.0.1:18000" ||
+		b.Node.ID != "web-1" || b.Node.Locality == nil || b.Node.Locality.Zone != "z1" {
+		t.Fatalf("bootstrap %s", r.stdout)
+	}
+	features := b.XDSServers[0].ServerFeatures
+	if len(features) != 2 || features[0] != "xds_v3" || features[1] != "ignore_resource_deletion" {
+		t.Errorf("server features %v, want xds_v3 and ignore_resource_deletion", features)
+	}
+	// gRPC itself accepts it.
+	if _, err := grpcxds.NewXDSResolverWithConfigForTesting([]byte(r.stdout)); err != nil {
+		t.Fatalf("grpc-go rejects the bootstrap: %v\n%s", err, r.stdout)
+	}
+
+	r = runOK(t, "xds-bootstrap", "--server", "cp.example:18000", "--node-id", "web-2")
+	if regexp.MustCompile(`locality`).MatchString(r.stdout) {
+		t.Errorf("a bootstrap without --zone has a locality:\n%s", r.stdout)
+	}
+	for _, args := range [][]string{
+		{"xds-bootstrap", "--node-id", "web-1"},
+		{"xds-bootstrap", "--server", "127.0.0.1:18000"},
+		{"xds-bootstrap", "--server", "no-port", "--node-id", "web-1"},
+	} {
+		if r := run(args...); r.code != exitUsage {
+			t.Errorf("muster %v: exit code %d, want %d (usage); stderr:\n%s", args, r.code, exitUsage, r.stderr)
+		}
+	}
+}
+
+// xdsAddr waits until the log in stderr says where ADS is served.
+func xdsAddr(t *testing.T, stderr interface{ String() string }) string {
+	t.Helper()
+	re := regexp.MustCompile(`xds control plane serving ADS on (\S+?)"?\n`)
+	deadline := time.Now().Add(waitTimeout)
+	for {
+		if m := re.FindStringSubmatch(stderr.String()); m != nil {
+			return m[1]
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no \"serving ADS\" line within %v; stderr:\n%s", waitTimeout, stderr)
+		}
+		time.Sleep(10 * time.Millisecond) // polling a log
+	}
+}
+
+// xdsCall calls xds:///service through the control plane at addr until a
+// call succeeds, and returns the address that served it.
+func xdsCall(t *testing.T, addr, service string) string {
+	t.Helper()
+	bootstrap := `{"xds_servers":[{"server_uri":"` + addr + `","channel_creds":[{"type":"insecure"}],` +
+		`"server_features":["xds_v3","ignore_resource_deletion"]}],"node":{"id":"test"}}`
+	b, err := grpcxds.NewXDSResolverWithConfigForTesting([]byte(bootstrap))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := grpc.NewClient("xds:///"+service, grpc.WithResolvers(b), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	got, err := testbackend.Call(ctx, conn, grpc.WaitForReady(true))
+	if err != nil {
+		t.Fatalf("call through xds:///%s: %v", service, err)
+	}
+	return got
+}
+
+func TestXDSCommand(t *testing.T) {
+	s := startServe(t, t.TempDir())
+	be := testbackend.Start(t)
+	register(t, newRegistrar(t, s.endpoint), registry.Instance{Name: "greeter", Addr: be.Addr})
+
+	cp := start(t, "xds", "--endpoints", s.endpoint, "--listen", "127.0.0.1:0", "--services", "greeter")
+	if got := xdsCall(t, xdsAddr(t, cp.stderr), "greeter"); got != be.Addr {
+		t.Fatalf("call served by %s, want %s", got, be.Addr)
+	}
+	if code := cp.stop(t); code != 0 {
+		t.Fatalf("muster xds exit code %d after its context ended; stderr:\n%s", code, cp.stderr)
+	}
+
+	for _, args := range [][]string{
+		{"xds", "--listen", "no-port"},
+		{"xds", "--services", "Bad_Name"},
+		{"xds", "--policy", "random"},
+	} {
+		if r := run(args...); r.code != exitUsage {
+			t.Errorf("muster %v: exit code %d, want %d (usage); stderr:\n%s", args, r.code, exitUsage, r.stderr)
+		}
+	}
+}
+
+// serve --xds-listen publishes every registered service; one registered
+// after the start is listed as soon as a client asks for it (within a
+// second of the start's listing), not at the next periodic listing (10 s).
+func TestServeXDSListen(t *testing.T) {
+	urls := freeLoopbackURLs(t, 2)
+	s, err := tryServe(t, serveOptions{dataDir: t.TempDir(), clientURL: urls[0], peerURL: urls[1], name: "test",
+		xdsAddr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatalf("serve did not start: %v", err)
+	}
+	addr := xdsAddr(t, s.stderr)
+	be := testbackend.Start(t)
+	t0 := time.Now()
+	register(t, newRegistrar(t, s.endpoint), registry.Instance{Name: "greeter", Addr: be.Addr})
+	t1 := time.Now()
+	if got := xdsCall(t, addr, "greeter"); got != be.Addr {
+		t.Fatalf("call served by %s, want %s", got, be.Addr)
+	}
+	t.Logf("register %v, first call %v", t1.Sub(t0), time.Since(t1))
+	s.stop(t)
+}

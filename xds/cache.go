@@ -1,0 +1,237 @@
+package xds
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/musterhq/muster/registry"
+)
+
+// caches is the cache the ADS server reads: one LinearCache per resource
+// type, so that every resource has its own version and a change of one
+// service sends that service's resources only, and for endpoints one
+// LinearCache per client zone, since priorities depend on the client's zone
+// (see docs/XDS.md, "Per-zone endpoints").
+//
+// It also keeps the server from resending a version a client rejected:
+// go-control-plane answers a request whose version it does not recognise
+// (the empty version of a client that never accepted anything, or another
+// process's version) with everything it has, even when the request is a
+// NACK of that very response; grpc-go NACKs the resend at once, a loop of
+// tens of thousands of pairs a second. A NACK is therefore watched as if the
+// client had the rejected version: the next response comes with the next
+// change.
+//
+// caches is safe for concurrent use.
+type caches struct {
+	prefix   string // version prefix, unique to this process
+	lds      *cachev3.LinearCache
+	rds      *cachev3.LinearCache
+	cds      *cachev3.LinearCache
+	maxZones int
+	log      *slog.Logger
+
+	mu       sync.Mutex
+	services map[string][]registry.Instance // usable instances per published service
+	eds      map[string]*zoneCache          // by client zone; "" for clients without one
+	overflow bool                           // a zone was refused for maxZones (logged once)
+
+	// unknown, if set, is called (without locks held) when a client asks
+	// for a listener of a service that is not published.
+	unknown func()
+}
+
+// zoneCache holds the endpoints for the clients of one zone.
+type zoneCache struct {
+	zone string
+	c    *cachev3.LinearCache
+	sent map[string]*endpointv3.ClusterLoadAssignment // last set, per service
+}
+
+var _ cachev3.Cache = (*caches)(nil)
+
+func newCaches(prefix string, maxZones int, log *slog.Logger) *caches {
+	lc := func(typ string) *cachev3.LinearCache {
+		return cachev3.NewLinearCache(typ, cachev3.WithVersionPrefix(prefix))
+	}
+	return &caches{
+		prefix:   prefix,
+		lds:      lc(resourcev3.ListenerType),
+		rds:      lc(resourcev3.RouteType),
+		cds:      lc(resourcev3.ClusterType),
+		maxZones: maxZones,
+		log:      log,
+		services: map[string][]registry.Instance{},
+		eds:      map[string]*zoneCache{},
+	}
+}
+
+// setService publishes a service's usable instances. The first call for a
+// service, or one with another policy, publishes its Listener, Route and
+// Cluster too. An assignment equal to the one already published for a zone
+// is not set again, so clients get no response for it.
+func (c *caches) setService(service string, p Policy, list []registry.Instance, first bool) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if first {
+		l, err := listenerFor(service)
+		if err != nil {
+			return err
+		}
+		if err := c.lds.UpdateResource(service, l); err != nil {
+			return fmt.Errorf("xds: listener %s: %w", service, err)
+		}
+		if err := c.rds.UpdateResource(service, routeFor(service)); err != nil {
+			return fmt.Errorf("xds: route %s: %w", service, err)
+		}
+		if err := c.cds.UpdateResource(service, clusterFor(service, p)); err != nil {
+			return fmt.Errorf("xds: cluster %s: %w", service, err)
+		}
+	}
+	c.services[service] = list
+	var errs []error
+	for _, zc := range c.eds {
+		if err := zc.set(service, list); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (zc *zoneCache) set(service string, list []registry.Instance) error {
+	cla := assignment(service, list, zc.zone)
+	if prev, ok := zc.sent[service]; ok && proto.Equal(prev, cla) {
+		return nil
+	}
+	if err := zc.c.UpdateResource(service, cla); err != nil {
+		return fmt.Errorf("xds: endpoints %s for zone %q: %w", service, zc.zone, err)
+	}
+	zc.sent[service] = cla
+	return nil
+}
+
+// endpointsFor returns the endpoint cache of clients in zone, creating it
+// (with every service's assignment for that zone) on first use. Beyond
+// maxZones zones, clients are served the cache of clients without a zone.
+func (c *caches) endpointsFor(zone string) *cachev3.LinearCache {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if zc, ok := c.eds[zone]; ok {
+		return zc.c
+	}
+	if zone != "" && len(c.eds) >= c.maxZones {
+		if !c.overflow {
+			c.overflow = true
+			c.log.Warn("xds: too many client zones; clients of further zones get no zone preference",
+				"max_zones", c.maxZones, "zone", zone)
+		}
+		return c.endpointsForLocked("")
+	}
+	return c.endpointsForLocked(zone)
+}
+
+func (c *caches) endpointsForLocked(zone string) *cachev3.LinearCache {
+	if zc, ok := c.eds[zone]; ok {
+		return zc.c
+	}
+	zc := &zoneCache{zone: zone, sent: map[string]*endpointv3.ClusterLoadAssignment{}}
+	initial := make(map[string]types.Resource, len(c.services))
+	for svc, list := range c.services {
+		cla := assignment(svc, list, zone)
+		initial[svc] = cla
+		zc.sent[svc] = cla
+	}
+	zc.c = cachev3.NewLinearCache(resourcev3.EndpointType,
+		cachev3.WithVersionPrefix(c.prefix), cachev3.WithInitialResources(initial))
+	c.eds[zone] = zc
+	return zc.c
+}
+
+// anyUnknown reports whether a name is not a published service.
+func (c *caches) anyUnknown(names []string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, n := range names {
+		if _, ok := c.services[n]; !ok {
+			return true
+		}
+	}
+	return false
+}
+
+// published returns the number of services published.
+func (c *caches) published() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.services)
+}
+
+// zones returns the client zones with an endpoint cache, sorted.
+func (c *caches) zones() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	zs := make([]string, 0, len(c.eds))
+	for z := range c.eds {
+		zs = append(zs, z)
+	}
+	sort.Strings(zs)
+	return zs
+}
+
+func (c *caches) forType(typeURL, zone string) (*cachev3.LinearCache, error) {
+	switch typeURL {
+	case resourcev3.ListenerType:
+		return c.lds, nil
+	case resourcev3.RouteType:
+		return c.rds, nil
+	case resourcev3.ClusterType:
+		return c.cds, nil
+	case resourcev3.EndpointType:
+		return c.endpointsFor(zone), nil
+	}
+	return nil, fmt.Errorf("xds: resource type %q is not served", typeURL)
+}
+
+// CreateWatch implements cachev3.ConfigWatcher for state-of-the-world
+// streams.
+func (c *caches) CreateWatch(req *cachev3.Request, sub cachev3.Subscription, ch chan cachev3.Response) (func(), error) {
+	lc, err := c.forType(req.GetTypeUrl(), req.GetNode().GetLocality().GetZone())
+	if err != nil {
+		return nil, err
+	}
+	if c.unknown != nil && req.GetTypeUrl() == resourcev3.ListenerType && c.anyUnknown(req.GetResourceNames()) {
+		c.unknown()
+	}
+	if req.GetErrorDetail() != nil && !strings.HasPrefix(req.GetVersionInfo(), c.prefix) {
+		// A NACK the LinearCache would answer with the rejected
+		// resources again: make it compare versions instead.
+		req = proto.Clone(req).(*cachev3.Request)
+		req.VersionInfo = c.prefix + "nack"
+	}
+	return lc.CreateWatch(req, sub, ch)
+}
+
+// CreateDeltaWatch implements cachev3.ConfigWatcher for delta streams.
+func (c *caches) CreateDeltaWatch(req *cachev3.DeltaRequest, sub cachev3.Subscription, ch chan cachev3.DeltaResponse) (func(), error) {
+	lc, err := c.forType(req.GetTypeUrl(), req.GetNode().GetLocality().GetZone())
+	if err != nil {
+		return nil, err
+	}
+	return lc.CreateDeltaWatch(req, sub, ch)
+}
+
+// Fetch implements cachev3.ConfigFetcher. REST fetches are not served.
+func (c *caches) Fetch(context.Context, *cachev3.Request) (cachev3.Response, error) {
+	return nil, errors.New("xds: REST fetch is not served")
+}

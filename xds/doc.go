@@ -1,0 +1,52 @@
+// Package xds is an xDS control plane over Muster's registry: it publishes
+// the instances a registry.Discovery sees to any xDS client (gRPC in Go,
+// Java, C++, Python, Node; service-mesh proxies) over state-of-the-world
+// ADS, so that a client with no Muster code calls xds:///<service>.
+//
+// # Resources
+//
+// For each service S the Server publishes four resources, each named S: a
+// Listener (an API listener whose HTTP connection manager takes its routes
+// by RDS over ADS and ends its filter chain with the router), a
+// RouteConfiguration (every host, prefix "/" to cluster S), a Cluster (EDS
+// over ADS, service name S, the service's Policy, RoundRobin by default) and
+// a ClusterLoadAssignment: one locality per zone, weighted by the sum of its
+// instances' weights; an endpoint per instance with the instance's weight,
+// a draining instance as health_status DRAINING (clients send it nothing),
+// the instance under the filter-metadata key MetadataKey. An instance whose
+// address xDS cannot carry (not host:port with an IP or DNS name, or a
+// duplicate of another instance's address) is left out, logged and counted
+// (Stats.Skipped); the others are published.
+//
+// # Zones
+//
+// A client's zone is the zone of its bootstrap node locality. In the
+// assignments it gets, its own zone is priority 0 and the other zones
+// priority 1 while its zone has an instance taking calls; otherwise, and for
+// a client without a zone, every zone is priority 0. This is the meaning of
+// the resolver's ?zone= with fallback. Since the same resource name then
+// has different contents per zone, each client zone has its own endpoint
+// cache (at most WithMaxZones of them).
+//
+// # Versions
+//
+// Each resource has its own version (one go-control-plane LinearCache per
+// type, and per client zone for endpoints): a change of one service sends
+// that service's ClusterLoadAssignment to the clients watching it, and
+// nothing else. An assignment equal to the published one is not sent. A
+// version a client rejected (NACK) is never sent to it again: it keeps its
+// last accepted version until the next change; NACKs are logged with the
+// client's error and counted.
+//
+// # Registry
+//
+// The Server follows each service through the resolver's Builder, so empty
+// list protection has exactly the resolver's semantics and options
+// (WithProtection). While the registry is unreachable the Discovery keeps
+// its last lists and the Server keeps serving them. Services are those of
+// WithServices, or every service of a Discovery implementing
+// registry.ServiceLister (listed again every WithListInterval); a service,
+// once followed, is followed until Close.
+//
+// A Server is safe for concurrent use; Close is idempotent.
+package xds

@@ -1,0 +1,11 @@
+package xds_test
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/musterhq/muster/internal/etcdtest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, etcdtest.LeakOptions()...) }

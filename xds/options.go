@@ -1,0 +1,151 @@
+package xds
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/musterhq/muster/registry"
+	"github.com/musterhq/muster/resolver"
+)
+
+// Defaults of the options.
+const (
+	defaultListInterval = 10 * time.Second
+	defaultMaxZones     = 64
+	listTimeout         = 10 * time.Second
+	// minRelist is the least time between two listings made because
+	// clients asked for services not published.
+	minRelist = time.Second
+)
+
+// Option configures a Server. An invalid option makes New fail with an
+// error naming it.
+type Option func(*options)
+
+type options struct {
+	services     []string
+	policy       Policy
+	policies     map[string]Policy
+	resolverOpts []resolver.Option
+	log          *slog.Logger
+	listInterval time.Duration
+	maxZones     int
+	grpcOpts     []grpc.ServerOption
+	err          error
+}
+
+// invalid records an invalid option.
+func (o *options) invalid(format string, args ...any) {
+	o.err = errors.Join(o.err, fmt.Errorf("xds: "+format, args...))
+}
+
+func defaultOptions() options {
+	return options{
+		policy:       RoundRobin,
+		policies:     map[string]Policy{},
+		log:          slog.New(slog.NewTextHandler(io.Discard, nil)),
+		listInterval: defaultListInterval,
+		maxZones:     defaultMaxZones,
+	}
+}
+
+// WithServices makes the Server publish exactly these services. Without
+// it, the Server publishes every service the Discovery lists (it must then
+// implement registry.ServiceLister). An invalid service name is an error of
+// New.
+func WithServices(names ...string) Option {
+	return func(o *options) {
+		for _, n := range names {
+			if err := registry.ValidateName(n); err != nil {
+				o.invalid("WithServices: %w", err)
+				return
+			}
+		}
+		o.services = append(o.services, names...)
+	}
+}
+
+// WithPolicy sets the load-balancing policy of the Clusters of services, or
+// of every service without a policy of its own when services is empty. The
+// default is RoundRobin. An unknown policy is an error of New.
+func WithPolicy(p Policy, services ...string) Option {
+	return func(o *options) {
+		if !p.valid() {
+			o.invalid("WithPolicy: unknown policy %q (want %s, %s or %s)", p, RoundRobin, RingHash, LeastRequest)
+			return
+		}
+		if len(services) == 0 {
+			o.policy = p
+		}
+		for _, s := range services {
+			o.policies[s] = p
+		}
+	}
+}
+
+// WithProtection configures empty-list protection, with the meaning and
+// defaults of resolver.WithProtection: a list smaller than fraction times
+// the largest list published within window is withheld and the last good
+// list stays published. A fraction of 0 disables protection. A fraction
+// outside 0..1 or a non-positive window is an error of New.
+func WithProtection(fraction float64, window time.Duration) Option {
+	return func(o *options) {
+		if fraction < 0 || fraction > 1 || window <= 0 {
+			o.invalid("WithProtection(%v, %v): want a fraction in 0..1 and a positive window", fraction, window)
+			return
+		}
+		o.resolverOpts = append(o.resolverOpts, resolver.WithProtection(fraction, window))
+	}
+}
+
+// WithLogger sets the logger; by default nothing is logged.
+func WithLogger(l *slog.Logger) Option {
+	return func(o *options) {
+		if l == nil {
+			o.invalid("WithLogger: nil logger")
+			return
+		}
+		o.log = l
+	}
+}
+
+// WithListInterval sets how often the Server lists the Discovery's services
+// to follow new ones when no WithServices is given. It also lists them when
+// a client asks for a service it does not publish, at most once a second,
+// so a new service is found at once by the clients that want it. The
+// default is 10 s; a non-positive interval is an error of New.
+func WithListInterval(d time.Duration) Option {
+	return func(o *options) {
+		if d <= 0 {
+			o.invalid("WithListInterval: %v is not positive", d)
+			return
+		}
+		o.listInterval = d
+	}
+}
+
+// WithMaxZones bounds the number of client zones that get their own
+// endpoint priorities (one endpoint cache each). Clients of further zones
+// are served as clients without a zone. The default is 64; n < 1 is an
+// error of New.
+func WithMaxZones(n int) Option {
+	return func(o *options) {
+		if n < 1 {
+			o.invalid("WithMaxZones: %d is less than 1", n)
+			return
+		}
+		o.maxZones = n
+	}
+}
+
+// WithGRPCServerOptions adds options to the grpc.Server that Serve creates.
+func WithGRPCServerOptions(opts ...grpc.ServerOption) Option {
+	return func(o *options) {
+		o.grpcOpts = append(o.grpcOpts, opts...)
+	}
+}

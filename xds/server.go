@@ -1,0 +1,317 @@
+package xds
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
+	"google.golang.org/grpc"
+	grpcresolver "google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/serviceconfig"
+
+	"github.com/musterhq/muster/registry"
+	"github.com/musterhq/muster/resolver"
+)
+
+// Errors of the Server.
+var (
+	// ErrClosed is returned by Serve after Close.
+	ErrClosed = errors.New("xds: server closed")
+	// ErrNoServices is returned by New when no WithServices is given and
+	// the Discovery cannot list services (it does not implement
+	// registry.ServiceLister).
+	ErrNoServices = errors.New("xds: no services to publish: give WithServices or a Discovery that implements registry.ServiceLister")
+)
+
+// Server is an xDS control plane over a registry.Discovery: it publishes
+// every followed service to xDS clients over state-of-the-world ADS. See the
+// package documentation for the resources and their versions.
+//
+// A Server is safe for concurrent use.
+type Server struct {
+	opts  options
+	b     *resolver.Builder
+	c     *caches
+	ads   serverv3.Server
+	stats *stats
+	log   *slog.Logger
+
+	kick   chan struct{}   // a client asked for an unknown service: list now
+	ctx    context.Context // ends at Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	feeds   map[string]*feed
+	servers map[*grpc.Server]struct{}
+	closed  bool
+}
+
+// New returns a Server following d and starts following its services: those
+// of WithServices, or every service d lists (see WithListInterval). It does
+// not block on the registry; a service is published once its first list is
+// known. Close stops it.
+func New(d registry.Discovery, opts ...Option) (*Server, error) {
+	o := defaultOptions()
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.err != nil {
+		return nil, o.err
+	}
+	lister, canList := d.(registry.ServiceLister)
+	if len(o.services) == 0 && !canList {
+		return nil, ErrNoServices
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{
+		opts:    o,
+		b:       resolver.NewBuilder(d, append([]resolver.Option{resolver.WithLogger(o.log)}, o.resolverOpts...)...),
+		c:       newCaches(strconv.FormatInt(time.Now().UnixNano(), 36)+"-", o.maxZones, o.log),
+		stats:   newStats(o.log),
+		log:     o.log,
+		ctx:     ctx,
+		cancel:  cancel,
+		feeds:   map[string]*feed{},
+		servers: map[*grpc.Server]struct{}{},
+	}
+	s.ads = serverv3.NewServer(ctx, s.c, s.stats)
+	if len(o.services) > 0 {
+		for _, svc := range o.services {
+			if err := s.follow(svc); err != nil {
+				_ = s.Close()
+				return nil, err
+			}
+		}
+		return s, nil
+	}
+	s.kick = make(chan struct{}, 1)
+	s.c.unknown = func() {
+		select {
+		case s.kick <- struct{}{}:
+		default:
+		}
+	}
+	s.wg.Add(1)
+	go s.listLoop(lister)
+	return s, nil
+}
+
+// Register registers the ADS service on g, for callers that run their own
+// grpc.Server (with their own credentials and listener). It must be called
+// before g serves. Close ends the ADS streams but does not stop g.
+func (s *Server) Register(g *grpc.Server) {
+	discoveryv3.RegisterAggregatedDiscoveryServiceServer(g, s.ads)
+}
+
+// Serve serves ADS on lis with a grpc.Server of its own (options from
+// WithGRPCServerOptions) until ctx ends or Close is called, then stops that
+// server at once (ADS streams never end by themselves, so there is nothing
+// to wait for) and closes lis. It returns nil when ctx ended, ErrClosed when
+// Close stopped it or had been called before, or the error that made
+// serving fail. It may be called more than once, with other listeners.
+func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
+	g := grpc.NewServer(s.opts.grpcOpts...)
+	s.Register(g)
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		_ = lis.Close()
+		return ErrClosed
+	}
+	s.servers[g] = struct{}{}
+	s.mu.Unlock()
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		select {
+		case <-ctx.Done():
+		case <-s.ctx.Done():
+		case <-stop:
+		}
+		g.Stop()
+	}()
+	err := g.Serve(lis)
+	close(stop)
+	<-done
+	s.mu.Lock()
+	delete(s.servers, g)
+	s.mu.Unlock()
+	if err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+		return fmt.Errorf("xds: serve: %w", err)
+	}
+	if ctx.Err() == nil && s.ctx.Err() != nil {
+		return ErrClosed
+	}
+	return nil
+}
+
+// Close stops following the registry, ends every ADS stream and stops the
+// servers Serve started. It returns nil and is safe to call more than once.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	feeds := s.feeds
+	s.feeds = map[string]*feed{}
+	servers := make([]*grpc.Server, 0, len(s.servers))
+	for g := range s.servers {
+		servers = append(servers, g)
+	}
+	s.mu.Unlock()
+	s.cancel()
+	for _, g := range servers {
+		g.Stop()
+	}
+	s.wg.Wait()
+	for _, f := range feeds {
+		f.r.Close()
+	}
+	return nil
+}
+
+// Services returns the services the Server follows, published or not yet.
+func (s *Server) Services() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]string, 0, len(s.feeds))
+	for svc := range s.feeds {
+		out = append(out, svc)
+	}
+	return sortedStrings(out)
+}
+
+// follow starts following service, if it is not followed yet.
+func (s *Server) follow(service string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	if _, ok := s.feeds[service]; ok {
+		return nil
+	}
+	p, ok := s.opts.policies[service]
+	if !ok {
+		p = s.opts.policy
+	}
+	f := &feed{s: s, service: service, policy: p, logged: map[skipped]bool{}}
+	// The resolver's Builder is the one place that applies empty-list
+	// protection; feeding from it gives the xDS clients exactly what a
+	// muster:/// channel would get.
+	r, err := s.b.Build(grpcresolver.Target{URL: url.URL{Scheme: "muster", Path: "/" + service}}, f, grpcresolver.BuildOptions{})
+	if err != nil {
+		return fmt.Errorf("xds: follow %s: %w", service, err)
+	}
+	f.r = r
+	s.feeds[service] = f
+	return nil
+}
+
+// listLoop follows every service the Discovery lists, now, every list
+// interval, and when a client asks for a service not published (at most
+// once per minRelist), until Close.
+func (s *Server) listLoop(l registry.ServiceLister) {
+	defer s.wg.Done()
+	t := time.NewTicker(s.opts.listInterval)
+	defer t.Stop()
+	for {
+		listed := time.Now()
+		ctx, cancel := context.WithTimeout(s.ctx, listTimeout)
+		names, err := l.Services(ctx)
+		cancel()
+		switch {
+		case s.ctx.Err() != nil:
+			return
+		case err != nil:
+			s.log.Warn("xds: cannot list services; following those known", "error", err)
+		}
+		for _, n := range names {
+			if err := s.follow(n); err != nil && !errors.Is(err, ErrClosed) {
+				s.log.Warn("xds: cannot follow service", "service", n, "error", err)
+			}
+		}
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+		case <-s.kick:
+			if wait := minRelist - time.Since(listed); wait > 0 {
+				select {
+				case <-s.ctx.Done():
+					return
+				case <-time.After(wait):
+				}
+			}
+		}
+	}
+}
+
+// feed receives one service's instances from the resolver (it is the
+// resolver's ClientConn) and publishes them.
+type feed struct {
+	s       *Server
+	service string
+	policy  Policy
+	r       grpcresolver.Resolver
+
+	// Owned by the resolver's goroutine, which makes every call.
+	published bool
+	logged    map[skipped]bool // bad instances already logged
+}
+
+var _ grpcresolver.ClientConn = (*feed)(nil)
+
+// UpdateState publishes the service's instances, after empty-list
+// protection.
+func (f *feed) UpdateState(st grpcresolver.State) error {
+	list := make([]registry.Instance, 0, len(st.Endpoints))
+	for _, ep := range st.Endpoints {
+		if in, ok := resolver.InstanceOf(ep); ok {
+			list = append(list, in)
+		}
+	}
+	ok, bad := usable(list)
+	now := make(map[skipped]bool, len(bad))
+	for _, b := range bad {
+		now[b] = true
+		if !f.logged[b] {
+			f.s.stats.skipped.Add(1)
+			f.s.log.Warn("xds: instance cannot be published; publishing the others",
+				"service", f.service, "id", b.ID, "addr", b.Addr, "reason", b.Reason)
+		}
+	}
+	f.logged = now
+	if err := f.s.c.setService(f.service, f.policy, ok, !f.published); err != nil {
+		f.s.log.Error("xds: cannot publish service", "service", f.service, "error", err)
+		return err
+	}
+	f.published = true
+	return nil
+}
+
+// ReportError logs that the service's list is not known yet; nothing is
+// published for it until it is.
+func (f *feed) ReportError(err error) {
+	f.s.log.Warn("xds: service not loaded yet", "service", f.service, "error", err)
+}
+
+// NewAddress is not used by the resolver.
+func (f *feed) NewAddress([]grpcresolver.Address) {}
+
+// ParseServiceConfig is not used by the resolver.
+func (f *feed) ParseServiceConfig(string) *serviceconfig.ParseResult {
+	return &serviceconfig.ParseResult{Err: errors.New("xds: no service config")}
+}

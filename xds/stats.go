@@ -1,0 +1,211 @@
+package xds
+
+import (
+	"context"
+	"log/slog"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+// Stats is what a Server counts since New.
+type Stats struct {
+	// Clients is the number of open ADS streams.
+	Clients int64
+	// Requests counts discovery requests received (first requests, ACKs
+	// and NACKs).
+	Requests uint64
+	// ACKs counts requests accepting a response.
+	ACKs uint64
+	// NACKs counts requests rejecting a response (each is logged with
+	// the client's error detail). A rejected version is never sent again.
+	NACKs uint64
+	// Skipped counts instances left out because xDS cannot express them
+	// (an address that is not host:port, a duplicate address), each
+	// counted once while it stays bad.
+	Skipped uint64
+	// Protected counts updates withheld by empty-list protection.
+	Protected uint64
+	// Services is the number of services published (those whose list is
+	// known).
+	Services int
+	// Zones are the client zones served their own endpoint priorities
+	// ("" for clients without a zone), sorted.
+	Zones []string
+	// Pushes counts, per service, the resources sent to clients, by type:
+	// one per resource per response per stream.
+	Pushes map[string]Pushes
+}
+
+// Pushes counts the resources of one service sent to clients.
+type Pushes struct {
+	Listeners, Routes, Clusters, Endpoints uint64
+}
+
+// Total is the sum of the counts.
+func (p Pushes) Total() uint64 { return p.Listeners + p.Routes + p.Clusters + p.Endpoints }
+
+// Stats returns the Server's counters. It does not block on I/O.
+func (s *Server) Stats() Stats {
+	st := s.stats.snapshot()
+	st.Protected = s.b.Stats().Protected
+	st.Services = s.c.published()
+	st.Zones = s.c.zones()
+	return st
+}
+
+// stats implements go-control-plane's callbacks: it counts streams,
+// requests, ACKs, NACKs and pushed resources, and logs NACKs.
+type stats struct {
+	log      *slog.Logger
+	clients  atomic.Int64
+	requests atomic.Uint64
+	acks     atomic.Uint64
+	nacks    atomic.Uint64
+	skipped  atomic.Uint64
+
+	mu     sync.Mutex
+	pushes map[string]*Pushes
+}
+
+var _ serverv3.Callbacks = (*stats)(nil)
+
+func newStats(log *slog.Logger) *stats {
+	return &stats{log: log, pushes: map[string]*Pushes{}}
+}
+
+func (st *stats) snapshot() Stats {
+	out := Stats{
+		Clients:  st.clients.Load(),
+		Requests: st.requests.Load(),
+		ACKs:     st.acks.Load(),
+		NACKs:    st.nacks.Load(),
+		Skipped:  st.skipped.Load(),
+		Pushes:   map[string]Pushes{},
+	}
+	st.mu.Lock()
+	for svc, p := range st.pushes {
+		out.Pushes[svc] = *p
+	}
+	st.mu.Unlock()
+	return out
+}
+
+// OnStreamOpen counts a client.
+func (st *stats) OnStreamOpen(context.Context, int64, string) error {
+	st.clients.Add(1)
+	return nil
+}
+
+// OnStreamClosed counts a client gone.
+func (st *stats) OnStreamClosed(int64, *corev3.Node) { st.clients.Add(-1) }
+
+// OnStreamRequest counts a request, an ACK or a NACK; a NACK is logged with
+// the client's error.
+func (st *stats) OnStreamRequest(id int64, req *discoveryv3.DiscoveryRequest) error {
+	st.requests.Add(1)
+	if req.GetResponseNonce() == "" {
+		return nil
+	}
+	if req.GetErrorDetail() == nil {
+		st.acks.Add(1)
+		return nil
+	}
+	st.nacks.Add(1)
+	st.log.Warn("xds: client rejected a response; it keeps its last accepted version until the next change",
+		"node", req.GetNode().GetId(), "zone", req.GetNode().GetLocality().GetZone(), "stream", id,
+		"type", req.GetTypeUrl(), "resources", req.GetResourceNames(), "accepted_version", req.GetVersionInfo(),
+		"nonce", req.GetResponseNonce(), "error", req.GetErrorDetail().GetMessage())
+	return nil
+}
+
+// OnStreamResponse counts the resources sent, per service.
+func (st *stats) OnStreamResponse(_ context.Context, _ int64, _ *discoveryv3.DiscoveryRequest, resp *discoveryv3.DiscoveryResponse) {
+	if len(resp.GetResources()) == 0 {
+		return
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for _, r := range resp.GetResources() {
+		name := resourceName(r.GetValue())
+		p := st.pushes[name]
+		if p == nil {
+			p = &Pushes{}
+			st.pushes[name] = p
+		}
+		switch resp.GetTypeUrl() {
+		case resourcev3.ListenerType:
+			p.Listeners++
+		case resourcev3.RouteType:
+			p.Routes++
+		case resourcev3.ClusterType:
+			p.Clusters++
+		case resourcev3.EndpointType:
+			p.Endpoints++
+		}
+	}
+}
+
+// resourceName reads field 1 of a serialized Listener, RouteConfiguration,
+// Cluster (name) or ClusterLoadAssignment (cluster_name), without decoding
+// the rest. Every resource a Server publishes is named after its service.
+func resourceName(b []byte) string {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return ""
+		}
+		b = b[n:]
+		if num == 1 && typ == protowire.BytesType {
+			v, n := protowire.ConsumeBytes(b)
+			if n < 0 {
+				return ""
+			}
+			return string(v)
+		}
+		n = protowire.ConsumeFieldValue(num, typ, b)
+		if n < 0 {
+			return ""
+		}
+		b = b[n:]
+	}
+	return ""
+}
+
+// The unused callbacks of go-control-plane.
+
+// OnFetchRequest accepts REST requests (the cache refuses them).
+func (st *stats) OnFetchRequest(context.Context, *discoveryv3.DiscoveryRequest) error { return nil }
+
+// OnFetchResponse does nothing.
+func (st *stats) OnFetchResponse(*discoveryv3.DiscoveryRequest, *discoveryv3.DiscoveryResponse) {}
+
+// OnDeltaStreamOpen counts a client.
+func (st *stats) OnDeltaStreamOpen(context.Context, int64, string) error {
+	st.clients.Add(1)
+	return nil
+}
+
+// OnDeltaStreamClosed counts a client gone.
+func (st *stats) OnDeltaStreamClosed(int64, *corev3.Node) { st.clients.Add(-1) }
+
+// OnStreamDeltaRequest counts a request.
+func (st *stats) OnStreamDeltaRequest(int64, *discoveryv3.DeltaDiscoveryRequest) error {
+	st.requests.Add(1)
+	return nil
+}
+
+// OnStreamDeltaResponse does nothing.
+func (st *stats) OnStreamDeltaResponse(int64, *discoveryv3.DeltaDiscoveryRequest, *discoveryv3.DeltaDiscoveryResponse) {
+}
+
+func sortedStrings(s []string) []string {
+	sort.Strings(s)
+	return s
+}

@@ -1,0 +1,310 @@
+package xds
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"sort"
+	"strconv"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/musterhq/muster/registry"
+)
+
+// The translation from a service's instances to xDS resources. Everything
+// here is pure: no I/O, no clock, no shared state.
+
+// Policy is a cluster's load-balancing policy, as xDS clients know it.
+type Policy string
+
+// The policies a Cluster can name. gRPC clients implement all three; what
+// each does with endpoint weights differs (see docs/XDS.md): grpc-go's
+// round_robin and least_request ignore them, ring_hash honours them.
+const (
+	// RoundRobin is lb_policy ROUND_ROBIN, the default.
+	RoundRobin Policy = "round_robin"
+	// RingHash is lb_policy RING_HASH with a minimum ring of 4,096
+	// entries (xxHash). Without a hash policy on the route, gRPC clients
+	// hash each call at random, so calls spread by endpoint weight.
+	RingHash Policy = "ring_hash"
+	// LeastRequest is lb_policy LEAST_REQUEST.
+	LeastRequest Policy = "least_request"
+)
+
+func (p Policy) valid() bool { return p == RoundRobin || p == RingHash || p == LeastRequest }
+
+// MetadataKey is the filter-metadata key under which every endpoint carries
+// its instance: a struct with "id", "version", "zone", "weight" and
+// "metadata" (the instance's own string pairs).
+const MetadataKey = "muster"
+
+// ringSize is the minimum ring of RingHash clusters: gRPC's cap (4,096),
+// so that each endpoint's share of the hash space is close to its share of
+// the weight.
+const ringSize = 4096
+
+const routerFilterName = "envoy.filters.http.router"
+
+// ads is the config source of every resource that names another one: the
+// same ADS stream.
+func ads() *corev3.ConfigSource {
+	return &corev3.ConfigSource{
+		ConfigSourceSpecifier: &corev3.ConfigSource_Ads{Ads: &corev3.AggregatedConfigSource{}},
+		ResourceApiVersion:    corev3.ApiVersion_V3,
+	}
+}
+
+// listenerFor returns the Listener a client asks for with xds:///service:
+// an API listener whose HTTP connection manager gets its routes by RDS over
+// ADS, with the router as its only (and so last) HTTP filter.
+func listenerFor(service string) (*listenerv3.Listener, error) {
+	router, err := anypb.New(&routerv3.Router{})
+	if err != nil {
+		return nil, fmt.Errorf("xds: listener %s: %w", service, err)
+	}
+	hcm, err := anypb.New(&hcmv3.HttpConnectionManager{
+		RouteSpecifier: &hcmv3.HttpConnectionManager_Rds{Rds: &hcmv3.Rds{
+			ConfigSource:    ads(),
+			RouteConfigName: service,
+		}},
+		HttpFilters: []*hcmv3.HttpFilter{{
+			Name:       routerFilterName,
+			ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: router},
+		}},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("xds: listener %s: %w", service, err)
+	}
+	return &listenerv3.Listener{
+		Name:        service,
+		ApiListener: &listenerv3.ApiListener{ApiListener: hcm},
+	}, nil
+}
+
+// routeFor returns the RouteConfiguration named service: every host, every
+// path, to the cluster named service.
+func routeFor(service string) *routev3.RouteConfiguration {
+	return &routev3.RouteConfiguration{
+		Name: service,
+		VirtualHosts: []*routev3.VirtualHost{{
+			Name:    service,
+			Domains: []string{"*"},
+			Routes: []*routev3.Route{{
+				Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
+				Action: &routev3.Route_Route{Route: &routev3.RouteAction{
+					ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: service},
+				}},
+			}},
+		}},
+	}
+}
+
+// clusterFor returns the Cluster named service: EDS over ADS, endpoints
+// from the ClusterLoadAssignment named service, balanced by p.
+func clusterFor(service string, p Policy) *clusterv3.Cluster {
+	c := &clusterv3.Cluster{
+		Name:                 service,
+		ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_EDS},
+		EdsClusterConfig: &clusterv3.Cluster_EdsClusterConfig{
+			EdsConfig:   ads(),
+			ServiceName: service,
+		},
+		LbPolicy: clusterv3.Cluster_ROUND_ROBIN,
+	}
+	switch p {
+	case RingHash:
+		c.LbPolicy = clusterv3.Cluster_RING_HASH
+		c.LbConfig = &clusterv3.Cluster_RingHashLbConfig_{RingHashLbConfig: &clusterv3.Cluster_RingHashLbConfig{
+			MinimumRingSize: wrapperspb.UInt64(ringSize),
+			HashFunction:    clusterv3.Cluster_RingHashLbConfig_XX_HASH,
+		}}
+	case LeastRequest:
+		c.LbPolicy = clusterv3.Cluster_LEAST_REQUEST
+	}
+	return c
+}
+
+// skipped is an instance left out of a ClusterLoadAssignment, and why.
+type skipped struct {
+	ID, Addr, Reason string
+}
+
+// usable returns the instances that can be xDS endpoints, in list's order,
+// and those that cannot: an address that is not host:port with an IP or a
+// DNS name and a port 1..65535, or the same address as an instance before
+// it in list (xDS clients reject a whole assignment with a duplicate).
+func usable(list []registry.Instance) ([]registry.Instance, []skipped) {
+	ok := make([]registry.Instance, 0, len(list))
+	var bad []skipped
+	seen := make(map[string]string, len(list))
+	for _, in := range list {
+		key, err := canonicalAddr(in.Addr)
+		if err != nil {
+			bad = append(bad, skipped{ID: in.ID, Addr: in.Addr, Reason: err.Error()})
+			continue
+		}
+		if first, dup := seen[key]; dup {
+			bad = append(bad, skipped{ID: in.ID, Addr: in.Addr,
+				Reason: fmt.Sprintf("same address as instance %q", first)})
+			continue
+		}
+		seen[key] = in.ID
+		ok = append(ok, in)
+	}
+	return ok, bad
+}
+
+// canonicalAddr checks addr and returns it in a form where two spellings of
+// one address are equal (IPv6 compressed, IPv4-mapped unmapped).
+func canonicalAddr(addr string) (string, error) {
+	host, port, err := splitAddr(addr)
+	if err != nil {
+		return "", err
+	}
+	return net.JoinHostPort(host, strconv.Itoa(int(port))), nil
+}
+
+// splitAddr parses host:port where host is an IP address or a DNS name.
+func splitAddr(addr string) (string, uint32, error) {
+	host, portStr, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, fmt.Errorf("address %q: %w", addr, err)
+	}
+	port, err := strconv.ParseUint(portStr, 10, 16)
+	if err != nil || port == 0 {
+		return "", 0, fmt.Errorf("address %q: port must be 1..65535", addr)
+	}
+	if ip, err := netip.ParseAddr(host); err == nil {
+		if ip.Zone() != "" {
+			return "", 0, fmt.Errorf("address %q: an IPv6 zone cannot be sent in xDS", addr)
+		}
+		return ip.Unmap().String(), uint32(port), nil
+	}
+	if !validHostname(host) {
+		return "", 0, fmt.Errorf("address %q: host is neither an IP address nor a DNS name", addr)
+	}
+	return host, uint32(port), nil
+}
+
+// validHostname reports whether h is a DNS name: dot-separated labels of
+// 1..63 letters, digits and hyphens, not starting or ending with a hyphen,
+// at most registry.MaxHostLen bytes.
+func validHostname(h string) bool {
+	if h == "" || len(h) > registry.MaxHostLen {
+		return false
+	}
+	label := 0
+	for i := 0; i < len(h); i++ {
+		c := h[i]
+		switch {
+		case c == '.':
+			if label == 0 || h[i-1] == '-' {
+				return false
+			}
+			label = 0
+		case c == '-':
+			if label == 0 {
+				return false
+			}
+			label++
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+			label++
+		default:
+			return false
+		}
+		if label > 63 {
+			return false
+		}
+	}
+	return h[len(h)-1] != '-'
+}
+
+// assignment returns the ClusterLoadAssignment named service for clients
+// in clientZone, from instances already checked by usable.
+//
+// One locality per zone (an instance without a zone is in the locality
+// with an empty zone), weighted by the sum of its instances' weights (at
+// least 1, since clients ignore a locality of weight 0). A client's own
+// zone is priority 0 and every other zone priority 1, while the client's
+// zone has an instance taking traffic; otherwise, and for a client with no
+// zone, every locality is priority 0. An endpoint's weight is its
+// instance's weight; a draining instance is sent with weight 1 and
+// health_status DRAINING, which clients give no calls.
+func assignment(service string, list []registry.Instance, clientZone string) *endpointv3.ClusterLoadAssignment {
+	byZone := map[string][]registry.Instance{}
+	local := false
+	for _, in := range list {
+		byZone[in.Zone] = append(byZone[in.Zone], in)
+		if clientZone != "" && in.Zone == clientZone && in.EffectiveWeight() > 0 {
+			local = true
+		}
+	}
+	zones := make([]string, 0, len(byZone))
+	for z := range byZone {
+		zones = append(zones, z)
+	}
+	sort.Strings(zones)
+	cla := &endpointv3.ClusterLoadAssignment{ClusterName: service}
+	for _, z := range zones {
+		var prio, sum uint32
+		if local && z != clientZone {
+			prio = 1
+		}
+		eps := make([]*endpointv3.LbEndpoint, 0, len(byZone[z]))
+		for _, in := range byZone[z] {
+			sum += uint32(in.EffectiveWeight())
+			eps = append(eps, lbEndpoint(in))
+		}
+		cla.Endpoints = append(cla.Endpoints, &endpointv3.LocalityLbEndpoints{
+			Locality:            &corev3.Locality{Zone: z},
+			LbEndpoints:         eps,
+			LoadBalancingWeight: wrapperspb.UInt32(max(sum, 1)),
+			Priority:            prio,
+		})
+	}
+	return cla
+}
+
+func lbEndpoint(in registry.Instance) *endpointv3.LbEndpoint {
+	host, port, _ := splitAddr(in.Addr) // checked by usable
+	w := in.EffectiveWeight()
+	health := corev3.HealthStatus_HEALTHY
+	if w == 0 {
+		w, health = 1, corev3.HealthStatus_DRAINING
+	}
+	return &endpointv3.LbEndpoint{
+		HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{
+			Address: &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
+				Address:       host,
+				PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: port},
+			}}},
+		}},
+		HealthStatus:        health,
+		LoadBalancingWeight: wrapperspb.UInt32(uint32(w)),
+		Metadata:            &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{MetadataKey: instanceStruct(in)}},
+	}
+}
+
+func instanceStruct(in registry.Instance) *structpb.Struct {
+	md := make(map[string]*structpb.Value, len(in.Metadata))
+	for k, v := range in.Metadata {
+		md[k] = structpb.NewStringValue(v)
+	}
+	return &structpb.Struct{Fields: map[string]*structpb.Value{
+		"id":       structpb.NewStringValue(in.ID),
+		"version":  structpb.NewStringValue(in.Version),
+		"zone":     structpb.NewStringValue(in.Zone),
+		"weight":   structpb.NewNumberValue(float64(in.EffectiveWeight())),
+		"metadata": structpb.NewStructValue(&structpb.Struct{Fields: md}),
+	}}
+}

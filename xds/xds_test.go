@@ -1,0 +1,425 @@
+package xds_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	grpcresolver "google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/status"
+	grpcxds "google.golang.org/grpc/xds"
+
+	"github.com/musterhq/muster/internal/etcdtest"
+	"github.com/musterhq/muster/internal/testbackend"
+	"github.com/musterhq/muster/registry"
+	"github.com/musterhq/muster/registry/etcd"
+	"github.com/musterhq/muster/xds"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// env is one embedded etcd, a registrar, a discovery and a control plane
+// serving ADS on a loopback port.
+type env struct {
+	c      *etcdtest.Cluster
+	cli    *clientv3.Client
+	reg    *etcd.Registrar
+	disc   *etcd.Discovery
+	cp     *xds.Server
+	addr   string // the control plane's address
+	stopCP func() // closes cp and waits for its Serve
+}
+
+func etcdOpts() []etcd.Option {
+	return []etcd.Option{
+		etcd.WithTTL(2 * time.Second),
+		etcd.WithBackoff(50*time.Millisecond, 500*time.Millisecond),
+		etcd.WithRequestTimeout(2 * time.Second),
+		etcd.WithProgressInterval(200 * time.Millisecond),
+		etcd.WithLogger(quiet),
+	}
+}
+
+func newEnv(t *testing.T, opts ...xds.Option) *env {
+	t.Helper()
+	c := etcdtest.Start(t)
+	e := &env{c: c, cli: c.Client(t)}
+	var err error
+	if e.reg, err = etcd.NewRegistrar(e.cli, etcdOpts()...); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.reg.Close() })
+	if e.disc, err = etcd.NewDiscovery(e.cli, etcdOpts()...); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.disc.Close() })
+	e.startControlPlane(t, opts...)
+	return e
+}
+
+// startControlPlane starts a control plane on e.addr (a new loopback port
+// if empty). Its Close is registered as a cleanup and returned.
+func (e *env) startControlPlane(t *testing.T, opts ...xds.Option) (stop func()) {
+	t.Helper()
+	cp, err := xds.New(e.disc, append([]xds.Option{xds.WithLogger(testLogger(t))}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := e.addr
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.cp, e.addr = cp, lis.Addr().String()
+	e.stopCP = func() { stop() }
+	done := make(chan error, 1)
+	go func() { done <- cp.Serve(context.Background(), lis) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			if err := cp.Close(); err != nil {
+				t.Errorf("Close: %v", err)
+			}
+			if err := <-done; err != xds.ErrClosed && err != nil {
+				t.Errorf("Serve: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// testLogger logs warnings and errors through t, so that a NACK's detail
+// shows in a failing test's output.
+func testLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+type tWriter struct{ t *testing.T }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Log(string(p))
+	return len(p), nil
+}
+
+func ctxFor(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// register registers be as instance id of service.
+func (e *env) register(t *testing.T, service, id, addr, zone string, weight int, draining bool) {
+	t.Helper()
+	in := registry.Instance{Name: service, ID: id, Addr: addr, Zone: zone, Weight: weight, Draining: draining, Version: "v1"}
+	if err := e.reg.Register(ctxFor(t, 10*time.Second), in); err != nil {
+		t.Fatalf("register %s/%s: %v", service, id, err)
+	}
+}
+
+func (e *env) deregister(t *testing.T, service, id string) {
+	t.Helper()
+	if err := e.reg.Deregister(ctxFor(t, 10*time.Second), registry.Instance{Name: service, ID: id}); err != nil {
+		t.Fatalf("deregister %s/%s: %v", service, id, err)
+	}
+}
+
+// bootstrap is a gRPC xDS bootstrap for the control plane at addr.
+func bootstrap(addr, nodeID, zone string) string {
+	return fmt.Sprintf(`{
+  "xds_servers": [{"server_uri": %q, "channel_creds": [{"type": "insecure"}],
+                   "server_features": ["xds_v3", "ignore_resource_deletion"]}],
+  "node": {"id": %q, "locality": {"zone": %q}}
+}`, addr, nodeID, zone)
+}
+
+// dial opens an in-process grpc-go xDS channel to xds:///service, as a
+// client with node nodeID in zone.
+func (e *env) dial(t *testing.T, service, nodeID, zone string) *grpc.ClientConn {
+	t.Helper()
+	return dialWith(t, e.xdsResolver(t, nodeID, zone), service)
+}
+
+// xdsResolver returns an xDS resolver builder of its own: the channels
+// built with it share one xDS client, so one ADS stream.
+func (e *env) xdsResolver(t *testing.T, nodeID, zone string) grpcresolver.Builder {
+	t.Helper()
+	b, err := grpcxds.NewXDSResolverWithConfigForTesting([]byte(bootstrap(e.addr, nodeID, zone)))
+	if err != nil {
+		t.Fatalf("xDS resolver: %v", err)
+	}
+	return b
+}
+
+func dialWith(t *testing.T, b grpcresolver.Builder, service string) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient("xds:///"+service, grpc.WithResolvers(b),
+		grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatalf("NewClient: %v", err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return conn
+}
+
+// callUntil makes calls until cond holds on the per-address counts of
+// successful calls, failing after 15 s (gRPC's xDS watch timeout).
+func callUntil(t *testing.T, conn *grpc.ClientConn, what string, cond func(map[string]int) bool) map[string]int {
+	t.Helper()
+	counts := map[string]int{}
+	deadline := time.Now().Add(15 * time.Second)
+	var lastErr error
+	for !cond(counts) {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 15s of calls, still not %s: counts %v, last error %v", what, counts, lastErr)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		addr, err := testbackend.Call(ctx, conn)
+		cancel()
+		if err != nil {
+			lastErr = err
+			time.Sleep(10 * time.Millisecond) // pacing retries of a failing call
+			continue
+		}
+		counts[addr]++
+	}
+	return counts
+}
+
+// calls makes n calls and fails the test on the first error.
+func calls(t *testing.T, conn *grpc.ClientConn, n int) map[string]int {
+	t.Helper()
+	counts := map[string]int{}
+	for i := 0; i < n; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		addr, err := testbackend.Call(ctx, conn)
+		cancel()
+		if err != nil {
+			t.Fatalf("call %d of %d failed: %v (so far %v)", i+1, n, err, counts)
+		}
+		counts[addr]++
+	}
+	return counts
+}
+
+func hasAll(addrs ...string) func(map[string]int) bool {
+	return func(c map[string]int) bool {
+		for _, a := range addrs {
+			if c[a] == 0 {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+// missUntil calls until n calls in a row went elsewhere than addr and
+// returns when addr got its last call (the zero time if none).
+func missUntil(t *testing.T, conn *grpc.ClientConn, addr string, n int) time.Time {
+	t.Helper()
+	var last time.Time
+	miss := 0
+	callUntil(t, conn, fmt.Sprintf("%d calls in a row not to %s", n, addr), func(c map[string]int) bool {
+		if c[addr] > 0 {
+			last, miss = time.Now(), 0
+			delete(c, addr)
+		} else if len(c) > 0 {
+			miss++
+			clear(c)
+		}
+		return miss >= n
+	})
+	return last
+}
+
+func noNACK(t *testing.T, cp *xds.Server) {
+	t.Helper()
+	st := cp.Stats()
+	if st.NACKs != 0 {
+		t.Errorf("the control plane recorded %d NACKs (see the log)", st.NACKs)
+	}
+	if st.ACKs == 0 {
+		t.Errorf("no ACK recorded: %+v", st)
+	}
+}
+
+// Traffic through an xDS channel follows register, deregister and drain.
+func TestFollowsRegistry(t *testing.T) {
+	e := newEnv(t, xds.WithServices("greeter"))
+	a, b, c := testbackend.Start(t), testbackend.Start(t), testbackend.Start(t)
+	e.register(t, "greeter", "a", a.Addr, "", 0, false)
+	e.register(t, "greeter", "b", b.Addr, "", 0, false)
+	conn := e.dial(t, "greeter", "client-1", "")
+	callUntil(t, conn, "calling a and b", hasAll(a.Addr, b.Addr))
+
+	e.register(t, "greeter", "c", c.Addr, "", 0, false)
+	callUntil(t, conn, "calling c after its registration", hasAll(c.Addr))
+
+	e.deregister(t, "greeter", "a")
+	missUntil(t, conn, a.Addr, 50)
+	if got := calls(t, conn, 200); got[a.Addr] != 0 || got[b.Addr] == 0 || got[c.Addr] == 0 {
+		t.Fatalf("after deregistering a: %v, want b and c only", got)
+	}
+
+	drainedAt := time.Now()
+	e.register(t, "greeter", "b", b.Addr, "", 0, true)
+	last := missUntil(t, conn, b.Addr, 100)
+	if d := last.Sub(drainedAt); d > 2*time.Second {
+		t.Errorf("drained b got calls for %v after the drain, want < 2s", d)
+	}
+	if got := calls(t, conn, 200); got[b.Addr] != 0 || got[c.Addr] != 200 {
+		t.Fatalf("after draining b: %v, want c only", got)
+	}
+	t.Logf("drained instance's last call %v after the drain", max(last.Sub(drainedAt), 0))
+	noNACK(t, e.cp)
+}
+
+// Calls spread by instance weight under a RingHash cluster.
+//
+// Tolerance: ±5 percentage points on each share over 4,000 calls. The
+// binomial standard deviation of a share is at most 0.8 points (p = 0.5);
+// the ring (4,096 entries) gives an endpoint with k entries a share of the
+// hash space off by about 1/sqrt(k) of itself, 0.8 points for 25 % (k ≈
+// 1,024). Combined, 5 points are more than four standard deviations, and
+// the sampling is independent of the machine's load. Round robin (no
+// weights) would give 33 %, off by 8 points.
+func TestWeights(t *testing.T) {
+	e := newEnv(t, xds.WithServices("greeter"), xds.WithPolicy(xds.RingHash, "greeter"))
+	a, b, c := testbackend.Start(t), testbackend.Start(t), testbackend.Start(t)
+	e.register(t, "greeter", "a", a.Addr, "", 100, false)
+	e.register(t, "greeter", "b", b.Addr, "", 100, false)
+	e.register(t, "greeter", "c", c.Addr, "", 200, false)
+	conn := e.dial(t, "greeter", "client-1", "")
+	callUntil(t, conn, "calling a, b and c", hasAll(a.Addr, b.Addr, c.Addr))
+
+	const n = 4000
+	got := calls(t, conn, n)
+	for _, w := range []struct {
+		addr  string
+		share float64
+	}{{a.Addr, 0.25}, {b.Addr, 0.25}, {c.Addr, 0.50}} {
+		share := float64(got[w.addr]) / n
+		t.Logf("%s: %.1f %% (want %.0f %%)", w.addr, 100*share, 100*w.share)
+		if share < w.share-0.05 || share > w.share+0.05 {
+			t.Errorf("%s got %.1f %% of the calls, want %.0f ± 5 %%", w.addr, 100*share, 100*w.share)
+		}
+	}
+	noNACK(t, e.cp)
+}
+
+// A client prefers its zone and fails over to the others when its zone
+// empties; a client without a zone uses every zone.
+func TestZones(t *testing.T) {
+	e := newEnv(t, xds.WithServices("greeter"))
+	a, b, c := testbackend.Start(t), testbackend.Start(t), testbackend.Start(t)
+	e.register(t, "greeter", "a", a.Addr, "z1", 0, false)
+	e.register(t, "greeter", "b", b.Addr, "z2", 0, false)
+	e.register(t, "greeter", "c", c.Addr, "z2", 0, false)
+	z1 := e.dial(t, "greeter", "client-z1", "z1")
+	all := e.dial(t, "greeter", "client-nozone", "")
+
+	callUntil(t, z1, "calling a from z1", hasAll(a.Addr))
+	if got := calls(t, z1, 200); got[a.Addr] != 200 {
+		t.Fatalf("client in z1: %v, want all calls to a (z1)", got)
+	}
+	callUntil(t, all, "calling every zone from a client without a zone", hasAll(a.Addr, b.Addr, c.Addr))
+
+	e.deregister(t, "greeter", "a")
+	callUntil(t, z1, "failing over from empty z1 to b and c", hasAll(b.Addr, c.Addr))
+	if got := calls(t, z1, 200); got[b.Addr]+got[c.Addr] != 200 {
+		t.Fatalf("client in z1 after z1 emptied: %v, want b and c", got)
+	}
+
+	e.register(t, "greeter", "a", a.Addr, "z1", 0, false)
+	missUntil(t, z1, b.Addr, 100)
+	if got := calls(t, z1, 200); got[a.Addr] != 200 {
+		t.Fatalf("client in z1 after a came back: %v, want all calls to a", got)
+	}
+	noNACK(t, e.cp)
+}
+
+func TestZonesInStats(t *testing.T) {
+	e := newEnv(t, xds.WithServices("greeter"))
+	a := testbackend.Start(t)
+	e.register(t, "greeter", "a", a.Addr, "z1", 0, false)
+	callUntil(t, e.dial(t, "greeter", "client-z1", "z1"), "calling a", hasAll(a.Addr))
+	callUntil(t, e.dial(t, "greeter", "client-z2", "z2"), "calling a", hasAll(a.Addr))
+	if got := fmt.Sprint(e.cp.Stats().Zones); got != "[z1 z2]" {
+		t.Errorf("Zones = %s, want [z1 z2]", got)
+	}
+}
+
+// A call to a service the registry does not have fails with an error
+// naming it once grpc-go's 15 s watch timeout ends, not later. grpc-go
+// treats the absence of a never-received Listener from a response as
+// inconclusive (the response may answer an earlier request) and relies on
+// that timeout, so the control plane cannot make it faster.
+func TestUnknownService(t *testing.T) {
+	e := newEnv(t, xds.WithServices("greeter"))
+	conn := e.dial(t, "nosuch", "client-1", "")
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, err := testbackend.Call(ctx, conn)
+	took := time.Since(start)
+	t.Logf("call to an unknown service: %v after %v", err, took)
+	// The message depends on which of grpc-go's goroutines reports
+	// first: the resource error naming the service, or the empty state
+	// that follows it ("produced zero addresses").
+	if status.Code(err) != codes.Unavailable {
+		t.Errorf("call error %v, want Unavailable", err)
+	}
+	if took > 18*time.Second {
+		t.Errorf("the call failed after %v, want at gRPC's 15 s watch timeout", took)
+	}
+}
+
+// An instance xDS cannot carry (here: the address of another instance) is
+// left out and counted, the rest is published and accepted by the client
+// (grpc-go NACKs a whole assignment with a duplicate address); an instance
+// with a host name is published and reached.
+func TestBadInstanceSkipped(t *testing.T) {
+	e := newEnv(t, xds.WithServices("greeter"))
+	a, b := testbackend.Start(t), testbackend.Start(t)
+	_, bPort, _ := net.SplitHostPort(b.Addr)
+	e.register(t, "greeter", "a", a.Addr, "", 0, false)
+	e.register(t, "greeter", "a-again", a.Addr, "", 0, false) // skipped: "a" comes first by ID
+	e.register(t, "greeter", "b", "localhost:"+bPort, "", 0, false)
+	conn := e.dial(t, "greeter", "client-1", "")
+	callUntil(t, conn, "calling a and b (by host name)", hasAll(a.Addr, b.Addr))
+	st := e.cp.Stats()
+	if st.Skipped != 1 {
+		t.Errorf("Skipped = %d, want 1 (the duplicate)", st.Skipped)
+	}
+	noNACK(t, e.cp)
+}
+
+// Stats counts the connected clients.
+func TestStatsClients(t *testing.T) {
+	e := newEnv(t, xds.WithServices("greeter"))
+	a := testbackend.Start(t)
+	e.register(t, "greeter", "a", a.Addr, "", 0, false)
+	c1 := e.dial(t, "greeter", "client-1", "")
+	c2 := e.dial(t, "greeter", "client-2", "z1")
+	callUntil(t, c1, "calling a", hasAll(a.Addr))
+	callUntil(t, c2, "calling a", hasAll(a.Addr))
+	waitStats(t, e.cp, "two clients", func(st xds.Stats) bool { return st.Clients == 2 })
+	_ = c1.Close()
+	_ = c2.Close()
+	st := waitStats(t, e.cp, "no client once both channels closed", func(st xds.Stats) bool { return st.Clients == 0 })
+	if st.Requests < st.ACKs || st.ACKs < 8 {
+		t.Errorf("requests %d, ACKs %d: want at least 4 ACKs per client (one per resource type)", st.Requests, st.ACKs)
+	}
+}
