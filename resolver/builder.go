@@ -70,8 +70,11 @@ func (b *Builder) Stats() Stats {
 // the first state is delivered at once from the Discovery's cache or the
 // disk snapshot when either has the service, and otherwise when the first
 // load completes, or as a resolver error when that load fails or takes
-// longer than the first-state timeout. gRPC calls Build; it is not meant to
-// be called directly.
+// longer than the first-state timeout. gRPC calls Build for a channel; a
+// program that wants the states a channel would get (after protection and
+// the target's filters) may call it with a ClientConn of its own, as the
+// xds package does: UpdateState and ReportError are then called from the
+// resolver's goroutine, one at a time, and count in Stats.
 func (b *Builder) Build(target grpcresolver.Target, cc grpcresolver.ClientConn, _ grpcresolver.BuildOptions) (grpcresolver.Resolver, error) {
 	q, err := parseTarget(target.URL)
 	if err != nil {
