@@ -35,6 +35,7 @@ func InstanceOf(ep grpcresolver.Endpoint) (in registry.Instance, ok bool) {
 // InstanceOfAddress is InstanceOf for address-based balancers (those built
 // on grpc's balancer/base), which see resolver.Address values.
 func InstanceOfAddress(addr grpcresolver.Address) (in registry.Instance, ok bool) {
+	//lint:ignore SA1019 balancers built on grpc's balancer/base (go-zero's, Kratos') see only addresses and read the instance from here.
 	a, ok := addr.BalancerAttributes.Value(instanceKey{}).(instanceAttr)
 	if !ok {
 		return registry.Instance{}, false

@@ -2,7 +2,6 @@ package resolver_test
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -144,14 +143,6 @@ func hasAll(addrs ...string) func(map[string]int) bool {
 		}
 		return true
 	}
-}
-
-func describe(bs ...*testbackend.Backend) string {
-	s := ""
-	for _, b := range bs {
-		s += fmt.Sprintf("%s:%d ", b.Addr, b.Calls())
-	}
-	return s
 }
 
 func writeFile(dir, name, content string) error {
