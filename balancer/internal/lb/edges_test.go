@@ -161,17 +161,31 @@ func TestWeightZeroEndpointsAreLeftOutUnlessAllAre(t *testing.T) {
 	})
 	defer b.Close()
 
-	// One draining among three: left out once the other two are ready.
-	_ = b.Update(state(ep("127.0.0.1:1", 100), ep("127.0.0.1:2", 0), ep("127.0.0.1:3", 300)), DefaultOutlierConfig())
-	r := awaitReady(t, got, "127.0.0.1:2", func(r []Ready[int]) bool { return len(r) == 2 })
-	if r[0].Weight != 100 || r[1].Weight != 300 {
-		t.Fatalf("ready %v, want weights 100 and 300", r)
-	}
-	// All draining: all handed over, evenly weighted. Lists made before
-	// this update (with 127.0.0.1:3) may still be queued: skipped.
-	_ = b.Update(state(ep("127.0.0.1:1", 0), ep("127.0.0.1:2", 0)), DefaultOutlierConfig())
+	// All draining (only the one): handed over, weight 1. This also has it
+	// connected before the others.
+	_ = b.Update(state(ep("127.0.0.1:2", 0)), DefaultOutlierConfig())
 	awaitReady(t, got, "", func(r []Ready[int]) bool {
-		return len(r) == 2 && r[0].Endpoint.Addr == "127.0.0.1:1" && r[1].Endpoint.Addr == "127.0.0.1:2" &&
-			r[0].Weight == 1 && r[1].Weight == 1
+		return len(r) == 1 && r[0].Endpoint.Addr == "127.0.0.1:2" && r[0].Weight == 1
 	})
+	// With two weighted endpoints: left out of every list that has one of
+	// them.
+	_ = b.Update(state(ep("127.0.0.1:1", 100), ep("127.0.0.1:2", 0), ep("127.0.0.1:3", 300)), DefaultOutlierConfig())
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case r := <-got:
+			draining := slices.ContainsFunc(r, func(x Ready[int]) bool { return x.Endpoint.Addr == "127.0.0.1:2" })
+			if draining && len(r) > 1 {
+				t.Fatalf("ready list %v has the draining endpoint beside weighted ones", r)
+			}
+			if len(r) == 2 {
+				if r[0].Weight != 100 || r[1].Weight != 300 {
+					t.Fatalf("ready %v, want weights 100 and 300", r)
+				}
+				return
+			}
+		case <-deadline:
+			t.Fatal("no ready list with both weighted endpoints within 10s")
+		}
+	}
 }
