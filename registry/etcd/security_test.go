@@ -410,18 +410,23 @@ func TestAuthTokenExpiry(t *testing.T) {
 		t.Fatalf("no request met an expired token: the test did not exercise expiry")
 	}
 	// Bounds. Each of the three clients logs in at most about once per
-	// token lifetime; a watch refused for its token is retried after the
-	// Discovery's backoff (at least 50ms here, so at most about 2 per
-	// second once it reaches its 500ms cap); a retry storm does
-	// thousands per second and burns a core.
+	// token lifetime; a retry storm does thousands of requests per second
+	// and burns a core.
 	if limit := int64(3*lifetimes) + 6; logins > limit {
 		t.Errorf("%d logins in %.1f token lifetimes, want at most %d", logins, lifetimes, limit)
 	}
 	if limit := int64(3*lifetimes) + 6; unary > limit {
 		t.Errorf("%d requests refused for an invalid token, want at most %d", unary, limit)
 	}
-	if limit := int64(3*elapsed.Seconds()) + 10; refusedWatches > limit {
-		t.Errorf("%d watch creations refused for an invalid token in %v, want at most %d", refusedWatches, elapsed, limit)
+	// A watch refused for its stream's expired token is retried on a new
+	// stream, opened with the token the client renewed meanwhile, so it
+	// is refused once per expiry; the bound allows two per idle round (a
+	// token may also expire between the renewal and the new stream).
+	// Measured: 1 refusal in each run; without the new stream, the retries
+	// stay on the refused stream and 15 to 17 are refused (the backoff
+	// paces them, 50ms to 500ms).
+	if limit := int64(2 * rounds); refusedWatches > limit {
+		t.Errorf("%d watch creations refused for an invalid token in %d token expiries, want at most %d: a refused watch must retry on a new stream", refusedWatches, rounds, limit)
 	}
 	if limit := elapsed / 2; cpu > limit {
 		t.Errorf("the process used %v of CPU in %v, want at most %v (half a core)", cpu, elapsed, limit)
