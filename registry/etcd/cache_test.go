@@ -270,7 +270,8 @@ func fuzzOverrides(tb testing.TB) [][]byte {
 // every response it checks the published list against a cache loaded
 // afresh with the same key-value state (same instances, merged weight and
 // draining, order), that an instance the response did not touch kept its
-// pointer, and that each bad value was reported exactly once. Some inputs
+// pointer, that each bad value was reported exactly once, and that only
+// values in the store are recorded as bad. Some inputs
 // reload the incremental cache (a resync), which must change nothing, or
 // forget the bad values first (a rewind), which must report every bad
 // value again.
@@ -362,6 +363,11 @@ func FuzzCacheMatchesFreshLoad(f *testing.F) {
 			for _, ev := range evs {
 				if ev.Type == mvccpb.PUT && reported[string(ev.Kv.Key)] != ev.Kv.ModRevision && isBad(c, string(ev.Kv.Key), ev.Kv.ModRevision) {
 					t.Fatalf("step %d: bad value of %s at %d not reported", step, ev.Kv.Key, ev.Kv.ModRevision)
+				}
+			}
+			for key, r := range c.bad {
+				if kv, ok := state[key]; !ok || kv.ModRevision != r {
+					t.Fatalf("step %d: %s recorded as bad at %d, the store has %v", step, key, r, kv)
 				}
 			}
 			next, _ := c.next()
