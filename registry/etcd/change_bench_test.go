@@ -22,8 +22,7 @@ func BenchmarkWatchEventToSnapshot(b *testing.B) {
 			o := buildOptions([]Option{WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))})
 			d := &Discovery{opts: o, log: o.logger}
 			s := &service{d: d, name: "svc", prefix: registry.ServicePrefix(o.prefix, "svc"), log: d.log,
-				watchers: map[*watcher]struct{}{}, raw: map[string]*registry.Instance{},
-				overrides: map[string]registry.Override{}, cache: map[string]*registry.Instance{}, bad: map[string]int64{}}
+				watchers: map[*watcher]struct{}{}, cache: newCache(o.prefix, "svc")}
 			put := func(i int) *clientv3.Event {
 				in := registry.Instance{Name: "svc", ID: fmt.Sprintf("%06d", i), Addr: fmt.Sprintf("127.0.0.1:%d", 20000+i%40000)}
 				v, err := registry.Marshal(in)
@@ -33,9 +32,9 @@ func BenchmarkWatchEventToSnapshot(b *testing.B) {
 				return &clientv3.Event{Type: mvccpb.PUT, Kv: &mvccpb.KeyValue{Key: []byte(registry.Key(o.prefix, "svc", in.ID)), Value: v}}
 			}
 			for i := range n {
-				s.apply(put(i))
+				s.cache.apply(put(i), nil)
 			}
-			s.publish(1, allKeys)
+			s.publish(1)
 			add := put(n)
 			del := &clientv3.Event{Type: mvccpb.DELETE, Kv: &mvccpb.KeyValue{Key: add.Kv.Key}}
 			for i := 0; b.Loop(); i++ {
@@ -43,8 +42,8 @@ func BenchmarkWatchEventToSnapshot(b *testing.B) {
 				if i%2 == 1 {
 					ev = del
 				}
-				key, _ := s.apply(ev)
-				s.publish(int64(2+i), []string{key})
+				s.skipped(s.cache.apply(ev, nil))
+				s.publish(int64(2 + i))
 			}
 		})
 	}

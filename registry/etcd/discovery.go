@@ -237,18 +237,15 @@ func (d *Discovery) Close() error {
 func (d *Discovery) startService(name string) *service {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &service{
-		d:         d,
-		name:      name,
-		prefix:    registry.ServicePrefix(d.opts.prefix, name),
-		log:       d.log.With("service", name),
-		cancel:    cancel,
-		done:      make(chan struct{}),
-		watchers:  make(map[*watcher]struct{}),
-		snap:      registry.Snapshot{Service: name},
-		raw:       make(map[string]*registry.Instance),
-		overrides: make(map[string]registry.Override),
-		cache:     make(map[string]*registry.Instance),
-		bad:       make(map[string]int64),
+		d:        d,
+		name:     name,
+		prefix:   registry.ServicePrefix(d.opts.prefix, name),
+		log:      d.log.With("service", name),
+		cancel:   cancel,
+		done:     make(chan struct{}),
+		watchers: make(map[*watcher]struct{}),
+		snap:     registry.Snapshot{Service: name},
+		cache:    newCache(d.opts.prefix, name),
 	}
 	go s.run(ctx)
 	return s

@@ -5,13 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -33,15 +31,9 @@ type service struct {
 	watchers map[*watcher]struct{}
 	linger   *time.Timer
 
-	// Owned by the run goroutine, all by instance key.
-	// Instances are never modified once stored: snapshots share them, and
-	// an unchanged instance keeps its pointer from one snapshot to the
-	// next. An instance without an override is one copy, in raw and cache.
-	raw       map[string]*registry.Instance // instances as registered
-	overrides map[string]registry.Override  // operators' overrides
-	cache     map[string]*registry.Instance // raw with overrides applied: what is served
-	bad       map[string]int64              // key (of either kind) -> mod revision of a skipped value
-	hist      history                       // the etcd history of the responses, for rewinds
+	// Owned by the run goroutine.
+	cache *cache  // the instances by key, and the list last published
+	hist  history // the etcd history of the responses, for rewinds
 
 	// watchMember is the member ID in the last header of the watch; read
 	// by Stats.
@@ -158,40 +150,8 @@ func (s *service) load(ctx context.Context) (int64, error) {
 		s.rewound(rw, "get")
 	}
 	s.hist.loaded()
-	raw := make(map[string]*registry.Instance, len(resp.Kvs))
-	overrides := map[string]registry.Override{}
-	seen := make(map[string]bool, len(s.bad))
-	for _, kv := range resp.Kvs {
-		key := string(kv.Key)
-		seen[key] = true
-		if target, ok := registry.ParseOverrideKey(s.d.opts.prefix, key); ok {
-			if o, ok := s.decodeOverride(kv); ok {
-				overrides[target] = o
-			}
-			continue
-		}
-		if in, ok := s.decode(kv); ok {
-			raw[key] = &in
-		}
-	}
-	for key := range s.bad {
-		if !seen[key] {
-			delete(s.bad, key)
-		}
-	}
-	cache := make(map[string]*registry.Instance, len(raw))
-	for key, in := range raw {
-		cache[key] = s.served(key, in, overrides[key])
-		if _, ok := overrides[key]; !ok {
-			raw[key] = cache[key]
-		}
-	}
-	var touched []string
-	if !sameCache(s.cache, cache) {
-		touched = allKeys
-	}
-	s.raw, s.overrides, s.cache = raw, overrides, cache
-	s.publish(resp.Header.Revision, touched)
+	s.skipped(s.cache.load(resp.Kvs))
+	s.publish(resp.Header.Revision)
 	return resp.Header.Revision, nil
 }
 
@@ -312,16 +272,15 @@ func (s *service) follow(ctx context.Context, rev int64) (healthy bool, err erro
 			continue
 		}
 		healthy = true
-		var touched []string
+		var bad []badValue
 		for _, ev := range wresp.Events {
-			if key, changed := s.apply(ev); changed {
-				touched = append(touched, key)
-			}
+			bad = s.cache.apply(ev, bad)
 		}
+		s.skipped(bad)
 		if wresp.Header.Revision > rev {
 			rev = wresp.Header.Revision
 		}
-		s.publish(rev, touched)
+		s.publish(rev)
 	}
 }
 
@@ -360,7 +319,7 @@ func (s *service) attemptTimeout() time.Duration {
 // the next load, published under the new generation.
 func (s *service) rewound(rw rewind, where string) {
 	s.d.rewinds.Add(1)
-	clear(s.bad)
+	s.cache.forgetBad()
 	s.log.Warn("etcd history changed (restored from a backup, restarted empty or another cluster); reloading",
 		"seen_in", where,
 		"old_revision", rw.oldRev, "new_revision", rw.newRev,
@@ -386,126 +345,21 @@ func (s *service) staleIfSlow(what string) *time.Timer {
 	})
 }
 
-// apply applies one event to the cache. It returns the key of the
-// instance the event concerns and whether the served instance changed.
-func (s *service) apply(ev *clientv3.Event) (string, bool) {
-	key := string(ev.Kv.Key)
-	deleted := ev.Type == mvccpb.DELETE
-	if deleted {
-		delete(s.bad, key)
-	}
-	if target, ok := registry.ParseOverrideKey(s.d.opts.prefix, key); ok {
-		delete(s.overrides, target)
-		if !deleted {
-			if o, ok := s.decodeOverride(ev.Kv); ok {
-				s.overrides[target] = o
-			}
-		}
-		return target, s.merge(target)
-	}
-	delete(s.raw, key)
-	if !deleted {
-		if in, ok := s.decode(ev.Kv); ok {
-			delete(s.bad, key)
-			s.raw[key] = &in
-		}
-	}
-	return key, s.merge(key)
-}
-
-// merge recomputes the served instance of key from its registered value and
-// its override, and reports whether it changed.
-func (s *service) merge(key string) bool {
-	old, had := s.cache[key]
-	in, ok := s.raw[key]
-	if !ok {
-		delete(s.cache, key)
-		return had
-	}
-	o, overridden := s.overrides[key]
-	served := s.served(key, in, o)
-	if !overridden {
-		s.raw[key] = served
-	}
-	s.cache[key] = served
-	return !had || served != old
-}
-
-// served returns the instance to serve for key, registered as in, with the
-// override o (zero: none): the cached instance if it is equal, so that
-// snapshots keep sharing it, else in itself, else a new one.
-func (s *service) served(key string, in *registry.Instance, o registry.Override) *registry.Instance {
-	old, had := s.cache[key]
-	if o.Weight == nil {
-		if had && (old == in || old.Equal(*in)) {
-			return old
-		}
-		return in
-	}
-	v := o.Apply(*in)
-	if had && old.Equal(v) {
-		return old
-	}
-	return &v
-}
-
-// decodeOverride decodes an override value, or logs and counts it once as
-// skipped.
-func (s *service) decodeOverride(kv *mvccpb.KeyValue) (registry.Override, bool) {
-	o, err := registry.UnmarshalOverride(kv.Value)
-	if err != nil {
-		s.skip(kv, err)
-		return registry.Override{}, false
-	}
-	delete(s.bad, string(kv.Key))
-	return o, true
-}
-
-// decode turns a key-value into an instance, or logs and counts it once as
-// skipped.
-func (s *service) decode(kv *mvccpb.KeyValue) (registry.Instance, bool) {
-	key := string(kv.Key)
-	in, err := registry.Unmarshal(kv.Value)
-	if err == nil {
-		var name, id string
-		name, id, err = registry.ParseKey(s.d.opts.prefix, key)
-		if err == nil && (in.Name != name || in.ID != id) {
-			err = fmt.Errorf("value names %s/%s but the key is %s/%s", in.Name, in.ID, name, id)
-		}
-	}
-	if err == nil {
-		return in, true
-	}
-	s.skip(kv, err)
-	return registry.Instance{}, false
-}
-
-// skip logs and counts a bad value, once per value (mod revision).
-func (s *service) skip(kv *mvccpb.KeyValue, err error) {
-	key := string(kv.Key)
-	if s.bad[key] != kv.ModRevision {
-		s.bad[key] = kv.ModRevision
+// skipped logs and counts the bad values the cache reported: each once
+// per value (mod revision).
+func (s *service) skipped(bad []badValue) {
+	for _, b := range bad {
 		s.d.skipped.Add(1)
-		s.log.Error("skipping bad registry value", "key", key, "mod_revision", kv.ModRevision, "error", err)
+		s.log.Error("skipping bad registry value", "key", b.key, "mod_revision", b.modRevision, "error", b.err)
 	}
 }
 
-// allKeys, passed to publish, says that any key may have changed.
-var allKeys = []string{}
-
-// publish stores a fresh snapshot at rev, after the keys in touched changed
-// in the cache (allKeys: any of them). Watchers are woken when the instances
-// changed, on the first load, and when the snapshot stops being stale.
-func (s *service) publish(rev int64, touched []string) {
-	changed := touched != nil
-	var instances []*registry.Instance
-	if changed {
-		// Built outside the lock: only this goroutine writes snapshots.
-		s.mu.Lock()
-		prev := s.snap.Instances
-		s.mu.Unlock()
-		instances = s.nextInstances(prev, touched)
-	}
+// publish stores a fresh snapshot at rev with the cache's instances.
+// Watchers are woken when the instances changed, on the first load, and
+// when the snapshot stops being stale.
+func (s *service) publish(rev int64) {
+	// Built outside the lock: only this goroutine writes the instances.
+	instances, changed := s.cache.next()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	notify := changed || !s.snap.Loaded || s.snap.Stale()
@@ -521,38 +375,6 @@ func (s *service) publish(rev int64, touched []string) {
 	if notify {
 		s.notifyLocked()
 	}
-}
-
-// patchLimit is the most changed keys applied to the previous snapshot one
-// by one; more are rebuilt from the cache with a sort.
-const patchLimit = 16
-
-// nextInstances returns the sorted instance list after the keys in touched
-// changed: a patched copy of prev for a few keys (O(n) instead of
-// O(n log n) per watch response), a full rebuild otherwise. prev is never
-// modified: watchers may hold it.
-func (s *service) nextInstances(prev []*registry.Instance, touched []string) []*registry.Instance {
-	if len(touched) == 0 || len(touched) > patchLimit {
-		return sortedInstances(s.cache)
-	}
-	next := make([]*registry.Instance, len(prev), len(prev)+len(touched))
-	copy(next, prev)
-	for _, key := range touched {
-		id := key[len(s.prefix):]
-		i, found := slices.BinarySearchFunc(next, id, func(in *registry.Instance, id string) int {
-			return strings.Compare(in.ID, id)
-		})
-		in, present := s.cache[key]
-		switch {
-		case present && found:
-			next[i] = in
-		case present:
-			next = slices.Insert(next, i, in)
-		case found:
-			next = slices.Delete(next, i, i+1)
-		}
-	}
-	return next
 }
 
 // markStale records that the snapshot may be behind etcd, keeping its
@@ -581,29 +403,6 @@ func (s *service) notifyLocked() {
 		default:
 		}
 	}
-}
-
-func sortedInstances(cache map[string]*registry.Instance) []*registry.Instance {
-	out := make([]*registry.Instance, 0, len(cache))
-	for _, in := range cache {
-		out = append(out, in)
-	}
-	slices.SortFunc(out, func(a, b *registry.Instance) int { return strings.Compare(a.ID, b.ID) })
-	return out
-}
-
-// sameCache reports whether two caches serve the same instances. Unchanged
-// instances are shared between them, so pointers are compared first.
-func sameCache(a, b map[string]*registry.Instance) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || (v != w && !v.Equal(*w)) {
-			return false
-		}
-	}
-	return true
 }
 
 // watchStreamKey is the gRPC metadata key that selects the watch stream.
