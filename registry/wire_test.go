@@ -32,6 +32,25 @@ func FuzzWireCodec(f *testing.F) {
 		`{ "v":1}`, `{"v":1,}`, `{}`, `{"v":1}x`, `[]`, `null`, "", "{",
 		"{\"v\":1,\"id\":\"a\x7f\",\"name\":\"user\",\"addr\":\"h:1\"}",
 		"{\"v\":1,\"id\":\"\xff\",\"name\":\"user\",\"addr\":\"h:1\"}",
+		// The edges of the fast path's character classes and numbers: each
+		// side of every bound, compared with encoding/json both ways.
+		"{\"v\":1,\"id\":\"a\x80\",\"name\":\"user\",\"addr\":\"h:1\"}",
+		"{\"v\":1,\"id\":\"a\x7e\",\"name\":\"user\",\"addr\":\"h:1\"}",
+		"{\"v\":1,\"id\":\"a\x1f\",\"name\":\"user\",\"addr\":\"h:1\"}",
+		`{"v":1,"id":"a b","name":"user","addr":"h:1","metadata":{"k":" ~"}}`,
+		`{"v":1,"id":"a","name":"user","addr":"h:1","metadata":{"k":"\u001f\u007f"}}`,
+		`{"v":1,"id":"a","name":"user","addr":"h:1","metadata":{"<":">","&":"\"","\\":"x"}}`,
+		`{"v":1,"id":"a","name":"user","addr":"h:1","weight":0}`,
+		`{"v":1,"id":"a","name":"user","addr":"h:1","weight":9}`,
+		`{"v":1,"id":"a","name":"user","addr":"h:1","weight":10}`,
+		`{"v":1,"id":"a","name":"user","addr":"h:1","weight":123456789}`,
+		`{"v":1,"id":"a","name":"user","addr":"h:1","weight":00}`,
+		`{"v":1,"id":"a","name":"user","addr":"h:1","weight":10.5}`,
+		`{"v":1,"id":"a","name":"user","addr":"h:1","weight":1E2}`,
+		`{"v":1,"id":"a","name":"user","addr":"h:1","weight":1e2}`,
+		`{"v":1,"id":"a","name":"user","addr":"h:1","weight":/}`,
+		`{"v":1,"id":"a","name":"user","addr":"h:1","weight"::}`,
+		`{"v":1,"id":"a","name":"user","addr":"h:1","registered_at":"2026-11-30T10:00:00Z","zone":"z"}`,
 	} {
 		f.Add([]byte(seed))
 	}
