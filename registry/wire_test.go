@@ -51,6 +51,14 @@ func FuzzWireCodec(f *testing.F) {
 		`{"v":1,"id":"a","name":"user","addr":"h:1","weight":/}`,
 		`{"v":1,"id":"a","name":"user","addr":"h:1","weight"::}`,
 		`{"v":1,"id":"a","name":"user","addr":"h:1","registered_at":"2026-11-30T10:00:00Z","zone":"z"}`,
+		// Strings made of one character encoding/json escapes: a fast path
+		// that took it as plain would write it raw.
+		`{"v":1,"id":"a","name":"user","addr":"h:1","metadata":{"k":"\""}}`,
+		`{"v":1,"id":"a","name":"user","addr":"h:1","metadata":{"k":"\\"}}`,
+		`{"v":1,"id":"a","name":"user","addr":"h:1","metadata":{"k":"<"}}`,
+		`{"v":1,"id":"a","name":"user","addr":"h:1","metadata":{"k":">"}}`,
+		`{"v":1,"id":"a","name":"user","addr":"h:1","metadata":{"k":"&"}}`,
+		`{"v":1,"id":"a","name":"user","addr":"h:1","metadata":{"k":"\u0000"}}`,
 	} {
 		f.Add([]byte(seed))
 	}
