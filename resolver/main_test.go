@@ -2,6 +2,7 @@ package resolver_test
 
 import (
 	"context"
+	"flag"
 	"io"
 	"log/slog"
 	"os"
@@ -21,7 +22,19 @@ import (
 	"github.com/musterhq/muster/resolver"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, etcdtest.LeakOptions()...) }
+func TestMain(m *testing.M) {
+	// MUSTER_TEST_RUN, when set, is the -run pattern: the mutation tool runs
+	// the package's tests for every mutant and cannot pass -run itself, so
+	// the mutation run of the pure code names its tests this way
+	// (docs/MUTATION.md).
+	if run := os.Getenv("MUSTER_TEST_RUN"); run != "" {
+		flag.Parse()
+		if err := flag.Set("test.run", run); err != nil {
+			panic(err)
+		}
+	}
+	goleak.VerifyTestMain(m, etcdtest.LeakOptions()...)
+}
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
