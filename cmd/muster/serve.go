@@ -10,11 +10,13 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/musterhq/muster/internal/embedetcd"
+	"github.com/musterhq/muster/metrics"
 	"github.com/musterhq/muster/registry/etcd"
 	"github.com/musterhq/muster/xds"
 )
@@ -125,8 +127,19 @@ func runServe(ctx context.Context, o serveOptions, stderr io.Writer, ready func(
 		return fmt.Errorf("serve: %w", err)
 	}
 
+	// xdsMetrics holds the control plane's collectors, if it runs: a
+	// registry per run (not the global one), so that serve can run twice
+	// in one process.
+	xdsMetrics := prometheus.NewRegistry()
 	if o.metricsAddr != "" {
-		stop, addr, err := serveMetrics(o.metricsAddr, srv)
+		stop, addr, err := serveMetrics(o.metricsAddr, xdsMetrics, func() error {
+			select {
+			case <-srv.Done():
+				return errors.New("etcd stopped")
+			default:
+				return nil
+			}
+		})
 		if err != nil {
 			_ = srv.Close()
 			return fmt.Errorf("serve: --metrics-listen %s: %w", o.metricsAddr, err)
@@ -136,7 +149,7 @@ func runServe(ctx context.Context, o serveOptions, stderr io.Writer, ready func(
 	}
 	stopXDS := func() {}
 	if o.xdsAddr != "" {
-		stop, err := serveXDS(srv.Endpoint(), o.xdsAddr, log)
+		stop, err := serveXDS(srv.Endpoint(), o.xdsAddr, xdsMetrics, log)
 		if err != nil {
 			_ = srv.Close()
 			return fmt.Errorf("serve: %w", err)
@@ -170,24 +183,25 @@ func runServe(ctx context.Context, o serveOptions, stderr io.Writer, ready func(
 	}
 }
 
-// serveMetrics serves the process's Prometheus metrics (etcd's own among
-// them) on /metrics, and /healthz: 200 "ok" while the embedded etcd runs,
-// 503 once it has stopped. It returns a function that stops serving and the
-// address it listens on.
-func serveMetrics(addr string, srv *embedetcd.Server) (stop func(), listening string, err error) {
+// serveMetrics serves the process's Prometheus metrics (the default
+// registry's: etcd's own among them) and those of extra on /metrics, and
+// /healthz: 200 "ok" while healthy returns nil, 503 with its error
+// otherwise. It returns a function that stops serving and the address it
+// listens on.
+func serveMetrics(addr string, extra prometheus.Gatherer, healthy func() error) (stop func(), listening string, err error) {
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, "", err
 	}
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.Handler())
+	mux.Handle("GET /metrics", promhttp.InstrumentMetricHandler(prometheus.DefaultRegisterer,
+		promhttp.HandlerFor(prometheus.Gatherers{prometheus.DefaultGatherer, extra}, promhttp.HandlerOpts{})))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		select {
-		case <-srv.Done():
-			http.Error(w, "etcd stopped", http.StatusServiceUnavailable)
-		default:
-			fmt.Fprintln(w, "ok")
+		if err := healthy(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
 		}
+		fmt.Fprintln(w, "ok")
 	})
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	done := make(chan struct{})
@@ -202,8 +216,9 @@ func serveMetrics(addr string, srv *embedetcd.Server) (stop func(), listening st
 }
 
 // serveXDS starts an xDS control plane on addr over every service of the
-// embedded etcd at endpoint, and returns the function that stops it.
-func serveXDS(endpoint, addr string, log *slog.Logger) (stop func() error, err error) {
+// embedded etcd at endpoint, registers its collectors (and its Discovery's)
+// in reg, and returns the function that stops it.
+func serveXDS(endpoint, addr string, reg prometheus.Registerer, log *slog.Logger) (stop func() error, err error) {
 	cli, err := clientv3.New(etcd.ClientConfig(endpoint))
 	if err != nil {
 		return nil, fmt.Errorf("xds: etcd client: %w", err)
@@ -213,11 +228,17 @@ func serveXDS(endpoint, addr string, log *slog.Logger) (stop func() error, err e
 		cli.Close()
 		return nil, fmt.Errorf("xds: %w", err)
 	}
-	stopCP, err := startXDS(d, xdsOptions{listen: addr, policy: string(xds.RoundRobin)}, log)
+	cp, stopCP, err := startXDS(d, xdsOptions{listen: addr, policy: string(xds.RoundRobin)}, log)
 	if err != nil {
 		_ = d.Close()
 		cli.Close()
 		return nil, fmt.Errorf("--xds-listen: %w", err)
+	}
+	if err := reg.Register(metrics.XDS(cp, nil)); err != nil {
+		log.Error("cannot register the xds metrics", "error", err)
+	}
+	if err := reg.Register(metrics.Discovery(d, nil)); err != nil {
+		log.Error("cannot register the xds discovery's metrics", "error", err)
 	}
 	return func() error {
 		err := stopCP()

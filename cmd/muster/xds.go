@@ -7,8 +7,10 @@ import (
 	"log/slog"
 	"net"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
+	"github.com/musterhq/muster/metrics"
 	"github.com/musterhq/muster/registry"
 	"github.com/musterhq/muster/xds"
 )
@@ -21,6 +23,9 @@ type xdsOptions struct {
 	listen   string
 	services []string
 	policy   string
+	// metricsAddr is where /metrics and /healthz are served; empty: not
+	// served.
+	metricsAddr string
 }
 
 func newXDSCmd(g *globalOptions) *cobra.Command {
@@ -49,6 +54,7 @@ it knows. Give clients a bootstrap file made by "muster xds-bootstrap".`,
 	f := cmd.Flags()
 	f.StringVar(&o.listen, "listen", defaultXDSListen, "host:port to serve ADS on (plaintext)")
 	f.StringSliceVar(&o.services, "services", nil, "services to publish, comma-separated; default: every service in the registry")
+	f.StringVar(&o.metricsAddr, "metrics-listen", "", "host:port to serve Prometheus /metrics and /healthz on; empty to not serve them")
 	f.StringVar(&o.policy, "policy", string(xds.RoundRobin), "load-balancing policy of every cluster: round_robin, ring_hash (honours weights) or least_request")
 	return cmd
 }
@@ -60,6 +66,11 @@ func validateXDSFlags(o xdsOptions) error {
 	for _, s := range o.services {
 		if err := registry.ValidateName(s); err != nil {
 			return usageErrorf("--services: %v", err)
+		}
+	}
+	if o.metricsAddr != "" {
+		if _, _, err := net.SplitHostPort(o.metricsAddr); err != nil {
+			return usageErrorf("--metrics-listen %q: want host:port: %v", o.metricsAddr, err)
 		}
 	}
 	switch xds.Policy(o.policy) {
@@ -78,9 +89,20 @@ func runXDS(ctx context.Context, g *globalOptions, o xdsOptions, stderr io.Write
 	}
 	defer s.Close()
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	stop, err := startXDS(s.d, o, log)
+	cp, stop, err := startXDS(s.d, o, log)
 	if err != nil {
 		return err
+	}
+	if o.metricsAddr != "" {
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(metrics.XDS(cp, nil), metrics.Discovery(s.d, nil))
+		stopMetrics, addr, err := serveMetrics(o.metricsAddr, reg, func() error { return nil })
+		if err != nil {
+			_ = stop()
+			return fmt.Errorf("xds: --metrics-listen %s: %w", o.metricsAddr, err)
+		}
+		defer stopMetrics()
+		log.Info("metrics on http://" + addr + "/metrics, health on http://" + addr + "/healthz")
 	}
 	<-ctx.Done()
 	log.Info("stopping")
@@ -88,25 +110,25 @@ func runXDS(ctx context.Context, g *globalOptions, o xdsOptions, stderr io.Write
 }
 
 // startXDS starts a control plane over d serving ADS on o.listen, logs
-// where, and returns the function that stops it.
-func startXDS(d registry.Discovery, o xdsOptions, log *slog.Logger) (stop func() error, err error) {
+// where, and returns it and the function that stops it.
+func startXDS(d registry.Discovery, o xdsOptions, log *slog.Logger) (cp *xds.Server, stop func() error, err error) {
 	opts := []xds.Option{xds.WithLogger(log), xds.WithPolicy(xds.Policy(o.policy))}
 	if len(o.services) > 0 {
 		opts = append(opts, xds.WithServices(o.services...))
 	}
 	srv, err := xds.New(d, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("xds: %w", err)
+		return nil, nil, fmt.Errorf("xds: %w", err)
 	}
 	lis, err := net.Listen("tcp", o.listen)
 	if err != nil {
 		_ = srv.Close()
-		return nil, fmt.Errorf("xds: --listen %s: %w", o.listen, err)
+		return nil, nil, fmt.Errorf("xds: --listen %s: %w", o.listen, err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(context.Background(), lis) }()
 	log.Info("xds control plane serving ADS on " + lis.Addr().String())
-	return func() error {
+	return srv, func() error {
 		_ = srv.Close()
 		if err := <-done; err != nil && err != xds.ErrClosed {
 			return err

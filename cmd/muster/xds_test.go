@@ -3,10 +3,14 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"regexp"
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	grpcxds "google.golang.org/grpc/xds"
@@ -94,10 +98,12 @@ func TestXDSCommand(t *testing.T) {
 	be := testbackend.Start(t)
 	register(t, newRegistrar(t, s.endpoint), registry.Instance{Name: "greeter", Addr: be.Addr})
 
-	cp := start(t, "xds", "--endpoints", s.endpoint, "--listen", "127.0.0.1:0", "--services", "greeter")
+	cp := start(t, "xds", "--endpoints", s.endpoint, "--listen", "127.0.0.1:0", "--services", "greeter",
+		"--metrics-listen", "127.0.0.1:0")
 	if got := xdsCall(t, xdsAddr(t, cp.stderr), "greeter"); got != be.Addr {
 		t.Fatalf("call served by %s, want %s", got, be.Addr)
 	}
+	checkXDSMetrics(t, cp.stderr)
 	if code := cp.stop(t); code != 0 {
 		t.Fatalf("muster xds exit code %d after its context ended; stderr:\n%s", code, cp.stderr)
 	}
@@ -106,6 +112,7 @@ func TestXDSCommand(t *testing.T) {
 		{"xds", "--listen", "no-port"},
 		{"xds", "--services", "Bad_Name"},
 		{"xds", "--policy", "random"},
+		{"xds", "--metrics-listen", "no-port"},
 	} {
 		if r := run(args...); r.code != exitUsage {
 			t.Errorf("muster %v: exit code %d, want %d (usage); stderr:\n%s", args, r.code, exitUsage, r.stderr)
@@ -119,7 +126,7 @@ func TestXDSCommand(t *testing.T) {
 func TestServeXDSListen(t *testing.T) {
 	urls := freeLoopbackURLs(t, 2)
 	s, err := tryServe(t, serveOptions{dataDir: t.TempDir(), clientURL: urls[0], peerURL: urls[1], name: "test",
-		xdsAddr: "127.0.0.1:0"})
+		xdsAddr: "127.0.0.1:0", metricsAddr: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatalf("serve did not start: %v", err)
 	}
@@ -132,5 +139,78 @@ func TestServeXDSListen(t *testing.T) {
 		t.Fatalf("call served by %s, want %s", got, be.Addr)
 	}
 	t.Logf("register %v, first call %v", t1.Sub(t0), time.Since(t1))
+	checkXDSMetrics(t, s.stderr)
 	s.stop(t)
+}
+
+// checkXDSMetrics scrapes the /metrics whose address the log in stderr
+// gives until the control plane's counters show that a client received and
+// acknowledged greeter's four resources, without NACK.
+func checkXDSMetrics(t *testing.T, stderr interface{ String() string }) {
+	t.Helper()
+	m := regexp.MustCompile(`metrics on http://([0-9.:]+)/metrics`).FindStringSubmatch(stderr.String())
+	if m == nil {
+		t.Fatalf("no metrics address logged:\n%s", stderr)
+	}
+	client := &http.Client{Timeout: 5 * time.Second}
+	var fams map[string]*dto.MetricFamily
+	deadline := time.Now().Add(waitTimeout)
+	for {
+		resp, err := client.Get("http://" + m[1] + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		parser := expfmt.NewTextParser(model.UTF8Validation)
+		fams, err = parser.TextToMetricFamilies(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatalf("/metrics does not parse: %v", err)
+		}
+		if metricValue(fams, "muster_xds_acks_total", "") >= 4 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v, muster_xds_acks_total = %v, want >= 4", waitTimeout, metricValue(fams, "muster_xds_acks_total", ""))
+		}
+		time.Sleep(10 * time.Millisecond) // polling counters: no event to wait on
+	}
+	for _, w := range []struct {
+		name, service string
+		min, max      float64
+	}{
+		{"muster_xds_services", "", 1, 1},
+		{"muster_xds_nacks_total", "", 0, 0},
+		{"muster_xds_pushes_total", "greeter", 4, 4}, // one of each type
+		{"muster_discovery_instances", "greeter", 1, 1},
+	} {
+		if got := metricValue(fams, w.name, w.service); got < w.min || got > w.max {
+			t.Errorf("%s{service=%q} = %v, want %v..%v", w.name, w.service, got, w.min, w.max)
+		}
+	}
+	if fams["go_goroutines"] == nil {
+		t.Error("/metrics lacks the process's own metrics (go_goroutines)")
+	}
+}
+
+// metricValue sums the series of name (those of service, if not empty);
+// -1 if there is none.
+func metricValue(fams map[string]*dto.MetricFamily, name, service string) float64 {
+	sum, found := 0.0, false
+	for _, m := range fams[name].GetMetric() {
+		if service != "" {
+			ok := false
+			for _, l := range m.GetLabel() {
+				ok = ok || (l.GetName() == "service" && l.GetValue() == service)
+			}
+			if !ok {
+				continue
+			}
+		}
+		found = true
+		sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+	}
+	if !found {
+		return -1
+	}
+	return sum
 }
