@@ -37,6 +37,8 @@ type serveOptions struct {
 	// xdsAddr is where the xDS control plane serves ADS; empty: not
 	// served.
 	xdsAddr string
+	// xdsTLS secures xdsAddr.
+	xdsTLS xdsTLS
 }
 
 func (o *serveOptions) validate() error {
@@ -59,8 +61,10 @@ func (o *serveOptions) validate() error {
 		if _, _, err := net.SplitHostPort(o.xdsAddr); err != nil {
 			return usageErrorf("--xds-listen %q: want host:port: %v", o.xdsAddr, err)
 		}
+	} else if o.xdsTLS.enabled() || o.xdsTLS.cacert != "" {
+		return usageErrorf("--xds-cert, --xds-key and --xds-cacert need --xds-listen")
 	}
-	return nil
+	return o.xdsTLS.validate()
 }
 
 func newServeCmd() *cobra.Command {
@@ -78,7 +82,9 @@ cleanly on SIGINT or SIGTERM. For production, run a real etcd cluster and
 point --endpoints at it instead.
 
 With --xds-listen it also serves every registered service to xDS clients
-(gRPC in any language, xds:///<service>), as "muster xds" does.`,
+(gRPC in any language, xds:///<service>), as "muster xds" does, over TLS
+with --xds-cert and --xds-key (and client certificates signed by
+--xds-cacert required, if given).`,
 		Example: `  muster serve
   muster serve --data-dir /var/lib/muster --listen-client-url http://0.0.0.0:2379
   muster serve --xds-listen 127.0.0.1:18000`,
@@ -96,7 +102,8 @@ With --xds-listen it also serves every registered service to xDS clients
 	f.StringVar(&o.peerURL, "listen-peer-url", embedetcd.DefaultPeerURL, "URL to listen on for etcd peers")
 	f.StringVar(&o.name, "name", embedetcd.DefaultName, "etcd member name; keep it the same for a data directory")
 	f.StringVar(&o.metricsAddr, "metrics-listen", "127.0.0.1:2381", "host:port to serve Prometheus /metrics and /healthz on; empty to not serve them")
-	f.StringVar(&o.xdsAddr, "xds-listen", "", "host:port to serve the registry to xDS clients on (ADS, plaintext); empty to not serve it")
+	f.StringVar(&o.xdsAddr, "xds-listen", "", "host:port to serve the registry to xDS clients on (ADS, plaintext unless --xds-cert); empty to not serve it")
+	o.xdsTLS.addFlags(f)
 	return cmd
 }
 
@@ -149,7 +156,7 @@ func runServe(ctx context.Context, o serveOptions, stderr io.Writer, ready func(
 	}
 	stopXDS := func() {}
 	if o.xdsAddr != "" {
-		stop, err := serveXDS(srv.Endpoint(), o.xdsAddr, xdsMetrics, log)
+		stop, err := serveXDS(srv.Endpoint(), xdsOptions{listen: o.xdsAddr, policy: string(xds.RoundRobin), tls: o.xdsTLS}, xdsMetrics, log)
 		if err != nil {
 			_ = srv.Close()
 			return fmt.Errorf("serve: %w", err)
@@ -215,10 +222,10 @@ func serveMetrics(addr string, extra prometheus.Gatherer, healthy func() error) 
 	}, lis.Addr().String(), nil
 }
 
-// serveXDS starts an xDS control plane on addr over every service of the
+// serveXDS starts an xDS control plane as o says over every service of the
 // embedded etcd at endpoint, registers its collectors (and its Discovery's)
 // in reg, and returns the function that stops it.
-func serveXDS(endpoint, addr string, reg prometheus.Registerer, log *slog.Logger) (stop func() error, err error) {
+func serveXDS(endpoint string, o xdsOptions, reg prometheus.Registerer, log *slog.Logger) (stop func() error, err error) {
 	cli, err := clientv3.New(etcd.ClientConfig(endpoint))
 	if err != nil {
 		return nil, fmt.Errorf("xds: etcd client: %w", err)
@@ -228,7 +235,7 @@ func serveXDS(endpoint, addr string, reg prometheus.Registerer, log *slog.Logger
 		cli.Close()
 		return nil, fmt.Errorf("xds: %w", err)
 	}
-	cp, stopCP, err := startXDS(d, xdsOptions{listen: addr, policy: string(xds.RoundRobin)}, log)
+	cp, stopCP, err := startXDS(d, o, log)
 	if err != nil {
 		_ = d.Close()
 		cli.Close()

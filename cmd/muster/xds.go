@@ -26,6 +26,7 @@ type xdsOptions struct {
 	// metricsAddr is where /metrics and /healthz are served; empty: not
 	// served.
 	metricsAddr string
+	tls         xdsTLS
 }
 
 func newXDSCmd(g *globalOptions) *cobra.Command {
@@ -40,9 +41,14 @@ service's instances with no Muster code, zone preference and weights included
 
 It publishes the services of --services, or every service in the registry
 (looked for again every 10s). While etcd is unreachable it keeps serving what
-it knows. Give clients a bootstrap file made by "muster xds-bootstrap".`,
+it knows. Give clients a bootstrap file made by "muster xds-bootstrap".
+
+ADS is plaintext unless --xds-cert and --xds-key are given; with
+--xds-cacert as well, clients must present a certificate signed by that CA.
+(--cacert, --cert and --key are the etcd connection's.)`,
 		Example: `  muster xds --endpoints http://10.0.0.1:2379 --listen 0.0.0.0:18000
-  muster xds --services user,greeter --policy ring_hash`,
+  muster xds --services user,greeter --policy ring_hash
+  muster xds --xds-cert cp.pem --xds-key cp-key.pem --xds-cacert clients-ca.pem`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := validateXDSFlags(o); err != nil {
@@ -52,10 +58,11 @@ it knows. Give clients a bootstrap file made by "muster xds-bootstrap".`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.listen, "listen", defaultXDSListen, "host:port to serve ADS on (plaintext)")
+	f.StringVar(&o.listen, "listen", defaultXDSListen, "host:port to serve ADS on (plaintext unless --xds-cert)")
 	f.StringSliceVar(&o.services, "services", nil, "services to publish, comma-separated; default: every service in the registry")
 	f.StringVar(&o.metricsAddr, "metrics-listen", "", "host:port to serve Prometheus /metrics and /healthz on; empty to not serve them")
 	f.StringVar(&o.policy, "policy", string(xds.RoundRobin), "load-balancing policy of every cluster: round_robin, ring_hash (honours weights) or least_request")
+	o.tls.addFlags(f)
 	return cmd
 }
 
@@ -78,7 +85,7 @@ func validateXDSFlags(o xdsOptions) error {
 	default:
 		return usageErrorf("--policy %q: want round_robin, ring_hash or least_request", o.policy)
 	}
-	return nil
+	return o.tls.validate()
 }
 
 // runXDS serves ADS as o says until ctx ends, then returns nil.
@@ -116,6 +123,13 @@ func startXDS(d registry.Discovery, o xdsOptions, log *slog.Logger) (cp *xds.Ser
 	if len(o.services) > 0 {
 		opts = append(opts, xds.WithServices(o.services...))
 	}
+	tlsOpt, err := o.tls.option()
+	if err != nil {
+		return nil, nil, err
+	}
+	if tlsOpt != nil {
+		opts = append(opts, tlsOpt)
+	}
 	srv, err := xds.New(d, opts...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("xds: %w", err)
@@ -127,7 +141,7 @@ func startXDS(d registry.Discovery, o xdsOptions, log *slog.Logger) (cp *xds.Ser
 	}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(context.Background(), lis) }()
-	log.Info("xds control plane serving ADS on " + lis.Addr().String())
+	log.Info("xds control plane serving ADS on "+lis.Addr().String(), "security", o.tls.mode())
 	return srv, func() error {
 		_ = srv.Close()
 		if err := <-done; err != nil && err != xds.ErrClosed {
