@@ -283,3 +283,23 @@ func (l *lockedBuffer) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// The Node client, which has no muster_p2c, takes the round-robin fallback
+// of a MusterP2C cluster: it accepts the cluster (no NACK) and calls every
+// instance.
+func TestNodeClientMusterPolicy(t *testing.T) {
+	requireNodeClient(t)
+	e := newEnv(t, xds.WithServices("greeter"), xds.WithPolicy(xds.MusterP2C))
+	a, b := startGreeter(t), startGreeter(t)
+	e.register(t, "greeter", "a", a.Addr, "", 0, false)
+	e.register(t, "greeter", "b", b.Addr, "", 0, false)
+	nc := startNodeClient(t, e.addr, "node-client")
+	nc.until(t, "calling a and b", hasAll(a.Addr, b.Addr))
+	got := nc.until(t, "making 100 calls", total(100))
+	if got[a.Addr] < 40 || got[b.Addr] < 40 {
+		t.Errorf("100 calls: %v, want about 50 each (round robin)", got)
+	}
+	if st := e.cp.Stats(); st.NACKs != 0 || st.ACKs == 0 {
+		t.Errorf("the Node client sent %d NACKs and %d ACKs; want no NACK", st.NACKs, st.ACKs)
+	}
+}

@@ -103,7 +103,7 @@ with --xds-cert and --xds-key (and client certificates signed by
 	f.StringVar(&o.name, "name", embedetcd.DefaultName, "etcd member name; keep it the same for a data directory")
 	f.StringVar(&o.metricsAddr, "metrics-listen", "127.0.0.1:2381", "host:port to serve Prometheus /metrics and /healthz on; empty to not serve them")
 	f.StringVar(&o.xdsAddr, "xds-listen", "", "host:port to serve the registry to xDS clients on (ADS, plaintext unless --xds-cert); empty to not serve it")
-	o.xdsTLS.addFlags(f)
+	o.xdsTLS.addFlags(cmd)
 	return cmd
 }
 

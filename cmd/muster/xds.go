@@ -61,8 +61,8 @@ ADS is plaintext unless --xds-cert and --xds-key are given; with
 	f.StringVar(&o.listen, "listen", defaultXDSListen, "host:port to serve ADS on (plaintext unless --xds-cert)")
 	f.StringSliceVar(&o.services, "services", nil, "services to publish, comma-separated; default: every service in the registry")
 	f.StringVar(&o.metricsAddr, "metrics-listen", "", "host:port to serve Prometheus /metrics and /healthz on; empty to not serve them")
-	f.StringVar(&o.policy, "policy", string(xds.RoundRobin), "load-balancing policy of every cluster: round_robin, ring_hash (honours weights) or least_request")
-	o.tls.addFlags(f)
+	f.StringVar(&o.policy, "policy", string(xds.RoundRobin), "load-balancing policy of every cluster: round_robin, ring_hash (honours weights), least_request, or muster_p2c / muster_wrr (Go clients that import Muster's balancers; others use round_robin)")
+	o.tls.addFlags(cmd)
 	return cmd
 }
 
@@ -81,9 +81,9 @@ func validateXDSFlags(o xdsOptions) error {
 		}
 	}
 	switch xds.Policy(o.policy) {
-	case xds.RoundRobin, xds.RingHash, xds.LeastRequest:
+	case xds.RoundRobin, xds.RingHash, xds.LeastRequest, xds.MusterP2C, xds.MusterWRR:
 	default:
-		return usageErrorf("--policy %q: want round_robin, ring_hash or least_request", o.policy)
+		return usageErrorf("--policy %q: want round_robin, ring_hash, least_request, muster_p2c or muster_wrr", o.policy)
 	}
 	return o.tls.validate()
 }

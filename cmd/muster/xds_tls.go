@@ -1,7 +1,7 @@
 package main
 
 import (
-	"github.com/spf13/pflag"
+	"github.com/spf13/cobra"
 
 	"github.com/musterhq/muster/xds"
 )
@@ -14,7 +14,8 @@ type xdsTLS struct {
 	cert, key, cacert string
 }
 
-func (x *xdsTLS) addFlags(f *pflag.FlagSet) {
+func (x *xdsTLS) addFlags(cmd *cobra.Command) {
+	f := cmd.Flags()
 	f.StringVar(&x.cert, "xds-cert", "", "certificate file of the xDS listener (PEM); with --xds-key, ADS is served over TLS")
 	f.StringVar(&x.key, "xds-key", "", "private key file of --xds-cert (PEM)")
 	f.StringVar(&x.cacert, "xds-cacert", "", "CA file (PEM) that signs xDS clients' certificates; when given, clients must present a certificate it verifies")
