@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/grpc"
@@ -89,8 +90,10 @@ func recordTo(name string) *registrytest.Arrivals {
 //     Muster has.
 //
 // Both channels end in a recording balancer (the xDS cluster names it with
-// a custom policy), so the two measure the same hop. The service grows by
-// one instance per iteration. Run with -benchtime 300x or more.
+// a custom policy), so the two measure the same hop. A third path, ads, is
+// a raw ADS stream of the same control plane receiving the assignment: the
+// control plane's share of the xds path. The service grows by one instance
+// per iteration. Run with -benchtime 300x or more.
 func BenchmarkConvergence(b *testing.B) {
 	c := etcdtest.Start(b)
 	opts := []etcd.Option{etcd.WithLogger(quiet)}
@@ -125,10 +128,18 @@ func BenchmarkConvergence(b *testing.B) {
 	openBench(b, "xds:///bench", grpc.WithResolvers(xb))
 	openBench(b, "muster:///bench", grpc.WithResolvers(resolver.NewBuilder(clientDisc, resolver.WithLogger(quiet))),
 		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"`+recorderMuster+`":{}}]}`))
+	sctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	b.Cleanup(func() {
+		cancel()
+		wg.Wait()
+	})
+	raw := watchEDS(b, sctx, &wg, addr, "bench-raw")
 	seenXDS.Wait(b, 1)
 	seenMuster.Wait(b, 1)
+	raw.wait(b, 1)
 
-	var latXDS, latMuster []time.Duration
+	var latXDS, latMuster, latRaw []time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		start := time.Now()
@@ -138,6 +149,7 @@ func BenchmarkConvergence(b *testing.B) {
 		}
 		latXDS = append(latXDS, seenXDS.Wait(b, i+2).Sub(start))
 		latMuster = append(latMuster, seenMuster.Wait(b, i+2).Sub(start))
+		latRaw = append(latRaw, raw.wait(b, i+2).Sub(start))
 	}
 	b.StopTimer()
 	x50, m50 := registrytest.Percentile(latXDS, 0.5), registrytest.Percentile(latMuster, 0.5)
@@ -145,6 +157,8 @@ func BenchmarkConvergence(b *testing.B) {
 	b.ReportMetric(registrytest.Micros(registrytest.Percentile(latXDS, 0.99)), "xds-p99-µs")
 	b.ReportMetric(registrytest.Micros(m50), "muster-p50-µs")
 	b.ReportMetric(registrytest.Micros(registrytest.Percentile(latMuster, 0.99)), "muster-p99-µs")
+	b.ReportMetric(registrytest.Micros(registrytest.Percentile(latRaw, 0.5)), "ads-p50-µs")
+	b.ReportMetric(registrytest.Micros(registrytest.Percentile(latRaw, 0.99)), "ads-p99-µs")
 	b.ReportMetric(float64(x50)/float64(m50), "xds/muster-p50")
 	b.ReportMetric(0, "ns/op")
 }
@@ -184,11 +198,12 @@ func openBench(b *testing.B, target string, opts ...grpc.DialOption) {
 // BenchmarkADSFanOut opens N state-of-the-world ADS streams (each on its
 // own connection, as N client processes would) watching one service's
 // endpoints, then makes one registration per iteration and waits until
-// every stream has received it (each stream acknowledges every response).
+// every stream has received it (each stream decodes every assignment, to
+// know which change it carries, and acknowledges it).
 // It reports the time from Register to a stream's response (p50 and p99
 // over all streams and iterations) and to the last stream's (p50 and p99
 // over iterations), the process CPU per change (control plane, the N
-// in-process clients receiving and acknowledging, etcd), and the heap and
+// in-process clients receiving, decoding and acknowledging, etcd), and the heap and
 // goroutines per stream (both ends of the stream: client and server).
 func BenchmarkADSFanOut(b *testing.B) {
 	for _, n := range []int{100, 1000} {
@@ -196,11 +211,88 @@ func BenchmarkADSFanOut(b *testing.B) {
 	}
 }
 
-// fanStream is one raw ADS stream counting the responses it receives.
+// fanStream is one raw ADS stream recording when it first received an
+// assignment of each size.
 type fanStream struct {
 	mu       sync.Mutex
-	arrivals []time.Time // of response k, from 0 (the first answer)
+	arrivals map[int]time.Time // by number of endpoints
 	changed  chan struct{}
+}
+
+// watchEDS opens an ADS stream on a connection of its own to the control
+// plane at addr, as node, watching the endpoints of service bench; it
+// decodes and acknowledges every response until ctx ends (wg counts its
+// goroutine).
+func watchEDS(b *testing.B, ctx context.Context, wg *sync.WaitGroup, addr, node string) *fanStream {
+	s := &fanStream{arrivals: map[int]time.Time{}, changed: make(chan struct{}, 1)}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = conn.Close() })
+	st, err := discoveryv3.NewAggregatedDiscoveryServiceClient(conn).StreamAggregatedResources(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	req := &discoveryv3.DiscoveryRequest{
+		Node: &corev3.Node{Id: node}, TypeUrl: resourcev3.EndpointType, ResourceNames: []string{"bench"},
+	}
+	if err := st.Send(req); err != nil {
+		b.Fatal(err)
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			resp, err := st.Recv()
+			if err != nil {
+				return
+			}
+			now := time.Now()
+			var cla endpointv3.ClusterLoadAssignment
+			if len(resp.GetResources()) == 1 && resp.GetResources()[0].UnmarshalTo(&cla) == nil {
+				size := 0
+				for _, l := range cla.GetEndpoints() {
+					size += len(l.GetLbEndpoints())
+				}
+				s.mu.Lock()
+				if _, ok := s.arrivals[size]; !ok {
+					s.arrivals[size] = now
+				}
+				s.mu.Unlock()
+			}
+			select {
+			case s.changed <- struct{}{}:
+			default:
+			}
+			if err := st.Send(&discoveryv3.DiscoveryRequest{
+				TypeUrl: resourcev3.EndpointType, ResourceNames: []string{"bench"},
+				VersionInfo: resp.GetVersionInfo(), ResponseNonce: resp.GetNonce(),
+			}); err != nil {
+				return
+			}
+		}
+	}()
+	return s
+}
+
+// wait returns when the stream first had an assignment of size endpoints,
+// failing b after 30 s.
+func (s *fanStream) wait(b *testing.B, size int) time.Time {
+	timeout := time.After(30 * time.Second)
+	for {
+		s.mu.Lock()
+		at, ok := s.arrivals[size]
+		s.mu.Unlock()
+		if ok {
+			return at
+		}
+		select {
+		case <-s.changed:
+		case <-timeout:
+			b.Fatalf("no assignment of %d endpoints within 30s", size)
+		}
+	}
 }
 
 func benchFanOut(b *testing.B, n int) {
@@ -238,70 +330,17 @@ func benchFanOut(b *testing.B, n int) {
 		wg.Wait()
 	})
 	for i := range streams {
-		s := &fanStream{changed: make(chan struct{}, 1)}
-		streams[i] = s
-		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { _ = conn.Close() })
-		st, err := discoveryv3.NewAggregatedDiscoveryServiceClient(conn).StreamAggregatedResources(sctx)
-		if err != nil {
-			b.Fatal(err)
-		}
-		req := &discoveryv3.DiscoveryRequest{
-			Node: &corev3.Node{Id: fmt.Sprintf("bench-%d", i)}, TypeUrl: resourcev3.EndpointType, ResourceNames: []string{"bench"},
-		}
-		if err := st.Send(req); err != nil {
-			b.Fatal(err)
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				resp, err := st.Recv()
-				if err != nil {
-					return
-				}
-				now := time.Now()
-				s.mu.Lock()
-				s.arrivals = append(s.arrivals, now)
-				s.mu.Unlock()
-				select {
-				case s.changed <- struct{}{}:
-				default:
-				}
-				if err := st.Send(&discoveryv3.DiscoveryRequest{
-					TypeUrl: resourcev3.EndpointType, ResourceNames: []string{"bench"},
-					VersionInfo: resp.GetVersionInfo(), ResponseNonce: resp.GetNonce(),
-				}); err != nil {
-					return
-				}
-			}
-		}()
+		streams[i] = watchEDS(b, sctx, &wg, addr, fmt.Sprintf("bench-%d", i))
 	}
-	waitAll := func(k int) []time.Time {
+	// waitAll returns when each stream first had size endpoints.
+	waitAll := func(size int) []time.Time {
 		out := make([]time.Time, n)
-		timeout := time.After(30 * time.Second)
 		for i, s := range streams {
-			for {
-				s.mu.Lock()
-				if len(s.arrivals) > k {
-					out[i] = s.arrivals[k]
-					s.mu.Unlock()
-					break
-				}
-				s.mu.Unlock()
-				select {
-				case <-s.changed:
-				case <-timeout:
-					b.Fatalf("stream %d: response %d not received within 30s", i, k)
-				}
-			}
+			out[i] = s.wait(b, size)
 		}
 		return out
 	}
-	waitAll(0)
+	waitAll(1)
 	for cp.Stats().ACKs < uint64(n) {
 		time.Sleep(time.Millisecond) // polling a counter during setup
 	}
@@ -322,7 +361,7 @@ func benchFanOut(b *testing.B, n int) {
 			b.Fatal(err)
 		}
 		var worst time.Duration
-		for _, at := range waitAll(i + 1) {
+		for _, at := range waitAll(i + 2) {
 			d := at.Sub(start)
 			each = append(each, d)
 			worst = max(worst, d)
