@@ -310,6 +310,18 @@ func validHostname(h string) bool {
 // instance's weight; a draining instance is sent with weight 1 and
 // health_status DRAINING, which clients give no calls.
 func assignment(service string, list []registry.Instance, clientZone string) *endpointv3.ClusterLoadAssignment {
+	return assignmentWith(service, list, clientZone, func(loc *endpointv3.LocalityLbEndpoints, ins []registry.Instance) {
+		loc.LbEndpoints = make([]*endpointv3.LbEndpoint, 0, len(ins))
+		for _, in := range ins {
+			loc.LbEndpoints = append(loc.LbEndpoints, lbEndpoint(in))
+		}
+	})
+}
+
+// assignmentWith is assignment with the endpoints of each locality filled
+// in by fill, given the locality's instances.
+func assignmentWith(service string, list []registry.Instance, clientZone string,
+	fill func(*endpointv3.LocalityLbEndpoints, []registry.Instance)) *endpointv3.ClusterLoadAssignment {
 	byZone := map[string][]registry.Instance{}
 	local := false
 	for _, in := range list {
@@ -329,17 +341,16 @@ func assignment(service string, list []registry.Instance, clientZone string) *en
 		if local && z != clientZone {
 			prio = 1
 		}
-		eps := make([]*endpointv3.LbEndpoint, 0, len(byZone[z]))
 		for _, in := range byZone[z] {
 			sum += uint32(in.EffectiveWeight())
-			eps = append(eps, lbEndpoint(in))
 		}
-		cla.Endpoints = append(cla.Endpoints, &endpointv3.LocalityLbEndpoints{
+		loc := &endpointv3.LocalityLbEndpoints{
 			Locality:            &corev3.Locality{Zone: z},
-			LbEndpoints:         eps,
 			LoadBalancingWeight: wrapperspb.UInt32(max(sum, 1)),
 			Priority:            prio,
-		})
+		}
+		fill(loc, byZone[z])
+		cla.Endpoints = append(cla.Endpoints, loc)
 	}
 	return cla
 }
