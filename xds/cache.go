@@ -44,6 +44,7 @@ type caches struct {
 
 	mu       sync.Mutex
 	services map[string][]registry.Instance // usable instances per published service
+	bytes    map[string]*endpointBytes      // serialized endpoints per published service
 	eds      map[string]*zoneCache          // by client zone; "" for clients without one
 	overflow bool                           // a zone was refused for maxZones (logged once)
 
@@ -73,6 +74,7 @@ func newCaches(prefix string, maxZones int, log *slog.Logger) *caches {
 		maxZones: maxZones,
 		log:      log,
 		services: map[string][]registry.Instance{},
+		bytes:    map[string]*endpointBytes{},
 		eds:      map[string]*zoneCache{},
 	}
 }
@@ -100,17 +102,23 @@ func (c *caches) setService(service string, p Policy, list []registry.Instance, 
 		}
 	}
 	c.services[service] = list
+	eb := c.bytes[service]
+	if eb == nil {
+		eb = &endpointBytes{}
+		c.bytes[service] = eb
+	}
 	var errs []error
 	for _, zc := range c.eds {
-		if err := zc.set(service, list); err != nil {
+		if err := zc.set(service, list, eb); err != nil {
 			errs = append(errs, err)
 		}
 	}
+	eb.keepOnly(list)
 	return errors.Join(errs...)
 }
 
-func (zc *zoneCache) set(service string, list []registry.Instance) error {
-	cla := assignment(service, list, zc.zone)
+func (zc *zoneCache) set(service string, list []registry.Instance, eb *endpointBytes) error {
+	cla := eb.wireAssignment(service, list, zc.zone)
 	if prev, ok := zc.sent[service]; ok && proto.Equal(prev, cla) {
 		return nil
 	}
@@ -148,7 +156,7 @@ func (c *caches) endpointsForLocked(zone string) *cachev3.LinearCache {
 	zc := &zoneCache{zone: zone, sent: map[string]*endpointv3.ClusterLoadAssignment{}}
 	initial := make(map[string]types.Resource, len(c.services))
 	for svc, list := range c.services {
-		cla := assignment(svc, list, zone)
+		cla := c.bytes[svc].wireAssignment(svc, list, zone)
 		initial[svc] = cla
 		zc.sent[svc] = cla
 	}

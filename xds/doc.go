@@ -9,7 +9,9 @@
 // Listener (an API listener whose HTTP connection manager takes its routes
 // by RDS over ADS and ends its filter chain with the router), a
 // RouteConfiguration (every host, prefix "/" to cluster S), a Cluster (EDS
-// over ADS, service name S, the service's Policy, RoundRobin by default) and
+// over ADS, service name S, the service's Policy, RoundRobin by default; a
+// CustomPolicy such as MusterP2C names a client balancer, with round robin
+// as the fallback for clients without it) and
 // a ClusterLoadAssignment: one locality per zone, weighted by the sum of its
 // instances' weights; an endpoint per instance with the instance's weight,
 // a draining instance as health_status DRAINING (clients send it nothing),
@@ -48,5 +50,12 @@
 // registry.ServiceLister (listed again every WithListInterval); a service,
 // once followed, is followed until Close.
 //
-// A Server is safe for concurrent use; Close is idempotent.
+// # Security
+//
+// Serve serves plaintext unless WithTLS is given (ServerTLS reads a
+// certificate, its key and optionally the CA that client certificates must
+// be signed by). Register leaves credentials to the caller's grpc.Server.
+//
+// A Server is safe for concurrent use; Close is idempotent. Its counters
+// (Stats) are exported to Prometheus by metrics.XDS.
 package xds

@@ -72,11 +72,14 @@ func WithServices(names ...string) Option {
 
 // WithPolicy sets the load-balancing policy of the Clusters of services, or
 // of every service without a policy of its own when services is empty. The
-// default is RoundRobin. An unknown policy is an error of New.
+// default is RoundRobin. A policy that is neither built in (RoundRobin,
+// RingHash, LeastRequest) nor a valid CustomPolicy name (MusterP2C,
+// MusterWRR, ...) is an error of New.
 func WithPolicy(p Policy, services ...string) Option {
 	return func(o *options) {
 		if !p.valid() {
-			o.invalid("WithPolicy: unknown policy %q (want %s, %s or %s)", p, RoundRobin, RingHash, LeastRequest)
+			o.invalid("WithPolicy: invalid policy %q (want %s, %s, %s or the name of a client balancer such as %s)",
+				p, RoundRobin, RingHash, LeastRequest, MusterP2C)
 			return
 		}
 		if len(services) == 0 {

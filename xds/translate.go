@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"regexp"
 	"sort"
 	"strconv"
 
+	xdstypev3 "github.com/cncf/xds/go/xds/type/v3"
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
@@ -14,6 +16,9 @@ import (
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	roundrobinv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/round_robin/v3"
+	wrrlocalityv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/wrr_locality/v3"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -39,9 +44,42 @@ const (
 	RingHash Policy = "ring_hash"
 	// LeastRequest is lb_policy LEAST_REQUEST.
 	LeastRequest Policy = "least_request"
+	// MusterP2C names Muster's balancer muster_p2c (package
+	// balancer/p2c): a Go client that imports that package balances the
+	// service with it; other clients fall back to round robin. See
+	// CustomPolicy.
+	MusterP2C Policy = "muster_p2c"
+	// MusterWRR names Muster's balancer muster_wrr (package
+	// balancer/wrr), as MusterP2C does muster_p2c.
+	MusterWRR Policy = "muster_wrr"
 )
 
-func (p Policy) valid() bool { return p == RoundRobin || p == RingHash || p == LeastRequest }
+// CustomPolicy is a Policy naming a gRPC balancer registered in the clients
+// under name, such as MusterP2C. The Cluster carries it in
+// load_balancing_policy as an xds.type.v3.TypedStruct whose type URL ends in
+// name (what gRPC clients look up in their balancer registry), followed by
+// round robin across localities (wrr_locality) for the clients that do not
+// have it: gRPC takes the first policy it supports. The name must match
+// [a-z][a-z0-9_.]{0,63}; a Policy that is neither a built-in one nor a valid
+// custom name is an error of New.
+//
+// # Experimental
+//
+// Only the control-plane side: the balancer gets the endpoints gRPC's xDS
+// support hands it, whose weights and zones Muster's balancers do not read
+// yet (they read the muster resolver's instances; see docs/XDS.md).
+func CustomPolicy(name string) Policy { return Policy(name) }
+
+func (p Policy) builtin() bool { return p == RoundRobin || p == RingHash || p == LeastRequest }
+
+func (p Policy) valid() bool { return p.builtin() || customName.MatchString(string(p)) }
+
+// customName is what a custom policy's name must match.
+var customName = regexp.MustCompile(`^[a-z][a-z0-9_.]{0,63}$`)
+
+// typedStructPrefix prefixes a custom policy's name in its TypedStruct's
+// type URL; gRPC takes the part after the last "/".
+const typedStructPrefix = "type.googleapis.com/"
 
 // MetadataKey is the filter-metadata key under which every endpoint carries
 // its instance: a struct with "id", "version", "zone", "weight" and
@@ -130,8 +168,39 @@ func clusterFor(service string, p Policy) *clusterv3.Cluster {
 		}}
 	case LeastRequest:
 		c.LbPolicy = clusterv3.Cluster_LEAST_REQUEST
+	case RoundRobin:
+	default:
+		c.LoadBalancingPolicy = customPolicy(string(p))
 	}
 	return c
+}
+
+// customPolicy is the load_balancing_policy of a custom policy: the named
+// balancer, with an empty config, then round robin within localities
+// weighted by their weights, which is what lb_policy ROUND_ROBIN means to a
+// gRPC client.
+func customPolicy(name string) *clusterv3.LoadBalancingPolicy {
+	custom := mustAny(&xdstypev3.TypedStruct{TypeUrl: typedStructPrefix + name, Value: &structpb.Struct{}})
+	fallback := mustAny(&wrrlocalityv3.WrrLocality{EndpointPickingPolicy: &clusterv3.LoadBalancingPolicy{
+		Policies: []*clusterv3.LoadBalancingPolicy_Policy{{TypedExtensionConfig: &corev3.TypedExtensionConfig{
+			Name:        "envoy.load_balancing_policies.round_robin",
+			TypedConfig: mustAny(&roundrobinv3.RoundRobin{}),
+		}}},
+	}})
+	return &clusterv3.LoadBalancingPolicy{Policies: []*clusterv3.LoadBalancingPolicy_Policy{
+		{TypedExtensionConfig: &corev3.TypedExtensionConfig{Name: name, TypedConfig: custom}},
+		{TypedExtensionConfig: &corev3.TypedExtensionConfig{Name: "envoy.load_balancing_policies.wrr_locality", TypedConfig: fallback}},
+	}}
+}
+
+// mustAny wraps m, a message linked into the program, in an Any; that
+// cannot fail.
+func mustAny(m proto.Message) *anypb.Any {
+	a, err := anypb.New(m)
+	if err != nil {
+		panic("xds: " + err.Error())
+	}
+	return a
 }
 
 // skipped is an instance left out of a ClusterLoadAssignment, and why.
@@ -241,6 +310,18 @@ func validHostname(h string) bool {
 // instance's weight; a draining instance is sent with weight 1 and
 // health_status DRAINING, which clients give no calls.
 func assignment(service string, list []registry.Instance, clientZone string) *endpointv3.ClusterLoadAssignment {
+	return assignmentWith(service, list, clientZone, func(loc *endpointv3.LocalityLbEndpoints, ins []registry.Instance) {
+		loc.LbEndpoints = make([]*endpointv3.LbEndpoint, 0, len(ins))
+		for _, in := range ins {
+			loc.LbEndpoints = append(loc.LbEndpoints, lbEndpoint(in))
+		}
+	})
+}
+
+// assignmentWith is assignment with the endpoints of each locality filled
+// in by fill, given the locality's instances.
+func assignmentWith(service string, list []registry.Instance, clientZone string,
+	fill func(*endpointv3.LocalityLbEndpoints, []registry.Instance)) *endpointv3.ClusterLoadAssignment {
 	byZone := map[string][]registry.Instance{}
 	local := false
 	for _, in := range list {
@@ -260,17 +341,16 @@ func assignment(service string, list []registry.Instance, clientZone string) *en
 		if local && z != clientZone {
 			prio = 1
 		}
-		eps := make([]*endpointv3.LbEndpoint, 0, len(byZone[z]))
 		for _, in := range byZone[z] {
 			sum += uint32(in.EffectiveWeight())
-			eps = append(eps, lbEndpoint(in))
 		}
-		cla.Endpoints = append(cla.Endpoints, &endpointv3.LocalityLbEndpoints{
+		loc := &endpointv3.LocalityLbEndpoints{
 			Locality:            &corev3.Locality{Zone: z},
-			LbEndpoints:         eps,
 			LoadBalancingWeight: wrapperspb.UInt32(max(sum, 1)),
 			Priority:            prio,
-		})
+		}
+		fill(loc, byZone[z])
+		cla.Endpoints = append(cla.Endpoints, loc)
 	}
 	return cla
 }

@@ -4,10 +4,12 @@ import (
 	"strings"
 	"testing"
 
+	xdstypev3 "github.com/cncf/xds/go/xds/type/v3"
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	wrrlocalityv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/wrr_locality/v3"
 
 	"github.com/musterhq/muster/registry"
 )
@@ -57,6 +59,7 @@ func TestCluster(t *testing.T) {
 		{RoundRobin, clusterv3.Cluster_ROUND_ROBIN},
 		{RingHash, clusterv3.Cluster_RING_HASH},
 		{LeastRequest, clusterv3.Cluster_LEAST_REQUEST},
+		{MusterP2C, clusterv3.Cluster_ROUND_ROBIN}, // ignored by clients: load_balancing_policy wins
 	} {
 		c := clusterFor("greeter", tc.p)
 		if err := c.Validate(); err != nil {
@@ -72,6 +75,33 @@ func TestCluster(t *testing.T) {
 	}
 	if got := clusterFor("greeter", RingHash).GetRingHashLbConfig().GetMinimumRingSize().GetValue(); got != ringSize {
 		t.Errorf("ring size %d, want %d", got, ringSize)
+	}
+	for _, p := range []Policy{RoundRobin, RingHash, LeastRequest} {
+		if lbp := clusterFor("greeter", p).GetLoadBalancingPolicy(); lbp != nil {
+			t.Errorf("%s: load_balancing_policy %v, want none", p, lbp)
+		}
+	}
+	// A custom policy: the TypedStruct naming the balancer, then
+	// wrr_locality over round_robin for the clients without it.
+	pols := clusterFor("greeter", MusterWRR).GetLoadBalancingPolicy().GetPolicies()
+	if len(pols) != 2 {
+		t.Fatalf("muster_wrr: %d policies, want 2", len(pols))
+	}
+	var ts xdstypev3.TypedStruct
+	if err := pols[0].GetTypedExtensionConfig().GetTypedConfig().UnmarshalTo(&ts); err != nil {
+		t.Fatalf("muster_wrr: first policy is not a TypedStruct: %v", err)
+	}
+	if ts.GetTypeUrl() != "type.googleapis.com/muster_wrr" {
+		t.Errorf("TypedStruct type URL %q, want one ending in /muster_wrr", ts.GetTypeUrl())
+	}
+	var wl wrrlocalityv3.WrrLocality
+	if err := pols[1].GetTypedExtensionConfig().GetTypedConfig().UnmarshalTo(&wl); err != nil {
+		t.Fatalf("muster_wrr: second policy is not wrr_locality: %v", err)
+	}
+	for _, p := range []Policy{"", "Muster", "a b", Policy(strings.Repeat("a", 65))} {
+		if p.valid() {
+			t.Errorf("policy %q is valid", p)
+		}
 	}
 }
 

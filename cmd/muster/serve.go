@@ -10,11 +10,13 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/musterhq/muster/internal/embedetcd"
+	"github.com/musterhq/muster/metrics"
 	"github.com/musterhq/muster/registry/etcd"
 	"github.com/musterhq/muster/xds"
 )
@@ -35,6 +37,8 @@ type serveOptions struct {
 	// xdsAddr is where the xDS control plane serves ADS; empty: not
 	// served.
 	xdsAddr string
+	// xdsTLS secures xdsAddr.
+	xdsTLS xdsTLS
 }
 
 func (o *serveOptions) validate() error {
@@ -57,8 +61,10 @@ func (o *serveOptions) validate() error {
 		if _, _, err := net.SplitHostPort(o.xdsAddr); err != nil {
 			return usageErrorf("--xds-listen %q: want host:port: %v", o.xdsAddr, err)
 		}
+	} else if o.xdsTLS.enabled() || o.xdsTLS.cacert != "" {
+		return usageErrorf("--xds-cert, --xds-key and --xds-cacert need --xds-listen")
 	}
-	return nil
+	return o.xdsTLS.validate()
 }
 
 func newServeCmd() *cobra.Command {
@@ -76,7 +82,9 @@ cleanly on SIGINT or SIGTERM. For production, run a real etcd cluster and
 point --endpoints at it instead.
 
 With --xds-listen it also serves every registered service to xDS clients
-(gRPC in any language, xds:///<service>), as "muster xds" does.`,
+(gRPC in any language, xds:///<service>), as "muster xds" does, over TLS
+with --xds-cert and --xds-key (and client certificates signed by
+--xds-cacert required, if given).`,
 		Example: `  muster serve
   muster serve --data-dir /var/lib/muster --listen-client-url http://0.0.0.0:2379
   muster serve --xds-listen 127.0.0.1:18000`,
@@ -94,7 +102,8 @@ With --xds-listen it also serves every registered service to xDS clients
 	f.StringVar(&o.peerURL, "listen-peer-url", embedetcd.DefaultPeerURL, "URL to listen on for etcd peers")
 	f.StringVar(&o.name, "name", embedetcd.DefaultName, "etcd member name; keep it the same for a data directory")
 	f.StringVar(&o.metricsAddr, "metrics-listen", "127.0.0.1:2381", "host:port to serve Prometheus /metrics and /healthz on; empty to not serve them")
-	f.StringVar(&o.xdsAddr, "xds-listen", "", "host:port to serve the registry to xDS clients on (ADS, plaintext); empty to not serve it")
+	f.StringVar(&o.xdsAddr, "xds-listen", "", "host:port to serve the registry to xDS clients on (ADS, plaintext unless --xds-cert); empty to not serve it")
+	o.xdsTLS.addFlags(cmd)
 	return cmd
 }
 
@@ -125,8 +134,19 @@ func runServe(ctx context.Context, o serveOptions, stderr io.Writer, ready func(
 		return fmt.Errorf("serve: %w", err)
 	}
 
+	// xdsMetrics holds the control plane's collectors, if it runs: a
+	// registry per run (not the global one), so that serve can run twice
+	// in one process.
+	xdsMetrics := prometheus.NewRegistry()
 	if o.metricsAddr != "" {
-		stop, addr, err := serveMetrics(o.metricsAddr, srv)
+		stop, addr, err := serveMetrics(o.metricsAddr, xdsMetrics, func() error {
+			select {
+			case <-srv.Done():
+				return errors.New("etcd stopped")
+			default:
+				return nil
+			}
+		})
 		if err != nil {
 			_ = srv.Close()
 			return fmt.Errorf("serve: --metrics-listen %s: %w", o.metricsAddr, err)
@@ -136,7 +156,7 @@ func runServe(ctx context.Context, o serveOptions, stderr io.Writer, ready func(
 	}
 	stopXDS := func() {}
 	if o.xdsAddr != "" {
-		stop, err := serveXDS(srv.Endpoint(), o.xdsAddr, log)
+		stop, err := serveXDS(srv.Endpoint(), xdsOptions{listen: o.xdsAddr, policy: string(xds.RoundRobin), tls: o.xdsTLS}, xdsMetrics, log)
 		if err != nil {
 			_ = srv.Close()
 			return fmt.Errorf("serve: %w", err)
@@ -170,24 +190,25 @@ func runServe(ctx context.Context, o serveOptions, stderr io.Writer, ready func(
 	}
 }
 
-// serveMetrics serves the process's Prometheus metrics (etcd's own among
-// them) on /metrics, and /healthz: 200 "ok" while the embedded etcd runs,
-// 503 once it has stopped. It returns a function that stops serving and the
-// address it listens on.
-func serveMetrics(addr string, srv *embedetcd.Server) (stop func(), listening string, err error) {
+// serveMetrics serves the process's Prometheus metrics (the default
+// registry's: etcd's own among them) and those of extra on /metrics, and
+// /healthz: 200 "ok" while healthy returns nil, 503 with its error
+// otherwise. It returns a function that stops serving and the address it
+// listens on.
+func serveMetrics(addr string, extra prometheus.Gatherer, healthy func() error) (stop func(), listening string, err error) {
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, "", err
 	}
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.Handler())
+	mux.Handle("GET /metrics", promhttp.InstrumentMetricHandler(prometheus.DefaultRegisterer,
+		promhttp.HandlerFor(prometheus.Gatherers{prometheus.DefaultGatherer, extra}, promhttp.HandlerOpts{})))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		select {
-		case <-srv.Done():
-			http.Error(w, "etcd stopped", http.StatusServiceUnavailable)
-		default:
-			fmt.Fprintln(w, "ok")
+		if err := healthy(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
 		}
+		fmt.Fprintln(w, "ok")
 	})
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	done := make(chan struct{})
@@ -201,9 +222,10 @@ func serveMetrics(addr string, srv *embedetcd.Server) (stop func(), listening st
 	}, lis.Addr().String(), nil
 }
 
-// serveXDS starts an xDS control plane on addr over every service of the
-// embedded etcd at endpoint, and returns the function that stops it.
-func serveXDS(endpoint, addr string, log *slog.Logger) (stop func() error, err error) {
+// serveXDS starts an xDS control plane as o says over every service of the
+// embedded etcd at endpoint, registers its collectors (and its Discovery's)
+// in reg, and returns the function that stops it.
+func serveXDS(endpoint string, o xdsOptions, reg prometheus.Registerer, log *slog.Logger) (stop func() error, err error) {
 	cli, err := clientv3.New(etcd.ClientConfig(endpoint))
 	if err != nil {
 		return nil, fmt.Errorf("xds: etcd client: %w", err)
@@ -213,11 +235,17 @@ func serveXDS(endpoint, addr string, log *slog.Logger) (stop func() error, err e
 		cli.Close()
 		return nil, fmt.Errorf("xds: %w", err)
 	}
-	stopCP, err := startXDS(d, xdsOptions{listen: addr, policy: string(xds.RoundRobin)}, log)
+	cp, stopCP, err := startXDS(d, o, log)
 	if err != nil {
 		_ = d.Close()
 		cli.Close()
 		return nil, fmt.Errorf("--xds-listen: %w", err)
+	}
+	if err := reg.Register(metrics.XDS(cp, nil)); err != nil {
+		log.Error("cannot register the xds metrics", "error", err)
+	}
+	if err := reg.Register(metrics.Discovery(d, nil)); err != nil {
+		log.Error("cannot register the xds discovery's metrics", "error", err)
 	}
 	return func() error {
 		err := stopCP()

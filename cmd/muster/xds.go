@@ -7,8 +7,10 @@ import (
 	"log/slog"
 	"net"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
+	"github.com/musterhq/muster/metrics"
 	"github.com/musterhq/muster/registry"
 	"github.com/musterhq/muster/xds"
 )
@@ -21,6 +23,10 @@ type xdsOptions struct {
 	listen   string
 	services []string
 	policy   string
+	// metricsAddr is where /metrics and /healthz are served; empty: not
+	// served.
+	metricsAddr string
+	tls         xdsTLS
 }
 
 func newXDSCmd(g *globalOptions) *cobra.Command {
@@ -35,9 +41,14 @@ service's instances with no Muster code, zone preference and weights included
 
 It publishes the services of --services, or every service in the registry
 (looked for again every 10s). While etcd is unreachable it keeps serving what
-it knows. Give clients a bootstrap file made by "muster xds-bootstrap".`,
+it knows. Give clients a bootstrap file made by "muster xds-bootstrap".
+
+ADS is plaintext unless --xds-cert and --xds-key are given; with
+--xds-cacert as well, clients must present a certificate signed by that CA.
+(--cacert, --cert and --key are the etcd connection's.)`,
 		Example: `  muster xds --endpoints http://10.0.0.1:2379 --listen 0.0.0.0:18000
-  muster xds --services user,greeter --policy ring_hash`,
+  muster xds --services user,greeter --policy ring_hash
+  muster xds --xds-cert cp.pem --xds-key cp-key.pem --xds-cacert clients-ca.pem`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := validateXDSFlags(o); err != nil {
@@ -47,9 +58,11 @@ it knows. Give clients a bootstrap file made by "muster xds-bootstrap".`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.listen, "listen", defaultXDSListen, "host:port to serve ADS on (plaintext)")
+	f.StringVar(&o.listen, "listen", defaultXDSListen, "host:port to serve ADS on (plaintext unless --xds-cert)")
 	f.StringSliceVar(&o.services, "services", nil, "services to publish, comma-separated; default: every service in the registry")
-	f.StringVar(&o.policy, "policy", string(xds.RoundRobin), "load-balancing policy of every cluster: round_robin, ring_hash (honours weights) or least_request")
+	f.StringVar(&o.metricsAddr, "metrics-listen", "", "host:port to serve Prometheus /metrics and /healthz on; empty to not serve them")
+	f.StringVar(&o.policy, "policy", string(xds.RoundRobin), "load-balancing policy of every cluster: round_robin, ring_hash (honours weights), least_request, or muster_p2c / muster_wrr (Go clients that import Muster's balancers; others use round_robin)")
+	o.tls.addFlags(cmd)
 	return cmd
 }
 
@@ -62,12 +75,17 @@ func validateXDSFlags(o xdsOptions) error {
 			return usageErrorf("--services: %v", err)
 		}
 	}
-	switch xds.Policy(o.policy) {
-	case xds.RoundRobin, xds.RingHash, xds.LeastRequest:
-	default:
-		return usageErrorf("--policy %q: want round_robin, ring_hash or least_request", o.policy)
+	if o.metricsAddr != "" {
+		if _, _, err := net.SplitHostPort(o.metricsAddr); err != nil {
+			return usageErrorf("--metrics-listen %q: want host:port: %v", o.metricsAddr, err)
+		}
 	}
-	return nil
+	switch xds.Policy(o.policy) {
+	case xds.RoundRobin, xds.RingHash, xds.LeastRequest, xds.MusterP2C, xds.MusterWRR:
+	default:
+		return usageErrorf("--policy %q: want round_robin, ring_hash, least_request, muster_p2c or muster_wrr", o.policy)
+	}
+	return o.tls.validate()
 }
 
 // runXDS serves ADS as o says until ctx ends, then returns nil.
@@ -78,9 +96,20 @@ func runXDS(ctx context.Context, g *globalOptions, o xdsOptions, stderr io.Write
 	}
 	defer s.Close()
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	stop, err := startXDS(s.d, o, log)
+	cp, stop, err := startXDS(s.d, o, log)
 	if err != nil {
 		return err
+	}
+	if o.metricsAddr != "" {
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(metrics.XDS(cp, nil), metrics.Discovery(s.d, nil))
+		stopMetrics, addr, err := serveMetrics(o.metricsAddr, reg, func() error { return nil })
+		if err != nil {
+			_ = stop()
+			return fmt.Errorf("xds: --metrics-listen %s: %w", o.metricsAddr, err)
+		}
+		defer stopMetrics()
+		log.Info("metrics on http://" + addr + "/metrics, health on http://" + addr + "/healthz")
 	}
 	<-ctx.Done()
 	log.Info("stopping")
@@ -88,25 +117,32 @@ func runXDS(ctx context.Context, g *globalOptions, o xdsOptions, stderr io.Write
 }
 
 // startXDS starts a control plane over d serving ADS on o.listen, logs
-// where, and returns the function that stops it.
-func startXDS(d registry.Discovery, o xdsOptions, log *slog.Logger) (stop func() error, err error) {
+// where, and returns it and the function that stops it.
+func startXDS(d registry.Discovery, o xdsOptions, log *slog.Logger) (cp *xds.Server, stop func() error, err error) {
 	opts := []xds.Option{xds.WithLogger(log), xds.WithPolicy(xds.Policy(o.policy))}
 	if len(o.services) > 0 {
 		opts = append(opts, xds.WithServices(o.services...))
 	}
+	tlsOpt, err := o.tls.option()
+	if err != nil {
+		return nil, nil, err
+	}
+	if tlsOpt != nil {
+		opts = append(opts, tlsOpt)
+	}
 	srv, err := xds.New(d, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("xds: %w", err)
+		return nil, nil, fmt.Errorf("xds: %w", err)
 	}
 	lis, err := net.Listen("tcp", o.listen)
 	if err != nil {
 		_ = srv.Close()
-		return nil, fmt.Errorf("xds: --listen %s: %w", o.listen, err)
+		return nil, nil, fmt.Errorf("xds: --listen %s: %w", o.listen, err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(context.Background(), lis) }()
-	log.Info("xds control plane serving ADS on " + lis.Addr().String())
-	return func() error {
+	log.Info("xds control plane serving ADS on "+lis.Addr().String(), "security", o.tls.mode())
+	return srv, func() error {
 		_ = srv.Close()
 		if err := <-done; err != nil && err != xds.ErrClosed {
 			return err

@@ -14,6 +14,11 @@ type bootstrapOptions struct {
 	server string
 	nodeID string
 	zone   string
+	// TLS to the control plane: tls alone trusts the system's CAs;
+	// cacert, cert and key are the files of the bootstrap's tls
+	// channel credentials (gRFC A65) and imply tls.
+	tls               bool
+	cacert, cert, key string
 }
 
 // xdsBootstrap is a gRPC xDS bootstrap file (gRFC A27), the fields Muster's
@@ -30,7 +35,16 @@ type xdsServer struct {
 }
 
 type channelCred struct {
-	Type string `json:"type"`
+	Type   string          `json:"type"`
+	Config *tlsCredsConfig `json:"config,omitempty"`
+}
+
+// tlsCredsConfig is the config of "tls" channel credentials (gRFC A65):
+// file names; gRPC clients reload the files when they change.
+type tlsCredsConfig struct {
+	CACertificateFile string `json:"ca_certificate_file,omitempty"`
+	CertificateFile   string `json:"certificate_file,omitempty"`
+	PrivateKeyFile    string `json:"private_key_file,omitempty"`
 }
 
 type bootstrapNode struct {
@@ -53,9 +67,14 @@ xds:///<service> through a Muster control plane (muster xds, or muster serve
 the JSON itself in GRPC_XDS_BOOTSTRAP_CONFIG. --zone is the client's zone:
 it gets the instances of its zone first and the others when its zone has
 none. The server feature ignore_resource_deletion keeps a client's
-instances while a control plane restarts.`,
+instances while a control plane restarts.
+
+With --tls the client reaches the control plane over TLS (verified with the
+system's CAs, or --xds-cacert), presenting --xds-cert/--xds-key if given: the
+files' paths go into the bootstrap, so they must be readable by the client.`,
 		Example: `  muster xds-bootstrap --server 10.0.0.5:18000 --node-id web-1 --zone eu-1a > bootstrap.json
-  GRPC_XDS_BOOTSTRAP=bootstrap.json ./client   # dials xds:///user`,
+  GRPC_XDS_BOOTSTRAP=bootstrap.json ./client   # dials xds:///user
+  muster xds-bootstrap --server cp.example:18000 --node-id web-1 --xds-cacert ca.pem --xds-cert web.pem --xds-key web-key.pem`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if _, _, err := net.SplitHostPort(o.server); err != nil {
@@ -64,6 +83,9 @@ instances while a control plane restarts.`,
 			if o.nodeID == "" {
 				return usageErrorf("--node-id: must not be empty")
 			}
+			if (o.cert == "") != (o.key == "") {
+				return usageErrorf("--xds-cert and --xds-key go together: give both or neither")
+			}
 			return writeBootstrap(cmd.OutOrStdout(), o)
 		},
 	}
@@ -71,14 +93,25 @@ instances while a control plane restarts.`,
 	f.StringVar(&o.server, "server", "", "host:port of the control plane (required)")
 	f.StringVar(&o.nodeID, "node-id", "", "the client's node ID, as the control plane logs it (required)")
 	f.StringVar(&o.zone, "zone", "", "the client's zone; empty: no zone preference")
+	f.BoolVar(&o.tls, "tls", false, "reach the control plane over TLS (implied by --xds-cacert, --xds-cert)")
+	f.StringVar(&o.cacert, "xds-cacert", "", "CA file (PEM) the client verifies the control plane's certificate with; default: the system's CAs")
+	f.StringVar(&o.cert, "xds-cert", "", "the client's certificate file (PEM), for a control plane that requires one")
+	f.StringVar(&o.key, "xds-key", "", "private key file of --xds-cert (PEM)")
 	return cmd
 }
 
 func writeBootstrap(w io.Writer, o bootstrapOptions) error {
+	creds := channelCred{Type: "insecure"}
+	if o.tls || o.cacert != "" || o.cert != "" {
+		creds.Type = "tls"
+		if o.cacert != "" || o.cert != "" {
+			creds.Config = &tlsCredsConfig{CACertificateFile: o.cacert, CertificateFile: o.cert, PrivateKeyFile: o.key}
+		}
+	}
 	b := xdsBootstrap{
 		XDSServers: []xdsServer{{
 			ServerURI:      o.server,
-			ChannelCreds:   []channelCred{{Type: "insecure"}},
+			ChannelCreds:   []channelCred{creds},
 			ServerFeatures: []string{"xds_v3", "ignore_resource_deletion"},
 		}},
 		Node: bootstrapNode{ID: o.nodeID},

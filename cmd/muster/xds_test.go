@@ -3,14 +3,25 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"net/http"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	grpcxds "google.golang.org/grpc/xds"
 
+	"github.com/musterhq/muster/internal/etcdtest"
 	"github.com/musterhq/muster/internal/testbackend"
 	"github.com/musterhq/muster/registry"
 )
@@ -42,6 +53,7 @@ func TestXDSBootstrap(t *testing.T) {
 		{"xds-bootstrap", "--node-id", "web-1"},
 		{"xds-bootstrap", "--server", "127.0.0.1:18000"},
 		{"xds-bootstrap", "--server", "no-port", "--node-id", "web-1"},
+		{"xds-bootstrap", "--server", "127.0.0.1:18000", "--node-id", "web-1", "--xds-cert", "c.pem"},
 	} {
 		if r := run(args...); r.code != exitUsage {
 			t.Errorf("muster %v: exit code %d, want %d (usage); stderr:\n%s", args, r.code, exitUsage, r.stderr)
@@ -52,7 +64,7 @@ func TestXDSBootstrap(t *testing.T) {
 // xdsAddr waits until the log in stderr says where ADS is served.
 func xdsAddr(t *testing.T, stderr interface{ String() string }) string {
 	t.Helper()
-	re := regexp.MustCompile(`xds control plane serving ADS on (\S+?)"?\n`)
+	re := regexp.MustCompile(`xds control plane serving ADS on ([^\s"]+)`)
 	deadline := time.Now().Add(waitTimeout)
 	for {
 		if m := re.FindStringSubmatch(stderr.String()); m != nil {
@@ -71,22 +83,29 @@ func xdsCall(t *testing.T, addr, service string) string {
 	t.Helper()
 	bootstrap := `{"xds_servers":[{"server_uri":"` + addr + `","channel_creds":[{"type":"insecure"}],` +
 		`"server_features":["xds_v3","ignore_resource_deletion"]}],"node":{"id":"test"}}`
-	b, err := grpcxds.NewXDSResolverWithConfigForTesting([]byte(bootstrap))
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := grpc.NewClient("xds:///"+service, grpc.WithResolvers(b), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
-	defer cancel()
-	got, err := testbackend.Call(ctx, conn, grpc.WaitForReady(true))
+	got, err := xdsCallWith(bootstrap, service, waitTimeout)
 	if err != nil {
 		t.Fatalf("call through xds:///%s: %v", service, err)
 	}
 	return got
+}
+
+// xdsCallWith calls xds:///service as a client with this bootstrap,
+// waiting for the channel to be ready until timeout, and returns the
+// address that served the call.
+func xdsCallWith(bootstrap, service string, timeout time.Duration) (string, error) {
+	b, err := grpcxds.NewXDSResolverWithConfigForTesting([]byte(bootstrap))
+	if err != nil {
+		return "", fmt.Errorf("bootstrap: %w", err)
+	}
+	conn, err := grpc.NewClient("xds:///"+service, grpc.WithResolvers(b), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return testbackend.Call(ctx, conn, grpc.WaitForReady(true))
 }
 
 func TestXDSCommand(t *testing.T) {
@@ -94,10 +113,12 @@ func TestXDSCommand(t *testing.T) {
 	be := testbackend.Start(t)
 	register(t, newRegistrar(t, s.endpoint), registry.Instance{Name: "greeter", Addr: be.Addr})
 
-	cp := start(t, "xds", "--endpoints", s.endpoint, "--listen", "127.0.0.1:0", "--services", "greeter")
+	cp := start(t, "xds", "--endpoints", s.endpoint, "--listen", "127.0.0.1:0", "--services", "greeter",
+		"--metrics-listen", "127.0.0.1:0")
 	if got := xdsCall(t, xdsAddr(t, cp.stderr), "greeter"); got != be.Addr {
 		t.Fatalf("call served by %s, want %s", got, be.Addr)
 	}
+	checkXDSMetrics(t, cp.stderr)
 	if code := cp.stop(t); code != 0 {
 		t.Fatalf("muster xds exit code %d after its context ended; stderr:\n%s", code, cp.stderr)
 	}
@@ -106,6 +127,9 @@ func TestXDSCommand(t *testing.T) {
 		{"xds", "--listen", "no-port"},
 		{"xds", "--services", "Bad_Name"},
 		{"xds", "--policy", "random"},
+		{"xds", "--metrics-listen", "no-port"},
+		{"xds", "--xds-cert", "c.pem"},
+		{"xds", "--xds-cacert", "ca.pem"},
 	} {
 		if r := run(args...); r.code != exitUsage {
 			t.Errorf("muster %v: exit code %d, want %d (usage); stderr:\n%s", args, r.code, exitUsage, r.stderr)
@@ -119,7 +143,7 @@ func TestXDSCommand(t *testing.T) {
 func TestServeXDSListen(t *testing.T) {
 	urls := freeLoopbackURLs(t, 2)
 	s, err := tryServe(t, serveOptions{dataDir: t.TempDir(), clientURL: urls[0], peerURL: urls[1], name: "test",
-		xdsAddr: "127.0.0.1:0"})
+		xdsAddr: "127.0.0.1:0", metricsAddr: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatalf("serve did not start: %v", err)
 	}
@@ -132,5 +156,202 @@ func TestServeXDSListen(t *testing.T) {
 		t.Fatalf("call served by %s, want %s", got, be.Addr)
 	}
 	t.Logf("register %v, first call %v", t1.Sub(t0), time.Since(t1))
+	checkXDSMetrics(t, s.stderr)
 	s.stop(t)
+}
+
+// checkXDSMetrics scrapes the /metrics whose address the log in stderr
+// gives until the control plane's counters show that a client received and
+// acknowledged greeter's four resources, without NACK.
+func checkXDSMetrics(t *testing.T, stderr interface{ String() string }) {
+	t.Helper()
+	m := regexp.MustCompile(`metrics on http://([0-9.:]+)/metrics`).FindStringSubmatch(stderr.String())
+	if m == nil {
+		t.Fatalf("no metrics address logged:\n%s", stderr)
+	}
+	client := &http.Client{Timeout: 5 * time.Second}
+	var fams map[string]*dto.MetricFamily
+	deadline := time.Now().Add(waitTimeout)
+	for {
+		resp, err := client.Get("http://" + m[1] + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		parser := expfmt.NewTextParser(model.UTF8Validation)
+		fams, err = parser.TextToMetricFamilies(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatalf("/metrics does not parse: %v", err)
+		}
+		if metricValue(fams, "muster_xds_acks_total", "") >= 4 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v, muster_xds_acks_total = %v, want >= 4", waitTimeout, metricValue(fams, "muster_xds_acks_total", ""))
+		}
+		time.Sleep(10 * time.Millisecond) // polling counters: no event to wait on
+	}
+	for _, w := range []struct {
+		name, service string
+		min, max      float64
+	}{
+		{"muster_xds_services", "", 1, 1},
+		{"muster_xds_nacks_total", "", 0, 0},
+		{"muster_xds_pushes_total", "greeter", 4, 4}, // one of each type
+		{"muster_discovery_instances", "greeter", 1, 1},
+	} {
+		if got := metricValue(fams, w.name, w.service); got < w.min || got > w.max {
+			t.Errorf("%s{service=%q} = %v, want %v..%v", w.name, w.service, got, w.min, w.max)
+		}
+	}
+	if fams["go_goroutines"] == nil {
+		t.Error("/metrics lacks the process's own metrics (go_goroutines)")
+	}
+}
+
+// metricValue sums the series of name (those of service, if not empty);
+// -1 if there is none.
+func metricValue(fams map[string]*dto.MetricFamily, name, service string) float64 {
+	sum, found := 0.0, false
+	for _, m := range fams[name].GetMetric() {
+		if service != "" {
+			ok := false
+			for _, l := range m.GetLabel() {
+				ok = ok || (l.GetName() == "service" && l.GetValue() == service)
+			}
+			if !ok {
+				continue
+			}
+		}
+		found = true
+		sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+	}
+	if !found {
+		return -1
+	}
+	return sum
+}
+
+// muster xds --xds-cert --xds-key serves ADS over TLS, and with
+// --xds-cacert requires a client certificate signed by that CA: an ADS
+// client with the CA and its certificate gets greeter's Listener; one
+// without a certificate, one with a certificate of another CA, and a
+// plaintext one are refused. (The xds package's TestTLS does the same with
+// grpc-go's xDS client and a bootstrap's tls channel credentials.)
+func TestXDSTLS(t *testing.T) {
+	s := startServe(t, t.TempDir())
+	be := testbackend.Start(t)
+	register(t, newRegistrar(t, s.endpoint), registry.Instance{Name: "greeter", Addr: be.Addr})
+	f, other := etcdtest.GenerateTLS(t), etcdtest.GenerateTLS(t)
+	withoutCert := f.ClientTLS()
+	withoutCert.Certificates = nil
+	wrongCA := other.ClientTLS()
+	wrongCA.RootCAs = f.ClientTLS().RootCAs
+
+	t.Run("client certificates required", func(t *testing.T) {
+		cp := start(t, "xds", "--endpoints", s.endpoint, "--listen", "127.0.0.1:0", "--services", "greeter",
+			"--xds-cert", f.ServerCertFile, "--xds-key", f.ServerKeyFile, "--xds-cacert", f.CAFile)
+		addr := xdsAddr(t, cp.stderr)
+		if !strings.Contains(cp.stderr.String(), `security="TLS, client certificates required"`) {
+			t.Errorf("the log does not say TLS with client certificates:\n%s", cp.stderr)
+		}
+		for name, creds := range map[string]credentials.TransportCredentials{
+			"no client certificate":       credentials.NewTLS(withoutCert),
+			"a certificate of another CA": credentials.NewTLS(wrongCA),
+			"plaintext":                   insecure.NewCredentials(),
+		} {
+			if err := adsListener(addr, creds, "greeter"); err == nil {
+				t.Errorf("a client with %s was served", name)
+			}
+		}
+		if err := adsListener(addr, credentials.NewTLS(f.ClientTLS()), "greeter"); err != nil {
+			t.Fatalf("a client with a certificate of the CA: %v", err)
+		}
+	})
+
+	t.Run("server certificate only", func(t *testing.T) {
+		cp := start(t, "xds", "--endpoints", s.endpoint, "--listen", "127.0.0.1:0", "--services", "greeter",
+			"--xds-cert", f.ServerCertFile, "--xds-key", f.ServerKeyFile)
+		addr := xdsAddr(t, cp.stderr)
+		if err := adsListener(addr, credentials.NewTLS(other.ClientTLS()), "greeter"); err == nil {
+			t.Error("a client trusting another CA was served")
+		}
+		if err := adsListener(addr, credentials.NewTLS(withoutCert), "greeter"); err != nil {
+			t.Fatalf("a TLS client without a certificate: %v", err)
+		}
+	})
+
+	t.Run("serve", func(t *testing.T) {
+		urls := freeLoopbackURLs(t, 2)
+		s, err := tryServe(t, serveOptions{dataDir: t.TempDir(), clientURL: urls[0], peerURL: urls[1], name: "tls",
+			xdsAddr: "127.0.0.1:0", xdsTLS: xdsTLS{cert: f.ServerCertFile, key: f.ServerKeyFile, cacert: f.CAFile}})
+		if err != nil {
+			t.Fatalf("serve did not start: %v", err)
+		}
+		register(t, newRegistrar(t, s.endpoint), registry.Instance{Name: "greeter", Addr: be.Addr})
+		addr := xdsAddr(t, s.stderr)
+		if err := adsListener(addr, credentials.NewTLS(withoutCert), "greeter"); err == nil {
+			t.Error("serve --xds-cacert: a client without a certificate was served")
+		}
+		if err := adsListener(addr, credentials.NewTLS(f.ClientTLS()), "greeter"); err != nil {
+			t.Fatalf("serve --xds-cacert: a client with a certificate of the CA: %v", err)
+		}
+		s.stop(t)
+	})
+
+	t.Run("bootstrap", func(t *testing.T) {
+		r := runOK(t, "xds-bootstrap", "--server", "127.0.0.1:18000", "--node-id", "web-1",
+			"--xds-cacert", f.CAFile, "--xds-cert", f.CertFile, "--xds-key", f.KeyFile)
+		var b xdsBootstrap
+		if err := json.Unmarshal([]byte(r.stdout), &b); err != nil {
+			t.Fatalf("output is not JSON: %v\n%s", err, r.stdout)
+		}
+		want := channelCred{Type: "tls", Config: &tlsCredsConfig{CACertificateFile: f.CAFile, CertificateFile: f.CertFile, PrivateKeyFile: f.KeyFile}}
+		if got := b.XDSServers[0].ChannelCreds; len(got) != 1 || got[0].Type != want.Type || got[0].Config == nil || *got[0].Config != *want.Config {
+			t.Errorf("channel_creds %s, want one of type tls with the three files", r.stdout)
+		}
+		r = runOK(t, "xds-bootstrap", "--server", "cp.example:18000", "--node-id", "web-1", "--tls")
+		if !strings.Contains(r.stdout, `"type": "tls"`) || strings.Contains(r.stdout, "config") {
+			t.Errorf("--tls alone: want tls channel credentials without config (the system's CAs):\n%s", r.stdout)
+		}
+	})
+}
+
+// adsListener asks the control plane at addr for the Listener named
+// service over an ADS stream with creds, and returns an error unless it
+// gets it within 10 s.
+func adsListener(addr string, creds credentials.TransportCredentials, service string) error {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	stream, err := discoveryv3.NewAggregatedDiscoveryServiceClient(conn).StreamAggregatedResources(ctx)
+	if err != nil {
+		return err
+	}
+	if err := stream.Send(&discoveryv3.DiscoveryRequest{
+		Node: &corev3.Node{Id: "tls-test"}, TypeUrl: resourcev3.ListenerType, ResourceNames: []string{service},
+	}); err != nil {
+		return err
+	}
+	// A control plane that lists services finds one a client asks for
+	// within about a second: the first answers may come without it.
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			return err
+		}
+		if len(resp.GetResources()) == 1 {
+			return nil
+		}
+		if err := stream.Send(&discoveryv3.DiscoveryRequest{ // the ACK
+			TypeUrl: resourcev3.ListenerType, ResourceNames: []string{service},
+			VersionInfo: resp.GetVersionInfo(), ResponseNonce: resp.GetNonce(),
+		}); err != nil {
+			return err
+		}
+	}
 }

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/musterhq/muster/xds"
+)
+
+// xdsTLS are the TLS flags of the xDS listener (muster xds, muster serve
+// --xds-listen), named like the etcd flags (--cacert, --cert, --key) with
+// an xds- prefix: the server's certificate and key, and the CA that signs
+// the clients' certificates.
+type xdsTLS struct {
+	cert, key, cacert string
+}
+
+func (x *xdsTLS) addFlags(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&x.cert, "xds-cert", "", "certificate file of the xDS listener (PEM); with --xds-key, ADS is served over TLS")
+	f.StringVar(&x.key, "xds-key", "", "private key file of --xds-cert (PEM)")
+	f.StringVar(&x.cacert, "xds-cacert", "", "CA file (PEM) that signs xDS clients' certificates; when given, clients must present a certificate it verifies")
+}
+
+// validate checks that the flags go together; its errors are usage errors.
+func (x xdsTLS) validate() error {
+	if (x.cert == "") != (x.key == "") {
+		return usageErrorf("--xds-cert and --xds-key go together: give both or neither")
+	}
+	if x.cacert != "" && x.cert == "" {
+		return usageErrorf("--xds-cacert needs --xds-cert and --xds-key: client certificates are checked over TLS only")
+	}
+	return nil
+}
+
+// enabled reports whether ADS is served over TLS.
+func (x xdsTLS) enabled() bool { return x.cert != "" }
+
+// mode describes the listener's security for the log.
+func (x xdsTLS) mode() string {
+	switch {
+	case x.cacert != "":
+		return "TLS, client certificates required"
+	case x.cert != "":
+		return "TLS"
+	}
+	return "plaintext"
+}
+
+// option reads the files and returns the control plane's option that serves
+// TLS with them, or nil when TLS is not asked for.
+func (x xdsTLS) option() (xds.Option, error) {
+	if !x.enabled() {
+		return nil, nil
+	}
+	cfg, err := xds.ServerTLS(x.cert, x.key, x.cacert)
+	if err != nil {
+		return nil, err
+	}
+	return xds.WithTLS(cfg), nil
+}

@@ -1,0 +1,49 @@
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/musterhq/muster/xds"
+)
+
+// XDS returns a collector of an xDS control plane's counters, read from
+// s.Stats at each scrape: muster_xds_clients (open ADS streams),
+// muster_xds_services (services published), muster_xds_zones (client zones
+// with their own endpoint priorities), muster_xds_requests_total,
+// muster_xds_acks_total, muster_xds_nacks_total (each NACK is logged with the
+// client's error detail), muster_xds_skipped_instances_total (instances xDS
+// cannot carry), muster_xds_protected_updates_total (updates withheld by
+// empty-list protection) and muster_xds_pushes_total with labels "service"
+// and "type" (listener, route, cluster, endpoints): resources sent, one per
+// resource per response per stream.
+func XDS(s *xds.Server, labels prometheus.Labels) prometheus.Collector {
+	clients := desc("xds_clients", "Open ADS streams.", labels)
+	services := desc("xds_services", "Services published.", labels)
+	zones := desc("xds_zones", "Client zones served their own endpoint priorities.", labels)
+	requests := desc("xds_requests_total", "Discovery requests received (first requests, ACKs and NACKs).", labels)
+	acks := desc("xds_acks_total", "Discovery requests accepting a response.", labels)
+	nacks := desc("xds_nacks_total", "Discovery requests rejecting a response (each logged with the client's error detail).", labels)
+	skipped := desc("xds_skipped_instances_total", "Instances left out because xDS cannot express them (bad or duplicate address).", labels)
+	protected := desc("xds_protected_updates_total", "Updates withheld by empty-list protection (the last good list kept).", labels)
+	pushes := desc("xds_pushes_total", "Resources sent to xDS clients, one per resource per response per stream.", labels, "service", "type")
+	return &collector{
+		descs: []*prometheus.Desc{clients, services, zones, requests, acks, nacks, skipped, protected, pushes},
+		collect: func(ch chan<- prometheus.Metric) {
+			st := s.Stats()
+			ch <- gauge(clients, float64(st.Clients))
+			ch <- gauge(services, float64(st.Services))
+			ch <- gauge(zones, float64(len(st.Zones)))
+			ch <- counter(requests, st.Requests)
+			ch <- counter(acks, st.ACKs)
+			ch <- counter(nacks, st.NACKs)
+			ch <- counter(skipped, st.Skipped)
+			ch <- counter(protected, st.Protected)
+			for svc, p := range st.Pushes {
+				ch <- counter(pushes, p.Listeners, svc, "listener")
+				ch <- counter(pushes, p.Routes, svc, "route")
+				ch <- counter(pushes, p.Clusters, svc, "cluster")
+				ch <- counter(pushes, p.Endpoints, svc, "endpoints")
+			}
+		},
+	}
+}
