@@ -22,7 +22,8 @@ import (
 )
 
 // nodeClientDir holds the Node.js client and its package-lock.json; CI runs
-// npm ci there before go test.
+// npm ci there before go test, and the test runs it itself when the packages
+// are missing.
 const nodeClientDir = "testdata/nodeclient"
 
 // greeterBackend is a real gRPC server of the demo Greeter service whose
@@ -59,8 +60,9 @@ func startGreeter(t *testing.T) *greeterBackend {
 }
 
 // requireNodeClient returns the node binary and the client's directory,
-// failing the test (never skipping it) with the command to run when Node or
-// the client's packages are missing.
+// installing the client's pinned packages with npm ci if they are missing.
+// It fails the test (never skips it), with the command to run, when Node
+// is missing or npm ci fails.
 func requireNodeClient(t *testing.T) (node, dir string) {
 	t.Helper()
 	node, err := exec.LookPath("node")
@@ -71,7 +73,13 @@ func requireNodeClient(t *testing.T) (node, dir string) {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@grpc", "grpc-js-xds", "package.json")); err != nil {
-		t.Fatalf("the Node client's packages are not installed (%v): run\n\tnpm ci --prefix %s\n(.ci/run does it in CI)", err, dir)
+		// A fresh clone: install the pinned packages (package-lock.json)
+		// once, as .ci/run does, so that the README's test command works.
+		t.Logf("installing the Node client's packages: npm ci --prefix %s", dir)
+		out, err := exec.Command("npm", "ci", "--prefix", dir, "--no-audit", "--no-fund").CombinedOutput()
+		if err != nil {
+			t.Fatalf("the Node client's packages are not installed and npm ci failed (%v):\n%s\nrun\n\tnpm ci --prefix %s", err, out, dir)
+		}
 	}
 	return node, dir
 }
