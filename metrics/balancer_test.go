@@ -11,7 +11,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	_ "github.com/musterhq/muster/balancer/wrr"
-	"github.com/musterhq/muster/internal/testbackend"
+	"github.com/musterhq/muster/internal/testkit/testbackend"
 	"github.com/musterhq/muster/metrics"
 	"github.com/musterhq/muster/resolver"
 )

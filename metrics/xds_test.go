@@ -20,8 +20,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	grpcxds "google.golang.org/grpc/xds"
 
-	"github.com/musterhq/muster/internal/etcdtest"
-	"github.com/musterhq/muster/internal/testbackend"
+	"github.com/musterhq/muster/internal/testkit/etcdtest"
+	"github.com/musterhq/muster/internal/testkit/testbackend"
 	"github.com/musterhq/muster/metrics"
 	"github.com/musterhq/muster/registry"
 	"github.com/musterhq/muster/registry/etcd"

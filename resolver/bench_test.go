@@ -18,9 +18,9 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	grpcresolver "google.golang.org/grpc/resolver"
 
-	"github.com/musterhq/muster/internal/etcdtest"
-	"github.com/musterhq/muster/internal/registrytest"
-	"github.com/musterhq/muster/internal/resolvertest"
+	"github.com/musterhq/muster/internal/testkit/etcdtest"
+	"github.com/musterhq/muster/internal/testkit/registrytest"
+	"github.com/musterhq/muster/internal/testkit/resolvertest"
 	"github.com/musterhq/muster/registry"
 	"github.com/musterhq/muster/registry/etcd"
 	"github.com/musterhq/muster/resolver"

@@ -15,8 +15,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/musterhq/muster/internal/etcdtest"
-	"github.com/musterhq/muster/internal/testbackend"
+	"github.com/musterhq/muster/internal/testkit/etcdopts"
+	"github.com/musterhq/muster/internal/testkit/etcdtest"
+	"github.com/musterhq/muster/internal/testkit/testbackend"
 	"github.com/musterhq/muster/registry"
 	"github.com/musterhq/muster/registry/etcd"
 	"github.com/musterhq/muster/resolver"
@@ -47,15 +48,7 @@ type env struct {
 	b    *resolver.Builder
 }
 
-func etcdOpts(extra ...etcd.Option) []etcd.Option {
-	return append([]etcd.Option{
-		etcd.WithTTL(2 * time.Second),
-		etcd.WithBackoff(50*time.Millisecond, 500*time.Millisecond),
-		etcd.WithRequestTimeout(2 * time.Second),
-		etcd.WithProgressInterval(200 * time.Millisecond),
-		etcd.WithLogger(quiet),
-	}, extra...)
-}
+func etcdOpts(extra ...etcd.Option) []etcd.Option { return etcdopts.Fast(extra...) }
 
 func newEnv(t *testing.T, ropts ...resolver.Option) *env {
 	t.Helper()

@@ -16,9 +16,9 @@ import (
 	grpcresolver "google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/status"
 
-	"github.com/musterhq/muster/internal/registrytest"
-	"github.com/musterhq/muster/internal/resolvertest"
-	"github.com/musterhq/muster/internal/testbackend"
+	"github.com/musterhq/muster/internal/testkit/registrytest"
+	"github.com/musterhq/muster/internal/testkit/resolvertest"
+	"github.com/musterhq/muster/internal/testkit/testbackend"
 	"github.com/musterhq/muster/registry"
 	"github.com/musterhq/muster/registry/etcd"
 	"github.com/musterhq/muster/resolver"

@@ -16,7 +16,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	_ "github.com/musterhq/muster/balancer/p2c"
-	"github.com/musterhq/muster/internal/etcdtest"
+	"github.com/musterhq/muster/internal/testkit/etcdopts"
+	"github.com/musterhq/muster/internal/testkit/etcdtest"
 	"github.com/musterhq/muster/registry"
 	"github.com/musterhq/muster/registry/etcd"
 	"github.com/musterhq/muster/resolver"
@@ -63,15 +64,7 @@ func runChild(endpoint string) int {
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-func etcdOpts(extra ...etcd.Option) []etcd.Option {
-	return append([]etcd.Option{
-		etcd.WithTTL(2 * time.Second),
-		etcd.WithBackoff(50*time.Millisecond, 500*time.Millisecond),
-		etcd.WithRequestTimeout(2 * time.Second),
-		etcd.WithProgressInterval(200 * time.Millisecond),
-		etcd.WithLogger(quiet),
-	}, extra...)
-}
+func etcdOpts(extra ...etcd.Option) []etcd.Option { return etcdopts.Fast(extra...) }
 
 type env struct {
 	c    *etcdtest.Cluster

@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	grpcresolver "google.golang.org/grpc/resolver"
 
-	"github.com/musterhq/muster/internal/testbackend"
+	"github.com/musterhq/muster/internal/testkit/testbackend"
 	"github.com/musterhq/muster/server"
 )
 

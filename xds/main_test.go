@@ -5,7 +5,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/musterhq/muster/internal/etcdtest"
+	"github.com/musterhq/muster/internal/testkit/etcdtest"
 )
 
 func TestMain(m *testing.M) {

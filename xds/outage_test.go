@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/musterhq/muster/internal/testbackend"
+	"github.com/musterhq/muster/internal/testkit/testbackend"
 	"github.com/musterhq/muster/xds"
 )
 

@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/musterhq/muster/internal/testbackend"
+	"github.com/musterhq/muster/internal/testkit/testbackend"
 	"github.com/musterhq/muster/xds"
 )
 

@@ -9,8 +9,8 @@ import (
 	grpcresolver "google.golang.org/grpc/resolver"
 	grpcxds "google.golang.org/grpc/xds"
 
-	"github.com/musterhq/muster/internal/etcdtest"
-	"github.com/musterhq/muster/internal/testbackend"
+	"github.com/musterhq/muster/internal/testkit/etcdtest"
+	"github.com/musterhq/muster/internal/testkit/testbackend"
 	"github.com/musterhq/muster/xds"
 )
 

@@ -18,8 +18,9 @@ import (
 	"google.golang.org/grpc/status"
 	grpcxds "google.golang.org/grpc/xds"
 
-	"github.com/musterhq/muster/internal/etcdtest"
-	"github.com/musterhq/muster/internal/testbackend"
+	"github.com/musterhq/muster/internal/testkit/etcdopts"
+	"github.com/musterhq/muster/internal/testkit/etcdtest"
+	"github.com/musterhq/muster/internal/testkit/testbackend"
 	"github.com/musterhq/muster/registry"
 	"github.com/musterhq/muster/registry/etcd"
 	"github.com/musterhq/muster/xds"
@@ -39,15 +40,7 @@ type env struct {
 	stopCP func() // closes cp and waits for its Serve
 }
 
-func etcdOpts() []etcd.Option {
-	return []etcd.Option{
-		etcd.WithTTL(2 * time.Second),
-		etcd.WithBackoff(50*time.Millisecond, 500*time.Millisecond),
-		etcd.WithRequestTimeout(2 * time.Second),
-		etcd.WithProgressInterval(200 * time.Millisecond),
-		etcd.WithLogger(quiet),
-	}
-}
+func etcdOpts() []etcd.Option { return etcdopts.Fast() }
 
 func newEnv(t *testing.T, opts ...xds.Option) *env {
 	t.Helper()

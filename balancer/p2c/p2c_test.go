@@ -12,7 +12,7 @@ import (
 
 	"github.com/musterhq/muster/balancer/internal/balancertest"
 	"github.com/musterhq/muster/balancer/internal/lb"
-	"github.com/musterhq/muster/internal/testbackend"
+	"github.com/musterhq/muster/internal/testkit/testbackend"
 	"github.com/musterhq/muster/registry"
 	"github.com/musterhq/muster/resolver"
 )

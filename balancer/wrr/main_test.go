@@ -6,7 +6,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/musterhq/muster/balancer/internal/balancertest"
-	"github.com/musterhq/muster/internal/etcdtest"
+	"github.com/musterhq/muster/internal/testkit/etcdtest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m, etcdtest.LeakOptions()...) }

@@ -15,7 +15,7 @@ import (
 )
 
 // backend is a gRPC server on loopback serving the health service, whose
-// unary calls can be delayed. (internal/testbackend needs a testing.TB;
+// unary calls can be delayed. (internal/testkit/testbackend needs a testing.TB;
 // this program runs outside tests.)
 type backend struct {
 	addr  string

@@ -19,7 +19,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/musterhq/muster/internal/embedetcd"
-	"github.com/musterhq/muster/internal/etcdtest"
+	"github.com/musterhq/muster/internal/testkit/etcdtest"
 	"github.com/musterhq/muster/registry"
 	"github.com/musterhq/muster/registry/etcd"
 )

@@ -15,8 +15,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/musterhq/muster/internal/etcdtest"
-	"github.com/musterhq/muster/internal/testbackend"
+	"github.com/musterhq/muster/internal/testkit/etcdopts"
+	"github.com/musterhq/muster/internal/testkit/etcdtest"
+	"github.com/musterhq/muster/internal/testkit/testbackend"
 	"github.com/musterhq/muster/registry"
 	"github.com/musterhq/muster/registry/etcd"
 	"github.com/musterhq/muster/resolver"
@@ -36,13 +37,7 @@ const ttl = 2 * time.Second
 // opts are the library options of the suite: short timers so that faults
 // play out in seconds.
 func opts(extra ...etcd.Option) []etcd.Option {
-	return append([]etcd.Option{
-		etcd.WithTTL(ttl),
-		etcd.WithBackoff(50*time.Millisecond, 500*time.Millisecond),
-		etcd.WithRequestTimeout(time.Second),
-		etcd.WithProgressInterval(200 * time.Millisecond),
-		etcd.WithLogger(quiet),
-	}, extra...)
+	return etcdopts.Fast(append([]etcd.Option{etcd.WithTTL(ttl), etcd.WithRequestTimeout(time.Second)}, extra...)...)
 }
 
 // world is a 3-member cluster, a client side (discovery, resolver,

@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/musterhq/muster/internal/etcdtest"
-	"github.com/musterhq/muster/internal/registrytest"
+	"github.com/musterhq/muster/internal/testkit/etcdtest"
+	"github.com/musterhq/muster/internal/testkit/registrytest"
 	"github.com/musterhq/muster/registry"
 )
 

@@ -12,7 +12,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
 
-	"github.com/musterhq/muster/internal/etcdtest"
+	"github.com/musterhq/muster/internal/testkit/etcdopts"
+	"github.com/musterhq/muster/internal/testkit/etcdtest"
 	"github.com/musterhq/muster/registry"
 	"github.com/musterhq/muster/registry/etcd"
 )
@@ -27,14 +28,7 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // fast returns options with short timers for tests, under prefix.
 func fast(prefix string, extra ...etcd.Option) []etcd.Option {
-	return append([]etcd.Option{
-		etcd.WithPrefix(prefix),
-		etcd.WithTTL(2 * time.Second),
-		etcd.WithBackoff(50*time.Millisecond, 500*time.Millisecond),
-		etcd.WithRequestTimeout(2 * time.Second),
-		etcd.WithProgressInterval(200 * time.Millisecond),
-		etcd.WithLogger(quiet),
-	}, extra...)
+	return etcdopts.Fast(append([]etcd.Option{etcd.WithPrefix(prefix)}, extra...)...)
 }
 
 func newRegistrar(t *testing.T, cli *clientv3.Client, opts ...etcd.Option) *etcd.Registrar {

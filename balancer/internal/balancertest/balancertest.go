@@ -24,8 +24,9 @@ import (
 	grpcresolver "google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/serviceconfig"
 
-	"github.com/musterhq/muster/internal/etcdtest"
-	"github.com/musterhq/muster/internal/testbackend"
+	"github.com/musterhq/muster/internal/testkit/etcdopts"
+	"github.com/musterhq/muster/internal/testkit/etcdtest"
+	"github.com/musterhq/muster/internal/testkit/testbackend"
 	"github.com/musterhq/muster/registry"
 	"github.com/musterhq/muster/registry/etcd"
 	"github.com/musterhq/muster/resolver"
@@ -306,14 +307,7 @@ func StartRegistry(t testing.TB) *Registry {
 	t.Helper()
 	c := etcdtest.Start(t)
 	cli := c.Client(t)
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	opts := []etcd.Option{
-		etcd.WithTTL(2 * time.Second),
-		etcd.WithBackoff(50*time.Millisecond, 500*time.Millisecond),
-		etcd.WithRequestTimeout(2 * time.Second),
-		etcd.WithProgressInterval(200 * time.Millisecond),
-		etcd.WithLogger(quiet),
-	}
+	opts := etcdopts.Fast()
 	reg, err := etcd.NewRegistrar(cli, opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -324,6 +318,7 @@ func StartRegistry(t testing.TB) *Registry {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = disc.Close() })
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	return &Registry{Builder: resolver.NewBuilder(disc, resolver.WithLogger(quiet)), reg: reg}
 }
 

@@ -14,7 +14,7 @@ import (
 
 	"github.com/musterhq/muster/examples/user/userpb"
 	"github.com/musterhq/muster/examples/user/usersvc"
-	"github.com/musterhq/muster/internal/etcdtest"
+	"github.com/musterhq/muster/internal/testkit/etcdtest"
 	"github.com/musterhq/muster/registry"
 	"github.com/musterhq/muster/registry/etcd"
 	"github.com/musterhq/muster/server"

@@ -15,7 +15,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/connectivity"
 
-	"github.com/musterhq/muster/internal/etcdtest"
+	"github.com/musterhq/muster/internal/testkit/etcdtest"
 )
 
 // A Put issued during a stall does not complete; after Heal the same

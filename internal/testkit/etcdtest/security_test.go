@@ -11,7 +11,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/musterhq/muster/internal/etcdtest"
+	"github.com/musterhq/muster/internal/testkit/etcdtest"
 )
 
 func TestTLS(t *testing.T) {
