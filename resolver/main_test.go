@@ -104,52 +104,16 @@ func dial(t *testing.T, b grpc.DialOption, target string, extra ...grpc.DialOpti
 // successful calls, failing after 10s.
 func callUntil(t *testing.T, conn *grpc.ClientConn, what string, cond func(map[string]int) bool) map[string]int {
 	t.Helper()
-	counts := map[string]int{}
-	deadline := time.Now().Add(10 * time.Second)
-	var lastErr error
-	for !cond(counts) {
-		if time.Now().After(deadline) {
-			t.Fatalf("after 10s of calls, still not %s: counts %v, last error %v", what, counts, lastErr)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		addr, err := testbackend.Call(ctx, conn)
-		cancel()
-		if err != nil {
-			lastErr = err
-			time.Sleep(10 * time.Millisecond) // pacing retries of a failing call
-			continue
-		}
-		counts[addr]++
-	}
-	return counts
+	return testbackend.CallUntil(t, conn, 10*time.Second, what, cond)
 }
 
 // calls makes n calls and fails the test on the first error.
 func calls(t *testing.T, conn *grpc.ClientConn, n int) map[string]int {
 	t.Helper()
-	counts := map[string]int{}
-	for i := 0; i < n; i++ {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		addr, err := testbackend.Call(ctx, conn)
-		cancel()
-		if err != nil {
-			t.Fatalf("call %d of %d failed: %v (so far %v)", i+1, n, err, counts)
-		}
-		counts[addr]++
-	}
-	return counts
+	return testbackend.Calls(t, conn, n)
 }
 
-func hasAll(addrs ...string) func(map[string]int) bool {
-	return func(c map[string]int) bool {
-		for _, a := range addrs {
-			if c[a] == 0 {
-				return false
-			}
-		}
-		return true
-	}
-}
+func hasAll(addrs ...string) func(map[string]int) bool { return testbackend.HasAll(addrs...) }
 
 func writeFile(dir, name, content string) error {
 	return os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644)

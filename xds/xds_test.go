@@ -171,52 +171,16 @@ func dialWith(t *testing.T, b grpcresolver.Builder, service string) *grpc.Client
 // successful calls, failing after 15 s (gRPC's xDS watch timeout).
 func callUntil(t *testing.T, conn *grpc.ClientConn, what string, cond func(map[string]int) bool) map[string]int {
 	t.Helper()
-	counts := map[string]int{}
-	deadline := time.Now().Add(15 * time.Second)
-	var lastErr error
-	for !cond(counts) {
-		if time.Now().After(deadline) {
-			t.Fatalf("after 15s of calls, still not %s: counts %v, last error %v", what, counts, lastErr)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		addr, err := testbackend.Call(ctx, conn)
-		cancel()
-		if err != nil {
-			lastErr = err
-			time.Sleep(10 * time.Millisecond) // pacing retries of a failing call
-			continue
-		}
-		counts[addr]++
-	}
-	return counts
+	return testbackend.CallUntil(t, conn, 15*time.Second, what, cond)
 }
 
 // calls makes n calls and fails the test on the first error.
 func calls(t *testing.T, conn *grpc.ClientConn, n int) map[string]int {
 	t.Helper()
-	counts := map[string]int{}
-	for i := 0; i < n; i++ {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		addr, err := testbackend.Call(ctx, conn)
-		cancel()
-		if err != nil {
-			t.Fatalf("call %d of %d failed: %v (so far %v)", i+1, n, err, counts)
-		}
-		counts[addr]++
-	}
-	return counts
+	return testbackend.Calls(t, conn, n)
 }
 
-func hasAll(addrs ...string) func(map[string]int) bool {
-	return func(c map[string]int) bool {
-		for _, a := range addrs {
-			if c[a] == 0 {
-				return false
-			}
-		}
-		return true
-	}
-}
+func hasAll(addrs ...string) func(map[string]int) bool { return testbackend.HasAll(addrs...) }
 
 // missUntil calls until n calls in a row went elsewhere than addr and
 // returns when addr got its last call (the zero time if none).
