@@ -173,9 +173,10 @@ func (m *Member) stopT(t testing.TB, op string, hard bool) {
 // Freeze stops a process member's process with SIGSTOP, as a frozen
 // machine or a long GC pause would: its connections stay open, the kernel
 // still completes new handshakes, and nothing answers; requests to it
-// hang, and the other members elect a new leader if it led. Undo it with
-// Thaw. It fails the test if the member is not a running process member
-// (WithProcesses) or is frozen already.
+// hang, and the other members elect a new leader if it led. It returns once
+// the kernel reports the process stopped (on Linux; a signal is delivered
+// asynchronously). Undo it with Thaw. It fails the test if the member is
+// not a running process member (WithProcesses) or is frozen already.
 func (m *Member) Freeze(t testing.TB) {
 	t.Helper()
 	m.freeze(t, "Freeze", true)
@@ -212,6 +213,9 @@ func (m *Member) freeze(t testing.TB, op string, freeze bool) {
 		sig = syscall.SIGSTOP
 	}
 	if err := ch.cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("etcdtest: %s %s: %v", op, m.name, err)
+	}
+	if err := waitState(ch.cmd.Process.Pid, freeze, stopTimeout); err != nil {
 		t.Fatalf("etcdtest: %s %s: %v", op, m.name, err)
 	}
 	m.mu.Lock()
