@@ -92,8 +92,12 @@ func TestKeyDeletedByHandIsWrittenAgain(t *testing.T) {
 			return len(keys) == 2 && leases["/p/svc/a"] == before["/p/svc/b"]
 		})
 		t.Logf("round %d: key back %v after the delete returned", round, took.Sub(deleted).Round(time.Millisecond))
-		if st := r.Status(); st.Repairs != uint64(round) || !st.Registered {
-			t.Fatalf("status %+v, want %d repairs and registered", st, round)
+		// The registrar records its write just after etcd has it.
+		wctx, cancel := context.WithTimeout(ctx, time.Second)
+		err := r.WaitRegistered(wctx)
+		cancel()
+		if st := r.Status(); err != nil || st.Repairs != uint64(round) {
+			t.Fatalf("status %+v (%v), want %d repairs and registered", st, err, round)
 		}
 	}
 	// A deregistered key is not written again.

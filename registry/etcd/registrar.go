@@ -48,6 +48,9 @@ type Registrar struct {
 	// written holds what the run loop wrote under the current lease, by
 	// key. A key in written but not in entries is still to be deleted.
 	written map[string]*entry
+	// wroteAt is the revision of the last write of each key, so that a
+	// deletion older than it (a watch replaying events) is not repaired.
+	wroteAt map[string]int64
 	// dirty holds exactly the keys where entries and written differ: the
 	// run loop's work list, so that a Register costs O(1) however many
 	// instances the registrar holds.
@@ -104,6 +107,7 @@ func NewRegistrar(cli *clientv3.Client, opts ...Option) (*Registrar, error) {
 		done:    make(chan struct{}),
 		entries: make(map[string]*entry),
 		written: make(map[string]*entry),
+		wroteAt: make(map[string]int64),
 		dirty:   make(map[string]struct{}),
 		changed: make(chan struct{}),
 	}

@@ -256,6 +256,7 @@ func (r *Registrar) putPending(lease clientv3.LeaseID) error {
 		// Recorded even if the entry was deregistered meanwhile, so that
 		// deleteRemoved removes the key just written.
 		r.written[e.key] = e
+		r.wroteAt[e.key] = resp.Header.Revision
 		r.syncKeyLocked(e.key)
 		r.updateStatusLocked()
 		r.mu.Unlock()

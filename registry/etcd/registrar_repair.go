@@ -136,7 +136,7 @@ func (r *Registrar) rewound(ctx context.Context, h *pb.ResponseHeader) (bool, st
 func (r *Registrar) keyDeleted(key string, rev int64) {
 	r.mu.Lock()
 	e, ok := r.written[key]
-	if !ok || r.entries[key] != e || r.lease == 0 {
+	if !ok || r.entries[key] != e || r.lease == 0 || rev < r.wroteAt[key] {
 		r.mu.Unlock()
 		return
 	}
@@ -199,7 +199,10 @@ func (o *ownKeys) follow(want map[string]struct{}) {
 		ctx, cancel := context.WithCancel(o.r.ctx)
 		o.watches[p] = cancel
 		o.wg.Add(1)
-		go o.watch(ctx, p)
+		// From just after the last write: every key of the service was
+		// written by then, so no deletion of one is missed while the
+		// watch is being set up.
+		go o.watch(ctx, p, o.r.lastWrite+1)
 	}
 }
 
@@ -211,9 +214,10 @@ func (o *ownKeys) stop() {
 	o.wg.Wait()
 }
 
-// watch follows the deletions under prefix until ctx ends, opening the
-// watch again (with backoff) whenever it ends.
-func (o *ownKeys) watch(ctx context.Context, prefix string) {
+// watch follows the deletions under prefix from revision from until ctx
+// ends, opening the watch again (with backoff, from just after the last
+// event seen) whenever it ends.
+func (o *ownKeys) watch(ctx context.Context, prefix string, from int64) {
 	defer o.wg.Done()
 	r := o.r
 	bo := backoff.New(r.opts.backoffMin, r.opts.backoffMax)
@@ -223,7 +227,14 @@ func (o *ownKeys) watch(ctx context.Context, prefix string) {
 	for {
 		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 		start := time.Now()
-		for resp := range r.cli.Watch(wctx, prefix, clientv3.WithPrefix(), clientv3.WithFilterPut(), clientv3.WithCreatedNotify()) {
+		opts := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithFilterPut(), clientv3.WithCreatedNotify()}
+		if from > 0 {
+			opts = append(opts, clientv3.WithRev(from))
+		}
+		for resp := range r.cli.Watch(wctx, prefix, opts...) {
+			if resp.CompactRevision != 0 {
+				from = 0 // compacted: from now on; the audit covers the gap
+			}
 			if resp.Err() != nil {
 				break
 			}
@@ -239,6 +250,7 @@ func (o *ownKeys) watch(ctx context.Context, prefix string) {
 				if ev.Type == mvccpb.DELETE {
 					r.keyDeleted(string(ev.Kv.Key), ev.Kv.ModRevision)
 				}
+				from = ev.Kv.ModRevision + 1
 			}
 		}
 		cancel()
