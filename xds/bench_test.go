@@ -137,7 +137,7 @@ func BenchmarkConvergence(b *testing.B) {
 	raw := watchEDS(b, sctx, &wg, addr, "bench-raw")
 	seenXDS.Wait(b, 1)
 	seenMuster.Wait(b, 1)
-	raw.wait(b, 1)
+	raw.Wait(b, 1)
 
 	var latXDS, latMuster, latRaw []time.Duration
 	b.ResetTimer()
@@ -149,7 +149,7 @@ func BenchmarkConvergence(b *testing.B) {
 		}
 		latXDS = append(latXDS, seenXDS.Wait(b, i+2).Sub(start))
 		latMuster = append(latMuster, seenMuster.Wait(b, i+2).Sub(start))
-		latRaw = append(latRaw, raw.wait(b, i+2).Sub(start))
+		latRaw = append(latRaw, raw.Wait(b, i+2).Sub(start))
 	}
 	b.StopTimer()
 	x50, m50 := registrytest.Percentile(latXDS, 0.5), registrytest.Percentile(latMuster, 0.5)
@@ -211,20 +211,13 @@ func BenchmarkADSFanOut(b *testing.B) {
 	}
 }
 
-// fanStream is one raw ADS stream recording when it first received an
-// assignment of each size.
-type fanStream struct {
-	mu       sync.Mutex
-	arrivals map[int]time.Time // by number of endpoints
-	changed  chan struct{}
-}
-
 // watchEDS opens an ADS stream on a connection of its own to the control
 // plane at addr, as node, watching the endpoints of service bench; it
 // decodes and acknowledges every response until ctx ends (wg counts its
-// goroutine).
-func watchEDS(b *testing.B, ctx context.Context, wg *sync.WaitGroup, addr, node string) *fanStream {
-	s := &fanStream{arrivals: map[int]time.Time{}, changed: make(chan struct{}, 1)}
+// goroutine). The result records when the stream first received an
+// assignment of each size (number of endpoints).
+func watchEDS(b *testing.B, ctx context.Context, wg *sync.WaitGroup, addr, node string) *registrytest.Arrivals {
+	s := registrytest.NewArrivals()
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		b.Fatal(err)
@@ -250,16 +243,7 @@ func watchEDS(b *testing.B, ctx context.Context, wg *sync.WaitGroup, addr, node 
 			}
 			now := time.Now()
 			if len(resp.GetResources()) == 1 {
-				size := countEndpoints(resp.GetResources()[0].GetValue())
-				s.mu.Lock()
-				if _, ok := s.arrivals[size]; !ok {
-					s.arrivals[size] = now
-				}
-				s.mu.Unlock()
-			}
-			select {
-			case s.changed <- struct{}{}:
-			default:
+				s.Mark(countEndpoints(resp.GetResources()[0].GetValue()), now)
 			}
 			if err := st.Send(&discoveryv3.DiscoveryRequest{
 				TypeUrl: resourcev3.EndpointType, ResourceNames: []string{"bench"},
@@ -314,25 +298,6 @@ func forEachField(b []byte, f func(protowire.Number, []byte)) {
 	}
 }
 
-// wait returns when the stream first had an assignment of size endpoints,
-// failing b after 30 s.
-func (s *fanStream) wait(b *testing.B, size int) time.Time {
-	timeout := time.After(30 * time.Second)
-	for {
-		s.mu.Lock()
-		at, ok := s.arrivals[size]
-		s.mu.Unlock()
-		if ok {
-			return at
-		}
-		select {
-		case <-s.changed:
-		case <-timeout:
-			b.Fatalf("no assignment of %d endpoints within 30s", size)
-		}
-	}
-}
-
 func benchFanOut(b *testing.B, n int) {
 	c := etcdtest.Start(b)
 	opts := []etcd.Option{etcd.WithLogger(quiet)}
@@ -360,7 +325,7 @@ func benchFanOut(b *testing.B, n int) {
 	runtime.ReadMemStats(&before)
 	goroutinesBefore := runtime.NumGoroutine()
 
-	streams := make([]*fanStream, n)
+	streams := make([]*registrytest.Arrivals, n)
 	sctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	b.Cleanup(func() {
@@ -374,7 +339,7 @@ func benchFanOut(b *testing.B, n int) {
 	waitAll := func(size int) []time.Time {
 		out := make([]time.Time, n)
 		for i, s := range streams {
-			out[i] = s.wait(b, size)
+			out[i] = s.Wait(b, size)
 		}
 		return out
 	}
