@@ -65,22 +65,29 @@ func boolValue(b bool) float64 {
 // Registrar returns a collector of a registrar's state:
 // muster_registrar_registered (1 while every instance is written under a
 // live session), muster_registrar_instances, muster_registrar_pending,
-// muster_registrar_reregistrations_total (sessions lost and re-established)
-// and muster_registrar_failures_total (failed attempts, each retried).
+// muster_registrar_reregistrations_total (sessions lost and re-established),
+// muster_registrar_revocations_total (sessions ended by the backend while
+// kept alive), muster_registrar_repairs_total (instances written again
+// after the backend lost them) and muster_registrar_failures_total (failed
+// attempts, each retried).
 func Registrar(r registry.StatusReporter, labels prometheus.Labels) prometheus.Collector {
 	registered := desc("registrar_registered", "1 while every instance of the registrar is written under a live lease.", labels)
 	instances := desc("registrar_instances", "Instances in the registrar's set.", labels)
 	pending := desc("registrar_pending", "Instances not yet written under the current lease.", labels)
 	rereg := desc("registrar_reregistrations_total", "Leases lost and re-granted, with every instance written again.", labels)
+	revoked := desc("registrar_revocations_total", "Leases etcd ended while they were kept alive (revoked by hand, or by a member that led the cluster and was paused for longer than the TTL).", labels)
+	repairs := desc("registrar_repairs_total", "Instances written again because etcd lost them while the lease lived (deleted by hand, lost in a restore).", labels)
 	failures := desc("registrar_failures_total", "Failed attempts to reach etcd (each retried with backoff).", labels)
 	return &collector{
-		descs: []*prometheus.Desc{registered, instances, pending, rereg, failures},
+		descs: []*prometheus.Desc{registered, instances, pending, rereg, revoked, repairs, failures},
 		collect: func(ch chan<- prometheus.Metric) {
 			st := r.Status()
 			ch <- gauge(registered, boolValue(st.Registered))
 			ch <- gauge(instances, float64(st.Instances))
 			ch <- gauge(pending, float64(st.Pending))
 			ch <- counter(rereg, st.Reregistrations)
+			ch <- counter(revoked, st.Revocations)
+			ch <- counter(repairs, st.Repairs)
 			ch <- counter(failures, st.Failures)
 		},
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
 
 	"github.com/musterhq/muster/internal/testkit/etcdtest"
@@ -88,7 +89,34 @@ muster_resolver_protected_updates_total 0
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n != 13 {
-		t.Fatalf("%d series gathered, want 13", n)
+	if n != 15 {
+		t.Fatalf("%d series gathered, want 15", n)
+	}
+
+	// A lease revoked from outside: counted as a revocation, followed by a
+	// re-registration.
+	if _, err := cli.Revoke(ctx, clientv3.LeaseID(reg.Status().Session)); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		if st := reg.Status(); st.Reregistrations == 1 && st.Registered {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not registered again within 5s of the revocation (status %+v)", reg.Status())
+		}
+		time.Sleep(10 * time.Millisecond) // the registrar's keepalive sees the revocation; nothing to await from outside
+	}
+	want = `
+# HELP muster_registrar_reregistrations_total Leases lost and re-granted, with every instance written again.
+# TYPE muster_registrar_reregistrations_total counter
+muster_registrar_reregistrations_total{registrar="main"} 1
+# HELP muster_registrar_revocations_total Leases etcd ended while they were kept alive (revoked by hand, or by a member that led the cluster and was paused for longer than the TTL).
+# TYPE muster_registrar_revocations_total counter
+muster_registrar_revocations_total{registrar="main"} 1
+`
+	if err := testutil.GatherAndCompare(pr, strings.NewReader(want),
+		"muster_registrar_reregistrations_total", "muster_registrar_revocations_total"); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -76,6 +76,12 @@ type RegistrarStatus struct {
 	// them while the session lived (deleted by hand, lost in a restore
 	// from a backup).
 	Repairs uint64
+	// Revocations counts sessions the backend ended while they were still
+	// kept alive, before their TTL ran out (etcd: a lease revoked by
+	// hand, or by a member that led the cluster and was paused for longer
+	// than the TTL, which on resuming revokes the leases it believes
+	// expired). Each is followed by a re-registration.
+	Revocations uint64
 }
 
 // StatusReporter is implemented by Registrars that report their state.

@@ -144,6 +144,12 @@ func TestWholeClusterOutageLongerThanTTL(t *testing.T) {
 	if keys[key("a")] == 0 || keys[key("b")] == 0 {
 		t.Fatalf("after recovery keys are %v, want a and b with leases", keys)
 	}
+	for _, x := range []*backend{a, b} {
+		// Their leases expired unrenewed: not a revocation.
+		if st := x.reg.Status(); st.Revocations != 0 {
+			t.Fatalf("%s's status %+v: an expired lease counted as revoked", x.id, st)
+		}
+	}
 	gone := within(t, ttl+time.Second, "c's key gone", func() bool {
 		_, ok := w.keys(t)[key("c")]
 		return !ok

@@ -55,8 +55,9 @@ type lease struct {
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the lease is lost or stopped
 
-	mu  sync.Mutex
-	err error // why the lease ended; set before done is closed
+	mu      sync.Mutex
+	err     error     // why the lease ended; set before done is closed
+	expires time.Time // etcd keeps the lease at least until then
 }
 
 // grantLease grants a lease of ttl (rounded up to a second) and starts
@@ -79,6 +80,7 @@ func grantLease(ctx context.Context, cli *clientv3.Client, ttl, timeout time.Dur
 		cancel: kcancel,
 		done:   make(chan struct{}),
 	}
+	l.setExpires(start.Add(l.ttl))
 	go l.keepAlive(kctx, start)
 	return l, nil
 }
@@ -91,6 +93,21 @@ func (l *lease) Err() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.err
+}
+
+// left returns how long etcd keeps the lease at least, as of now, counted
+// from the last renewal etcd answered (or the grant): a lease found gone
+// while left is positive was revoked, not expired.
+func (l *lease) left(now time.Time) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.expires.Sub(now)
+}
+
+func (l *lease) setExpires(t time.Time) {
+	l.mu.Lock()
+	l.expires = t
+	l.mu.Unlock()
 }
 
 // stop ends the keepalive and waits for it; it does not revoke the lease.
@@ -174,6 +191,7 @@ func (l *lease) keepAlive(ctx context.Context, granted time.Time) {
 			// Counted from the round's first send: the member may have
 			// renewed on that one.
 			expires = round.Add(time.Duration(a.resp.TTL) * time.Second)
+			l.setExpires(expires)
 			rn.answered(a.from)
 			bo.Reset()
 			unanswered = 0

@@ -159,12 +159,23 @@ func (r *Registrar) grant() (clientv3.LeaseID, error) {
 // leaseLost forgets the current lease; the next reconcile grants a new one
 // and rewrites every key.
 func (r *Registrar) leaseLost() {
+	revoked := time.Duration(0)
 	if r.ls != nil {
+		revoked = r.ls.left(time.Now())
 		r.ls.stop()
 		r.ls = nil
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if revoked > 0 && r.lease != 0 {
+		// etcd ended the lease while the renewals it answered still
+		// kept it: a revocation, not an expiry.
+		r.status.Revocations++
+		r.log.Warn("etcd revoked this registrar's lease while it was kept alive; re-registering under a new lease "+
+			"(revoked by hand, or by a member that led the cluster and was paused for longer than the TTL: "+
+			"on resuming it revokes the leases it believes expired)",
+			"lease", fmt.Sprintf("%x", int64(r.lease)), "ttl_left", revoked.Round(time.Millisecond))
+	}
 	if r.lease != 0 {
 		r.orphan = r.lease
 	}

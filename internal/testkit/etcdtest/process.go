@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -34,6 +35,14 @@ const (
 	// messages.
 	stderrTail = 8 << 10
 )
+
+// LogDirEnv names the environment variable that, when it holds a
+// directory, makes every process member write its full etcd log (info
+// level) to NAME.log in that directory instead of errors only to stderr:
+// the way to see what the servers did in a failing test.
+//
+//	MUSTER_ETCDTEST_LOGDIR=/tmp/logs go test -run TestX ./pkg/
+const LogDirEnv = "MUSTER_ETCDTEST_LOGDIR"
 
 // WithProcesses runs each member in a child process instead of inside the
 // test process, so that a test can freeze (Member.Freeze, SIGSTOP), thaw
@@ -95,6 +104,11 @@ func runChild(js string) error {
 	defer abort()
 	cfg := mc.embedConfig()
 	cfg.LogOutputs = []string{"stderr"}
+	if dir := os.Getenv(LogDirEnv); dir != "" {
+		// Debugging a test: the member's full log, info level, in a file.
+		cfg.LogOutputs = []string{filepath.Join(dir, mc.Name+".log")}
+		cfg.LogLevel = "info"
+	}
 	cfg.GRPCAdditionalServerOptions = embedetcd.AbortOptions(abortCtx)
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
