@@ -113,9 +113,12 @@ func TestChannelBuiltWhileEtcdIsDownStartsFromDiskSnapshot(t *testing.T) {
 	if took := time.Since(start); took > 2*time.Second {
 		t.Fatalf("20 calls from the disk snapshot took %v", took)
 	}
+	// The first calls may all go to the server whose connection was
+	// ready first; with etcd down, only the snapshot can name the other.
 	if len(got) != 2 {
-		t.Fatalf("calls from the disk snapshot reached %v, want both servers", got)
+		got = callUntil(t, conn, "both servers called from the disk snapshot", hasAll(a.Addr, b.Addr))
 	}
+	t.Logf("calls from the disk snapshot reached %v", got)
 }
 
 func TestCorruptSnapshotIsIgnored(t *testing.T) {
