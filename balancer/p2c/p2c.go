@@ -47,6 +47,17 @@ func defaultConfig() *config {
 	return &config{decayTime: DefaultDecayTime, outlier: lb.DefaultOutlierConfig()}
 }
 
+// MarshalJSON returns the config as ParseConfig reads it: grpc-go's xDS
+// support marshals a parsed config and parses it again on its way to the
+// balancer, which would otherwise get the defaults.
+func (c *config) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		DecayTime       string             `json:"decayTime"`
+		Outlier         lb.OutlierConfig   `json:"outlier"`
+		EndpointWeights lb.EndpointWeights `json:"endpointWeights,omitempty"`
+	}{c.decayTime.String(), c.outlier, c.weights})
+}
+
 type builder struct{}
 
 var (

@@ -1,6 +1,8 @@
 package p2c
 
 import (
+	"encoding/json"
+	"maps"
 	"math"
 	"strings"
 	"testing"
@@ -432,3 +434,29 @@ func TestBadConfigFailsTheChannel(t *testing.T) {
 }
 
 func dur(ns float64) time.Duration { return time.Duration(ns) }
+
+// A parsed config marshals to JSON that parses to the same config, as
+// grpc-go's xDS support needs (it marshals a parsed config and parses it
+// again).
+func TestConfigSurvivesAJSONRoundTrip(t *testing.T) {
+	for _, js := range []string{`{}`,
+		`{"decayTime":"1.5s","outlier":{"consecutiveFailures":0,"baseEjectionTime":"250ms","maxEjectionTime":"1m","maxEjectionPercent":100},` +
+			`"endpointWeights":{"10.0.0.7:9000":200,"[::1]:80":1}}`} {
+		first, err := builder{}.ParseConfig([]byte(js))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := json.Marshal(first)
+		if err != nil {
+			t.Fatal(err)
+		}
+		second, err := builder{}.ParseConfig(out)
+		if err != nil {
+			t.Fatalf("ParseConfig of the marshalled %s (%s): %v", js, out, err)
+		}
+		a, b := first.(*config), second.(*config)
+		if a.decayTime != b.decayTime || a.outlier != b.outlier || !maps.Equal(a.weights, b.weights) {
+			t.Errorf("%s → %s → %+v, want %+v", js, out, *b, *a)
+		}
+	}
+}

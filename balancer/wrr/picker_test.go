@@ -1,6 +1,8 @@
 package wrr
 
 import (
+	"encoding/json"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -178,5 +180,23 @@ func TestModMatchesTheRemainder(t *testing.T) {
 				t.Fatalf("mod(%d) with n=%d = %d, want %d", i, n, got, want)
 			}
 		}
+	}
+}
+
+// grpc-go's xDS support marshals the parsed config and parses the result:
+// nothing may be lost on the way.
+func TestConfigSurvivesAJSONRoundTrip(t *testing.T) {
+	js := `{"outlier":{"consecutiveFailures":2,"baseEjectionTime":"1.5s","maxEjectionTime":"5m","maxEjectionPercent":0},"endpointWeights":{"db.local:5":10000}}`
+	want, _ := builder{}.ParseConfig([]byte(js))
+	out, err := json.Marshal(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := builder{}.ParseConfig(out)
+	if err != nil {
+		t.Fatalf("ParseConfig(%s): %v", out, err)
+	}
+	if g, w := got.(*config), want.(*config); g.outlier != w.outlier || !maps.Equal(g.weights, w.weights) {
+		t.Errorf("marshalled as %s, parsed again as %+v, want %+v", out, *g, *w)
 	}
 }

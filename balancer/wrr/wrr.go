@@ -33,6 +33,16 @@ type config struct {
 	weights lb.EndpointWeights
 }
 
+// MarshalJSON returns the config as ParseConfig reads it: grpc-go's xDS
+// support marshals a parsed config and parses it again on its way to the
+// balancer, which would otherwise get the defaults.
+func (c *config) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Outlier         lb.OutlierConfig   `json:"outlier"`
+		EndpointWeights lb.EndpointWeights `json:"endpointWeights,omitempty"`
+	}{c.outlier, c.weights})
+}
+
 type builder struct{}
 
 var (
