@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	_ "github.com/musterhq/muster/balancer/p2c" // registers muster_p2c
 	_ "github.com/musterhq/muster/balancer/wrr" // registers muster_wrr
 	"github.com/musterhq/muster/internal/testkit/testbackend"
 	"github.com/musterhq/muster/metrics"
@@ -181,6 +182,46 @@ func TestWeightChangePushesItsClusterOnly(t *testing.T) {
 		func(p *xds.Pushes) { p.Endpoints++; p.Clusters++ })
 	if got := e.cp.Stats().Pushes["other"]; got != base.Pushes["other"] {
 		t.Errorf("other service: pushes %+v, want %+v (unchanged)", got, base.Pushes["other"])
+	}
+	noNACK(t, e.cp)
+}
+
+// Through xDS, muster_p2c divides its scores by the registry's weights too.
+// Of three backends, the heavy one (weight 10000) answers 1 ms later than
+// the two others (weight 100), whose loopback calls take a fraction of a
+// millisecond. Each sequential call draws two backends at random and takes
+// the one of lower latency / weight. Without the weights the heavy one
+// loses nearly every draw (p2c's own tests show how slowness is avoided);
+// with them it wins every draw it is in (its 1 ms over 100 would have to
+// beat a call of under 10 µs), which is 2/3 of the draws: about 67 % of
+// the calls. The bound, 50 %, is 15 binomial standard deviations (1.1
+// points over 2,000 calls) below 67 %, and a loaded machine only slows the
+// light backends, which helps the heavy one.
+func TestMusterP2CWeights(t *testing.T) {
+	e := newEnv(t, xds.WithServices("greeter"), xds.WithPolicy(xds.MusterP2C))
+	heavy, a, b := testbackend.Start(t), testbackend.Start(t), testbackend.Start(t)
+	heavy.SetDelay(time.Millisecond)
+	e.register(t, "greeter", "heavy", heavy.Addr, "", registry.MaxWeight, false)
+	e.register(t, "greeter", "a", a.Addr, "", 100, false)
+	e.register(t, "greeter", "b", b.Addr, "", 100, false)
+	conn := e.dial(t, "greeter", "p2c-client", "")
+	callUntil(t, conn, "calling every backend", hasAll(heavy.Addr, a.Addr, b.Addr))
+	// Wait for the weights: a window of 500 calls with most to heavy.
+	callUntil(t, conn, "most calls to the heavy backend", func(c map[string]int) bool {
+		n := c[heavy.Addr] + c[a.Addr] + c[b.Addr]
+		if n < 500 {
+			return false
+		}
+		ok := c[heavy.Addr]*2 > n
+		clear(c)
+		return ok
+	})
+	const n = 2000
+	got := calls(t, conn, n)
+	share := float64(got[heavy.Addr]) / n
+	t.Logf("weights 10000/100/100, %d calls: heavy %.1f %% (about 67 %% expected, near 0 without weights): %v", n, 100*share, got)
+	if share < 0.5 {
+		t.Errorf("the backend of weight 10000 got %.1f %% of the calls, want more than 50 %%", 100*share)
 	}
 	noNACK(t, e.cp)
 }
