@@ -63,7 +63,7 @@ func balancerConfig(t *testing.T, p Policy, table map[string]int) (string, json.
 // The config written for Muster's policies is accepted by their balancers;
 // other custom policies get an empty config.
 func TestClusterCarriesWeights(t *testing.T) {
-	table := map[string]int{"10.0.0.3:80": 300, "[::1]:81": 1}
+	table := map[string]int{"10.0.0.3:80": 300, "[::1]:81": 1, "backend.example:82": registry.MaxWeight}
 	for _, p := range []Policy{MusterP2C, MusterWRR} {
 		_, js := balancerConfig(t, p, table)
 		var got struct {
