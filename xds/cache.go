@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sort"
 	"strings"
 	"sync"
@@ -44,6 +45,7 @@ type caches struct {
 
 	mu       sync.Mutex
 	services map[string][]registry.Instance // usable instances per published service
+	weights  map[string]map[string]int      // weightTable in the published Cluster, per service whose policy takesWeights
 	bytes    map[string]*endpointBytes      // serialized endpoints per published service
 	eds      map[string]*zoneCache          // by client zone; "" for clients without one
 	overflow bool                           // a zone was refused for maxZones (logged once)
@@ -74,18 +76,25 @@ func newCaches(prefix string, maxZones int, log *slog.Logger) *caches {
 		maxZones: maxZones,
 		log:      log,
 		services: map[string][]registry.Instance{},
+		weights:  map[string]map[string]int{},
 		bytes:    map[string]*endpointBytes{},
 		eds:      map[string]*zoneCache{},
 	}
 }
 
 // setService publishes a service's usable instances. The first call for a
-// service, or one with another policy, publishes its Listener, Route and
-// Cluster too. An assignment equal to the one already published for a zone
-// is not set again, so clients get no response for it.
+// service publishes its Listener, Route and Cluster too; a later one
+// publishes the Cluster again when p takesWeights and the weight table
+// changed (before the endpoints, so that a new instance's weight is known
+// when it arrives). An assignment equal to the one already published for a
+// zone is not set again, so clients get no response for it.
 func (c *caches) setService(service string, p Policy, list []registry.Instance, first bool) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	var table map[string]int
+	if p.takesWeights() {
+		table = weightTable(list)
+	}
 	if first {
 		l, err := listenerFor(service)
 		if err != nil {
@@ -97,8 +106,13 @@ func (c *caches) setService(service string, p Policy, list []registry.Instance, 
 		if err := c.rds.UpdateResource(service, routeFor(service)); err != nil {
 			return fmt.Errorf("xds: route %s: %w", service, err)
 		}
-		if err := c.cds.UpdateResource(service, clusterFor(service, p)); err != nil {
+	}
+	if first || p.takesWeights() && !maps.Equal(c.weights[service], table) {
+		if err := c.cds.UpdateResource(service, clusterFor(service, p, table)); err != nil {
 			return fmt.Errorf("xds: cluster %s: %w", service, err)
+		}
+		if p.takesWeights() {
+			c.weights[service] = table
 		}
 	}
 	c.services[service] = list

@@ -11,7 +11,9 @@
 // RouteConfiguration (every host, prefix "/" to cluster S), a Cluster (EDS
 // over ADS, service name S, the service's Policy, RoundRobin by default; a
 // CustomPolicy such as MusterP2C names a client balancer, with round robin
-// as the fallback for clients without it) and
+// as the fallback for clients without it; for MusterP2C and MusterWRR the
+// balancer's config carries the instances' weights other than the default,
+// which the balancer cannot read from the endpoints) and
 // a ClusterLoadAssignment: one locality per zone, weighted by the sum of its
 // instances' weights; an endpoint per instance with the instance's weight,
 // a draining instance as health_status DRAINING (clients send it nothing),
@@ -35,7 +37,8 @@
 // Each resource has its own version (one go-control-plane LinearCache per
 // type, and per client zone for endpoints): a change of one service sends
 // that service's ClusterLoadAssignment to the clients watching it, and
-// nothing else. An assignment equal to the published one is not sent. A
+// nothing else, but for the service's Cluster too when its policy is
+// MusterP2C or MusterWRR and the change alters its weights. An assignment equal to the published one is not sent. A
 // version a client rejected (NACK) is never sent to it again: it keeps its
 // last accepted version until the next change; NACKs are logged with the
 // client's error and counted.

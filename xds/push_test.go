@@ -139,9 +139,9 @@ func TestNACKNoResend(t *testing.T) {
 	waitStats(t, e.cp, "greeter published", func(st xds.Stats) bool { return st.Services == 1 })
 
 	t.Run("cluster", func(t *testing.T) {
-		// Clusters do not change with instances, so the test asks for
-		// something else on the same stream and checks that nothing but
-		// its answer comes. A resend would be queued before that request
+		// Round-robin Clusters do not change with instances, so the
+		// test asks for something else on the same stream and checks
+		// that nothing but its answer comes. A resend would be queued before that request
 		// is even read, so it would come first or right after; the
 		// 500 ms of silence asked for after the answer is a bound on
 		// nothing happening, not a wait for something.

@@ -47,7 +47,9 @@ const (
 	// MusterP2C names Muster's balancer muster_p2c (package
 	// balancer/p2c): a Go client that imports that package balances the
 	// service with it; other clients fall back to round robin. See
-	// CustomPolicy.
+	// CustomPolicy. Unlike other custom policies, the balancer's config
+	// carries the table of instance weights that are not the default
+	// ("endpointWeights"), since the balancer cannot read the EDS weights.
 	MusterP2C Policy = "muster_p2c"
 	// MusterWRR names Muster's balancer muster_wrr (package
 	// balancer/wrr), as MusterP2C does muster_p2c.
@@ -63,16 +65,23 @@ const (
 // [a-z][a-z0-9_.]{0,63}; a Policy that is neither a built-in one nor a valid
 // custom name is an error of New.
 //
+// The balancer's config is empty, except for MusterP2C and MusterWRR,
+// whose config carries the weights (see MusterP2C).
+//
 // # Experimental
 //
-// Only the control-plane side: the balancer gets the endpoints gRPC's xDS
-// support hands it, whose weights and zones Muster's balancers do not read
-// yet (they read the muster resolver's instances; see docs/XDS.md).
+// The balancer gets the endpoints gRPC's xDS support hands it, whose
+// weights, zones and metadata no module but grpc-go can read; Muster's
+// balancers get the weights from their config instead (see docs/XDS.md).
 func CustomPolicy(name string) Policy { return Policy(name) }
 
 func (p Policy) builtin() bool { return p == RoundRobin || p == RingHash || p == LeastRequest }
 
 func (p Policy) valid() bool { return p.builtin() || customName.MatchString(string(p)) }
+
+// takesWeights reports whether the policy's balancer reads an
+// endpointWeights table from its config: Muster's own balancers.
+func (p Policy) takesWeights() bool { return p == MusterP2C || p == MusterWRR }
 
 // customName is what a custom policy's name must match.
 var customName = regexp.MustCompile(`^[a-z][a-z0-9_.]{0,63}$`)
@@ -148,8 +157,10 @@ func routeFor(service string) *routev3.RouteConfiguration {
 }
 
 // clusterFor returns the Cluster named service: EDS over ADS, endpoints
-// from the ClusterLoadAssignment named service, balanced by p.
-func clusterFor(service string, p Policy) *clusterv3.Cluster {
+// from the ClusterLoadAssignment named service, balanced by p. weights,
+// from weightTable, is written into the config of a policy that
+// takesWeights; other policies ignore it.
+func clusterFor(service string, p Policy, weights map[string]int) *clusterv3.Cluster {
 	c := &clusterv3.Cluster{
 		Name:                 service,
 		ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_EDS},
@@ -170,17 +181,31 @@ func clusterFor(service string, p Policy) *clusterv3.Cluster {
 		c.LbPolicy = clusterv3.Cluster_LEAST_REQUEST
 	case RoundRobin:
 	default:
-		c.LoadBalancingPolicy = customPolicy(string(p))
+		if !p.takesWeights() {
+			weights = nil
+		}
+		c.LoadBalancingPolicy = customPolicy(string(p), weights)
 	}
 	return c
 }
 
 // customPolicy is the load_balancing_policy of a custom policy: the named
-// balancer, with an empty config, then round robin within localities
+// balancer, with a config that is empty or has only the endpointWeights
+// table weights (when it is not empty), then round robin within localities
 // weighted by their weights, which is what lb_policy ROUND_ROBIN means to a
 // gRPC client.
-func customPolicy(name string) *clusterv3.LoadBalancingPolicy {
-	custom := mustAny(&xdstypev3.TypedStruct{TypeUrl: typedStructPrefix + name, Value: &structpb.Struct{}})
+func customPolicy(name string, weights map[string]int) *clusterv3.LoadBalancingPolicy {
+	config := &structpb.Struct{}
+	if len(weights) > 0 {
+		table := make(map[string]*structpb.Value, len(weights))
+		for addr, w := range weights {
+			table[addr] = structpb.NewNumberValue(float64(w))
+		}
+		config.Fields = map[string]*structpb.Value{
+			endpointWeightsField: structpb.NewStructValue(&structpb.Struct{Fields: table}),
+		}
+	}
+	custom := mustAny(&xdstypev3.TypedStruct{TypeUrl: typedStructPrefix + name, Value: config})
 	fallback := mustAny(&wrrlocalityv3.WrrLocality{EndpointPickingPolicy: &clusterv3.LoadBalancingPolicy{
 		Policies: []*clusterv3.LoadBalancingPolicy_Policy{{TypedExtensionConfig: &corev3.TypedExtensionConfig{
 			Name:        "envoy.load_balancing_policies.round_robin",
@@ -191,6 +216,31 @@ func customPolicy(name string) *clusterv3.LoadBalancingPolicy {
 		{TypedExtensionConfig: &corev3.TypedExtensionConfig{Name: name, TypedConfig: custom}},
 		{TypedExtensionConfig: &corev3.TypedExtensionConfig{Name: "envoy.load_balancing_policies.wrr_locality", TypedConfig: fallback}},
 	}}
+}
+
+// endpointWeightsField is the field of Muster's balancer configs that maps
+// an endpoint's address to its weight (balancer/internal/lb
+// ParseEndpointWeights reads it).
+const endpointWeightsField = "endpointWeights"
+
+// weightTable returns the endpointWeights table of a service's instances,
+// as usable returns them: each instance's address (canonical, the form
+// gRPC gives its endpoint: host:port from the EDS socket address) to its
+// effective weight, for the instances taking calls whose weight is not
+// registry.DefaultWeight, which the balancers give an address left out.
+// Draining instances are left out too: they are sent as DRAINING, which
+// clients give no calls. nil when every weight is the default.
+func weightTable(list []registry.Instance) map[string]int {
+	var table map[string]int
+	for _, in := range list {
+		if w := in.EffectiveWeight(); w != 0 && w != registry.DefaultWeight {
+			if table == nil {
+				table = map[string]int{}
+			}
+			table[in.Addr] = w
+		}
+	}
+	return table
 }
 
 // mustAny wraps m, a message linked into the program, in an Any; that
@@ -209,9 +259,11 @@ type skipped struct {
 }
 
 // usable returns the instances that can be xDS endpoints, in list's order,
-// and those that cannot: an address that is not host:port with an IP or a
-// DNS name and a port 1..65535, or the same address as an instance before
-// it in list (xDS clients reject a whole assignment with a duplicate).
+// with their addresses in canonical form (canonicalAddr: what a client's
+// endpoint will carry), and those that cannot: an address that is not
+// host:port with an IP or a DNS name and a port 1..65535, or the same
+// address as an instance before it in list (xDS clients reject a whole
+// assignment with a duplicate).
 func usable(list []registry.Instance) ([]registry.Instance, []skipped) {
 	ok := make([]registry.Instance, 0, len(list))
 	var bad []skipped
@@ -228,6 +280,7 @@ func usable(list []registry.Instance) ([]registry.Instance, []skipped) {
 			continue
 		}
 		seen[key] = in.ID
+		in.Addr = key
 		ok = append(ok, in)
 	}
 	return ok, bad

@@ -61,7 +61,7 @@ func TestCluster(t *testing.T) {
 		{LeastRequest, clusterv3.Cluster_LEAST_REQUEST},
 		{MusterP2C, clusterv3.Cluster_ROUND_ROBIN}, // ignored by clients: load_balancing_policy wins
 	} {
-		c := clusterFor("greeter", tc.p)
+		c := clusterFor("greeter", tc.p, nil)
 		if err := c.Validate(); err != nil {
 			t.Fatalf("%s: %v", tc.p, err)
 		}
@@ -73,17 +73,17 @@ func TestCluster(t *testing.T) {
 			t.Errorf("%s: lb policy %v, want %v", tc.p, c.GetLbPolicy(), tc.want)
 		}
 	}
-	if got := clusterFor("greeter", RingHash).GetRingHashLbConfig().GetMinimumRingSize().GetValue(); got != ringSize {
+	if got := clusterFor("greeter", RingHash, nil).GetRingHashLbConfig().GetMinimumRingSize().GetValue(); got != ringSize {
 		t.Errorf("ring size %d, want %d", got, ringSize)
 	}
 	for _, p := range []Policy{RoundRobin, RingHash, LeastRequest} {
-		if lbp := clusterFor("greeter", p).GetLoadBalancingPolicy(); lbp != nil {
+		if lbp := clusterFor("greeter", p, nil).GetLoadBalancingPolicy(); lbp != nil {
 			t.Errorf("%s: load_balancing_policy %v, want none", p, lbp)
 		}
 	}
 	// A custom policy: the TypedStruct naming the balancer, then
 	// wrr_locality over round_robin for the clients without it.
-	pols := clusterFor("greeter", MusterWRR).GetLoadBalancingPolicy().GetPolicies()
+	pols := clusterFor("greeter", MusterWRR, nil).GetLoadBalancingPolicy().GetPolicies()
 	if len(pols) != 2 {
 		t.Fatalf("muster_wrr: %d policies, want 2", len(pols))
 	}

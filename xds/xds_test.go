@@ -261,19 +261,41 @@ func TestWeights(t *testing.T) {
 	conn := e.dial(t, "greeter", "client-1", "")
 	callUntil(t, conn, "calling a, b and c", hasAll(a.Addr, b.Addr, c.Addr))
 
-	const n = 4000
-	got := calls(t, conn, n)
-	for _, w := range []struct {
-		addr  string
-		share float64
-	}{{a.Addr, 0.25}, {b.Addr, 0.25}, {c.Addr, 0.50}} {
-		share := float64(got[w.addr]) / n
-		t.Logf("%s: %.1f %% (want %.0f %%)", w.addr, 100*share, 100*w.share)
-		if share < w.share-0.05 || share > w.share+0.05 {
-			t.Errorf("%s got %.1f %% of the calls, want %.0f ± 5 %%", w.addr, 100*share, 100*w.share)
-		}
-	}
+	checkShares(t, calls(t, conn, 4000), []share{{a.Addr, 0.25}, {b.Addr, 0.25}, {c.Addr, 0.50}}, 0.05)
 	noNACK(t, e.cp)
+}
+
+// share is the share of the calls an address should get.
+type share struct {
+	addr string
+	want float64
+}
+
+// sharesWithin reports whether each address's share of got is its want ±
+// tol, and describes the shares.
+func sharesWithin(got map[string]int, wants []share, tol float64) (bool, string) {
+	n := 0
+	for _, c := range got {
+		n += c
+	}
+	ok, desc := n > 0, ""
+	for _, w := range wants {
+		sh := float64(got[w.addr]) / float64(max(n, 1))
+		desc += fmt.Sprintf(" %s %.1f %% (want %.1f %%);", w.addr, 100*sh, 100*w.want)
+		ok = ok && sh >= w.want-tol && sh <= w.want+tol
+	}
+	return ok, fmt.Sprintf("%d calls:%s", n, desc)
+}
+
+// checkShares fails t unless each address's share of got is its want ±
+// tol, and logs the shares.
+func checkShares(t *testing.T, got map[string]int, wants []share, tol float64) {
+	t.Helper()
+	ok, desc := sharesWithin(got, wants, tol)
+	t.Logf("tolerance ±%.0f points; %s", 100*tol, desc)
+	if !ok {
+		t.Errorf("shares out of tolerance (±%.0f points): %s", 100*tol, desc)
+	}
 }
 
 // A client prefers its zone and fails over to the others when its zone

@@ -17,7 +17,12 @@
 //
 // It works with any resolver. Endpoints of the Muster resolver
 // (github.com/musterhq/muster/resolver) carry their instance's weight;
-// others weigh registry.DefaultWeight (100).
+// others weigh their first address's entry in the config's
+// "endpointWeights" table, else registry.DefaultWeight (100). Under xDS
+// (a Cluster naming muster_p2c, see github.com/musterhq/muster/xds),
+// Muster's control plane writes that table from the registry, since
+// grpc-go keeps the EDS endpoint weights where no other module can read
+// them.
 //
 // # Picking
 //
@@ -126,17 +131,24 @@
 //	    "baseEjectionTime": "30s",
 //	    "maxEjectionTime": "300s",
 //	    "maxEjectionPercent": 50
-//	  }
+//	  },
+//	  "endpointWeights": {"10.0.0.7:9000": 200, "10.0.0.8:9000": 50}
 //	}}
 //
 // Durations use Go's syntax ("30s", "1.5s", "250ms") and must be positive.
 // consecutiveFailures must be 0 or more (0 disables ejection),
 // maxEjectionPercent 0..100 (0 disables ejection), and maxEjectionTime at
-// least baseEjectionTime. An unknown field, a wrong type or an invalid
+// least baseEjectionTime. endpointWeights maps an endpoint's address, as
+// its resolver gives it (host:port), to its weight, 1..registry.MaxWeight
+// (10000); it applies only to endpoints that carry no Muster instance, and
+// an address it leaves out weighs 100. A new config with another table
+// takes effect at once, with the endpoints' latency and ejection state
+// kept. An unknown field, a wrong type or an invalid
 // value fails the service config with an error that starts with
 // "muster_p2c: " and names the field, e.g.
 //
 //	muster_p2c: outlier.maxEjectionPercent: 150 is out of range 0..100
 //	muster_p2c: decayTime: "10" is not a duration; want e.g. "30s" or "250ms"
 //	muster_p2c: invalid config: json: unknown field "decay"
+//	muster_p2c: endpointWeights: "10.0.0.7:9000": weight 0 is out of range 1..10000
 package p2c

@@ -40,10 +40,22 @@ type config struct {
 
 	decayTime time.Duration
 	outlier   lb.OutlierConfig
+	weights   lb.EndpointWeights
 }
 
 func defaultConfig() *config {
 	return &config{decayTime: DefaultDecayTime, outlier: lb.DefaultOutlierConfig()}
+}
+
+// MarshalJSON returns the config as ParseConfig reads it: grpc-go's xDS
+// support marshals a parsed config and parses it again on its way to the
+// balancer, which would otherwise get the defaults.
+func (c *config) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		DecayTime       string             `json:"decayTime"`
+		Outlier         lb.OutlierConfig   `json:"outlier"`
+		EndpointWeights lb.EndpointWeights `json:"endpointWeights,omitempty"`
+	}{c.decayTime.String(), c.outlier, c.weights})
 }
 
 type builder struct{}
@@ -75,8 +87,9 @@ func (builder) ParseConfig(js json.RawMessage) (serviceconfig.LoadBalancingConfi
 		return cfg, nil
 	}
 	var j struct {
-		DecayTime *string         `json:"decayTime"`
-		Outlier   json.RawMessage `json:"outlier"`
+		DecayTime       *string         `json:"decayTime"`
+		Outlier         json.RawMessage `json:"outlier"`
+		EndpointWeights json.RawMessage `json:"endpointWeights"`
 	}
 	if err := lb.DecodeStrict(js, &j); err != nil {
 		return nil, fmt.Errorf("%s: invalid config: %v", Name, err)
@@ -93,6 +106,9 @@ func (builder) ParseConfig(js json.RawMessage) (serviceconfig.LoadBalancingConfi
 		return nil, fmt.Errorf("%s: %v", Name, err)
 	}
 	cfg.outlier = oc
+	if cfg.weights, err = lb.ParseEndpointWeights(j.EndpointWeights); err != nil {
+		return nil, fmt.Errorf("%s: %w", Name, err)
+	}
 	return cfg, nil
 }
 
@@ -131,7 +147,7 @@ func (b *p2cBalancer) UpdateClientConnState(s balancer.ClientConnState) error {
 		cfg = c
 	}
 	b.cfg.Store(cfg)
-	return b.Update(s, cfg.outlier)
+	return b.Update(s, cfg.outlier, cfg.weights)
 }
 
 // newPicker is called by lb.Base with its lock held.

@@ -1,6 +1,8 @@
 package p2c
 
 import (
+	"encoding/json"
+	"maps"
 	"math"
 	"strings"
 	"testing"
@@ -364,13 +366,20 @@ func TestPickAndDoneDoNotAllocate(t *testing.T) {
 
 func TestParseConfig(t *testing.T) {
 	def := defaultConfig()
+	isDef := func(c *config) bool {
+		return c.decayTime == def.decayTime && c.outlier == def.outlier && c.weights == nil
+	}
 	for _, tc := range []struct {
 		js   string
 		want func(*config) bool
 	}{
-		{``, func(c *config) bool { return *c == *def }},
-		{`{}`, func(c *config) bool { return *c == *def }},
-		{`{"outlier":null}`, func(c *config) bool { return *c == *def }},
+		{``, isDef},
+		{`{}`, isDef},
+		{`{"outlier":null}`, isDef},
+		{`{"endpointWeights":null}`, isDef},
+		{`{"endpointWeights":{"10.0.0.7:9000":200,"10.0.0.8:9000":1}}`, func(c *config) bool {
+			return len(c.weights) == 2 && c.weights["10.0.0.7:9000"] == 200 && c.weights["10.0.0.8:9000"] == 1
+		}},
 		{`{"decayTime":"1.5s"}`, func(c *config) bool { return c.decayTime == 1500*time.Millisecond }},
 		{`{"outlier":{"consecutiveFailures":0}}`, func(c *config) bool {
 			return !c.outlier.Enabled() && c.outlier.BaseEjectionTime == lb.DefaultBaseEjectionTime
@@ -404,6 +413,9 @@ func TestParseConfig(t *testing.T) {
 		{`{"outlier":{"baseEjectionTime":"10m"}}`, `muster_p2c: outlier.maxEjectionTime: 5m0s is shorter than outlier.baseEjectionTime 10m0s`},
 		{`{"outlier":{"consecutive":5}}`, `muster_p2c: outlier: json: unknown field "consecutive"`},
 		{`{"outlier":5}`, `muster_p2c: outlier: json: cannot unmarshal number`},
+		{`{"endpointWeights":{"10.0.0.7:9000":20000}}`, `muster_p2c: endpointWeights: "10.0.0.7:9000": weight 20000 is out of range 1..10000`},
+		{`{"endpointWeights":{"10.0.0.7":200}}`, `muster_p2c: endpointWeights: "10.0.0.7" is not a host:port address`},
+		{`{"endpointWeights":[]}`, `muster_p2c: endpointWeights: json: cannot unmarshal array`},
 	} {
 		_, err := builder{}.ParseConfig([]byte(tc.js))
 		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
@@ -422,3 +434,29 @@ func TestBadConfigFailsTheChannel(t *testing.T) {
 }
 
 func dur(ns float64) time.Duration { return time.Duration(ns) }
+
+// A parsed config marshals to JSON that parses to the same config, as
+// grpc-go's xDS support needs (it marshals a parsed config and parses it
+// again).
+func TestConfigSurvivesAJSONRoundTrip(t *testing.T) {
+	for _, js := range []string{`{}`,
+		`{"decayTime":"1.5s","outlier":{"consecutiveFailures":0,"baseEjectionTime":"250ms","maxEjectionTime":"1m","maxEjectionPercent":100},` +
+			`"endpointWeights":{"10.0.0.7:9000":200,"[::1]:80":1}}`} {
+		first, err := builder{}.ParseConfig([]byte(js))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := json.Marshal(first)
+		if err != nil {
+			t.Fatal(err)
+		}
+		second, err := builder{}.ParseConfig(out)
+		if err != nil {
+			t.Fatalf("ParseConfig of the marshalled %s (%s): %v", js, out, err)
+		}
+		a, b := first.(*config), second.(*config)
+		if a.decayTime != b.decayTime || a.outlier != b.outlier || !maps.Equal(a.weights, b.weights) {
+			t.Errorf("%s → %s → %+v, want %+v", js, out, *b, *a)
+		}
+	}
+}

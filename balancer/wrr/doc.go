@@ -17,8 +17,13 @@
 //
 // It works with any resolver. Endpoints of the Muster resolver
 // (github.com/musterhq/muster/resolver) carry their instance's weight
-// (registry.Instance.EffectiveWeight); others weigh
-// registry.DefaultWeight (100), which makes the policy a plain round robin.
+// (registry.Instance.EffectiveWeight); others weigh their first address's
+// entry in the config's "endpointWeights" table, else
+// registry.DefaultWeight (100), which without a table makes the policy a
+// plain round robin. Under xDS (a Cluster naming muster_wrr, see
+// github.com/musterhq/muster/xds), Muster's control plane writes that
+// table from the registry, since grpc-go keeps the EDS endpoint weights
+// where no other module can read them.
 //
 // # Order
 //
@@ -74,16 +79,22 @@
 //	    "baseEjectionTime": "30s",
 //	    "maxEjectionTime": "300s",
 //	    "maxEjectionPercent": 50
-//	  }
+//	  },
+//	  "endpointWeights": {"10.0.0.7:9000": 200, "10.0.0.8:9000": 50}
 //	}}
 //
 // Durations use Go's syntax ("30s", "1.5s", "250ms") and must be positive.
 // consecutiveFailures must be 0 or more (0 disables ejection),
 // maxEjectionPercent 0..100 (0 disables ejection), and maxEjectionTime at
-// least baseEjectionTime. An unknown field, a wrong type or an invalid
+// least baseEjectionTime. endpointWeights maps an endpoint's address, as
+// its resolver gives it (host:port), to its weight, 1..registry.MaxWeight
+// (10000); it applies only to endpoints that carry no Muster instance, and
+// an address it leaves out weighs 100. A new config with another table
+// takes effect at once: the next picker follows the new weights. An unknown field, a wrong type or an invalid
 // value fails the service config with an error that starts with
 // "muster_wrr: " and names the field, e.g.
 //
 //	muster_wrr: outlier.consecutiveFailures: -1 is negative; want 0 (no ejection) or more
 //	muster_wrr: invalid config: json: unknown field "weights"
+//	muster_wrr: endpointWeights: "10.0.0.7:9000": weight 0 is out of range 1..10000
 package wrr

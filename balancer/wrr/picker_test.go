@@ -1,6 +1,8 @@
 package wrr
 
 import (
+	"encoding/json"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -128,10 +130,14 @@ func TestPickAndDoneDoNotAllocate(t *testing.T) {
 }
 
 func TestParseConfig(t *testing.T) {
-	for _, js := range []string{``, `{}`, `{"outlier":{}}`, `{"outlier":{"consecutiveFailures":2,"baseEjectionTime":"250ms","maxEjectionTime":"1s","maxEjectionPercent":10}}`} {
+	for _, js := range []string{``, `{}`, `{"outlier":{}}`, `{"outlier":{"consecutiveFailures":2,"baseEjectionTime":"250ms","maxEjectionTime":"1s","maxEjectionPercent":10}}`,
+		`{"endpointWeights":{}}`, `{"endpointWeights":{"10.0.0.7:9000":200}}`} {
 		if _, err := (builder{}).ParseConfig([]byte(js)); err != nil {
 			t.Errorf("ParseConfig(%s): %v", js, err)
 		}
+	}
+	if got, _ := (builder{}).ParseConfig([]byte(`{"endpointWeights":{"10.0.0.7:9000":200}}`)); got.(*config).weights["10.0.0.7:9000"] != 200 {
+		t.Errorf("endpointWeights parsed as %v", got.(*config).weights)
 	}
 	got, _ := builder{}.ParseConfig([]byte(`{"outlier":{"baseEjectionTime":"250ms","maxEjectionTime":"1s"}}`))
 	if c := got.(*config).outlier; c.BaseEjectionTime != 250*time.Millisecond || c.MaxEjectionTime != time.Second ||
@@ -146,6 +152,9 @@ func TestParseConfig(t *testing.T) {
 		{`{"outlier":{"maxEjectionPercent":200}}`, `muster_wrr: outlier.maxEjectionPercent: 200 is out of range 0..100`},
 		{`{"outlier":{"baseEjectionTime":"30"}}`, `muster_wrr: outlier.baseEjectionTime: "30" is not a duration; want e.g. "30s" or "250ms"`},
 		{`{"outlier":{"maxEjectionTime":"1s"}}`, `muster_wrr: outlier.maxEjectionTime: 1s is shorter than outlier.baseEjectionTime 30s`},
+		{`{"endpointWeights":{"10.0.0.7:9000":0}}`, `muster_wrr: endpointWeights: "10.0.0.7:9000": weight 0 is out of range 1..10000`},
+		{`{"endpointWeights":{"10.0.0.7:9000":"heavy"}}`, `muster_wrr: endpointWeights: "10.0.0.7:9000": weight "heavy" is not an integer`},
+		{`{"endpointWeights":{"nohost":1}}`, `muster_wrr: endpointWeights: "nohost" is not a host:port address`},
 	} {
 		_, err := builder{}.ParseConfig([]byte(tc.js))
 		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
@@ -171,5 +180,23 @@ func TestModMatchesTheRemainder(t *testing.T) {
 				t.Fatalf("mod(%d) with n=%d = %d, want %d", i, n, got, want)
 			}
 		}
+	}
+}
+
+// grpc-go's xDS support marshals the parsed config and parses the result:
+// nothing may be lost on the way.
+func TestConfigSurvivesAJSONRoundTrip(t *testing.T) {
+	js := `{"outlier":{"consecutiveFailures":2,"baseEjectionTime":"1.5s","maxEjectionTime":"5m","maxEjectionPercent":0},"endpointWeights":{"db.local:5":10000}}`
+	want, _ := builder{}.ParseConfig([]byte(js))
+	out, err := json.Marshal(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := builder{}.ParseConfig(out)
+	if err != nil {
+		t.Fatalf("ParseConfig(%s): %v", out, err)
+	}
+	if g, w := got.(*config), want.(*config); g.outlier != w.outlier || !maps.Equal(g.weights, w.weights) {
+		t.Errorf("marshalled as %s, parsed again as %+v, want %+v", out, *g, *w)
 	}
 }

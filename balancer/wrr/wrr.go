@@ -30,6 +30,17 @@ type config struct {
 	serviceconfig.LoadBalancingConfig `json:"-"`
 
 	outlier lb.OutlierConfig
+	weights lb.EndpointWeights
+}
+
+// MarshalJSON returns the config as ParseConfig reads it: grpc-go's xDS
+// support marshals a parsed config and parses it again on its way to the
+// balancer, which would otherwise get the defaults.
+func (c *config) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Outlier         lb.OutlierConfig   `json:"outlier"`
+		EndpointWeights lb.EndpointWeights `json:"endpointWeights,omitempty"`
+	}{c.outlier, c.weights})
 }
 
 type builder struct{}
@@ -55,7 +66,8 @@ func (builder) ParseConfig(js json.RawMessage) (serviceconfig.LoadBalancingConfi
 		return cfg, nil
 	}
 	var j struct {
-		Outlier json.RawMessage `json:"outlier"`
+		Outlier         json.RawMessage `json:"outlier"`
+		EndpointWeights json.RawMessage `json:"endpointWeights"`
 	}
 	if err := lb.DecodeStrict(js, &j); err != nil {
 		return nil, fmt.Errorf("%s: invalid config: %v", Name, err)
@@ -65,6 +77,9 @@ func (builder) ParseConfig(js json.RawMessage) (serviceconfig.LoadBalancingConfi
 		return nil, fmt.Errorf("%s: %v", Name, err)
 	}
 	cfg.outlier = oc
+	if cfg.weights, err = lb.ParseEndpointWeights(j.EndpointWeights); err != nil {
+		return nil, fmt.Errorf("%s: %w", Name, err)
+	}
 	return cfg, nil
 }
 
@@ -80,15 +95,15 @@ type wrrBalancer struct {
 }
 
 func (b *wrrBalancer) UpdateClientConnState(s balancer.ClientConnState) error {
-	oc := lb.DefaultOutlierConfig()
+	cfg := &config{outlier: lb.DefaultOutlierConfig()}
 	if s.BalancerConfig != nil {
 		c, ok := s.BalancerConfig.(*config)
 		if !ok {
 			return fmt.Errorf("%s: unexpected balancer config of type %T", Name, s.BalancerConfig)
 		}
-		oc = c.outlier
+		cfg = c
 	}
-	return b.Update(s, oc)
+	return b.Update(s, cfg.outlier, cfg.weights)
 }
 
 // callbacks are an endpoint's Done callbacks, made once so that picks do

@@ -154,6 +154,24 @@ func TestNotServingBackendGetsNoCalls(t *testing.T) {
 	balancertest.CallUntil(t, conn, 10*time.Second, "the backend called again once SERVING", balancertest.ServedAll(sick))
 }
 
+// Endpoints of another resolver weigh what the config's endpointWeights
+// table says, by address; one it leaves out weighs 100.
+func TestWeightsFromTheConfigTable(t *testing.T) {
+	bs := balancertest.Backends(t, 3)
+	target := fmt.Sprintf("direct:///%s,%s,%s", bs[0].Addr, bs[1].Addr, bs[2].Addr)
+	config := fmt.Sprintf(`{"endpointWeights":{%q:200,%q:100}}`, bs[0].Addr, bs[2].Addr)
+	conn := balancertest.Dial(t, target, balancertest.ServiceConfig(Name, config, false), grpc.WithResolvers(resolver.NewDirectBuilder()))
+	balancertest.CallUntil(t, conn, 10*time.Second, "every backend called", balancertest.ServedAll(bs...))
+	const n = 4000
+	got := balancertest.Calls(conn, n, 4)
+	t.Logf("table 200/(none)/100, %d calls at concurrency 4, tolerance ±%.0f points: %v", n, 100*shareTolerance, got)
+	for i, want := range []float64{0.5, 0.25, 0.25} {
+		if share := got.Share(bs[i].Addr); math.Abs(share-want) > shareTolerance {
+			t.Errorf("backend %d: share %.2f%%, want %.0f%% ± %.0f", i, 100*share, 100*want, 100*shareTolerance)
+		}
+	}
+}
+
 func TestOtherResolversGetEqualWeights(t *testing.T) {
 	bs := balancertest.Backends(t, 3)
 	target := fmt.Sprintf("direct:///%s,%s,%s", bs[0].Addr, bs[1].Addr, bs[2].Addr)

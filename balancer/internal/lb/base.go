@@ -84,7 +84,9 @@ type Policy[T any] struct {
 // robin picker with the policy's. With none READY it passes
 // endpointsharding's state on (CONNECTING, TRANSIENT_FAILURE, ...).
 //
-// Weights: an endpoint of weight 0 (a draining instance) is left out of
+// Weights: an endpoint's weight is its Muster instance's, else its entry
+// in the EndpointWeights table given to Update, else
+// registry.DefaultWeight. An endpoint of weight 0 (a draining instance) is left out of
 // the policy's pickers unless every READY endpoint has weight 0; then all
 // are handed over with the same weight.
 //
@@ -107,7 +109,8 @@ type Base[T any] struct {
 	mu        sync.Mutex
 	endpoints map[string]*Endpoint[T]
 	gen       uint64
-	listed    int // endpoints in the last resolver state
+	listed    int             // endpoints in the last resolver state
+	weights   EndpointWeights // from the last Update; read-only
 	closed    bool
 }
 
@@ -137,12 +140,13 @@ type interceptor[T any] struct {
 
 func (i interceptor[T]) UpdateState(s balancer.State) { i.b.updateState(s) }
 
-// Update applies a new resolver state and outlier configuration: it
-// creates the Endpoints of new endpoints, starts the retention of those
-// that left, and hands the state to the children, which makes a new
-// picker. It returns balancer.ErrBadResolverState for a state without
+// Update applies a new resolver state, outlier configuration and table of
+// endpoint weights (nil for none): it creates the Endpoints of new
+// endpoints, starts the retention of those that left, and hands the state
+// to the children, which makes a new picker (with the new weights even
+// when the endpoints are the same). It returns balancer.ErrBadResolverState for a state without
 // endpoints (gRPC then asks the resolver again, with backoff).
-func (b *Base[T]) Update(s balancer.ClientConnState, oc OutlierConfig) error {
+func (b *Base[T]) Update(s balancer.ClientConnState, oc OutlierConfig, weights EndpointWeights) error {
 	b.Detector.SetConfig(oc)
 	retention := max(minRetention, oc.MaxEjectionTime)
 
@@ -150,6 +154,7 @@ func (b *Base[T]) Update(s balancer.ClientConnState, oc OutlierConfig) error {
 	now := b.now()
 	b.gen++
 	b.listed = 0
+	b.weights = weights
 	for _, ep := range s.ResolverState.Endpoints {
 		if len(ep.Addresses) == 0 {
 			continue
@@ -264,7 +269,7 @@ func (b *Base[T]) updateState(s balancer.State) {
 		if e == nil {
 			continue // cannot happen: Update creates it before the child
 		}
-		w := Weight(c.Endpoint)
+		w := weightOf(c.Endpoint, b.weights)
 		if w > 0 {
 			positive++
 		}

@@ -2,6 +2,7 @@ package lb
 
 import (
 	estats "google.golang.org/grpc/experimental/stats"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -86,29 +87,29 @@ func TestEndpointsSurviveMembershipChangesForTheRetentionTime(t *testing.T) {
 		}
 		return out
 	}
-	if err := b.Update(endpoints("a:1", "b:1"), cfg); err != nil {
+	if err := b.Update(endpoints("a:1", "b:1"), cfg, nil); err != nil {
 		t.Fatal(err)
 	}
 	bStats := b.Endpoints()[1]
-	_ = b.Update(endpoints("a:1"), cfg)
+	_ = b.Update(endpoints("a:1"), cfg, nil)
 	if got := addrs(); len(got) != 2 {
 		t.Fatalf("right after b left: endpoints %v, want a and b (retained)", got)
 	}
 	clock += int64(time.Minute)
-	_ = b.Update(endpoints("a:1", "b:1", "c:1"), cfg)
+	_ = b.Update(endpoints("a:1", "b:1", "c:1"), cfg, nil)
 	if b.Endpoints()[1] != bStats {
 		t.Fatal("b came back within the retention time with new stats")
 	}
-	_ = b.Update(endpoints("a:1", "c:1"), cfg)
+	_ = b.Update(endpoints("a:1", "c:1"), cfg, nil)
 	clock += int64(minRetention) + 1
-	_ = b.Update(endpoints("a:1", "c:1"), cfg)
+	_ = b.Update(endpoints("a:1", "c:1"), cfg, nil)
 	if got := addrs(); len(got) != 2 || got[0] != "a:1" || got[1] != "c:1" {
 		t.Fatalf("after the retention time: endpoints %v, want a and c", got)
 	}
 	if len(inits) != 3 {
 		t.Fatalf("Init called for %v, want once each for a, b, c", inits)
 	}
-	if err := b.Update(endpoints(), cfg); err != balancer.ErrBadResolverState {
+	if err := b.Update(endpoints(), cfg, nil); err != balancer.ErrBadResolverState {
 		t.Fatalf("Update without endpoints = %v, want ErrBadResolverState", err)
 	}
 	cc.mu.Lock()
@@ -121,15 +122,9 @@ func TestEndpointsSurviveMembershipChangesForTheRetentionTime(t *testing.T) {
 
 func TestReadyEndpointsAreHandedOverInAddressOrder(t *testing.T) {
 	// The weight comes from the Muster resolver's attribute; without one
-	// every endpoint weighs 100. The policies' tests cover weights 0.
-	cc := &fakeCC{}
-	got := make(chan []Ready[int], 16)
-	b := New(cc, balancer.BuildOptions{}, Policy[int]{
-		Name:      "test",
-		NewPicker: func(r []Ready[int]) balancer.Picker { got <- r; return nil },
-	})
-	defer b.Close()
-	_ = b.Update(endpoints("b:1", "a:1"), DefaultOutlierConfig())
+	// (and without a table) every endpoint weighs 100. The policies' tests cover weights 0.
+	b, got := recordingBase(t, &fakeCC{})
+	_ = b.Update(endpoints("b:1", "a:1"), DefaultOutlierConfig(), nil)
 	deadline := time.After(10 * time.Second)
 	for {
 		select {
@@ -144,5 +139,29 @@ func TestReadyEndpointsAreHandedOverInAddressOrder(t *testing.T) {
 		case <-deadline:
 			t.Fatal("no picker over both endpoints within 10s")
 		}
+	}
+}
+
+// Endpoints without an instance weigh what the table says, and a new table
+// with the same endpoints makes a new picker with the new weights.
+func TestWeightsFromTheTableFollowUpdates(t *testing.T) {
+	b, got := recordingBase(t, &fakeCC{})
+	weights := func(r []Ready[int]) []int {
+		w := make([]int, len(r))
+		for i, x := range r {
+			w[i] = x.Weight
+		}
+		return w
+	}
+	for _, tc := range []struct {
+		table EndpointWeights
+		want  []int
+	}{
+		{EndpointWeights{"b:1": 300}, []int{100, 300}},
+		{EndpointWeights{"a:1": 50}, []int{50, 100}},
+		{nil, []int{100, 100}},
+	} {
+		_ = b.Update(endpoints("a:1", "b:1"), DefaultOutlierConfig(), tc.table)
+		awaitReady(t, got, "", func(r []Ready[int]) bool { return slices.Equal(weights(r), tc.want) })
 	}
 }

@@ -99,6 +99,20 @@ func ParseOutlierConfig(js json.RawMessage) (OutlierConfig, error) {
 	return c, nil
 }
 
+// MarshalJSON returns c as the "outlier" object ParseOutlierConfig reads,
+// every field present. A parsed balancer config must marshal back to what
+// it was parsed from: grpc-go's xDS support marshals a config built by
+// ParseConfig and parses the result again on its way to the balancer.
+func (c OutlierConfig) MarshalJSON() ([]byte, error) {
+	base, maxT := c.BaseEjectionTime.String(), c.MaxEjectionTime.String()
+	return json.Marshal(outlierJSON{
+		ConsecutiveFailures: &c.ConsecutiveFailures,
+		BaseEjectionTime:    &base,
+		MaxEjectionTime:     &maxT,
+		MaxEjectionPercent:  &c.MaxEjectionPercent,
+	})
+}
+
 // ParseDuration parses a positive duration in Go's syntax ("30s", "1.5s",
 // "250ms", "5m"), naming field in its error.
 func ParseDuration(field, s string) (time.Duration, error) {

@@ -1,7 +1,8 @@
 // Package lb is the infrastructure Muster's balancers share: Base (grpc-go's
 // endpointsharding with a pick_first child per endpoint, per-endpoint state
-// kept across pickers, weights from the Muster resolver), outlier ejection
-// (Detector, OutlierState, OutlierConfig and its JSON parsing), the
+// kept across pickers, weights from the Muster resolver or the config's
+// EndpointWeights table), outlier ejection (Detector, OutlierState,
+// OutlierConfig and its JSON parsing), the
 // classification of a call's outcome (Sent, Failed), config parsing
 // helpers, and the monotonic clock.
 //

@@ -112,6 +112,18 @@ func (s *connectingSC) Connect() {
 	})
 }
 
+// recordingBase returns a Base on cc whose policy sends each ready list to
+// the channel returned; it is closed at the test's end.
+func recordingBase(t *testing.T, cc balancer.ClientConn) (*Base[int], <-chan []Ready[int]) {
+	got := make(chan []Ready[int], 16)
+	b := New(cc, balancer.BuildOptions{}, Policy[int]{
+		Name:      "test",
+		NewPicker: func(r []Ready[int]) balancer.Picker { got <- r; return nil },
+	})
+	t.Cleanup(b.Close)
+	return b, got
+}
+
 // awaitReady returns the first ready list NewPicker gets for which done
 // holds, failing t if a list has the address never (unless ""), or after
 // 10s.
@@ -134,14 +146,8 @@ func awaitReady(t *testing.T, got <-chan []Ready[int], never string, done func([
 }
 
 func TestOnlyReadyEndpointsAreHandedOver(t *testing.T) {
-	cc := &stuckCC{}
-	got := make(chan []Ready[int], 16)
-	b := New(cc, balancer.BuildOptions{}, Policy[int]{
-		Name:      "test",
-		NewPicker: func(r []Ready[int]) balancer.Picker { got <- r; return nil },
-	})
-	defer b.Close()
-	_ = b.Update(endpoints("a:1", "stuck:1"), DefaultOutlierConfig())
+	b, got := recordingBase(t, &stuckCC{})
+	_ = b.Update(endpoints("a:1", "stuck:1"), DefaultOutlierConfig(), nil)
 	awaitReady(t, got, "stuck:1", func(r []Ready[int]) bool { return len(r) == 1 && r[0].Endpoint.Addr == "a:1" })
 }
 
@@ -153,23 +159,17 @@ func TestWeightZeroEndpointsAreLeftOutUnlessAllAre(t *testing.T) {
 	state := func(eps ...grpcresolver.Endpoint) balancer.ClientConnState {
 		return balancer.ClientConnState{ResolverState: grpcresolver.State{Endpoints: eps}}
 	}
-	cc := &fakeCC{}
-	got := make(chan []Ready[int], 16)
-	b := New(cc, balancer.BuildOptions{}, Policy[int]{
-		Name:      "test",
-		NewPicker: func(r []Ready[int]) balancer.Picker { got <- r; return nil },
-	})
-	defer b.Close()
+	b, got := recordingBase(t, &fakeCC{})
 
 	// All draining (only the one): handed over, weight 1. This also has it
 	// connected before the others.
-	_ = b.Update(state(ep("127.0.0.1:2", 0)), DefaultOutlierConfig())
+	_ = b.Update(state(ep("127.0.0.1:2", 0)), DefaultOutlierConfig(), nil)
 	awaitReady(t, got, "", func(r []Ready[int]) bool {
 		return len(r) == 1 && r[0].Endpoint.Addr == "127.0.0.1:2" && r[0].Weight == 1
 	})
 	// With two weighted endpoints: left out of every list that has one of
 	// them.
-	_ = b.Update(state(ep("127.0.0.1:1", 100), ep("127.0.0.1:2", 0), ep("127.0.0.1:3", 300)), DefaultOutlierConfig())
+	_ = b.Update(state(ep("127.0.0.1:1", 100), ep("127.0.0.1:2", 0), ep("127.0.0.1:3", 300)), DefaultOutlierConfig(), nil)
 	deadline := time.After(10 * time.Second)
 	for {
 		select {
