@@ -52,9 +52,12 @@
 //
 // # Security
 //
-// Serve serves plaintext unless WithTLS is given (ServerTLS reads a
-// certificate, its key and optionally the CA that client certificates must
-// be signed by). Register leaves credentials to the caller's grpc.Server.
+// Serve serves plaintext unless WithTLSFiles or WithTLS is given.
+// WithTLSFiles names a certificate, its key and optionally the CA that
+// client certificates must be signed by, and reads them again when they
+// change (certificates rotate without a restart); WithTLS takes a fixed
+// configuration (ServerTLS reads one from the same files, once). Register
+// leaves credentials to the caller's grpc.Server.
 //
 // A Server is safe for concurrent use; Close is idempotent. Its counters
 // (Stats) are exported to Prometheus by metrics.XDS.

@@ -1,6 +1,7 @@
 package xds
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -36,6 +37,8 @@ type options struct {
 	listInterval time.Duration
 	maxZones     int
 	grpcOpts     []grpc.ServerOption
+	tlsConfig    *tls.Config // WithTLS
+	tlsFiles     *tlsFiles   // WithTLSFiles
 	err          error
 }
 

@@ -71,12 +71,20 @@ func New(d registry.Discovery, opts ...Option) (*Server, error) {
 	if len(o.services) == 0 && !canList {
 		return nil, ErrNoServices
 	}
+	st := newStats(o.log)
+	creds, err := o.grpcCreds(st)
+	if err != nil {
+		return nil, err
+	}
+	if creds != nil {
+		o.grpcOpts = append(o.grpcOpts, creds)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
 		opts:    o,
 		b:       resolver.NewBuilder(d, append([]resolver.Option{resolver.WithLogger(o.log)}, o.resolverOpts...)...),
 		c:       newCaches(strconv.FormatInt(time.Now().UnixNano(), 36)+"-", o.maxZones, o.log),
-		stats:   newStats(o.log),
+		stats:   st,
 		log:     o.log,
 		ctx:     ctx,
 		cancel:  cancel,

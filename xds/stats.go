@@ -32,6 +32,12 @@ type Stats struct {
 	Skipped uint64
 	// Protected counts updates withheld by empty-list protection.
 	Protected uint64
+	// TLSReloads counts the times WithTLSFiles's files were read again
+	// after a change and loaded.
+	TLSReloads uint64
+	// TLSReloadErrors counts the changes of WithTLSFiles's files that did
+	// not load (each logged; the last good certificate stays in use).
+	TLSReloadErrors uint64
 	// Services is the number of services published (those whose list is
 	// known).
 	Services int
@@ -70,6 +76,8 @@ type stats struct {
 	nacks    atomic.Uint64
 	skipped  atomic.Uint64
 
+	tlsReloads, tlsReloadErrors atomic.Uint64
+
 	mu     sync.Mutex
 	pushes map[string]*Pushes
 }
@@ -87,7 +95,10 @@ func (st *stats) snapshot() Stats {
 		ACKs:     st.acks.Load(),
 		NACKs:    st.nacks.Load(),
 		Skipped:  st.skipped.Load(),
-		Pushes:   map[string]Pushes{},
+
+		TLSReloads:      st.tlsReloads.Load(),
+		TLSReloadErrors: st.tlsReloadErrors.Load(),
+		Pushes:          map[string]Pushes{},
 	}
 	st.mu.Lock()
 	for svc, p := range st.pushes {

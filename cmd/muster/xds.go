@@ -45,6 +45,10 @@ it knows. Give clients a bootstrap file made by "muster xds-bootstrap".
 
 ADS is plaintext unless --xds-cert and --xds-key are given; with
 --xds-cacert as well, clients must present a certificate signed by that CA.
+The three files are read again when they change, so certificates rotate
+without a restart: new connections get the new ones, established streams
+keep theirs, and a change that does not load (a missing or broken file, a
+key that does not match) is logged and the last good files stay in use.
 (--cacert, --cert and --key are the etcd connection's.)`,
 		Example: `  muster xds --endpoints http://10.0.0.1:2379 --listen 0.0.0.0:18000
   muster xds --services user,greeter --policy ring_hash
@@ -123,11 +127,7 @@ func startXDS(d registry.Discovery, o xdsOptions, log *slog.Logger) (cp *xds.Ser
 	if len(o.services) > 0 {
 		opts = append(opts, xds.WithServices(o.services...))
 	}
-	tlsOpt, err := o.tls.option()
-	if err != nil {
-		return nil, nil, err
-	}
-	if tlsOpt != nil {
+	if tlsOpt := o.tls.option(); tlsOpt != nil {
 		opts = append(opts, tlsOpt)
 	}
 	srv, err := xds.New(d, opts...)
