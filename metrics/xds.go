@@ -27,9 +27,10 @@ func XDS(s *xds.Server, labels prometheus.Labels) prometheus.Collector {
 	protected := desc("xds_protected_updates_total", "Updates withheld by empty-list protection (the last good list kept).", labels)
 	tlsReloads := desc("xds_tls_reloads_total", "Times the xDS listener's TLS files were read again after a change.", labels)
 	tlsErrors := desc("xds_tls_reload_errors_total", "Changes of the xDS listener's TLS files that did not load (the last good certificate kept).", labels)
+	forgotten := desc("xds_forgotten_services_total", "Services unpublished because they were gone from the registry.", labels)
 	pushes := desc("xds_pushes_total", "Resources sent to xDS clients, one per resource per response per stream.", labels, "service", "type")
 	return &collector{
-		descs: []*prometheus.Desc{clients, services, zones, requests, acks, nacks, skipped, protected, tlsReloads, tlsErrors, pushes},
+		descs: []*prometheus.Desc{clients, services, zones, requests, acks, nacks, skipped, protected, tlsReloads, tlsErrors, forgotten, pushes},
 		collect: func(ch chan<- prometheus.Metric) {
 			st := s.Stats()
 			ch <- gauge(clients, float64(st.Clients))
@@ -42,6 +43,7 @@ func XDS(s *xds.Server, labels prometheus.Labels) prometheus.Collector {
 			ch <- counter(protected, st.Protected)
 			ch <- counter(tlsReloads, st.TLSReloads)
 			ch <- counter(tlsErrors, st.TLSReloadErrors)
+			ch <- counter(forgotten, st.Forgotten)
 			for svc, p := range st.Pushes {
 				ch <- counter(pushes, p.Listeners, svc, "listener")
 				ch <- counter(pushes, p.Routes, svc, "route")

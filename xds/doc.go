@@ -47,8 +47,11 @@
 // (WithProtection). While the registry is unreachable the Discovery keeps
 // its last lists and the Server keeps serving them. Services are those of
 // WithServices, or every service of a Discovery implementing
-// registry.ServiceLister (listed again every WithListInterval); a service,
-// once followed, is followed until Close.
+// registry.ServiceLister (listed again every WithListInterval). A listed
+// service that has had no instance for WithForgetAfter and is no longer
+// listed (no key of it is left) is unpublished and no longer followed, and
+// published again if it comes back; the services of WithServices are
+// followed until Close.
 //
 // # Security
 //

@@ -41,6 +41,9 @@ type Stats struct {
 	// Services is the number of services published (those whose list is
 	// known).
 	Services int
+	// Forgotten counts the services unpublished because they were gone
+	// from the registry (WithForgetAfter).
+	Forgotten uint64
 	// Zones are the client zones served their own endpoint priorities
 	// ("" for clients without a zone), sorted.
 	Zones []string
@@ -77,6 +80,7 @@ type stats struct {
 	skipped  atomic.Uint64
 
 	tlsReloads, tlsReloadErrors atomic.Uint64
+	forgotten                   atomic.Uint64
 
 	mu     sync.Mutex
 	pushes map[string]*Pushes
@@ -98,6 +102,7 @@ func (st *stats) snapshot() Stats {
 
 		TLSReloads:      st.tlsReloads.Load(),
 		TLSReloadErrors: st.tlsReloadErrors.Load(),
+		Forgotten:       st.forgotten.Load(),
 		Pushes:          map[string]Pushes{},
 	}
 	st.mu.Lock()

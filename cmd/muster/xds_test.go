@@ -127,6 +127,7 @@ func TestXDSCommand(t *testing.T) {
 		{"xds", "--listen", "no-port"},
 		{"xds", "--services", "Bad_Name"},
 		{"xds", "--policy", "random"},
+		{"xds", "--forget-after", "0s"},
 		{"xds", "--metrics-listen", "no-port"},
 		{"xds", "--xds-cert", "c.pem"},
 		{"xds", "--xds-cacert", "ca.pem"},
