@@ -1,7 +1,7 @@
 // Package xds is an xDS control plane over Muster's registry: it publishes
 // the instances a registry.Discovery sees to any xDS client (gRPC in Go,
-// Java, C++, Python, Node; service-mesh proxies) over state-of-the-world
-// ADS, so that a client with no Muster code calls xds:///<service>.
+// Java, C++, Python, Node; service-mesh proxies) over ADS (state of the
+// world, and delta for the clients that ask for it), so that a client with no Muster code calls xds:///<service>.
 //
 // # Resources
 //
@@ -38,7 +38,9 @@
 // nothing else. An assignment equal to the published one is not sent. A
 // version a client rejected (NACK) is never sent to it again: it keeps its
 // last accepted version until the next change; NACKs are logged with the
-// client's error and counted.
+// client's error and counted. Delta (incremental) ADS streams, which gRPC
+// clients do not open but Envoy may, are served from the same caches with
+// the same guarantees.
 //
 // # Registry
 //
