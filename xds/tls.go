@@ -39,7 +39,7 @@ func WithTLS(cfg *tls.Config) Option {
 // the last good files in use; it is logged as an error and counted
 // (Stats.TLSReloadErrors) once per change, and the files are read again at
 // their next change. Empty certFile or keyFile is an error of New, and so
-// is giving both WithTLS and WithTLSFiles.
+// is giving both WithTLS and WithTLSFiles. Register does not use it.
 func WithTLSFiles(certFile, keyFile, clientCAFile string) Option {
 	return func(o *options) {
 		if certFile == "" || keyFile == "" {
