@@ -25,9 +25,12 @@ func XDS(s *xds.Server, labels prometheus.Labels) prometheus.Collector {
 	nacks := desc("xds_nacks_total", "Discovery requests rejecting a response (each logged with the client's error detail).", labels)
 	skipped := desc("xds_skipped_instances_total", "Instances left out because xDS cannot express them (bad or duplicate address).", labels)
 	protected := desc("xds_protected_updates_total", "Updates withheld by empty-list protection (the last good list kept).", labels)
+	tlsReloads := desc("xds_tls_reloads_total", "Times the xDS listener's TLS files were read again after a change.", labels)
+	tlsErrors := desc("xds_tls_reload_errors_total", "Changes of the xDS listener's TLS files that did not load (the last good certificate kept).", labels)
+	forgotten := desc("xds_forgotten_services_total", "Services unpublished because they were gone from the registry.", labels)
 	pushes := desc("xds_pushes_total", "Resources sent to xDS clients, one per resource per response per stream.", labels, "service", "type")
 	return &collector{
-		descs: []*prometheus.Desc{clients, services, zones, requests, acks, nacks, skipped, protected, pushes},
+		descs: []*prometheus.Desc{clients, services, zones, requests, acks, nacks, skipped, protected, tlsReloads, tlsErrors, forgotten, pushes},
 		collect: func(ch chan<- prometheus.Metric) {
 			st := s.Stats()
 			ch <- gauge(clients, float64(st.Clients))
@@ -38,6 +41,9 @@ func XDS(s *xds.Server, labels prometheus.Labels) prometheus.Collector {
 			ch <- counter(nacks, st.NACKs)
 			ch <- counter(skipped, st.Skipped)
 			ch <- counter(protected, st.Protected)
+			ch <- counter(tlsReloads, st.TLSReloads)
+			ch <- counter(tlsErrors, st.TLSReloadErrors)
+			ch <- counter(forgotten, st.Forgotten)
 			for svc, p := range st.Pushes {
 				ch <- counter(pushes, p.Listeners, svc, "listener")
 				ch <- counter(pushes, p.Routes, svc, "route")

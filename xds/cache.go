@@ -232,9 +232,7 @@ func (c *caches) CreateWatch(req *cachev3.Request, sub cachev3.Subscription, ch 
 	if err != nil {
 		return nil, err
 	}
-	if c.unknown != nil && req.GetTypeUrl() == resourcev3.ListenerType && c.anyUnknown(req.GetResourceNames()) {
-		c.unknown()
-	}
+	c.askedFor(req.GetTypeUrl(), req.GetResourceNames())
 	if req.GetErrorDetail() != nil && !strings.HasPrefix(req.GetVersionInfo(), c.prefix) {
 		// A NACK the LinearCache would answer with the rejected
 		// resources again: make it compare versions instead.
@@ -244,12 +242,27 @@ func (c *caches) CreateWatch(req *cachev3.Request, sub cachev3.Subscription, ch 
 	return lc.CreateWatch(req, sub, ch)
 }
 
+// askedFor calls unknown if a request for resources of typeURL names a
+// listener that is not published.
+func (c *caches) askedFor(typeURL string, names []string) {
+	if c.unknown != nil && typeURL == resourcev3.ListenerType && c.anyUnknown(names) {
+		c.unknown()
+	}
+}
+
 // CreateDeltaWatch implements cachev3.ConfigWatcher for delta streams.
+//
+// A NACK needs nothing here: go-control-plane's delta server records the
+// versions of a response when it sends it, not when the client accepts it,
+// and a NACK is a request like any other, so the LinearCache compares the
+// rejected versions with its own and answers with the next change only
+// (docs/XDS.md, "Delta streams").
 func (c *caches) CreateDeltaWatch(req *cachev3.DeltaRequest, sub cachev3.Subscription, ch chan cachev3.DeltaResponse) (func(), error) {
 	lc, err := c.forType(req.GetTypeUrl(), req.GetNode().GetLocality().GetZone())
 	if err != nil {
 		return nil, err
 	}
+	c.askedFor(req.GetTypeUrl(), req.GetResourceNamesSubscribe())
 	return lc.CreateDeltaWatch(req, sub, ch)
 }
 

@@ -1,7 +1,7 @@
 // Package xds is an xDS control plane over Muster's registry: it publishes
 // the instances a registry.Discovery sees to any xDS client (gRPC in Go,
-// Java, C++, Python, Node; service-mesh proxies) over state-of-the-world
-// ADS, so that a client with no Muster code calls xds:///<service>.
+// Java, C++, Python, Node; service-mesh proxies) over ADS (state of the
+// world, and delta for the clients that ask for it), so that a client with no Muster code calls xds:///<service>.
 //
 // # Resources
 //
@@ -41,7 +41,9 @@
 // MusterP2C or MusterWRR and the change alters its weights. An assignment equal to the published one is not sent. A
 // version a client rejected (NACK) is never sent to it again: it keeps its
 // last accepted version until the next change; NACKs are logged with the
-// client's error and counted.
+// client's error and counted. Delta (incremental) ADS streams, which gRPC
+// clients do not open but Envoy may, are served from the same caches with
+// the same guarantees.
 //
 // # Registry
 //
@@ -50,14 +52,20 @@
 // (WithProtection). While the registry is unreachable the Discovery keeps
 // its last lists and the Server keeps serving them. Services are those of
 // WithServices, or every service of a Discovery implementing
-// registry.ServiceLister (listed again every WithListInterval); a service,
-// once followed, is followed until Close.
+// registry.ServiceLister (listed again every WithListInterval). A listed
+// service that has had no instance for WithForgetAfter and is no longer
+// listed (no key of it is left) is unpublished and no longer followed, and
+// published again if it comes back; the services of WithServices are
+// followed until Close.
 //
 // # Security
 //
-// Serve serves plaintext unless WithTLS is given (ServerTLS reads a
-// certificate, its key and optionally the CA that client certificates must
-// be signed by). Register leaves credentials to the caller's grpc.Server.
+// Serve serves plaintext unless WithTLSFiles or WithTLS is given.
+// WithTLSFiles names a certificate, its key and optionally the CA that
+// client certificates must be signed by, and reads them again when they
+// change (certificates rotate without a restart); WithTLS takes a fixed
+// configuration (ServerTLS reads one from the same files, once). Register
+// leaves credentials to the caller's grpc.Server.
 //
 // A Server is safe for concurrent use; Close is idempotent. Its counters
 // (Stats) are exported to Prometheus by metrics.XDS.

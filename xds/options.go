@@ -1,6 +1,7 @@
 package xds
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +18,7 @@ import (
 const (
 	defaultListInterval = 10 * time.Second
 	defaultMaxZones     = 64
+	defaultForgetAfter  = 5 * time.Minute
 	listTimeout         = 10 * time.Second
 	// minRelist is the least time between two listings made because
 	// clients asked for services not published.
@@ -35,13 +37,26 @@ type options struct {
 	log          *slog.Logger
 	listInterval time.Duration
 	maxZones     int
+	forgetAfter  time.Duration
 	grpcOpts     []grpc.ServerOption
+	tlsConfig    *tls.Config // WithTLS
+	tlsFiles     *tlsFiles   // WithTLSFiles
 	err          error
 }
 
 // invalid records an invalid option.
 func (o *options) invalid(format string, args ...any) {
 	o.err = errors.Join(o.err, fmt.Errorf("xds: "+format, args...))
+}
+
+// setPositive sets *dst to d, or records that option name got a
+// non-positive duration.
+func (o *options) setPositive(name string, d time.Duration, dst *time.Duration) {
+	if d <= 0 {
+		o.invalid("%s: %v is not positive", name, d)
+		return
+	}
+	*dst = d
 }
 
 func defaultOptions() options {
@@ -51,6 +66,7 @@ func defaultOptions() options {
 		log:          slog.New(slog.NewTextHandler(io.Discard, nil)),
 		listInterval: defaultListInterval,
 		maxZones:     defaultMaxZones,
+		forgetAfter:  defaultForgetAfter,
 	}
 }
 
@@ -123,13 +139,23 @@ func WithLogger(l *slog.Logger) Option {
 // so a new service is found at once by the clients that want it. The
 // default is 10 s; a non-positive interval is an error of New.
 func WithListInterval(d time.Duration) Option {
-	return func(o *options) {
-		if d <= 0 {
-			o.invalid("WithListInterval: %v is not positive", d)
-			return
-		}
-		o.listInterval = d
-	}
+	return func(o *options) { o.setPositive("WithListInterval", d, &o.listInterval) }
+}
+
+// WithForgetAfter sets how long a service the Server found by listing the
+// Discovery (no WithServices) stays published after it has no instance
+// left: once its published list has been empty that long and a listing no
+// longer names it (no key of it is left in the registry), its resources
+// are removed and it is no longer followed, so the services followed stay
+// those of the registry instead of growing with every name ever
+// registered. A service that comes back is followed and published again
+// at the next listing (every WithListInterval). A service still listed is
+// never forgotten, and neither are the services of WithServices (a fixed
+// set). The time counts from the publication of the empty list, i.e. after
+// empty-list protection let it through. The default is 5 minutes; a
+// non-positive duration is an error of New.
+func WithForgetAfter(d time.Duration) Option {
+	return func(o *options) { o.setPositive("WithForgetAfter", d, &o.forgetAfter) }
 }
 
 // WithMaxZones bounds the number of client zones that get their own

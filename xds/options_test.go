@@ -34,6 +34,9 @@ func TestNewRejects(t *testing.T) {
 		{xds.WithProtection(0.5, 0), "WithProtection"},
 		{xds.WithListInterval(0), "WithListInterval"},
 		{xds.WithMaxZones(0), "WithMaxZones"},
+		{xds.WithForgetAfter(0), "WithForgetAfter"},
+		{xds.WithForgetAfter(-time.Second), "WithForgetAfter"},
+		{xds.WithTLSFiles("", "", ""), "WithTLSFiles"},
 		{xds.WithLogger(nil), "WithLogger"},
 	} {
 		_, err := xds.New(noLister{}, tc.opt)

@@ -87,18 +87,25 @@ func TestOneChangeOnePush(t *testing.T) {
 // test's end.
 func adsStream(t *testing.T, addr string) discoveryv3.AggregatedDiscoveryService_StreamAggregatedResourcesClient {
 	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	t.Cleanup(cancel)
+	stream, err := adsClient(t, addr).StreamAggregatedResources(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return stream
+}
+
+// adsClient returns go-control-plane's generated ADS client on a plaintext
+// connection to addr, closed at the test's end.
+func adsClient(t *testing.T, addr string) discoveryv3.AggregatedDiscoveryServiceClient {
+	t.Helper()
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	t.Cleanup(cancel)
-	stream, err := discoveryv3.NewAggregatedDiscoveryServiceClient(conn).StreamAggregatedResources(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return stream
+	return discoveryv3.NewAggregatedDiscoveryServiceClient(conn)
 }
 
 // nack subscribes to greeter's resource of typeURL, receives it and

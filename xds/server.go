@@ -71,12 +71,20 @@ func New(d registry.Discovery, opts ...Option) (*Server, error) {
 	if len(o.services) == 0 && !canList {
 		return nil, ErrNoServices
 	}
+	st := newStats(o.log)
+	creds, err := o.grpcCreds(st)
+	if err != nil {
+		return nil, err
+	}
+	if creds != nil {
+		o.grpcOpts = append(o.grpcOpts, creds)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
 		opts:    o,
 		b:       resolver.NewBuilder(d, append([]resolver.Option{resolver.WithLogger(o.log)}, o.resolverOpts...)...),
 		c:       newCaches(strconv.FormatInt(time.Now().UnixNano(), 36)+"-", o.maxZones, o.log),
-		stats:   newStats(o.log),
+		stats:   st,
 		log:     o.log,
 		ctx:     ctx,
 		cancel:  cancel,
@@ -222,7 +230,8 @@ func (s *Server) follow(service string) error {
 
 // listLoop follows every service the Discovery lists, now, every list
 // interval, and when a client asks for a service not published (at most
-// once per minRelist), until Close.
+// once per minRelist), and forgets those gone from the registry
+// (WithForgetAfter), until Close.
 func (s *Server) listLoop(l registry.ServiceLister) {
 	defer s.wg.Done()
 	t := time.NewTicker(s.opts.listInterval)
@@ -242,6 +251,9 @@ func (s *Server) listLoop(l registry.ServiceLister) {
 			if err := s.follow(n); err != nil && !errors.Is(err, ErrClosed) {
 				s.log.Warn("xds: cannot follow service", "service", n, "error", err)
 			}
+		}
+		if err == nil {
+			s.forgetGone(names, time.Now())
 		}
 		select {
 		case <-s.ctx.Done():
@@ -267,9 +279,13 @@ type feed struct {
 	policy  Policy
 	r       grpcresolver.Resolver
 
-	// Owned by the resolver's goroutine, which makes every call.
-	published bool
-	logged    map[skipped]bool // bad instances already logged
+	// Written by the resolver's goroutine, which makes every call, and
+	// read by the list loop (forgetGone).
+	mu         sync.Mutex
+	published  bool
+	logged     map[skipped]bool // bad instances already logged
+	emptySince time.Time        // when an empty list was published; zero while not empty
+	gone       bool             // forgotten: publishes nothing more
 }
 
 var _ grpcresolver.ClientConn = (*feed)(nil)
@@ -277,6 +293,11 @@ var _ grpcresolver.ClientConn = (*feed)(nil)
 // UpdateState publishes the service's instances, after empty-list
 // protection.
 func (f *feed) UpdateState(st grpcresolver.State) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.gone {
+		return nil
+	}
 	list := make([]registry.Instance, 0, len(st.Endpoints))
 	for _, ep := range st.Endpoints {
 		if in, ok := resolver.InstanceOf(ep); ok {
@@ -299,6 +320,12 @@ func (f *feed) UpdateState(st grpcresolver.State) error {
 		return err
 	}
 	f.published = true
+	switch {
+	case len(list) > 0:
+		f.emptySince = time.Time{}
+	case f.emptySince.IsZero():
+		f.emptySince = time.Now()
+	}
 	return nil
 }
 

@@ -16,7 +16,8 @@ import (
 
 // Stats is what a Server counts since New.
 type Stats struct {
-	// Clients is the number of open ADS streams.
+	// Clients is the number of open ADS streams, state-of-the-world and
+	// delta.
 	Clients int64
 	// Requests counts discovery requests received (first requests, ACKs
 	// and NACKs).
@@ -32,9 +33,18 @@ type Stats struct {
 	Skipped uint64
 	// Protected counts updates withheld by empty-list protection.
 	Protected uint64
+	// TLSReloads counts the times WithTLSFiles's files were read again
+	// after a change and loaded.
+	TLSReloads uint64
+	// TLSReloadErrors counts the changes of WithTLSFiles's files that did
+	// not load (each logged; the last good certificate stays in use).
+	TLSReloadErrors uint64
 	// Services is the number of services published (those whose list is
 	// known).
 	Services int
+	// Forgotten counts the services unpublished because they were gone
+	// from the registry (WithForgetAfter).
+	Forgotten uint64
 	// Zones are the client zones served their own endpoint priorities
 	// ("" for clients without a zone), sorted.
 	Zones []string
@@ -70,14 +80,18 @@ type stats struct {
 	nacks    atomic.Uint64
 	skipped  atomic.Uint64
 
-	mu     sync.Mutex
-	pushes map[string]*Pushes
+	tlsReloads, tlsReloadErrors atomic.Uint64
+	forgotten                   atomic.Uint64
+
+	mu         sync.Mutex
+	pushes     map[string]*Pushes
+	deltaNodes map[int64]*corev3.Node // the node of each delta stream (only its first request carries it)
 }
 
 var _ serverv3.Callbacks = (*stats)(nil)
 
 func newStats(log *slog.Logger) *stats {
-	return &stats{log: log, pushes: map[string]*Pushes{}}
+	return &stats{log: log, pushes: map[string]*Pushes{}, deltaNodes: map[int64]*corev3.Node{}}
 }
 
 func (st *stats) snapshot() Stats {
@@ -87,7 +101,11 @@ func (st *stats) snapshot() Stats {
 		ACKs:     st.acks.Load(),
 		NACKs:    st.nacks.Load(),
 		Skipped:  st.skipped.Load(),
-		Pushes:   map[string]Pushes{},
+
+		TLSReloads:      st.tlsReloads.Load(),
+		TLSReloadErrors: st.tlsReloadErrors.Load(),
+		Forgotten:       st.forgotten.Load(),
+		Pushes:          map[string]Pushes{},
 	}
 	st.mu.Lock()
 	for svc, p := range st.pushes {
@@ -117,29 +135,40 @@ func (st *stats) OnStreamRequest(id int64, req *discoveryv3.DiscoveryRequest) er
 		st.acks.Add(1)
 		return nil
 	}
+	st.nack(req.GetNode(), "stream", id, "type", req.GetTypeUrl(), "resources", req.GetResourceNames(),
+		"accepted_version", req.GetVersionInfo(), "nonce", req.GetResponseNonce(), "error", req.GetErrorDetail().GetMessage())
+	return nil
+}
+
+// nack counts and logs a NACK of the client node.
+func (st *stats) nack(node *corev3.Node, attrs ...any) {
 	st.nacks.Add(1)
 	st.log.Warn("xds: client rejected a response; it keeps its last accepted version until the next change",
-		"node", req.GetNode().GetId(), "zone", req.GetNode().GetLocality().GetZone(), "stream", id,
-		"type", req.GetTypeUrl(), "resources", req.GetResourceNames(), "accepted_version", req.GetVersionInfo(),
-		"nonce", req.GetResponseNonce(), "error", req.GetErrorDetail().GetMessage())
-	return nil
+		append([]any{"node", node.GetId(), "zone", node.GetLocality().GetZone()}, attrs...)...)
 }
 
 // OnStreamResponse counts the resources sent, per service.
 func (st *stats) OnStreamResponse(_ context.Context, _ int64, _ *discoveryv3.DiscoveryRequest, resp *discoveryv3.DiscoveryResponse) {
-	if len(resp.GetResources()) == 0 {
+	st.countPushes(resp.GetTypeUrl(), len(resp.GetResources()), func(i int) string {
+		return resourceName(resp.GetResources()[i].GetValue())
+	})
+}
+
+// countPushes counts n resources of typeURL sent, the i-th named name(i).
+func (st *stats) countPushes(typeURL string, n int, name func(i int) string) {
+	if n == 0 {
 		return
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	for _, r := range resp.GetResources() {
-		name := resourceName(r.GetValue())
-		p := st.pushes[name]
+	for i := range n {
+		svc := name(i)
+		p := st.pushes[svc]
 		if p == nil {
 			p = &Pushes{}
-			st.pushes[name] = p
+			st.pushes[svc] = p
 		}
-		switch resp.GetTypeUrl() {
+		switch typeURL {
 		case resourcev3.ListenerType:
 			p.Listeners++
 		case resourcev3.RouteType:
@@ -193,16 +222,43 @@ func (st *stats) OnDeltaStreamOpen(context.Context, int64, string) error {
 }
 
 // OnDeltaStreamClosed counts a client gone.
-func (st *stats) OnDeltaStreamClosed(int64, *corev3.Node) { st.clients.Add(-1) }
+func (st *stats) OnDeltaStreamClosed(id int64, _ *corev3.Node) {
+	st.clients.Add(-1)
+	st.mu.Lock()
+	delete(st.deltaNodes, id)
+	st.mu.Unlock()
+}
 
-// OnStreamDeltaRequest counts a request.
-func (st *stats) OnStreamDeltaRequest(int64, *discoveryv3.DeltaDiscoveryRequest) error {
+// OnStreamDeltaRequest counts a request, an ACK or a NACK of a delta
+// stream; a NACK is logged with the client's error. Only a stream's first
+// request carries the client's node: it is kept until the stream closes.
+func (st *stats) OnStreamDeltaRequest(id int64, req *discoveryv3.DeltaDiscoveryRequest) error {
 	st.requests.Add(1)
+	st.mu.Lock()
+	node := req.GetNode()
+	if node != nil {
+		st.deltaNodes[id] = node
+	} else {
+		node = st.deltaNodes[id]
+	}
+	st.mu.Unlock()
+	switch {
+	case req.GetResponseNonce() == "":
+	case req.GetErrorDetail() == nil:
+		st.acks.Add(1)
+	default:
+		st.nack(node, "delta_stream", id, "type", req.GetTypeUrl(), "nonce", req.GetResponseNonce(),
+			"error", req.GetErrorDetail().GetMessage())
+	}
 	return nil
 }
 
-// OnStreamDeltaResponse does nothing.
-func (st *stats) OnStreamDeltaResponse(int64, *discoveryv3.DeltaDiscoveryRequest, *discoveryv3.DeltaDiscoveryResponse) {
+// OnStreamDeltaResponse counts the resources sent, per service (removals
+// are not counted).
+func (st *stats) OnStreamDeltaResponse(_ int64, _ *discoveryv3.DeltaDiscoveryRequest, resp *discoveryv3.DeltaDiscoveryResponse) {
+	st.countPushes(resp.GetTypeUrl(), len(resp.GetResources()), func(i int) string {
+		return resp.GetResources()[i].GetName()
+	})
 }
 
 func sortedStrings(s []string) []string {

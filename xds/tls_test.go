@@ -3,9 +3,12 @@ package xds_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	grpcresolver "google.golang.org/grpc/resolver"
 	grpcxds "google.golang.org/grpc/xds"
 
@@ -74,6 +77,95 @@ func TestTLS(t *testing.T) {
 	noNACK(t, e.cp)
 }
 
+// WithTLSFiles's files rotate without a restart. The control plane starts
+// with a certificate of one CA and requires client certificates of it; the
+// files are then replaced by those of another CA. A client trusting (and
+// presenting a certificate of) only the new CA is refused before and
+// served after; the old client's established stream keeps following the
+// registry; a new connection of the old CA is refused. A broken change (a
+// certificate that does not match the key, a file that is not PEM) keeps
+// the last good pair in use and is counted.
+func TestTLSReload(t *testing.T) {
+	before, after := etcdtest.GenerateTLS(t), etcdtest.GenerateTLS(t)
+	dir := t.TempDir()
+	cert, key, ca := filepath.Join(dir, "cp.pem"), filepath.Join(dir, "cp-key.pem"), filepath.Join(dir, "clients-ca.pem")
+	install := func(f *etcdtest.TLSFiles) {
+		installFile(t, f.ServerCertFile, cert)
+		installFile(t, f.ServerKeyFile, key)
+		installFile(t, f.CAFile, ca)
+	}
+	install(before)
+	e := newEnv(t, xds.WithServices("greeter"), xds.WithTLSFiles(cert, key, ca))
+	a, b := testbackend.Start(t), testbackend.Start(t)
+	e.register(t, "greeter", "a", a.Addr, "", 0, false)
+	client := func(f *etcdtest.TLSFiles) *grpc.ClientConn {
+		r, err := newResolver(tlsBootstrap(e.addr, f.CAFile, f.CertFile, f.KeyFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return dialWith(t, r, "greeter")
+	}
+
+	established := client(before)
+	callUntil(t, established, "calling a with the first CA", hasAll(a.Addr))
+	refused(t, client(after), "a client of the next CA, before the rotation")
+
+	install(after)
+	callUntil(t, client(after), "calling a with the next CA, after the rotation", hasAll(a.Addr))
+	e.register(t, "greeter", "b", b.Addr, "", 0, false)
+	callUntil(t, established, "calling b over the stream established before the rotation", hasAll(b.Addr))
+	refused(t, client(before), "a new client of the first CA, after the rotation")
+	if st := e.cp.Stats(); st.TLSReloads == 0 {
+		t.Errorf("TLSReloads = 0 after the rotation: %+v", st)
+	}
+
+	for _, broken := range []struct {
+		name  string
+		write func()
+	}{
+		{"a certificate that does not match the key", func() { installFile(t, before.ServerCertFile, cert) }},
+		{"a certificate file that is not PEM", func() { writeFile(t, cert, []byte("not a certificate\n")) }},
+	} {
+		errs := e.cp.Stats().TLSReloadErrors
+		broken.write()
+		callUntil(t, client(after), "calling with the next CA after "+broken.name, hasAll(a.Addr, b.Addr))
+		waitStats(t, e.cp, "the broken change counted", func(st xds.Stats) bool { return st.TLSReloadErrors > errs })
+	}
+	noNACK(t, e.cp)
+}
+
+// refused fails the test if a call on conn succeeds within 3 s.
+func refused(t *testing.T, conn *grpc.ClientConn, who string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if got, err := testbackend.Call(ctx, conn); err == nil {
+		t.Errorf("%s was served (by %s)", who, got)
+	}
+	_ = conn.Close()
+}
+
+// installFile replaces dst by a copy of src, as rotations do: written
+// beside it, then renamed over it.
+func installFile(t *testing.T, src, dst string) {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, dst, b)
+}
+
+func writeFile(t *testing.T, dst string, b []byte) {
+	t.Helper()
+	if err := os.WriteFile(dst+".tmp", b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(dst+".tmp", dst); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestServerTLSErrors(t *testing.T) {
 	f := etcdtest.GenerateTLS(t)
 	for _, c := range [][3]string{
@@ -85,8 +177,15 @@ func TestServerTLSErrors(t *testing.T) {
 			t.Errorf("ServerTLS(%q, %q, %q) = nil error", c[0], c[1], c[2])
 		}
 	}
-	if _, err := xds.New(nil, xds.WithServices("greeter"), xds.WithTLS(nil)); err == nil {
-		t.Error("New with WithTLS(nil) = nil error")
+	for name, opts := range map[string][]xds.Option{
+		"WithTLS(nil)":                  {xds.WithTLS(nil)},
+		"WithTLSFiles without a key":    {xds.WithTLSFiles(f.ServerCertFile, "", "")},
+		"WithTLSFiles of missing files": {xds.WithTLSFiles(f.ServerCertFile+".missing", f.ServerKeyFile, "")},
+		"WithTLS and WithTLSFiles":      {xds.WithTLS(f.ClientTLS()), xds.WithTLSFiles(f.ServerCertFile, f.ServerKeyFile, "")},
+	} {
+		if _, err := xds.New(nil, append([]xds.Option{xds.WithServices("greeter")}, opts...)...); err == nil {
+			t.Errorf("New with %s = nil error", name)
+		}
 	}
 }
 

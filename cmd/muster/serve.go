@@ -84,7 +84,8 @@ point --endpoints at it instead.
 With --xds-listen it also serves every registered service to xDS clients
 (gRPC in any language, xds:///<service>), as "muster xds" does, over TLS
 with --xds-cert and --xds-key (and client certificates signed by
---xds-cacert required, if given).`,
+--xds-cacert required, if given); those files are read again when they
+change, so certificates rotate without a restart.`,
 		Example: `  muster serve
   muster serve --data-dir /var/lib/muster --listen-client-url http://0.0.0.0:2379
   muster serve --xds-listen 127.0.0.1:18000`,

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
@@ -27,6 +28,8 @@ type xdsOptions struct {
 	// served.
 	metricsAddr string
 	tls         xdsTLS
+	// forgetAfter is xds.WithForgetAfter's duration; 0: its default.
+	forgetAfter time.Duration
 }
 
 func newXDSCmd(g *globalOptions) *cobra.Command {
@@ -40,11 +43,16 @@ service's instances with no Muster code, zone preference and weights included
 (see docs/XDS.md). It is stateless: run several for scale or availability.
 
 It publishes the services of --services, or every service in the registry
-(looked for again every 10s). While etcd is unreachable it keeps serving what
+(looked for again every 10s; a service with no instance and no key left is
+forgotten after --forget-after, and published again when it comes back). While etcd is unreachable it keeps serving what
 it knows. Give clients a bootstrap file made by "muster xds-bootstrap".
 
 ADS is plaintext unless --xds-cert and --xds-key are given; with
 --xds-cacert as well, clients must present a certificate signed by that CA.
+The three files are read again when they change, so certificates rotate
+without a restart: new connections get the new ones, established streams
+keep theirs, and a change that does not load (a missing or broken file, a
+key that does not match) is logged and the last good files stay in use.
 (--cacert, --cert and --key are the etcd connection's.)`,
 		Example: `  muster xds --endpoints http://10.0.0.1:2379 --listen 0.0.0.0:18000
   muster xds --services user,greeter --policy ring_hash
@@ -61,6 +69,7 @@ ADS is plaintext unless --xds-cert and --xds-key are given; with
 	f.StringVar(&o.listen, "listen", defaultXDSListen, "host:port to serve ADS on (plaintext unless --xds-cert)")
 	f.StringSliceVar(&o.services, "services", nil, "services to publish, comma-separated; default: every service in the registry")
 	f.StringVar(&o.metricsAddr, "metrics-listen", "", "host:port to serve Prometheus /metrics and /healthz on; empty to not serve them")
+	f.DurationVar(&o.forgetAfter, "forget-after", 5*time.Minute, "how long a service with no instance left, and no key left in the registry, stays published before it is forgotten (without --services only)")
 	f.StringVar(&o.policy, "policy", string(xds.RoundRobin), "load-balancing policy of every cluster: round_robin, ring_hash (honours weights), least_request, or muster_p2c / muster_wrr (Go clients that import Muster's balancers; others use round_robin)")
 	o.tls.addFlags(cmd)
 	return cmd
@@ -79,6 +88,9 @@ func validateXDSFlags(o xdsOptions) error {
 		if _, _, err := net.SplitHostPort(o.metricsAddr); err != nil {
 			return usageErrorf("--metrics-listen %q: want host:port: %v", o.metricsAddr, err)
 		}
+	}
+	if o.forgetAfter <= 0 {
+		return usageErrorf("--forget-after %v: want a positive duration", o.forgetAfter)
 	}
 	switch xds.Policy(o.policy) {
 	case xds.RoundRobin, xds.RingHash, xds.LeastRequest, xds.MusterP2C, xds.MusterWRR:
@@ -123,11 +135,10 @@ func startXDS(d registry.Discovery, o xdsOptions, log *slog.Logger) (cp *xds.Ser
 	if len(o.services) > 0 {
 		opts = append(opts, xds.WithServices(o.services...))
 	}
-	tlsOpt, err := o.tls.option()
-	if err != nil {
-		return nil, nil, err
+	if o.forgetAfter > 0 {
+		opts = append(opts, xds.WithForgetAfter(o.forgetAfter))
 	}
-	if tlsOpt != nil {
+	if tlsOpt := o.tls.option(); tlsOpt != nil {
 		opts = append(opts, tlsOpt)
 	}
 	srv, err := xds.New(d, opts...)

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -127,6 +129,7 @@ func TestXDSCommand(t *testing.T) {
 		{"xds", "--listen", "no-port"},
 		{"xds", "--services", "Bad_Name"},
 		{"xds", "--policy", "random"},
+		{"xds", "--forget-after", "0s"},
 		{"xds", "--metrics-listen", "no-port"},
 		{"xds", "--xds-cert", "c.pem"},
 		{"xds", "--xds-cacert", "ca.pem"},
@@ -278,6 +281,42 @@ func TestXDSTLS(t *testing.T) {
 		}
 		if err := adsListener(addr, credentials.NewTLS(withoutCert), "greeter"); err != nil {
 			t.Fatalf("a TLS client without a certificate: %v", err)
+		}
+	})
+
+	t.Run("rotation", func(t *testing.T) {
+		dir := t.TempDir()
+		cert, key, ca := filepath.Join(dir, "cp.pem"), filepath.Join(dir, "cp-key.pem"), filepath.Join(dir, "ca.pem")
+		install := func(from *etcdtest.TLSFiles) {
+			for src, dst := range map[string]string{from.ServerCertFile: cert, from.ServerKeyFile: key, from.CAFile: ca} {
+				b, err := os.ReadFile(src)
+				if err == nil {
+					err = os.WriteFile(dst+".new", b, 0o600)
+				}
+				if err == nil {
+					err = os.Rename(dst+".new", dst)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		install(f)
+		cp := start(t, "xds", "--endpoints", s.endpoint, "--listen", "127.0.0.1:0", "--services", "greeter",
+			"--xds-cert", cert, "--xds-key", key, "--xds-cacert", ca)
+		addr := xdsAddr(t, cp.stderr)
+		if err := adsListener(addr, credentials.NewTLS(f.ClientTLS()), "greeter"); err != nil {
+			t.Fatalf("a client of the first CA: %v", err)
+		}
+		install(other)
+		if err := adsListener(addr, credentials.NewTLS(other.ClientTLS()), "greeter"); err != nil {
+			t.Fatalf("a client of the next CA, after the files were replaced: %v", err)
+		}
+		if err := adsListener(addr, credentials.NewTLS(f.ClientTLS()), "greeter"); err == nil {
+			t.Error("a client of the first CA was served after the files were replaced")
+		}
+		if !strings.Contains(cp.stderr.String(), "TLS files reloaded") {
+			t.Errorf("the log does not say the files were reloaded:\n%s", cp.stderr)
 		}
 	})
 

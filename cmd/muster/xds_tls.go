@@ -16,7 +16,7 @@ type xdsTLS struct {
 
 func (x *xdsTLS) addFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
-	f.StringVar(&x.cert, "xds-cert", "", "certificate file of the xDS listener (PEM); with --xds-key, ADS is served over TLS")
+	f.StringVar(&x.cert, "xds-cert", "", "certificate file of the xDS listener (PEM); with --xds-key, ADS is served over TLS. The TLS files are read again when they change (new connections get the new certificate; a change that does not load is logged and the last good one kept)")
 	f.StringVar(&x.key, "xds-key", "", "private key file of --xds-cert (PEM)")
 	f.StringVar(&x.cacert, "xds-cacert", "", "CA file (PEM) that signs xDS clients' certificates; when given, clients must present a certificate it verifies")
 }
@@ -46,15 +46,12 @@ func (x xdsTLS) mode() string {
 	return "plaintext"
 }
 
-// option reads the files and returns the control plane's option that serves
-// TLS with them, or nil when TLS is not asked for.
-func (x xdsTLS) option() (xds.Option, error) {
+// option returns the control plane's option that serves TLS with the files
+// (read by xds.New, and again when they change), or nil when TLS is not
+// asked for.
+func (x xdsTLS) option() xds.Option {
 	if !x.enabled() {
-		return nil, nil
+		return nil
 	}
-	cfg, err := xds.ServerTLS(x.cert, x.key, x.cacert)
-	if err != nil {
-		return nil, err
-	}
-	return xds.WithTLS(cfg), nil
+	return xds.WithTLSFiles(x.cert, x.key, x.cacert)
 }
