@@ -30,7 +30,7 @@ const reportGrace = 250 * time.Millisecond
 var errInterrupted = errors.New("interrupted")
 
 // session is one command's connection to the registry: an etcd client and
-// a Discovery on it, configured from the persistent flags.
+// a Discovery on it, configured from the etcd flags.
 type session struct {
 	g   *globalOptions
 	cli *clientv3.Client

@@ -139,6 +139,31 @@ func liveLease(ctx context.Context, s *session, key string) time.Duration {
 	return time.Duration(ttl.TTL) * time.Second
 }
 
+// weightsHonoured says which balancers follow an instance's weight.
+const weightsHonoured = `Only clients whose balancer honours weights follow this: Muster's balancers
+(muster_p2c, muster_wrr) and, through "muster xds", ring_hash. gRPC's
+round_robin and pick_first ignore weights, drains included: under them a
+drained instance keeps getting calls.`
+
+// weightRule is the one rule for weights, on every command that takes one.
+var weightRule = fmt.Sprintf("want a whole number 0..%d (0 drains: registered, but no new calls)", registry.MaxWeight)
+
+// parseWeight parses the weight s given as what (an argument or flag) on
+// the command line.
+func parseWeight(what, s string) (int, error) {
+	w, err := strconv.Atoi(s)
+	if err != nil || w < 0 || w > registry.MaxWeight {
+		return 0, weightError(what, s)
+	}
+	return w, nil
+}
+
+// weightError is the usage error for a weight s, given as what, that
+// breaks weightRule.
+func weightError(what, s string) error {
+	return usageErrorf("%s %s: %s", what, s, weightRule)
+}
+
 func newDrainCmd(g *globalOptions) *cobra.Command {
 	return &cobra.Command{
 		Use:   "drain <service> <id>",
@@ -146,7 +171,9 @@ func newDrainCmd(g *globalOptions) *cobra.Command {
 		Long: `Drain writes an operator override that gives the instance weight 0: it stays
 registered, and clients stop picking it for new calls within their normal
 convergence time. The override lives as long as the instance's lease; undrain
-removes it.`,
+removes it. Ls, get and watch mark an overridden weight with "*".
+
+` + weightsHonoured,
 		Example: `  muster drain user 10.0.0.7:9000`,
 		Args:    instanceArgs(),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -181,15 +208,17 @@ func newWeightCmd(g *globalOptions) *cobra.Command {
 		Use:   "weight <service> <id> <weight>",
 		Short: "Override an instance's weight",
 		Long: fmt.Sprintf(`Weight writes an operator override of the instance's weight (0..%d; 0 is
-a drain). Weighted balancers (muster_wrr, muster_p2c) follow it within their
-normal convergence time. The override lives as long as the instance's lease;
-undrain removes it.`, registry.MaxWeight),
+a drain), which clients follow within their normal convergence time. The
+override lives as long as the instance's lease; undrain removes it. Ls, get
+and watch mark an overridden weight with "*".
+
+`, registry.MaxWeight) + weightsHonoured,
 		Example: `  muster weight user 10.0.0.7:9000 50`,
 		Args:    instanceArgs("weight"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			w, err := strconv.Atoi(args[2])
-			if err != nil || w < 0 || w > registry.MaxWeight {
-				return usageErrorf("weight: %q is not a whole number 0..%d", args[2], registry.MaxWeight)
+			w, err := parseWeight("weight", args[2])
+			if err != nil {
+				return err
 			}
 			if err := g.validate(); err != nil {
 				return err

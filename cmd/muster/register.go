@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -24,6 +25,7 @@ import (
 // registerOptions are the flags of muster register.
 type registerOptions struct {
 	in       registry.Instance
+	weight   string
 	meta     []string
 	check    string
 	ttl      time.Duration
@@ -64,7 +66,8 @@ connection). Without --check the instance stays registered until stopped.`,
 	f.StringVar(&o.in.ID, "id", "", "instance ID (default: the address)")
 	f.StringVar(&o.in.Version, "version", "", "version of the instance")
 	f.StringVar(&o.in.Zone, "zone", "", "zone the instance runs in")
-	f.IntVar(&o.in.Weight, "weight", registry.DefaultWeight, fmt.Sprintf("weight 1..%d", registry.MaxWeight))
+	f.StringVar(&o.weight, "weight", strconv.Itoa(registry.DefaultWeight),
+		fmt.Sprintf("relative share of new calls, 0..%d; 0 registers the instance drained (no new calls)", registry.MaxWeight))
 	f.StringArrayVar(&o.meta, "meta", nil, "metadata key=value (repeatable)")
 	f.StringVar(&o.check, "check", "", "health check: grpc://host:port, http://host:port/path or tcp://host:port")
 	f.DurationVar(&o.ttl, "ttl", 10*time.Second, "lease TTL: how long the entry outlives this process if it is killed")
@@ -88,11 +91,23 @@ func (o *registerOptions) parse() (func(context.Context) error, error) {
 		}
 		o.in.Metadata[k] = v
 	}
+	w, err := parseWeight("--weight", o.weight)
+	if err != nil {
+		return nil, err
+	}
+	// The registry stores weight 0 as a drain; registry.Instance's own
+	// zero weight means the default.
+	o.in.Weight, o.in.Draining = w, w == 0
 	if err := o.in.Validate(); err != nil {
 		return nil, usageErrorf("%v", err)
 	}
-	if o.ttl < time.Second || o.interval <= 0 || o.failures < 1 {
-		return nil, usageErrorf("--ttl must be at least 1s, --interval positive, --failures at least 1")
+	switch {
+	case o.ttl < time.Second:
+		return nil, usageErrorf("--ttl %v: must be at least 1s", o.ttl)
+	case o.interval <= 0:
+		return nil, usageErrorf("--interval %v: must be positive", o.interval)
+	case o.failures < 1:
+		return nil, usageErrorf("--failures %d: must be at least 1", o.failures)
 	}
 	if o.check == "" {
 		return nil, nil

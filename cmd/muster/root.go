@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"strings"
 	"time"
 
@@ -20,14 +21,14 @@ const (
 	exitUsage   = 2 // the command line is wrong
 )
 
-// Defaults of the persistent flags.
+// Defaults of the etcd flags.
 const (
 	defaultEndpoint = "http://127.0.0.1:2379"
 	defaultTimeout  = 5 * time.Second
 )
 
-// globalOptions are the persistent flags of the root command, shared by
-// every command that talks to a registry.
+// globalOptions are the etcd flags, shared by every command that talks to
+// a registry (see addFlags).
 type globalOptions struct {
 	endpoints []string
 	prefix    string
@@ -38,7 +39,7 @@ type globalOptions struct {
 	user, password string
 }
 
-// validate checks the persistent flags; its errors are usage errors.
+// validate checks the etcd flags; its errors are usage errors.
 func (g *globalOptions) validate() error {
 	var eps []string
 	for _, ep := range g.endpoints {
@@ -109,30 +110,16 @@ as the etcd user given by --user when etcd has authentication enabled.`,
 			return cmd.Help()
 		},
 	}
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
-		return &usageError{err: err}
-	})
-	pf := root.PersistentFlags()
-	pf.StringSliceVar(&g.endpoints, "endpoints", []string{defaultEndpoint},
-		"etcd endpoints, comma-separated")
-	pf.StringVar(&g.prefix, "prefix", registry.DefaultPrefix,
-		"key prefix under which services are registered")
-	pf.DurationVar(&g.timeout, "timeout", defaultTimeout,
-		"how long to wait for etcd before giving up")
-	pf.StringVar(&g.cacert, "cacert", "",
-		"verify etcd's certificate with this CA bundle (PEM) instead of the system's CAs")
-	pf.StringVar(&g.cert, "cert", "",
-		"client certificate (PEM) to present to etcd; needs --key")
-	pf.StringVar(&g.key, "key", "",
-		"private key (PEM) of --cert")
-	pf.StringVar(&g.user, "user", "",
-		"etcd user to log in as: user:password, or user with --password")
-	pf.StringVar(&g.password, "password", "",
-		"password of --user")
-
+	root.SetFlagErrorFunc(flagError)
 	root.AddCommand(
 		newDemoCmd(),
 		newServeCmd(),
+		newVersionCmd(),
+		newXDSBootstrapCmd(),
+	)
+	// The commands that talk to a registry, and only they, take the etcd
+	// flags.
+	for _, cmd := range []*cobra.Command{
 		newLsCmd(g),
 		newGetCmd(g),
 		newWatchCmd(g),
@@ -142,14 +129,38 @@ as the etcd user given by --user when etcd has authentication enabled.`,
 		newWeightCmd(g),
 		newRegisterCmd(g),
 		newXDSCmd(g),
-		newXDSBootstrapCmd(),
-	)
+	} {
+		g.addFlags(cmd)
+		root.AddCommand(cmd)
+	}
 	return root
+}
+
+// addFlags adds the flags that choose and reach the registry's etcd to
+// cmd.
+func (g *globalOptions) addFlags(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringSliceVar(&g.endpoints, "endpoints", []string{defaultEndpoint},
+		"etcd endpoints, comma-separated: http://host:port, https://host:port, or host:port (meaning http://)")
+	f.StringVar(&g.prefix, "prefix", registry.DefaultPrefix,
+		"key prefix under which services are registered")
+	f.DurationVar(&g.timeout, "timeout", defaultTimeout,
+		"how long to wait for etcd before giving up")
+	f.StringVar(&g.cacert, "cacert", "",
+		"verify etcd's certificate with this CA bundle (PEM) instead of the system's CAs")
+	f.StringVar(&g.cert, "cert", "",
+		"client certificate (PEM) to present to etcd; needs --key")
+	f.StringVar(&g.key, "key", "",
+		"private key (PEM) of --cert")
+	f.StringVar(&g.user, "user", "",
+		"etcd user to log in as: user:password, or user with --password")
+	f.StringVar(&g.password, "password", "",
+		"password of --user")
 }
 
 // usageError is an error in the command line: an unknown command or flag,
 // a wrong number of arguments, an invalid value. It makes the process exit
-// with exitUsage, after the command's usage.
+// with exitUsage, after a line naming the command's help.
 type usageError struct{ err error }
 
 func (e *usageError) Error() string { return e.err.Error() }
@@ -172,12 +183,32 @@ func exitCode(err error) int {
 	}
 }
 
-// reportError writes err to w, followed by cmd's usage for a usage error.
+// reportError writes err to w, followed for a usage error by one line
+// naming the help of cmd: the error says what is wrong, the help the rest.
 func reportError(w io.Writer, cmd *cobra.Command, err error) {
 	fmt.Fprintf(w, "muster: %v\n", err)
 	var ue *usageError
 	if errors.As(err, &ue) && cmd != nil {
-		fmt.Fprintf(w, "\n%s", cmd.UsageString())
+		fmt.Fprintf(w, "see '%s --help'\n", cmd.CommandPath())
+	}
+}
+
+// negativeShorthand matches pflag's error for an argument such as -1,
+// which it takes for a shorthand flag.
+var negativeShorthand = regexp.MustCompile(`^unknown shorthand flag: '.' in (-[0-9][0-9.]*)$`)
+
+// flagError turns a flag parsing error into a usage error. A negative
+// number is not an unknown flag but a value out of range: the error says
+// so, with the weight rule for the weight command.
+func flagError(cmd *cobra.Command, err error) error {
+	m := negativeShorthand.FindStringSubmatch(err.Error())
+	switch {
+	case m == nil:
+		return &usageError{err: err}
+	case cmd.Name() == "weight":
+		return weightError("weight", m[1])
+	default:
+		return usageErrorf("%s: a negative number is not a valid argument of %s", m[1], cmd.CommandPath())
 	}
 }
 
