@@ -128,6 +128,8 @@ func (g *globalOptions) etcdError(parent context.Context, what string, err error
 			err = fmt.Errorf("no answer within %v; last connection error: %s", g.timeout, ce.Cause)
 			if h := g.tlsHint(ce.Cause); h != "" {
 				hint = h
+			} else if h := connectionHint(ce.Cause); h != "" {
+				hint = h
 			}
 		} else {
 			err = fmt.Errorf("no answer within %v", g.timeout)

@@ -41,16 +41,9 @@ type globalOptions struct {
 
 // validate checks the etcd flags; its errors are usage errors.
 func (g *globalOptions) validate() error {
-	var eps []string
-	for _, ep := range g.endpoints {
-		if ep = strings.TrimSpace(ep); ep != "" {
-			eps = append(eps, ep)
-		}
+	if err := g.validateEndpoints(); err != nil {
+		return err
 	}
-	if len(eps) == 0 {
-		return usageErrorf("--endpoints: need at least one etcd endpoint")
-	}
-	g.endpoints = eps
 	if g.timeout <= 0 {
 		return usageErrorf("--timeout: must be positive, got %v", g.timeout)
 	}

@@ -48,6 +48,13 @@ func (o *serveOptions) validate() error {
 	if o.name == "" {
 		return usageErrorf("--name: must not be empty")
 	}
+	var err error
+	if o.clientURL, err = listenURL("--listen-client-url", o.clientURL); err != nil {
+		return err
+	}
+	if o.peerURL, err = listenURL("--listen-peer-url", o.peerURL); err != nil {
+		return err
+	}
 	if _, err := embedetcd.ParseURL("client", o.clientURL); err != nil {
 		return usageErrorf("--listen-client-url: %v", err)
 	}
@@ -98,8 +105,8 @@ with --xds-cert and --xds-key (and client certificates signed by
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.dataDir, "data-dir", defaultDataDir, "directory for etcd's data, created if missing")
-	f.StringVar(&o.clientURL, "listen-client-url", embedetcd.DefaultClientURL, "URL to listen on for clients")
-	f.StringVar(&o.peerURL, "listen-peer-url", embedetcd.DefaultPeerURL, "URL to listen on for etcd peers")
+	f.StringVar(&o.clientURL, "listen-client-url", embedetcd.DefaultClientURL, "URL to listen on for clients: http://host:port or host:port; the host an IP address or localhost")
+	f.StringVar(&o.peerURL, "listen-peer-url", embedetcd.DefaultPeerURL, "URL to listen on for etcd peers, in the form of --listen-client-url")
 	f.StringVar(&o.name, "name", embedetcd.DefaultName, "etcd member name; keep it the same for a data directory")
 	f.StringVar(&o.metricsAddr, "metrics-listen", "127.0.0.1:2381", "host:port to serve Prometheus /metrics and /healthz on; empty to not serve them")
 	f.StringVar(&o.xdsAddr, "xds-listen", "", "host:port to serve the registry to xDS clients on (ADS, plaintext unless --xds-cert); empty to not serve it")

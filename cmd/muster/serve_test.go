@@ -129,3 +129,25 @@ func TestServeFailedStartReleasesDataDir(t *testing.T) {
 	// The failed start released the data directory.
 	startServe(t, dir)
 }
+
+// Serve's listen URLs and the other commands' --endpoints take host:port
+// for http://host:port alike.
+func TestServeAndEndpointsTakeHostPort(t *testing.T) {
+	urls := freeLoopbackURLs(t, 2)
+	client, peer := strings.TrimPrefix(urls[0], "http://"), strings.TrimPrefix(urls[1], "http://")
+	o := serveOptions{dataDir: t.TempDir(), clientURL: client, peerURL: peer, name: "test"}
+	if err := o.validate(); err != nil {
+		t.Fatalf("serve --listen-client-url %s --listen-peer-url %s: %v", client, peer, err)
+	}
+	s, err := tryServe(t, o)
+	if err != nil {
+		t.Fatalf("serve did not start: %v", err)
+	}
+	if s.endpoint != urls[0] {
+		t.Fatalf("serve reports endpoint %s, want %s", s.endpoint, urls[0])
+	}
+	r := runOK(t, "ls", "--endpoints", client)
+	if !strings.Contains(r.stderr, "no services") {
+		t.Fatalf("ls --endpoints %s on an empty registry: stderr %q", client, r.stderr)
+	}
+}
