@@ -115,7 +115,7 @@ func TestHelp(t *testing.T) {
 		}
 	}
 	r := run("serve", "--help")
-	for _, want := range []string{"--data-dir", `(default "muster.etcd")`, "./muster.etcd", "--listen-client-url", "http://127.0.0.1:2379", "--listen-peer-url", "--name"} {
+	for _, want := range []string{"--data-dir", "$XDG_STATE_HOME/muster/etcd", "~/.local/state/muster/etcd", "--listen-client-url", "http://127.0.0.1:2379", "--listen-peer-url", "--name"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("serve --help does not mention %q:\n%s", want, r.stdout)
 		}
