@@ -87,7 +87,11 @@ func runGet(ctx context.Context, g *globalOptions, output, service, id string, s
 				}
 				return writeJSON(stdout, v)
 			}
-			return writeInstanceTable(stdout, []*registry.Instance{in}, timeNow())
+			overridden, err := s.overridden(ctx, tctx, service, snap.Revision)
+			if err != nil {
+				return err
+			}
+			return writeInstanceTable(stdout, []*registry.Instance{in}, overridden, timeNow())
 		}
 	}
 	return &noInstanceError{service: service, id: id}
