@@ -113,7 +113,7 @@ func (g *globalOptions) etcdError(parent context.Context, what string, err error
 	if parent.Err() != nil {
 		return errInterrupted
 	}
-	if !isTimeout(err) && status.Code(err) != codes.Unavailable {
+	if !unanswered(err) {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	hint := ""
@@ -218,6 +218,13 @@ func refused(err error) bool {
 func noConnection(err error) bool {
 	var ce *etcd.ConnectionError
 	return errors.As(err, &ce)
+}
+
+// unanswered reports whether err says that etcd did not answer: a deadline
+// expired (waiting for a connection, or for the answer), or no connection
+// was available.
+func unanswered(err error) bool {
+	return isTimeout(err) || status.Code(err) == codes.Unavailable
 }
 
 // isTimeout reports whether err is a deadline expiring, as a context error

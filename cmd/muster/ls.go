@@ -33,9 +33,6 @@ instances, the values as stored in etcd.`,
 			if err := validateOutput(output); err != nil {
 				return err
 			}
-			if err := g.validate(); err != nil {
-				return err
-			}
 			service := ""
 			if len(args) == 1 {
 				service = args[0]

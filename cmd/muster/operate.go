@@ -56,9 +56,6 @@ code 1 if the instance is not registered.`,
 			if err := validateOutput(output); err != nil {
 				return err
 			}
-			if err := g.validate(); err != nil {
-				return err
-			}
 			return runGet(cmd.Context(), g, output, args[0], args[1], cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
@@ -113,9 +110,6 @@ drain.`,
 		Example: `  muster deregister user 10.0.0.7:9000`,
 		Args:    instanceArgs(),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := g.validate(); err != nil {
-				return err
-			}
 			service, id := args[0], args[1]
 			return g.mutate(cmd, "deregister", service, id, func(ctx context.Context, s *session, st instanceState) (string, error) {
 				live := liveLease(ctx, s, st.lease)
@@ -184,9 +178,6 @@ removes it. Ls, get and watch mark an overridden weight with "*".
 		Example: `  muster drain user 10.0.0.7:9000`,
 		Args:    instanceArgs(),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := g.validate(); err != nil {
-				return err
-			}
 			return g.setOverride(cmd, "drain", args[0], args[1], 0)
 		},
 	}
@@ -202,9 +193,6 @@ the instance is not registered, and says so when there is no override.`,
 		Example: `  muster undrain user 10.0.0.7:9000`,
 		Args:    instanceArgs(),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := g.validate(); err != nil {
-				return err
-			}
 			service, id := args[0], args[1]
 			return g.mutate(cmd, "undrain", service, id, func(ctx context.Context, s *session, st instanceState) (string, error) {
 				if st.override == nil {
@@ -234,9 +222,6 @@ and watch mark an overridden weight with "*".
 		RunE: func(cmd *cobra.Command, args []string) error {
 			w, err := parseWeight("weight", args[2])
 			if err != nil {
-				return err
-			}
-			if err := g.validate(); err != nil {
 				return err
 			}
 			return g.setOverride(cmd, "weight", args[0], args[1], w)

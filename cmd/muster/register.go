@@ -55,9 +55,6 @@ exit, "deregistered on exit", or that nothing was registered.`,
   muster register --name web --addr 10.0.0.8:8080 --meta team=core --check http://127.0.0.1:8080/healthz`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := g.validate(); err != nil {
-				return err
-			}
 			check, err := o.parse()
 			if err != nil {
 				return err
@@ -357,8 +354,13 @@ func (sc *sidecar) follow() {
 // warn says that the instance is not registered, and why.
 func (sc *sidecar) warn(what string, st registry.RegistrarStatus) {
 	sc.lastWarn = time.Now()
-	msg := fmt.Sprintf("%s: etcd at %s does not answer; retrying until it does (this repeats every %v)",
-		what, strings.Join(sc.g.endpoints, ","), registerWarnEvery)
+	why := "etcd at " + strings.Join(sc.g.endpoints, ",")
+	if e := st.LastError; e == nil || unanswered(e) {
+		why += " does not answer"
+	} else {
+		why += " did not take the registration"
+	}
+	msg := fmt.Sprintf("%s: %s; retrying until it does (this repeats every %v)", what, why, registerWarnEvery)
 	sc.log.Warn(msg, "error", sc.lastError(st.LastError))
 }
 

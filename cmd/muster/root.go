@@ -130,8 +130,9 @@ as the etcd user given by --user when etcd has authentication enabled.`,
 }
 
 // addFlags adds the flags that choose and reach the registry's etcd to
-// cmd.
+// cmd, and has cmd check them (validate) before it runs.
 func (g *globalOptions) addFlags(cmd *cobra.Command) {
+	cmd.PreRunE = func(*cobra.Command, []string) error { return g.validate() }
 	f := cmd.Flags()
 	f.StringSliceVar(&g.endpoints, "endpoints", []string{defaultEndpoint},
 		"etcd endpoints, comma-separated: http://host:port, https://host:port, or host:port (meaning http://)")

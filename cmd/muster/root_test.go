@@ -58,6 +58,9 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"ls", "--endpoints", "http://:2379"}, `--endpoints "http://:2379": no host`},
 		{[]string{"ls", "--endpoints", "h:1,ftp://h:2"}, `--endpoints "ftp://h:2": unknown scheme`},
 		{[]string{"ls", "--cacert", "ca.pem", "--endpoints", "h:1"}, "need https:// endpoints; http://h:1 is plain http"},
+		// xds checks the etcd flags as the other commands do.
+		{[]string{"xds", "--endpoints", "ftp://h:1"}, `--endpoints "ftp://h:1": unknown scheme "ftp"`},
+		{[]string{"xds", "--cert", "c.pem"}, "--cert and --key go together"},
 		{[]string{"serve", "--listen-client-url", "ftp://127.0.0.1:2379"}, `--listen-client-url "ftp://127.0.0.1:2379": unknown scheme "ftp"`},
 		{[]string{"serve", "--listen-client-url", "https://127.0.0.1:2379"}, `--listen-client-url "https://127.0.0.1:2379": serve listens on plain http only`},
 		{[]string{"serve", "--listen-peer-url", "127.0.0.1"}, `--listen-peer-url "127.0.0.1": no port`},

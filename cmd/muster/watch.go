@@ -50,9 +50,6 @@ If etcd does not answer within --timeout at the start, watch fails.`,
 			if err := validateOutput(output); err != nil {
 				return err
 			}
-			if err := g.validate(); err != nil {
-				return err
-			}
 			return runWatch(cmd.Context(), g, output, args[0], cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
