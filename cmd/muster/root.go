@@ -79,9 +79,11 @@ func newRootCmd() *cobra.Command {
 		Long: `Muster registers gRPC servers in etcd and lets clients discover them.
 
 Start a registry with "muster serve", then look at it with "muster ls" and
-"muster watch". Every command except serve talks to the etcd given by
+"muster watch". The commands that operate on a registry (ls, get, watch,
+deregister, drain, undrain, weight, register, xds) talk to the etcd given by
 --endpoints: over TLS for https:// endpoints (--cacert, --cert, --key), and
-as the etcd user given by --user when etcd has authentication enabled.`,
+as the etcd user given by --user when etcd has authentication enabled.
+Serve runs an etcd; demo runs its own; version and xds-bootstrap need none.`,
 		// Cobra reports errors and usage itself unless told not to; execute
 		// does it, to choose the exit code.
 		SilenceErrors:              true,
@@ -104,6 +106,8 @@ as the etcd user given by --user when etcd has authentication enabled.`,
 		},
 	}
 	root.SetFlagErrorFunc(flagError)
+	root.Version = buildVersion()
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.AddCommand(
 		newDemoCmd(),
 		newServeCmd(),

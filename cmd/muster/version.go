@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"runtime"
 	"runtime/debug"
 
@@ -15,18 +14,25 @@ func newVersionCmd() *cobra.Command {
 		Short: "Print muster's version and the Go version it was built with",
 		Long: `Version prints the module version muster was built from, as in
 "muster v1.2.0 (go1.26.0)". A binary built from a checkout of the repository
-says "(devel)", followed by the commit when the build recorded one.`,
+says "(devel)", followed by the commit when the build recorded one.
+"muster --version" prints the same.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			info, _ := debug.ReadBuildInfo()
-			return writeVersion(cmd.OutOrStdout(), info)
+			_, err := fmt.Fprintln(cmd.OutOrStdout(), buildVersion())
+			return err
 		},
 	}
 }
 
-// writeVersion writes the version line for the build described by info,
-// which may be nil (a binary built without module support).
-func writeVersion(w io.Writer, info *debug.BuildInfo) error {
+// buildVersion is the version line of this binary.
+func buildVersion() string {
+	info, _ := debug.ReadBuildInfo()
+	return versionLine(info)
+}
+
+// versionLine is the version line for the build described by info, which
+// may be nil (a binary built without module support).
+func versionLine(info *debug.BuildInfo) string {
 	version, goVersion := "(devel)", runtime.Version()
 	if info != nil {
 		if v := info.Main.Version; v != "" {
@@ -39,8 +45,7 @@ func writeVersion(w io.Writer, info *debug.BuildInfo) error {
 			version += revision(info)
 		}
 	}
-	_, err := fmt.Fprintf(w, "muster %s (%s)\n", version, goVersion)
-	return err
+	return fmt.Sprintf("muster %s (%s)", version, goVersion)
 }
 
 // revision returns " commit <hash>" (with "+dirty" for a modified tree)
