@@ -26,7 +26,7 @@ import (
 // registerOptions are the flags of muster register.
 type registerOptions struct {
 	in       registry.Instance
-	weight   string
+	weight   numberText
 	meta     []string
 	check    string
 	ttl      time.Duration
@@ -68,7 +68,8 @@ exit, "deregistered on exit", or that nothing was registered.`,
 	f.StringVar(&o.in.ID, "id", "", "instance ID (default: the address)")
 	f.StringVar(&o.in.Version, "version", "", "version of the instance")
 	f.StringVar(&o.in.Zone, "zone", "", "zone the instance runs in")
-	f.StringVar(&o.weight, "weight", strconv.Itoa(registry.DefaultWeight),
+	o.weight = numberText(strconv.Itoa(registry.DefaultWeight))
+	f.Var(&o.weight, "weight",
 		fmt.Sprintf("relative share of new calls, 0..%d; 0 registers the instance drained (no new calls)", registry.MaxWeight))
 	f.StringArrayVar(&o.meta, "meta", nil, "metadata key=value (repeatable)")
 	f.StringVar(&o.check, "check", "", "health check: grpc://host:port, http://host:port/path or tcp://host:port")
@@ -77,6 +78,15 @@ exit, "deregistered on exit", or that nothing was registered.`,
 	f.IntVar(&o.failures, "failures", 3, "failed checks in a row before deregistering")
 	return cmd
 }
+
+// numberText is a flag value kept as given, for a whole number that the
+// command checks itself, so that every wrong value gets the command's own
+// message.
+type numberText string
+
+func (n *numberText) String() string     { return string(*n) }
+func (n *numberText) Set(s string) error { *n = numberText(s); return nil }
+func (n *numberText) Type() string       { return "int" }
 
 // parse validates the flags and returns the health check.
 func (o *registerOptions) parse() (func(context.Context) error, error) {
@@ -93,7 +103,7 @@ func (o *registerOptions) parse() (func(context.Context) error, error) {
 		}
 		o.in.Metadata[k] = v
 	}
-	w, err := parseWeight("--weight", o.weight)
+	w, err := parseWeight("--weight", string(o.weight))
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/musterhq/muster/registry"
 )
@@ -137,7 +138,8 @@ Serve runs an etcd; demo runs its own; version and xds-bootstrap need none.`,
 // cmd, and has cmd check them (validate) before it runs.
 func (g *globalOptions) addFlags(cmd *cobra.Command) {
 	cmd.PreRunE = func(*cobra.Command, []string) error { return g.validate() }
-	f := cmd.Flags()
+	cmd.SetUsageFunc(usageWithEtcdFlags)
+	f := pflag.NewFlagSet(cmd.Name(), pflag.ContinueOnError)
 	f.StringSliceVar(&g.endpoints, "endpoints", []string{defaultEndpoint},
 		"etcd endpoints, comma-separated: http://host:port, https://host:port, or host:port (meaning http://)")
 	f.StringVar(&g.prefix, "prefix", registry.DefaultPrefix,
@@ -154,6 +156,37 @@ func (g *globalOptions) addFlags(cmd *cobra.Command) {
 		"etcd user to log in as: user:password, or user with --password")
 	f.StringVar(&g.password, "password", "",
 		"password of --user")
+	f.VisitAll(func(fl *pflag.Flag) {
+		fl.Annotations = map[string][]string{etcdFlagAnnotation: nil}
+	})
+	cmd.Flags().AddFlagSet(f)
+}
+
+// etcdFlagAnnotation marks the etcd flags, which usage lists apart.
+const etcdFlagAnnotation = "muster_etcd_flag"
+
+// usageWithEtcdFlags writes cmd's usage as cobra does for a command
+// without subcommands, with the etcd flags in a section of their own
+// after the command's own flags.
+func usageWithEtcdFlags(cmd *cobra.Command) error {
+	own := pflag.NewFlagSet(cmd.Name(), pflag.ContinueOnError)
+	etcd := pflag.NewFlagSet(cmd.Name(), pflag.ContinueOnError)
+	cmd.LocalFlags().VisitAll(func(f *pflag.Flag) {
+		if _, ok := f.Annotations[etcdFlagAnnotation]; ok {
+			etcd.AddFlag(f)
+		} else {
+			own.AddFlag(f)
+		}
+	})
+	var b strings.Builder
+	fmt.Fprintf(&b, "Usage:\n  %s\n", cmd.UseLine())
+	if cmd.HasExample() {
+		fmt.Fprintf(&b, "\nExamples:\n%s\n", cmd.Example)
+	}
+	fmt.Fprintf(&b, "\nFlags:\n%s", own.FlagUsages())
+	fmt.Fprintf(&b, "\nEtcd flags (which registry, and how to reach it):\n%s", etcd.FlagUsages())
+	_, err := io.WriteString(cmd.OutOrStderr(), b.String())
+	return err
 }
 
 // usageError is an error in the command line: an unknown command or flag,

@@ -141,6 +141,13 @@ func TestHelpEtcdFlags(t *testing.T) {
 		if !strings.Contains(r.stdout, "--endpoints") || !strings.Contains(r.stdout, "host:port (meaning http://)") {
 			t.Errorf("%s --help does not describe --endpoints:\n%s", cmd, r.stdout)
 		}
+		// In a section of their own, after the command's flags.
+		_, etcdSection, ok := strings.Cut(r.stdout, "\nEtcd flags")
+		_, flags, _ := strings.Cut(r.stdout, "\nFlags:\n")
+		flags, _, _ = strings.Cut(flags, "\nEtcd flags")
+		if !ok || !strings.Contains(etcdSection, "--cacert") || strings.Contains(flags, "--cacert") || !strings.Contains(flags, "--help") {
+			t.Errorf("%s --help does not list the etcd flags apart, after its own:\n%s", cmd, r.stdout)
+		}
 	}
 }
 
