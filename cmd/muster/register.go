@@ -210,8 +210,10 @@ type sidecar struct {
 	// inEtcd is true while the instance's key may be in etcd: it was
 	// registered, and not yet deregistered for sure.
 	inEtcd bool
-	// lastWarn is when the last "not registered" warning was logged.
+	// lastWarn is when the last "not registered" warning was logged;
+	// warnTick fires registerWarnEvery after it.
 	lastWarn time.Time
+	warnTick *time.Ticker
 	// wait starts a goroutine that sends on registered once the instance
 	// is registered; waiting is true while one runs.
 	wait       func()
@@ -261,8 +263,8 @@ func runRegister(ctx context.Context, g *globalOptions, o registerOptions, check
 	failed := 0
 	checkTick := time.NewTicker(o.interval)
 	defer checkTick.Stop()
-	warnTick := time.NewTicker(registerWarnEvery)
-	defer warnTick.Stop()
+	sc.warnTick = time.NewTicker(registerWarnEvery)
+	defer sc.warnTick.Stop()
 	for {
 		healthy := true
 		if check != nil {
@@ -293,7 +295,7 @@ func runRegister(ctx context.Context, g *globalOptions, o registerOptions, check
 			case <-sc.registered:
 				sc.waiting = false
 				sc.follow()
-			case <-warnTick.C:
+			case <-sc.warnTick.C:
 				sc.follow()
 			}
 		}
@@ -364,6 +366,7 @@ func (sc *sidecar) follow() {
 // warn says that the instance is not registered, and why.
 func (sc *sidecar) warn(what string, st registry.RegistrarStatus) {
 	sc.lastWarn = time.Now()
+	sc.warnTick.Reset(registerWarnEvery)
 	why := "etcd at " + strings.Join(sc.g.endpoints, ",")
 	if e := st.LastError; e == nil || unanswered(e) {
 		why += " does not answer"

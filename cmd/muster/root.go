@@ -239,7 +239,7 @@ func flagError(cmd *cobra.Command, err error) error {
 	case cmd.Name() == "weight":
 		return weightError("weight", m[1])
 	default:
-		return usageErrorf("%s: a negative number is not a valid argument of %s", m[1], cmd.CommandPath())
+		return usageErrorf("%s: a negative number is not a valid argument of %s (if it is an instance ID, put -- before it)", m[1], cmd.CommandPath())
 	}
 }
 
