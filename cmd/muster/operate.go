@@ -147,7 +147,9 @@ round_robin and pick_first ignore weights, drains included: under them a
 drained instance keeps getting calls.`
 
 // weightRule is the one rule for weights, on every command that takes one.
-var weightRule = fmt.Sprintf("want a whole number 0..%d (0 drains: registered, but no new calls)", registry.MaxWeight)
+func weightRule() string {
+	return fmt.Sprintf("want a whole number 0..%d (0 drains: registered, but no new calls)", registry.MaxWeight)
+}
 
 // parseWeight parses the weight s given as what (an argument or flag) on
 // the command line.
@@ -162,7 +164,7 @@ func parseWeight(what, s string) (int, error) {
 // weightError is the usage error for a weight s, given as what, that
 // breaks weightRule.
 func weightError(what, s string) error {
-	return usageErrorf("%s %s: %s", what, s, weightRule)
+	return usageErrorf("%s %s: %s", what, s, weightRule())
 }
 
 func newDrainCmd(g *globalOptions) *cobra.Command {
@@ -172,7 +174,8 @@ func newDrainCmd(g *globalOptions) *cobra.Command {
 		Long: `Drain writes an operator override that gives the instance weight 0: it stays
 registered, and clients stop picking it for new calls within their normal
 convergence time. The override lives as long as the instance's lease; undrain
-removes it. Ls, get and watch mark an overridden weight with "*".
+removes it. Ls and get mark an overridden weight with "*", watch with
+"override".
 
 ` + weightsHonoured,
 		Example: `  muster drain user 10.0.0.7:9000`,
@@ -213,8 +216,8 @@ func newWeightCmd(g *globalOptions) *cobra.Command {
 		Short: "Override an instance's weight",
 		Long: fmt.Sprintf(`Weight writes an operator override of the instance's weight (0..%d; 0 is
 a drain), which clients follow within their normal convergence time. The
-override lives as long as the instance's lease; undrain removes it. Ls, get
-and watch mark an overridden weight with "*".
+override lives as long as the instance's lease; undrain removes it. Ls and
+get mark an overridden weight with "*", watch with "override".
 
 `, registry.MaxWeight) + weightsHonoured,
 		Example: `  muster weight user 10.0.0.7:9000 50`,

@@ -395,6 +395,9 @@ func (sc *sidecar) lastError(err error) string {
 // close revokes the registrar's lease and says whether that deregistered
 // anything.
 func (sc *sidecar) close() {
+	if sc.reg.Status().Registered {
+		sc.inEtcd = true // registered since the last look
+	}
 	err := sc.reg.Close()
 	switch {
 	case err != nil && sc.inEtcd:

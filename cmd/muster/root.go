@@ -224,15 +224,14 @@ func reportError(w io.Writer, cmd *cobra.Command, err error) {
 	}
 }
 
-// negativeShorthand matches pflag's error for an argument such as -1,
-// which it takes for a shorthand flag.
-var negativeShorthand = regexp.MustCompile(`^unknown shorthand flag: '.' in (-[0-9][0-9.]*)$`)
-
 // flagError turns a flag parsing error into a usage error. A negative
 // number is not an unknown flag but a value out of range: the error says
 // so, with the weight rule for the weight command.
 func flagError(cmd *cobra.Command, err error) error {
-	m := negativeShorthand.FindStringSubmatch(err.Error())
+	// pflag's error for an argument such as -1, which it takes for a
+	// shorthand flag.
+	negative := regexp.MustCompile(`^unknown shorthand flag: '.' in (-[0-9][0-9.]*)$`)
+	m := negative.FindStringSubmatch(err.Error())
 	switch {
 	case m == nil:
 		return &usageError{err: err}
