@@ -30,7 +30,7 @@ const reportGrace = 250 * time.Millisecond
 var errInterrupted = errors.New("interrupted")
 
 // session is one command's connection to the registry: an etcd client and
-// a Discovery on it, configured from the persistent flags.
+// a Discovery on it, configured from the etcd flags.
 type session struct {
 	g   *globalOptions
 	cli *clientv3.Client
@@ -113,7 +113,7 @@ func (g *globalOptions) etcdError(parent context.Context, what string, err error
 	if parent.Err() != nil {
 		return errInterrupted
 	}
-	if !isTimeout(err) && status.Code(err) != codes.Unavailable {
+	if !unanswered(err) {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	hint := ""
@@ -127,6 +127,8 @@ func (g *globalOptions) etcdError(parent context.Context, what string, err error
 			// problem such as a certificate from another CA.
 			err = fmt.Errorf("no answer within %v; last connection error: %s", g.timeout, ce.Cause)
 			if h := g.tlsHint(ce.Cause); h != "" {
+				hint = h
+			} else if h := connectionHint(ce.Cause); h != "" {
 				hint = h
 			}
 		} else {
@@ -216,6 +218,13 @@ func refused(err error) bool {
 func noConnection(err error) bool {
 	var ce *etcd.ConnectionError
 	return errors.As(err, &ce)
+}
+
+// unanswered reports whether err says that etcd did not answer: a deadline
+// expired (waiting for a connection, or for the answer), or no connection
+// was available.
+func unanswered(err error) bool {
+	return isTimeout(err) || status.Code(err) == codes.Unavailable
 }
 
 // isTimeout reports whether err is a deadline expiring, as a context error

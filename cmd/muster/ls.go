@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/spf13/cobra"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/musterhq/muster/registry"
 )
@@ -30,9 +31,6 @@ instances, the values as stored in etcd.`,
 		Args: serviceArg(true),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := validateOutput(output); err != nil {
-				return err
-			}
-			if err := g.validate(); err != nil {
 				return err
 			}
 			service := ""
@@ -74,7 +72,39 @@ func runLs(ctx context.Context, g *globalOptions, output, service string, stdout
 	if err != nil {
 		return err
 	}
-	return writeInstances(stdout, stderr, output, service, snap.Instances)
+	var overridden map[string]bool
+	if output == outputTable {
+		if overridden, err = s.overridden(ctx, tctx, service, snap.Revision); err != nil {
+			return err
+		}
+	}
+	return writeInstances(stdout, stderr, output, service, snap.Instances, overridden)
+}
+
+// overridden returns the IDs of service's instances whose weight an
+// operator's override sets, at revision rev (0: the latest). parent is the
+// command's context, ctx the same with the --timeout deadline.
+func (s *session) overridden(parent, ctx context.Context, service string, rev int64) (map[string]bool, error) {
+	opts := []clientv3.OpOption{clientv3.WithPrefix()}
+	if rev > 0 {
+		opts = append(opts, clientv3.WithRev(rev))
+	}
+	resp, err := s.cli.Get(ctx, registry.ServicePrefix(s.g.prefix, service), opts...)
+	if err != nil {
+		return nil, s.g.etcdError(parent, "read the overrides of "+service, err)
+	}
+	ids := map[string]bool{}
+	for _, kv := range resp.Kvs {
+		key, ok := registry.ParseOverrideKey(s.g.prefix, string(kv.Key))
+		if !ok {
+			continue
+		}
+		if o, err := registry.UnmarshalOverride(kv.Value); err == nil && o.Weight != nil {
+			_, id, _ := registry.ParseKey(s.g.prefix, key)
+			ids[id] = true
+		}
+	}
+	return ids, nil
 }
 
 // snapshot reads service once: its loaded snapshot, or the reason etcd
@@ -137,7 +167,7 @@ func writeServices(stdout, stderr io.Writer, output, prefix string, rows []servi
 	return tw.Flush()
 }
 
-func writeInstances(stdout, stderr io.Writer, output, service string, ins []*registry.Instance) error {
+func writeInstances(stdout, stderr io.Writer, output, service string, ins []*registry.Instance, overridden map[string]bool) error {
 	if output == outputJSON {
 		vals, err := instancesJSON(ins)
 		if err != nil {
@@ -149,5 +179,5 @@ func writeInstances(stdout, stderr io.Writer, output, service string, ins []*reg
 		_, err := fmt.Fprintf(stderr, "no instances of %s\n", service)
 		return err
 	}
-	return writeInstanceTable(stdout, ins, timeNow())
+	return writeInstanceTable(stdout, ins, overridden, timeNow())
 }

@@ -191,3 +191,51 @@ func TestUnreachableEtcdFailsWithinTimeout(t *testing.T) {
 		})
 	}
 }
+
+// Tables show an ID only when it is not the address, and mark a weight
+// set by an operator's override; watch does the same in its lines.
+func TestTablesShowOverridesAndDistinctIDs(t *testing.T) {
+	now := time.Date(2026, 3, 4, 12, 0, 0, 0, time.UTC)
+	fixClock(t, now)
+	s := startServe(t, t.TempDir())
+	r := newRegistrar(t, s.endpoint)
+	register(t, r, registry.Instance{Name: "user", Addr: "10.0.0.1:9000", RegisteredAt: now.Add(-time.Minute)})
+	register(t, r, registry.Instance{Name: "user", ID: "b", Addr: "10.0.0.2:9000", RegisteredAt: now.Add(-time.Minute)})
+	ep := []string{"--endpoints", s.endpoint}
+
+	w := start(t, append([]string{"watch", "user"}, ep...)...)
+	w.expect(t, `# user: 2 instances at revision \d+; watching for changes`)
+	w.expect(t, `= 10\.0\.0\.1:9000 \(weight 100\)`)
+	w.expect(t, `= b 10\.0\.0\.2:9000 \(weight 100\)`)
+
+	runOK(t, append([]string{"weight", "user", "b", "250"}, ep...)...)
+	w.expect(t, `~ b 10\.0\.0\.2:9000 \(weight 100->250 by override\)`)
+	runOK(t, append([]string{"drain", "user", "10.0.0.1:9000"}, ep...)...)
+	w.expect(t, `~ 10\.0\.0\.1:9000 \(weight 100->0 by override\)`)
+
+	want := "" +
+		"ID  ADDR           VERSION  ZONE  WEIGHT  METADATA  AGE\n" +
+		"-   10.0.0.1:9000  -        -     0*      -         60s\n" +
+		"b   10.0.0.2:9000  -        -     250*    -         60s\n" +
+		overrideNote + "\n"
+	if got := runOK(t, append([]string{"ls", "user"}, ep...)...); got.stdout != want {
+		t.Fatalf("ls user:\n%s\nwant:\n%s", got.stdout, want)
+	}
+
+	runOK(t, append([]string{"undrain", "user", "b"}, ep...)...)
+	w.expect(t, `~ b 10\.0\.0\.2:9000 \(weight 250->100, override removed\)`)
+	want = "" +
+		"ID  ADDR           VERSION  ZONE  WEIGHT  METADATA  AGE\n" +
+		"b   10.0.0.2:9000  -        -     100     -         60s\n"
+	if got := runOK(t, append([]string{"get", "user", "b"}, ep...)...); got.stdout != want {
+		t.Fatalf("get user b:\n%s\nwant:\n%s", got.stdout, want)
+	}
+	if code := w.stop(t); code != exitOK {
+		t.Fatalf("watch exited %d", code)
+	}
+
+	// A new watch sees the drain as an override from the start.
+	w = start(t, append([]string{"watch", "user"}, ep...)...)
+	w.expect(t, `# user: 2 instances at revision \d+; watching for changes`)
+	w.expect(t, `= 10\.0\.0\.1:9000 \(weight 0 \(draining, override\)\)`)
+}

@@ -244,8 +244,17 @@ type background struct {
 	seen   []string
 }
 
-// start runs args in the background until stopped.
+// start runs args in the background until stopped; its lines are those
+// of stdout.
 func start(t *testing.T, args ...string) *background {
+	t.Helper()
+	return startReading(t, false, args...)
+}
+
+// startReading runs args in the background until stopped; its lines are
+// those of stderr if stderr is true (stdout is then discarded), else of
+// stdout.
+func startReading(t *testing.T, stderr bool, args ...string) *background {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
@@ -263,7 +272,12 @@ func start(t *testing.T, args ...string) *background {
 		close(b.lines)
 	}()
 	go func() {
-		code := execute(ctx, args, pw, b.stderr)
+		var code int
+		if stderr {
+			code = execute(ctx, args, io.Discard, io.MultiWriter(pw, b.stderr))
+		} else {
+			code = execute(ctx, args, pw, b.stderr)
+		}
 		pw.Close()
 		b.code <- code
 	}()
@@ -304,8 +318,8 @@ func (b *background) expect(t *testing.T, re string) string {
 	return line
 }
 
-// stop cancels the command and returns its exit code. Later calls return
-// -1 without waiting.
+// stop cancels the command and returns its exit code; the lines not read
+// yet are added to seen. Later calls return -1 without waiting.
 func (b *background) stop(t *testing.T) int {
 	t.Helper()
 	if b.cancel == nil {
@@ -317,7 +331,8 @@ func (b *background) stop(t *testing.T) int {
 	defer timer.Stop()
 	select {
 	case code := <-b.code:
-		for range b.lines {
+		for line := range b.lines {
+			b.seen = append(b.seen, line)
 		}
 		return code
 	case <-timer.C:

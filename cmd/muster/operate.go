@@ -56,9 +56,6 @@ code 1 if the instance is not registered.`,
 			if err := validateOutput(output); err != nil {
 				return err
 			}
-			if err := g.validate(); err != nil {
-				return err
-			}
 			return runGet(cmd.Context(), g, output, args[0], args[1], cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
@@ -87,10 +84,14 @@ func runGet(ctx context.Context, g *globalOptions, output, service, id string, s
 				}
 				return writeJSON(stdout, v)
 			}
-			return writeInstanceTable(stdout, []*registry.Instance{in}, timeNow())
+			overridden, err := s.overridden(ctx, tctx, service, snap.Revision)
+			if err != nil {
+				return err
+			}
+			return writeInstanceTable(stdout, []*registry.Instance{in}, overridden, timeNow())
 		}
 	}
-	return fmt.Errorf("%w: %s/%s", etcd.ErrNoInstance, service, id)
+	return &noInstanceError{service: service, id: id}
 }
 
 func newDeregisterCmd(g *globalOptions) *cobra.Command {
@@ -98,7 +99,8 @@ func newDeregisterCmd(g *globalOptions) *cobra.Command {
 		Use:   "deregister <service> <id>",
 		Short: "Delete an instance's registration",
 		Long: `Deregister deletes one instance's key (and its override) from the registry:
-clients stop calling it within their normal convergence time.
+clients stop calling it within their normal convergence time. It fails with
+exit code 1 if the instance is not registered.
 
 Use it for entries that should not be there, such as a machine that is gone
 for good. A live server's registrar owns its instance: it notices the deletion
@@ -108,35 +110,61 @@ drain.`,
 		Example: `  muster deregister user 10.0.0.7:9000`,
 		Args:    instanceArgs(),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := g.validate(); err != nil {
-				return err
-			}
-			var live time.Duration
-			err := g.mutate(cmd, "deregister", args[0], args[1], func(ctx context.Context, s *session) error {
-				live = liveLease(ctx, s, registry.Key(g.prefix, args[0], args[1]))
-				return etcd.Delete(ctx, s.cli, args[0], args[1], etcd.WithPrefix(g.prefix), etcd.WithRequestTimeout(g.timeout))
+			service, id := args[0], args[1]
+			return g.mutate(cmd, "deregister", service, id, func(ctx context.Context, s *session, st instanceState) (string, error) {
+				live := liveLease(ctx, s, st.lease)
+				if err := etcd.Delete(ctx, s.cli, service, id, etcd.WithPrefix(g.prefix), etcd.WithRequestTimeout(g.timeout)); err != nil {
+					return "", err
+				}
+				msg := "deleted"
+				if live > 0 {
+					msg += fmt.Sprintf("\nnote: %s/%s was held by a live lease (%v left): its registrar writes it again within about a second;\n"+
+						"to take a live instance out of traffic, run: muster drain %s %s", service, id, live, service, id)
+				}
+				return msg, nil
 			})
-			if err == nil && live > 0 {
-				fmt.Fprintf(cmd.OutOrStdout(), "note: %s/%s was held by a live lease (%v left): its registrar writes it again within about a second;\n"+
-					"to take a live instance out of traffic, run: muster drain %s %s\n", args[0], args[1], live, args[0], args[1])
-			}
-			return err
 		},
 	}
 }
 
-// liveLease returns how long the lease holding key has left, 0 if the key
-// has no lease, is missing, or cannot be read.
-func liveLease(ctx context.Context, s *session, key string) time.Duration {
-	resp, err := s.cli.Get(ctx, key)
-	if err != nil || len(resp.Kvs) == 0 || resp.Kvs[0].Lease == 0 {
+// liveLease returns how long lease has left, 0 if it is 0 (no lease), gone,
+// or cannot be read.
+func liveLease(ctx context.Context, s *session, lease int64) time.Duration {
+	if lease == 0 {
 		return 0
 	}
-	ttl, err := s.cli.TimeToLive(ctx, clientv3.LeaseID(resp.Kvs[0].Lease))
+	ttl, err := s.cli.TimeToLive(ctx, clientv3.LeaseID(lease))
 	if err != nil || ttl.TTL <= 0 {
 		return 0
 	}
 	return time.Duration(ttl.TTL) * time.Second
+}
+
+// weightsHonoured says which balancers follow an instance's weight.
+const weightsHonoured = `Only clients whose balancer honours weights follow this: Muster's balancers
+(muster_p2c, muster_wrr) and, through "muster xds", ring_hash. gRPC's
+round_robin and pick_first ignore weights, drains included: under them a
+drained instance keeps getting calls.`
+
+// weightRule is the one rule for weights, on every command that takes one.
+func weightRule() string {
+	return fmt.Sprintf("want a whole number 0..%d (0 drains: registered, but no new calls)", registry.MaxWeight)
+}
+
+// parseWeight parses the weight s given as what (an argument or flag) on
+// the command line.
+func parseWeight(what, s string) (int, error) {
+	w, err := strconv.Atoi(s)
+	if err != nil || w < 0 || w > registry.MaxWeight {
+		return 0, weightError(what, s)
+	}
+	return w, nil
+}
+
+// weightError is the usage error for a weight s, given as what, that
+// breaks weightRule.
+func weightError(what, s string) error {
+	return usageErrorf("%s %s: %s", what, s, weightRule())
 }
 
 func newDrainCmd(g *globalOptions) *cobra.Command {
@@ -146,31 +174,37 @@ func newDrainCmd(g *globalOptions) *cobra.Command {
 		Long: `Drain writes an operator override that gives the instance weight 0: it stays
 registered, and clients stop picking it for new calls within their normal
 convergence time. The override lives as long as the instance's lease; undrain
-removes it.`,
+removes it. Ls and get mark an overridden weight with "*", watch with
+"override".
+
+` + weightsHonoured,
 		Example: `  muster drain user 10.0.0.7:9000`,
 		Args:    instanceArgs(),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := g.validate(); err != nil {
-				return err
-			}
-			zero := 0
-			return g.setOverride(cmd, "drain", args[0], args[1], registry.Override{Weight: &zero})
+			return g.setOverride(cmd, "drain", args[0], args[1], 0)
 		},
 	}
 }
 
 func newUndrainCmd(g *globalOptions) *cobra.Command {
 	return &cobra.Command{
-		Use:     "undrain <service> <id>",
-		Short:   "Remove an operator override (drain or weight)",
+		Use:   "undrain <service> <id>",
+		Short: "Remove an operator override (drain or weight)",
+		Long: `Undrain removes the operator override (written by drain or weight) of an
+instance: it gets its registered weight back. It fails with exit code 1 if
+the instance is not registered, and says so when there is no override.`,
 		Example: `  muster undrain user 10.0.0.7:9000`,
 		Args:    instanceArgs(),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := g.validate(); err != nil {
-				return err
-			}
-			return g.mutate(cmd, "undrain", args[0], args[1], func(ctx context.Context, s *session) error {
-				return etcd.ClearOverride(ctx, s.cli, args[0], args[1], etcd.WithPrefix(g.prefix), etcd.WithRequestTimeout(g.timeout))
+			service, id := args[0], args[1]
+			return g.mutate(cmd, "undrain", service, id, func(ctx context.Context, s *session, st instanceState) (string, error) {
+				if st.override == nil {
+					return "nothing to do: no override (weight " + st.registeredWeight() + " as registered)", nil
+				}
+				if err := etcd.ClearOverride(ctx, s.cli, service, id, etcd.WithPrefix(g.prefix), etcd.WithRequestTimeout(g.timeout)); err != nil {
+					return "", err
+				}
+				return fmt.Sprintf("override removed, weight %d -> %s", *st.override.Weight, st.registeredWeight()), nil
 			})
 		},
 	}
@@ -181,44 +215,128 @@ func newWeightCmd(g *globalOptions) *cobra.Command {
 		Use:   "weight <service> <id> <weight>",
 		Short: "Override an instance's weight",
 		Long: fmt.Sprintf(`Weight writes an operator override of the instance's weight (0..%d; 0 is
-a drain). Weighted balancers (muster_wrr, muster_p2c) follow it within their
-normal convergence time. The override lives as long as the instance's lease;
-undrain removes it.`, registry.MaxWeight),
+a drain), which clients follow within their normal convergence time. The
+override lives as long as the instance's lease; undrain removes it. Ls and
+get mark an overridden weight with "*", watch with "override".
+
+`, registry.MaxWeight) + weightsHonoured,
 		Example: `  muster weight user 10.0.0.7:9000 50`,
 		Args:    instanceArgs("weight"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			w, err := strconv.Atoi(args[2])
-			if err != nil || w < 0 || w > registry.MaxWeight {
-				return usageErrorf("weight: %q is not a whole number 0..%d", args[2], registry.MaxWeight)
-			}
-			if err := g.validate(); err != nil {
+			w, err := parseWeight("weight", args[2])
+			if err != nil {
 				return err
 			}
-			return g.setOverride(cmd, "weight", args[0], args[1], registry.Override{Weight: &w})
+			return g.setOverride(cmd, "weight", args[0], args[1], w)
 		},
 	}
 }
 
-func (g *globalOptions) setOverride(cmd *cobra.Command, verb, service, id string, o registry.Override) error {
-	return g.mutate(cmd, verb, service, id, func(ctx context.Context, s *session) error {
-		return etcd.SetOverride(ctx, s.cli, service, id, o, etcd.WithPrefix(g.prefix), etcd.WithRequestTimeout(g.timeout))
+// setOverride makes w the override weight of the instance, and says
+// when it already is.
+func (g *globalOptions) setOverride(cmd *cobra.Command, verb, service, id string, w int) error {
+	return g.mutate(cmd, verb, service, id, func(ctx context.Context, s *session, st instanceState) (string, error) {
+		if st.override != nil && *st.override.Weight == w {
+			return fmt.Sprintf("nothing to do: the override already sets weight %d", w), nil
+		}
+		err := etcd.SetOverride(ctx, s.cli, service, id, registry.Override{Weight: &w}, etcd.WithPrefix(g.prefix), etcd.WithRequestTimeout(g.timeout))
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("done, weight %s -> %d", st.weight(), w), nil
 	})
 }
 
-// mutate runs one change against the registry and reports it.
-func (g *globalOptions) mutate(cmd *cobra.Command, verb, service, id string, change func(context.Context, *session) error) error {
+// instanceState is what etcd holds for one instance.
+type instanceState struct {
+	// in is the registered value; ok is false if it does not decode.
+	in registry.Instance
+	ok bool
+	// override is the operator's override, nil if none (or one that does
+	// not decode, or sets no weight).
+	override *registry.Override
+	// lease holds the instance's key; 0: none.
+	lease int64
+}
+
+// registeredWeight is the weight the instance was registered with, "?" if
+// its value does not decode.
+func (st instanceState) registeredWeight() string {
+	if !st.ok {
+		return "?"
+	}
+	return strconv.Itoa(st.in.EffectiveWeight())
+}
+
+// weight is the weight clients see: the override's, else the registered
+// one.
+func (st instanceState) weight() string {
+	if st.override != nil {
+		return strconv.Itoa(*st.override.Weight)
+	}
+	return st.registeredWeight()
+}
+
+// noInstanceError reports an instance that is not registered.
+type noInstanceError struct{ service, id string }
+
+func (e *noInstanceError) Error() string {
+	return fmt.Sprintf("no such instance: service %s has no instance %s (\"muster ls %s\" lists its instances)", e.service, quoteIfNeeded(e.id), e.service)
+}
+
+// Is makes a noInstanceError match etcd.ErrNoInstance.
+func (e *noInstanceError) Is(target error) bool { return target == etcd.ErrNoInstance }
+
+// readInstance reads the instance's key and its override key. It fails
+// with a noInstanceError if the instance is not registered.
+func (s *session) readInstance(ctx context.Context, service, id string) (instanceState, error) {
+	key := registry.Key(s.g.prefix, service, id)
+	okey := registry.OverrideKey(s.g.prefix, service, id)
+	resp, err := s.cli.Txn(ctx).Then(clientv3.OpGet(key), clientv3.OpGet(okey)).Commit()
+	if err != nil {
+		return instanceState{}, err
+	}
+	kvs := resp.Responses[0].GetResponseRange().GetKvs()
+	if len(kvs) == 0 {
+		return instanceState{}, &noInstanceError{service: service, id: id}
+	}
+	st := instanceState{lease: kvs[0].Lease}
+	st.in, err = registry.Unmarshal(kvs[0].Value)
+	st.ok = err == nil
+	if okvs := resp.Responses[1].GetResponseRange().GetKvs(); len(okvs) > 0 {
+		if o, err := registry.UnmarshalOverride(okvs[0].Value); err == nil && o.Weight != nil {
+			st.override = &o
+		}
+	}
+	return st, nil
+}
+
+// mutate reads the instance, runs one change against the registry and
+// prints "<verb> <service>/<id>: " and what change says it did. It fails if
+// the instance is not registered.
+func (g *globalOptions) mutate(cmd *cobra.Command, verb, service, id string, change func(context.Context, *session, instanceState) (string, error)) error {
 	ctx := cmd.Context()
 	s, err := g.connect(ctx, cmd.ErrOrStderr())
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	if err := change(ctx, s); err != nil {
-		if errors.Is(err, etcd.ErrNoInstance) {
-			return err
-		}
-		return g.etcdError(ctx, verb+" "+service+"/"+id, err)
+	what := verb + " " + service + "/" + id
+	rctx, cancel := context.WithTimeout(ctx, g.timeout)
+	st, err := s.readInstance(rctx, service, id)
+	cancel()
+	var msg string
+	if err == nil {
+		msg, err = change(ctx, s, st)
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "%s %s/%s: done\n", verb, service, id)
-	return nil
+	switch {
+	case err == nil:
+		fmt.Fprintf(cmd.OutOrStdout(), "%s: %s\n", what, msg)
+		return nil
+	case errors.Is(err, etcd.ErrNoInstance):
+		// Gone between the read and the write, too.
+		return &noInstanceError{service: service, id: id}
+	default:
+		return g.etcdError(ctx, what, err)
+	}
 }

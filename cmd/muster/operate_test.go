@@ -52,13 +52,29 @@ func TestOperatorCommands(t *testing.T) {
 	if !strings.Contains(got.stdout, `"id": "a"`) && !strings.Contains(got.stdout, `"id":"a"`) {
 		t.Fatalf("get -o json:\n%s", got.stdout)
 	}
-	if r := run(append([]string{"get", "user", "zz"}, ep...)...); r.code != 1 || !strings.Contains(r.stderr, "no such instance") {
-		t.Fatalf("get of a missing instance: exit %d, stderr %q", r.code, r.stderr)
+	// An unknown ID is an error on every command, naming service and ID.
+	for _, cmd := range [][]string{{"get"}, {"deregister"}, {"drain"}, {"undrain"}, {"weight"}} {
+		args := append(append(cmd, "user", "zz"), ep...)
+		if cmd[0] == "weight" {
+			args = append(args, "5")
+		}
+		r := run(args...)
+		want := `muster: no such instance: service user has no instance zz ("muster ls user" lists its instances)` + "\n"
+		if r.code != 1 || r.stderr != want || r.stdout != "" {
+			t.Errorf("%s of a missing instance: exit %d, stdout %q, stderr %q; want exit 1, stderr %q", cmd[0], r.code, r.stdout, r.stderr, want)
+		}
+	}
+	// Without an override, undrain has nothing to do and says so.
+	if got := runOK(t, append([]string{"undrain", "user", "a"}, ep...)...); got.stdout != "undrain user/a: nothing to do: no override (weight 100 as registered)\n" {
+		t.Fatalf("undrain without an override printed %q", got.stdout)
 	}
 
 	got = runOK(t, append([]string{"drain", "user", "a"}, ep...)...)
-	if strings.TrimSpace(got.stdout) != "drain user/a: done" {
+	if got.stdout != "drain user/a: done, weight 100 -> 0\n" {
 		t.Fatalf("drain printed %q", got.stdout)
+	}
+	if got := runOK(t, append([]string{"drain", "user", "a"}, ep...)...); got.stdout != "drain user/a: nothing to do: the override already sets weight 0\n" {
+		t.Fatalf("a second drain printed %q", got.stdout)
 	}
 	// The live client stops sending to a: b gets the next 200 calls in a
 	// row once the change has arrived.
@@ -76,19 +92,23 @@ func TestOperatorCommands(t *testing.T) {
 	if got := runOK(t, append([]string{"get", "user", "a", "-o", "json"}, ep...)...); !strings.Contains(got.stdout, `"weight": 0`) {
 		t.Fatalf("a after drain:\n%s", got.stdout)
 	}
-	runOK(t, append([]string{"weight", "user", "a", "300"}, ep...)...)
+	if got := runOK(t, append([]string{"weight", "user", "a", "300"}, ep...)...); got.stdout != "weight user/a: done, weight 0 -> 300\n" {
+		t.Fatalf("weight printed %q", got.stdout)
+	}
 	if got := runOK(t, append([]string{"get", "user", "a", "-o", "json"}, ep...)...); !strings.Contains(got.stdout, `"weight": 300`) {
 		t.Fatalf("a after weight 300:\n%s", got.stdout)
 	}
 	load.WaitForMore(t, a.Addr, 10) // back in traffic
-	runOK(t, append([]string{"undrain", "user", "a"}, ep...)...)
+	if got := runOK(t, append([]string{"undrain", "user", "a"}, ep...)...); got.stdout != "undrain user/a: override removed, weight 300 -> 100\n" {
+		t.Fatalf("undrain printed %q", got.stdout)
+	}
 	if got := runOK(t, append([]string{"get", "user", "a", "-o", "json"}, ep...)...); !strings.Contains(got.stdout, `"weight": 100`) {
 		t.Fatalf("a after undrain:\n%s", got.stdout)
 	}
 
 	// A live instance's registrar writes it again: the command says so.
 	got = runOK(t, append([]string{"deregister", "user", "b"}, ep...)...)
-	if !strings.Contains(got.stdout, "writes it again") || !strings.Contains(got.stdout, "muster drain user b") {
+	if !strings.HasPrefix(got.stdout, "deregister user/b: deleted\n") || !strings.Contains(got.stdout, "writes it again") || !strings.Contains(got.stdout, "muster drain user b") {
 		t.Fatalf("deregister of a live instance does not say it comes back:\n%s", got.stdout)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -108,7 +128,7 @@ func TestOperatorCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	got = runOK(t, append([]string{"deregister", "user", "static"}, ep...)...)
-	if strings.Contains(got.stdout, "writes it again") {
+	if got.stdout != "deregister user/static: deleted\n" {
 		t.Fatalf("deregister of an entry without a lease says it comes back:\n%s", got.stdout)
 	}
 	if r := run(append([]string{"get", "user", "static"}, ep...)...); r.code != 1 {

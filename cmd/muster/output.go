@@ -55,20 +55,58 @@ func newTable(w io.Writer) *tabwriter.Writer {
 	return tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 }
 
-// writeInstanceTable writes one row per instance, in the given order.
-func writeInstanceTable(w io.Writer, ins []*registry.Instance, now time.Time) error {
+// overrideNote explains the mark of a weight set by an operator's
+// override in tables.
+const overrideNote = "* weight set by an operator (muster weight or drain); muster undrain restores the registered one"
+
+// writeInstanceTable writes one row per instance, in the given order. The
+// ID column shows "-" for an ID equal to the address; a weight set by an
+// operator's override (overridden holds the IDs) is marked "*" and
+// explained under the table.
+func writeInstanceTable(w io.Writer, ins []*registry.Instance, overridden map[string]bool, now time.Time) error {
 	tw := newTable(w)
 	fmt.Fprintln(tw, "ID\tADDR\tVERSION\tZONE\tWEIGHT\tMETADATA\tAGE")
+	marked := false
 	for _, in := range ins {
 		age := "-"
 		if !in.RegisteredAt.IsZero() {
 			age = formatAge(now.Sub(in.RegisteredAt))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n",
-			cell(in.ID), cell(in.Addr), cell(in.Version), cell(in.Zone),
-			in.EffectiveWeight(), orDash(formatMetadata(in.Metadata)), age)
+		weight := strconv.Itoa(in.EffectiveWeight())
+		if overridden[in.ID] {
+			weight += "*"
+			marked = true
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
+			idCell(in), cell(in.Addr), cell(in.Version), cell(in.Zone),
+			weight, orDash(formatMetadata(in.Metadata)), age)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if marked {
+		_, err := fmt.Fprintln(w, overrideNote)
+		return err
+	}
+	return nil
+}
+
+// idCell is the ID column of an instance: "-" when the ID is the address
+// (the default), so that the table does not repeat it.
+func idCell(in *registry.Instance) string {
+	if in.ID == in.Addr {
+		return "-"
+	}
+	return cell(in.ID)
+}
+
+// idAddr names an instance in a line: "id addr", or the address alone
+// when the ID is the address.
+func idAddr(in *registry.Instance) string {
+	if in.ID == in.Addr {
+		return quoteIfNeeded(in.Addr)
+	}
+	return quoteIfNeeded(in.ID) + " " + quoteIfNeeded(in.Addr)
 }
 
 func orDash(s string) string {
@@ -125,8 +163,9 @@ func formatAge(d time.Duration) string {
 }
 
 // describeInstance renders the attributes of in after its ID and address,
-// as in "(version v1.4.2, zone eu-1a, weight 100, metadata color=blue)".
-func describeInstance(in *registry.Instance) string {
+// as in "(version v1.4.2, zone eu-1a, weight 100, metadata color=blue)";
+// the weight is marked "(override)" when overridden.
+func describeInstance(in *registry.Instance, overridden bool) string {
 	var parts []string
 	if in.Version != "" {
 		parts = append(parts, "version "+quoteIfNeeded(in.Version))
@@ -135,8 +174,13 @@ func describeInstance(in *registry.Instance) string {
 		parts = append(parts, "zone "+quoteIfNeeded(in.Zone))
 	}
 	w := "weight " + strconv.Itoa(in.EffectiveWeight())
-	if in.EffectiveWeight() == 0 {
+	switch {
+	case in.EffectiveWeight() == 0 && overridden:
+		w += " (draining, override)"
+	case in.EffectiveWeight() == 0:
 		w += " (draining)"
+	case overridden:
+		w += " (override)"
 	}
 	parts = append(parts, w)
 	if len(in.Metadata) > 0 {
@@ -146,8 +190,10 @@ func describeInstance(in *registry.Instance) string {
 }
 
 // describeChange lists the fields that differ between two versions of an
-// instance, as in "weight 100->0, version v1->v2".
-func describeChange(old, cur *registry.Instance) string {
+// instance, as in "weight 100->0, version v1->v2". A weight change says
+// "by override" when cur's weight is an operator's override, "override
+// removed" when old's was.
+func describeChange(old, cur *registry.Instance, wasOverridden, overridden bool) string {
 	var parts []string
 	str := func(field, a, b string) {
 		if a != b {
@@ -158,7 +204,15 @@ func describeChange(old, cur *registry.Instance) string {
 	str("version", old.Version, cur.Version)
 	str("zone", old.Zone, cur.Zone)
 	if ow, cw := old.EffectiveWeight(), cur.EffectiveWeight(); ow != cw {
-		parts = append(parts, fmt.Sprintf("weight %d->%d", ow, cw))
+		w := fmt.Sprintf("weight %d->%d", ow, cw)
+		switch {
+		case overridden:
+			parts = append(parts, w+" by override")
+		case wasOverridden:
+			parts = append(parts, w, "override removed")
+		default:
+			parts = append(parts, w)
+		}
 	}
 	if a, b := formatMetadata(old.Metadata), formatMetadata(cur.Metadata); a != b {
 		parts = append(parts, fmt.Sprintf("metadata {%s}->{%s}", a, b))

@@ -9,7 +9,9 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -24,6 +26,7 @@ import (
 // registerOptions are the flags of muster register.
 type registerOptions struct {
 	in       registry.Instance
+	weight   numberText
 	meta     []string
 	check    string
 	ttl      time.Duration
@@ -43,14 +46,15 @@ SIGINT or SIGTERM (revoking its lease).
 
 Checks (--check): grpc://host:port (the standard gRPC health service,
 overall status), http://host:port/path (any 2xx), tcp://host:port (a
-connection). Without --check the instance stays registered until stopped.`,
+connection). Without --check the instance stays registered until stopped.
+
+It logs on stderr: "registered" once etcd holds the instance; while etcd does
+not answer, a warning at once and then every 5s, with etcd's last error; on
+exit, "deregistered on exit", or that nothing was registered.`,
 		Example: `  muster register --name user --addr 10.0.0.7:9000 --zone eu-1a --check grpc://127.0.0.1:9000
   muster register --name web --addr 10.0.0.8:8080 --meta team=core --check http://127.0.0.1:8080/healthz`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := g.validate(); err != nil {
-				return err
-			}
 			check, err := o.parse()
 			if err != nil {
 				return err
@@ -64,7 +68,9 @@ connection). Without --check the instance stays registered until stopped.`,
 	f.StringVar(&o.in.ID, "id", "", "instance ID (default: the address)")
 	f.StringVar(&o.in.Version, "version", "", "version of the instance")
 	f.StringVar(&o.in.Zone, "zone", "", "zone the instance runs in")
-	f.IntVar(&o.in.Weight, "weight", registry.DefaultWeight, fmt.Sprintf("weight 1..%d", registry.MaxWeight))
+	o.weight = numberText(strconv.Itoa(registry.DefaultWeight))
+	f.Var(&o.weight, "weight",
+		fmt.Sprintf("relative share of new calls, 0..%d; 0 registers the instance drained (no new calls)", registry.MaxWeight))
 	f.StringArrayVar(&o.meta, "meta", nil, "metadata key=value (repeatable)")
 	f.StringVar(&o.check, "check", "", "health check: grpc://host:port, http://host:port/path or tcp://host:port")
 	f.DurationVar(&o.ttl, "ttl", 10*time.Second, "lease TTL: how long the entry outlives this process if it is killed")
@@ -72,6 +78,15 @@ connection). Without --check the instance stays registered until stopped.`,
 	f.IntVar(&o.failures, "failures", 3, "failed checks in a row before deregistering")
 	return cmd
 }
+
+// numberText is a flag value kept as given, for a whole number that the
+// command checks itself, so that every wrong value gets the command's own
+// message.
+type numberText string
+
+func (n *numberText) String() string     { return string(*n) }
+func (n *numberText) Set(s string) error { *n = numberText(s); return nil }
+func (n *numberText) Type() string       { return "int" }
 
 // parse validates the flags and returns the health check.
 func (o *registerOptions) parse() (func(context.Context) error, error) {
@@ -88,11 +103,23 @@ func (o *registerOptions) parse() (func(context.Context) error, error) {
 		}
 		o.in.Metadata[k] = v
 	}
+	w, err := parseWeight("--weight", string(o.weight))
+	if err != nil {
+		return nil, err
+	}
+	// The registry stores weight 0 as a drain; registry.Instance's own
+	// zero weight means the default.
+	o.in.Weight, o.in.Draining = w, w == 0
 	if err := o.in.Validate(); err != nil {
 		return nil, usageErrorf("%v", err)
 	}
-	if o.ttl < time.Second || o.interval <= 0 || o.failures < 1 {
-		return nil, usageErrorf("--ttl must be at least 1s, --interval positive, --failures at least 1")
+	switch {
+	case o.ttl < time.Second:
+		return nil, usageErrorf("--ttl %v: must be at least 1s", o.ttl)
+	case o.interval <= 0:
+		return nil, usageErrorf("--interval %v: must be positive", o.interval)
+	case o.failures < 1:
+		return nil, usageErrorf("--failures %d: must be at least 1", o.failures)
 	}
 	if o.check == "" {
 		return nil, nil
@@ -164,9 +191,41 @@ func tcpCheck(addr string, timeout time.Duration) func(context.Context) error {
 	}
 }
 
+// registerWarnEvery is how often register warns while the instance is not
+// registered because etcd does not answer.
+const registerWarnEvery = 5 * time.Second
+
+// sidecar is the state of muster register: what it wants (the instance
+// registered or not, after the health checks) and what it told the user.
+type sidecar struct {
+	g   *globalOptions
+	o   registerOptions
+	reg *etcd.Registrar
+	log *slog.Logger
+	// want is true while the instance should be registered.
+	want bool
+	// announced is true once "registered" was logged, until the
+	// registration is lost or withdrawn.
+	announced bool
+	// inEtcd is true while the instance's key may be in etcd: it was
+	// registered, and not yet deregistered for sure.
+	inEtcd bool
+	// lastWarn is when the last "not registered" warning was logged;
+	// warnTick fires registerWarnEvery after it.
+	lastWarn time.Time
+	warnTick *time.Ticker
+	// wait starts a goroutine that sends on registered once the instance
+	// is registered; waiting is true while one runs.
+	wait       func()
+	waiting    bool
+	registered chan struct{}
+}
+
 // runRegister keeps o.in registered while check passes, until ctx ends.
+// It logs on stderr: "registered" only once the instance is in etcd, a
+// warning every registerWarnEvery while etcd does not answer, and on exit
+// "deregistered" only if there was something to deregister.
 func runRegister(ctx context.Context, g *globalOptions, o registerOptions, check func(context.Context) error, stderr io.Writer) error {
-	log := slog.New(slog.NewTextHandler(stderr, nil))
 	s, err := g.connect(ctx, stderr)
 	if err != nil {
 		return err
@@ -177,48 +236,47 @@ func runRegister(ctx context.Context, g *globalOptions, o registerOptions, check
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if err := reg.Close(); err != nil {
-			log.Error("deregistering on exit", "error", err)
-		} else {
-			log.Info("deregistered", "service", o.in.Name, "addr", o.in.Addr)
-		}
-	}()
-
-	registered, failed := false, 0
-	apply := func(want bool) {
-		if want == registered {
-			return
-		}
-		rctx, cancel := context.WithTimeout(ctx, g.timeout)
-		defer cancel()
-		if want {
-			err = reg.Register(rctx, o.in)
-		} else {
-			err = reg.Deregister(rctx, o.in)
-		}
-		switch {
-		case err == nil || errors.Is(err, registry.ErrPending):
-			registered = want
-			if want {
-				log.Info("registered", "service", o.in.Name, "addr", o.in.Addr, "pending", err != nil)
-			} else {
-				log.Info("deregistered: health check failing", "service", o.in.Name, "addr", o.in.Addr, "failures", failed)
-			}
-		default:
-			log.Error("registry", "error", err)
-		}
+	attrs := []any{"service", o.in.Name}
+	if id := o.in.Normalize().ID; id != o.in.Addr {
+		attrs = append(attrs, "id", id)
 	}
-	tick := time.NewTicker(o.interval)
-	defer tick.Stop()
+	attrs = append(attrs, "addr", o.in.Addr)
+	sc := &sidecar{g: g, o: o, reg: reg, registered: make(chan struct{}, 1),
+		log: slog.New(slog.NewTextHandler(stderr, nil)).With(attrs...)}
+	defer sc.close()
+
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wctx, stopWaiting := context.WithCancel(ctx)
+	defer stopWaiting()
+	sc.wait = func() {
+		wg.Go(func() {
+			if reg.WaitRegistered(wctx) == nil {
+				select {
+				case sc.registered <- struct{}{}:
+				case <-wctx.Done():
+				}
+			}
+		})
+	}
+
+	failed := 0
+	checkTick := time.NewTicker(o.interval)
+	defer checkTick.Stop()
+	sc.warnTick = time.NewTicker(registerWarnEvery)
+	defer sc.warnTick.Stop()
 	for {
 		healthy := true
 		if check != nil {
 			if err := check(ctx); err != nil {
 				failed++
-				healthy = failed < o.failures && registered
+				healthy = failed < o.failures && sc.want
 				if ctx.Err() == nil {
-					log.Warn("health check failed", "error", err, "in_a_row", failed)
+					next := fmt.Sprintf("deregistering at %d", o.failures)
+					if !sc.want {
+						next = "registering when a check passes"
+					}
+					sc.log.Warn(fmt.Sprintf("health check failed (%d in a row; %s)", failed, next), "error", err)
 				}
 			} else {
 				failed = 0
@@ -227,11 +285,128 @@ func runRegister(ctx context.Context, g *globalOptions, o registerOptions, check
 		if ctx.Err() != nil {
 			return nil
 		}
-		apply(healthy)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
+		sc.apply(ctx, healthy, failed)
+		for next := false; !next; {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-checkTick.C:
+				next = true
+			case <-sc.registered:
+				sc.waiting = false
+				sc.follow()
+			case <-sc.warnTick.C:
+				sc.follow()
+			}
 		}
+	}
+}
+
+// apply registers or deregisters the instance when want changes.
+func (sc *sidecar) apply(ctx context.Context, want bool, failed int) {
+	if want == sc.want {
+		sc.follow()
+		return
+	}
+	rctx, cancel := context.WithTimeout(ctx, sc.g.timeout)
+	defer cancel()
+	in := sc.o.in
+	if want {
+		err := sc.reg.Register(rctx, in)
+		if err != nil && !errors.Is(err, registry.ErrPending) {
+			sc.log.Error("cannot register", "error", err)
+			return
+		}
+		sc.want = true
+		sc.follow()
+		return
+	}
+	sc.want, sc.announced = false, false
+	reason := fmt.Sprintf("%d health checks failed in a row", failed)
+	switch err := sc.reg.Deregister(rctx, in); {
+	case err == nil:
+		sc.inEtcd = false
+		sc.log.Info("deregistered: " + reason)
+	case errors.Is(err, registry.ErrPending):
+		sc.log.Warn(fmt.Sprintf("deregistering (%s), but etcd does not answer: the entry is deleted when it does, or expires within --ttl %v", reason, sc.o.ttl),
+			"error", sc.lastError(err))
+	default:
+		sc.log.Error("cannot deregister ("+reason+")", "error", err)
+	}
+}
+
+// follow logs what changed in the registrar's state: "registered" once
+// the instance is in etcd, and while it is not, a warning every
+// registerWarnEvery.
+func (sc *sidecar) follow() {
+	if !sc.want {
+		return
+	}
+	st := sc.reg.Status()
+	if !st.Registered && !sc.waiting {
+		sc.waiting = true
+		sc.wait()
+	}
+	switch {
+	case st.Registered && !sc.announced:
+		sc.announced, sc.inEtcd = true, true
+		msg := "registered"
+		if sc.o.in.Draining {
+			msg += " drained (weight 0: no new calls)"
+		}
+		sc.log.Info(msg)
+	case !st.Registered && sc.announced:
+		sc.announced = false
+		sc.warn("registration lost", st)
+	case !st.Registered && time.Since(sc.lastWarn) >= registerWarnEvery-time.Second/2:
+		sc.warn("not registered yet", st)
+	}
+}
+
+// warn says that the instance is not registered, and why.
+func (sc *sidecar) warn(what string, st registry.RegistrarStatus) {
+	sc.lastWarn = time.Now()
+	sc.warnTick.Reset(registerWarnEvery)
+	why := "etcd at " + strings.Join(sc.g.endpoints, ",")
+	if e := st.LastError; e == nil || unanswered(e) {
+		why += " does not answer"
+	} else {
+		why += " did not take the registration"
+	}
+	msg := fmt.Sprintf("%s: %s; retrying until it does (this repeats every %v)", what, why, registerWarnEvery)
+	sc.log.Warn(msg, "error", sc.lastError(st.LastError))
+}
+
+// lastError is the last error from etcd, in a form to log.
+func (sc *sidecar) lastError(err error) string {
+	if last := sc.reg.Status().LastError; last != nil {
+		err = last
+	}
+	if err == nil {
+		return "no answer yet"
+	}
+	var ce *etcd.ConnectionError
+	if errors.As(err, &ce) {
+		return ce.Cause
+	}
+	return err.Error()
+}
+
+// close revokes the registrar's lease and says whether that deregistered
+// anything.
+func (sc *sidecar) close() {
+	if sc.reg.Status().Registered {
+		sc.inEtcd = true // registered since the last look
+	}
+	err := sc.reg.Close()
+	switch {
+	case err != nil && sc.inEtcd:
+		sc.log.Error(fmt.Sprintf("could not deregister on exit: the entry expires within --ttl %v", sc.o.ttl), "error", err)
+	case sc.inEtcd:
+		sc.log.Info("deregistered on exit")
+	case sc.want:
+		sc.log.Info("exiting; the instance was never registered (etcd did not answer), so there is nothing to deregister")
+	default:
+		sc.log.Info("exiting; the instance is not registered, nothing to deregister")
 	}
 }

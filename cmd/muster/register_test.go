@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -61,5 +63,61 @@ func TestRegisterUsageErrors(t *testing.T) {
 		if r := run(args...); r.code != 2 {
 			t.Errorf("muster %v: exit %d, want 2; stderr %q", args, r.code, r.stderr)
 		}
+	}
+}
+
+// While etcd does not answer, register says so at once and then every
+// registerWarnEvery; it says "registered" only once etcd has the
+// instance, and on exit deregisters only what was registered.
+func TestRegisterWarnsWhileEtcdIsUnreachable(t *testing.T) {
+	urls := freeLoopbackURLs(t, 2)
+	side := startReading(t, true, "register", "--endpoints", urls[0], "--timeout", "1s",
+		"--name", "legacy", "--addr", "127.0.0.1:9", "--id", "one")
+	warning := `time=\S+ level=WARN msg="not registered yet: etcd at ` + regexp.QuoteMeta(urls[0]) +
+		` does not answer; retrying until it does \(this repeats every 5s\)" service=legacy id=one addr=127.0.0.1:9 error=.*connection refused.*`
+	side.expect(t, warning)
+	start := time.Now()
+	side.expect(t, warning)
+	if took := time.Since(start); took < registerWarnEvery*9/10 || took > 2*registerWarnEvery {
+		t.Fatalf("the second warning came %v after the first; want about %v", took, registerWarnEvery)
+	}
+	if code := side.stop(t); code != 0 {
+		t.Fatalf("register exited %d; stderr:\n%s", code, side.stderr)
+	}
+	if last := side.seen[len(side.seen)-1]; !strings.Contains(last, "exiting; the instance was never registered") {
+		t.Fatalf("register's last line on exit is %q; want it to say nothing was registered", last)
+	}
+	if log := side.stderr.String(); strings.Contains(log, "msg=registered") || strings.Contains(log, "deregistered") || strings.Contains(log, "pending") || strings.Contains(log, "retry_in") {
+		t.Fatalf("register's log claims a registration, or has unexplained fields:\n%s", log)
+	}
+
+	// When etcd comes up, the registration happens and is said.
+	side = startReading(t, true, "register", "--endpoints", urls[0], "--timeout", "1s",
+		"--name", "legacy", "--addr", "127.0.0.1:9", "--id", "one", "--weight", "0")
+	side.expect(t, warning)
+	s, err := tryServe(t, serveOptions{dataDir: t.TempDir(), clientURL: urls[0], peerURL: urls[1], name: "test"})
+	if err != nil {
+		t.Fatalf("serve on %s: %v", urls[0], err)
+	}
+	for {
+		line := side.next(t, "the registered line")
+		if strings.Contains(line, `msg="registered drained (weight 0: no new calls)" service=legacy id=one`) {
+			break
+		}
+		if !regexp.MustCompile(warning).MatchString(line) {
+			t.Fatalf("unexpected line before registered: %q", line)
+		}
+	}
+	if got := runOK(t, "get", "legacy", "one", "--endpoints", s.endpoint, "-o", "json"); !strings.Contains(got.stdout, `"weight": 0`) {
+		t.Fatalf("register --weight 0 registered:\n%s", got.stdout)
+	}
+	if code := side.stop(t); code != 0 {
+		t.Fatalf("register exited %d; stderr:\n%s", code, side.stderr)
+	}
+	if last := side.seen[len(side.seen)-1]; !strings.Contains(last, `msg="deregistered on exit"`) {
+		t.Fatalf("register's last line on exit is %q; want deregistered", last)
+	}
+	if r := run("get", "legacy", "one", "--endpoints", s.endpoint); r.code != 1 {
+		t.Fatalf("get after register exited: exit %d, want 1 (gone)", r.code)
 	}
 }

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/musterhq/muster/registry"
 )
@@ -20,14 +22,14 @@ const (
 	exitUsage   = 2 // the command line is wrong
 )
 
-// Defaults of the persistent flags.
+// Defaults of the etcd flags.
 const (
 	defaultEndpoint = "http://127.0.0.1:2379"
 	defaultTimeout  = 5 * time.Second
 )
 
-// globalOptions are the persistent flags of the root command, shared by
-// every command that talks to a registry.
+// globalOptions are the etcd flags, shared by every command that talks to
+// a registry (see addFlags).
 type globalOptions struct {
 	endpoints []string
 	prefix    string
@@ -38,18 +40,11 @@ type globalOptions struct {
 	user, password string
 }
 
-// validate checks the persistent flags; its errors are usage errors.
+// validate checks the etcd flags; its errors are usage errors.
 func (g *globalOptions) validate() error {
-	var eps []string
-	for _, ep := range g.endpoints {
-		if ep = strings.TrimSpace(ep); ep != "" {
-			eps = append(eps, ep)
-		}
+	if err := g.validateEndpoints(); err != nil {
+		return err
 	}
-	if len(eps) == 0 {
-		return usageErrorf("--endpoints: need at least one etcd endpoint")
-	}
-	g.endpoints = eps
 	if g.timeout <= 0 {
 		return usageErrorf("--timeout: must be positive, got %v", g.timeout)
 	}
@@ -85,9 +80,11 @@ func newRootCmd() *cobra.Command {
 		Long: `Muster registers gRPC servers in etcd and lets clients discover them.
 
 Start a registry with "muster serve", then look at it with "muster ls" and
-"muster watch". Every command except serve talks to the etcd given by
+"muster watch". The commands that operate on a registry (ls, get, watch,
+deregister, drain, undrain, weight, register, xds) talk to the etcd given by
 --endpoints: over TLS for https:// endpoints (--cacert, --cert, --key), and
-as the etcd user given by --user when etcd has authentication enabled.`,
+as the etcd user given by --user when etcd has authentication enabled.
+Serve runs an etcd; demo runs its own; version and xds-bootstrap need none.`,
 		// Cobra reports errors and usage itself unless told not to; execute
 		// does it, to choose the exit code.
 		SilenceErrors:              true,
@@ -109,30 +106,18 @@ as the etcd user given by --user when etcd has authentication enabled.`,
 			return cmd.Help()
 		},
 	}
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
-		return &usageError{err: err}
-	})
-	pf := root.PersistentFlags()
-	pf.StringSliceVar(&g.endpoints, "endpoints", []string{defaultEndpoint},
-		"etcd endpoints, comma-separated")
-	pf.StringVar(&g.prefix, "prefix", registry.DefaultPrefix,
-		"key prefix under which services are registered")
-	pf.DurationVar(&g.timeout, "timeout", defaultTimeout,
-		"how long to wait for etcd before giving up")
-	pf.StringVar(&g.cacert, "cacert", "",
-		"verify etcd's certificate with this CA bundle (PEM) instead of the system's CAs")
-	pf.StringVar(&g.cert, "cert", "",
-		"client certificate (PEM) to present to etcd; needs --key")
-	pf.StringVar(&g.key, "key", "",
-		"private key (PEM) of --cert")
-	pf.StringVar(&g.user, "user", "",
-		"etcd user to log in as: user:password, or user with --password")
-	pf.StringVar(&g.password, "password", "",
-		"password of --user")
-
+	root.SetFlagErrorFunc(flagError)
+	root.Version = buildVersion()
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.AddCommand(
 		newDemoCmd(),
 		newServeCmd(),
+		newVersionCmd(),
+		newXDSBootstrapCmd(),
+	)
+	// The commands that talk to a registry, and only they, take the etcd
+	// flags.
+	for _, cmd := range []*cobra.Command{
 		newLsCmd(g),
 		newGetCmd(g),
 		newWatchCmd(g),
@@ -142,14 +127,71 @@ as the etcd user given by --user when etcd has authentication enabled.`,
 		newWeightCmd(g),
 		newRegisterCmd(g),
 		newXDSCmd(g),
-		newXDSBootstrapCmd(),
-	)
+	} {
+		g.addFlags(cmd)
+		root.AddCommand(cmd)
+	}
 	return root
+}
+
+// addFlags adds the flags that choose and reach the registry's etcd to
+// cmd, and has cmd check them (validate) before it runs.
+func (g *globalOptions) addFlags(cmd *cobra.Command) {
+	cmd.PreRunE = func(*cobra.Command, []string) error { return g.validate() }
+	cmd.SetUsageFunc(usageWithEtcdFlags)
+	f := pflag.NewFlagSet(cmd.Name(), pflag.ContinueOnError)
+	f.StringSliceVar(&g.endpoints, "endpoints", []string{defaultEndpoint},
+		"etcd endpoints, comma-separated: http://host:port, https://host:port, or host:port (meaning http://)")
+	f.StringVar(&g.prefix, "prefix", registry.DefaultPrefix,
+		"key prefix under which services are registered")
+	f.DurationVar(&g.timeout, "timeout", defaultTimeout,
+		"how long to wait for etcd before giving up")
+	f.StringVar(&g.cacert, "cacert", "",
+		"verify etcd's certificate with this CA bundle (PEM) instead of the system's CAs")
+	f.StringVar(&g.cert, "cert", "",
+		"client certificate (PEM) to present to etcd; needs --key")
+	f.StringVar(&g.key, "key", "",
+		"private key (PEM) of --cert")
+	f.StringVar(&g.user, "user", "",
+		"etcd user to log in as: user:password, or user with --password")
+	f.StringVar(&g.password, "password", "",
+		"password of --user")
+	f.VisitAll(func(fl *pflag.Flag) {
+		fl.Annotations = map[string][]string{etcdFlagAnnotation: nil}
+	})
+	cmd.Flags().AddFlagSet(f)
+}
+
+// etcdFlagAnnotation marks the etcd flags, which usage lists apart.
+const etcdFlagAnnotation = "muster_etcd_flag"
+
+// usageWithEtcdFlags writes cmd's usage as cobra does for a command
+// without subcommands, with the etcd flags in a section of their own
+// after the command's own flags.
+func usageWithEtcdFlags(cmd *cobra.Command) error {
+	own := pflag.NewFlagSet(cmd.Name(), pflag.ContinueOnError)
+	etcd := pflag.NewFlagSet(cmd.Name(), pflag.ContinueOnError)
+	cmd.LocalFlags().VisitAll(func(f *pflag.Flag) {
+		if _, ok := f.Annotations[etcdFlagAnnotation]; ok {
+			etcd.AddFlag(f)
+		} else {
+			own.AddFlag(f)
+		}
+	})
+	var b strings.Builder
+	fmt.Fprintf(&b, "Usage:\n  %s\n", cmd.UseLine())
+	if cmd.HasExample() {
+		fmt.Fprintf(&b, "\nExamples:\n%s\n", cmd.Example)
+	}
+	fmt.Fprintf(&b, "\nFlags:\n%s", own.FlagUsages())
+	fmt.Fprintf(&b, "\nEtcd flags (which registry, and how to reach it):\n%s", etcd.FlagUsages())
+	_, err := io.WriteString(cmd.OutOrStderr(), b.String())
+	return err
 }
 
 // usageError is an error in the command line: an unknown command or flag,
 // a wrong number of arguments, an invalid value. It makes the process exit
-// with exitUsage, after the command's usage.
+// with exitUsage, after a line naming the command's help.
 type usageError struct{ err error }
 
 func (e *usageError) Error() string { return e.err.Error() }
@@ -172,12 +214,31 @@ func exitCode(err error) int {
 	}
 }
 
-// reportError writes err to w, followed by cmd's usage for a usage error.
+// reportError writes err to w, followed for a usage error by one line
+// naming the help of cmd: the error says what is wrong, the help the rest.
 func reportError(w io.Writer, cmd *cobra.Command, err error) {
 	fmt.Fprintf(w, "muster: %v\n", err)
 	var ue *usageError
 	if errors.As(err, &ue) && cmd != nil {
-		fmt.Fprintf(w, "\n%s", cmd.UsageString())
+		fmt.Fprintf(w, "see '%s --help'\n", cmd.CommandPath())
+	}
+}
+
+// flagError turns a flag parsing error into a usage error. A negative
+// number is not an unknown flag but a value out of range: the error says
+// so, with the weight rule for the weight command.
+func flagError(cmd *cobra.Command, err error) error {
+	// pflag's error for an argument such as -1, which it takes for a
+	// shorthand flag.
+	negative := regexp.MustCompile(`^unknown shorthand flag: '.' in (-[0-9][0-9.]*)$`)
+	m := negative.FindStringSubmatch(err.Error())
+	switch {
+	case m == nil:
+		return &usageError{err: err}
+	case cmd.Name() == "weight":
+		return weightError("weight", m[1])
+	default:
+		return usageErrorf("%s: a negative number is not a valid argument of %s (if it is an instance ID, put -- before it)", m[1], cmd.CommandPath())
 	}
 }
 

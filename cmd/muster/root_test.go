@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -47,10 +48,42 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"watch", "a", "b"}, "takes one service name"},
 		{[]string{"watch", "user", "--output", "xml"}, `unknown format "xml"`},
 		{[]string{"serve", "extra"}, "takes no arguments"},
-		{[]string{"serve", "--listen-client-url", "127.0.0.1:2379"}, "--listen-client-url"},
+		// Every URL flag takes the same forms, checked before any wait,
+		// and the error names the mistake.
+		{[]string{"ls", "--endpoints", "ftp://127.0.0.1:2379"}, `--endpoints "ftp://127.0.0.1:2379": unknown scheme "ftp"; want http://host:port, https://host:port or host:port`},
+		{[]string{"ls", "--endpoints", "http://127.0.0.1"}, `--endpoints "http://127.0.0.1": no port`},
+		{[]string{"ls", "--endpoints", "127.0.0.1:99999"}, `--endpoints "127.0.0.1:99999": port "99999" is not a number 1..65535`},
+		{[]string{"ls", "--endpoints", "http://127.0.0.1:2379/v3"}, `a path, query or fragment is not allowed`},
+		{[]string{"ls", "--endpoints", "http://root:pw@127.0.0.1:2379"}, `no user in the URL; give it with --user`},
+		{[]string{"ls", "--endpoints", "http://:2379"}, `--endpoints "http://:2379": no host`},
+		{[]string{"ls", "--endpoints", "h:1,ftp://h:2"}, `--endpoints "ftp://h:2": unknown scheme`},
+		{[]string{"ls", "--cacert", "ca.pem", "--endpoints", "h:1"}, "need https:// endpoints; http://h:1 is plain http"},
+		// xds checks the etcd flags as the other commands do.
+		{[]string{"xds", "--endpoints", "ftp://h:1"}, `--endpoints "ftp://h:1": unknown scheme "ftp"`},
+		{[]string{"xds", "--cert", "c.pem"}, "--cert and --key go together"},
+		{[]string{"serve", "--listen-client-url", "ftp://127.0.0.1:2379"}, `--listen-client-url "ftp://127.0.0.1:2379": unknown scheme "ftp"`},
+		{[]string{"serve", "--listen-client-url", "https://127.0.0.1:2379"}, `--listen-client-url "https://127.0.0.1:2379": serve listens on plain http only`},
+		{[]string{"serve", "--listen-peer-url", "127.0.0.1"}, `--listen-peer-url "127.0.0.1": no port`},
+		{[]string{"serve", "--listen-client-url", "127.0.0.1:2380"}, "--listen-client-url and --listen-peer-url must differ"},
 		{[]string{"serve", "--listen-peer-url", "http://example.com:2380"}, "IP address or localhost"},
 		{[]string{"serve", "--data-dir", ""}, "--data-dir"},
 		{[]string{"lss"}, `unknown command "lss" for "muster"; did you mean ls or xds?`},
+		// A negative number is a value out of range, not a flag.
+		{[]string{"weight", "user", "a", "-1"}, "weight -1: want a whole number 0..10000 (0 drains"},
+		{[]string{"weight", "user", "a", "--", "-1"}, "weight -1: want a whole number 0..10000 (0 drains"},
+		{[]string{"weight", "user", "a", "10001"}, "weight 10001: want a whole number 0..10000 (0 drains"},
+		{[]string{"drain", "user", "-3"}, "-3: a negative number is not a valid argument of muster drain"},
+		// One weight rule, one message, on every command.
+		{[]string{"register", "--name", "x", "--addr", "h:1", "--weight", "-5"}, "--weight -5: want a whole number 0..10000 (0 drains"},
+		{[]string{"register", "--name", "x", "--addr", "h:1", "--weight", "10001"}, "--weight 10001: want a whole number 0..10000 (0 drains"},
+		{[]string{"register", "--name", "x", "--addr", "h:1", "--weight", "heavy"}, "--weight heavy: want a whole number 0..10000 (0 drains"},
+		// The rule broken, not every rule.
+		{[]string{"register", "--name", "x", "--addr", "h:1", "--ttl", "100ms"}, "--ttl 100ms: must be at least 1s"},
+		{[]string{"register", "--name", "x", "--addr", "h:1", "--interval", "0s"}, "--interval 0s: must be positive"},
+		{[]string{"register", "--name", "x", "--addr", "h:1", "--failures", "0"}, "--failures 0: must be at least 1"},
+		// The etcd flags belong to the commands that talk to etcd.
+		{[]string{"demo", "--endpoints", "http://h:1"}, "unknown flag: --endpoints"},
+		{[]string{"version", "--timeout", "1s"}, "unknown flag: --timeout"},
 	}
 	for _, c := range cases {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
@@ -62,8 +95,9 @@ func TestUsageErrors(t *testing.T) {
 			if !strings.HasPrefix(first, "muster: ") || !strings.Contains(first, c.msg) {
 				t.Fatalf("first stderr line %q, want \"muster: ...%s...\"", first, c.msg)
 			}
-			if !strings.Contains(rest, "Usage:") {
-				t.Fatalf("stderr has no usage after the error:\n%s", r.stderr)
+			// The error and one line naming the help, not the usage.
+			if !regexp.MustCompile(`^see 'muster( [a-z-]+)? --help'\n$`).MatchString(rest) {
+				t.Fatalf("after the error, stderr has %q; want one line \"see 'muster ... --help'\"", rest)
 			}
 			if r.stdout != "" {
 				t.Fatalf("stdout should be empty, got %q", r.stdout)
@@ -84,9 +118,47 @@ func TestHelp(t *testing.T) {
 		}
 	}
 	r := run("serve", "--help")
-	for _, want := range []string{"--data-dir", `(default "muster.etcd")`, "./muster.etcd", "--listen-client-url", "http://127.0.0.1:2379", "--listen-peer-url", "--name"} {
+	for _, want := range []string{"--data-dir", "$XDG_STATE_HOME/muster/etcd", "~/.local/state/muster/etcd", "--listen-client-url", "http://127.0.0.1:2379", "--listen-peer-url", "--name"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("serve --help does not mention %q:\n%s", want, r.stdout)
+		}
+	}
+}
+
+// Commands that do not talk to etcd do not list the etcd flags; those
+// that do list them, with the endpoint forms they accept.
+func TestHelpEtcdFlags(t *testing.T) {
+	for _, cmd := range []string{"demo", "version", "serve", "xds-bootstrap"} {
+		r := run(cmd, "--help")
+		for _, flag := range []string{"--endpoints", "--cacert", "--user", "--timeout"} {
+			if regexp.MustCompile(`(?m)^\s+` + flag + ` `).MatchString(r.stdout) {
+				t.Errorf("%s --help lists %s:\n%s", cmd, flag, r.stdout)
+			}
+		}
+	}
+	for _, cmd := range []string{"ls", "get", "watch", "deregister", "drain", "undrain", "weight", "register", "xds"} {
+		r := run(cmd, "--help")
+		if !strings.Contains(r.stdout, "--endpoints") || !strings.Contains(r.stdout, "host:port (meaning http://)") {
+			t.Errorf("%s --help does not describe --endpoints:\n%s", cmd, r.stdout)
+		}
+		// In a section of their own, after the command's flags.
+		_, etcdSection, ok := strings.Cut(r.stdout, "\nEtcd flags")
+		_, flags, _ := strings.Cut(r.stdout, "\nFlags:\n")
+		flags, _, _ = strings.Cut(flags, "\nEtcd flags")
+		if !ok || !strings.Contains(etcdSection, "--cacert") || strings.Contains(flags, "--cacert") || !strings.Contains(flags, "--help") {
+			t.Errorf("%s --help does not list the etcd flags apart, after its own:\n%s", cmd, r.stdout)
+		}
+	}
+}
+
+// The help of drain and weight says which balancers follow weights.
+func TestHelpWeights(t *testing.T) {
+	for _, cmd := range []string{"drain", "weight"} {
+		r := run(cmd, "--help")
+		for _, want := range []string{"muster_p2c", "muster_wrr", "round_robin", "ignore weights"} {
+			if !strings.Contains(r.stdout, want) {
+				t.Errorf("%s --help does not mention %q:\n%s", cmd, want, r.stdout)
+			}
 		}
 	}
 }

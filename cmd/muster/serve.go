@@ -8,12 +8,17 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/musterhq/muster/internal/embedetcd"
 	"github.com/musterhq/muster/metrics"
@@ -21,9 +26,33 @@ import (
 	"github.com/musterhq/muster/xds"
 )
 
-// defaultDataDir is serve's data directory, relative to the working
-// directory.
-const defaultDataDir = "muster.etcd"
+// dataDirHelp says where serve keeps its data by default.
+const dataDirHelp = "$XDG_STATE_HOME/muster/etcd, or ~/.local/state/muster/etcd when XDG_STATE_HOME is not set " +
+	"(on macOS ~/Library/Application Support/muster/etcd, on Windows %LocalAppData%\\muster\\etcd)"
+
+// defaultDataDir returns serve's default data directory: a per-user state
+// directory (see dataDirHelp), so that the registry does not depend on,
+// nor litter, the working directory.
+func defaultDataDir() (string, error) {
+	if d := os.Getenv("XDG_STATE_HOME"); filepath.IsAbs(d) {
+		return filepath.Join(d, "muster", "etcd"), nil
+	}
+	var base string
+	var err error
+	switch runtime.GOOS {
+	case "windows":
+		base, err = os.UserCacheDir() // %LocalAppData%
+	case "darwin", "ios":
+		base, err = os.UserConfigDir() // ~/Library/Application Support
+	default:
+		base, err = os.UserHomeDir()
+		base = filepath.Join(base, ".local", "state")
+	}
+	if err != nil {
+		return "", fmt.Errorf("no default data directory (%w); give one with --data-dir", err)
+	}
+	return filepath.Join(base, "muster", "etcd"), nil
+}
 
 // serveOptions are the flags of muster serve.
 type serveOptions struct {
@@ -41,12 +70,28 @@ type serveOptions struct {
 	xdsTLS xdsTLS
 }
 
-func (o *serveOptions) validate() error {
-	if o.dataDir == "" {
+// validate checks the flags and fills in the default data directory when
+// --data-dir was not given (dataDirSet false).
+func (o *serveOptions) validate(dataDirSet bool) error {
+	switch {
+	case dataDirSet && o.dataDir == "":
 		return usageErrorf("--data-dir: must not be empty")
+	case !dataDirSet:
+		dir, err := defaultDataDir()
+		if err != nil {
+			return usageErrorf("%v", err)
+		}
+		o.dataDir = dir
 	}
 	if o.name == "" {
 		return usageErrorf("--name: must not be empty")
+	}
+	var err error
+	if o.clientURL, err = listenURL("--listen-client-url", o.clientURL); err != nil {
+		return err
+	}
+	if o.peerURL, err = listenURL("--listen-peer-url", o.peerURL); err != nil {
+		return err
 	}
 	if _, err := embedetcd.ParseURL("client", o.clientURL); err != nil {
 		return usageErrorf("--listen-client-url: %v", err)
@@ -73,11 +118,13 @@ func newServeCmd() *cobra.Command {
 		Use:   "serve",
 		Short: "Run an embedded single-node etcd as the registry",
 		Long: `Serve runs a single-node etcd server inside this process, for servers to
-register in and clients to discover from. It keeps its data in --data-dir
-(by default ./` + defaultDataDir + `, relative to the working directory), so a
-restart keeps the registrations that have not expired.
+register in and clients to discover from. It keeps its data in --data-dir,
+by default in your state directory:
+` + dataDirHelp + `.
+A restart keeps the registrations that have not expired.
 
-It logs one "ready" line on stderr once clients can connect, and stops
+It logs one "ready" line on stderr, with the data directory, once clients
+can connect, and stops
 cleanly on SIGINT or SIGTERM. For production, run a real etcd cluster and
 point --endpoints at it instead.
 
@@ -91,16 +138,16 @@ change, so certificates rotate without a restart.`,
   muster serve --xds-listen 127.0.0.1:18000`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.validate(); err != nil {
+			if err := o.validate(cmd.Flags().Changed("data-dir")); err != nil {
 				return err
 			}
 			return runServe(cmd.Context(), o, cmd.ErrOrStderr(), nil)
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.dataDir, "data-dir", defaultDataDir, "directory for etcd's data, created if missing")
-	f.StringVar(&o.clientURL, "listen-client-url", embedetcd.DefaultClientURL, "URL to listen on for clients")
-	f.StringVar(&o.peerURL, "listen-peer-url", embedetcd.DefaultPeerURL, "URL to listen on for etcd peers")
+	f.StringVar(&o.dataDir, "data-dir", "", "directory for etcd's data, created if missing (default: the muster/etcd directory in your state directory)")
+	f.StringVar(&o.clientURL, "listen-client-url", embedetcd.DefaultClientURL, "URL to listen on for clients: http://host:port or host:port; the host an IP address or localhost")
+	f.StringVar(&o.peerURL, "listen-peer-url", embedetcd.DefaultPeerURL, "URL to listen on for etcd peers, in the form of --listen-client-url")
 	f.StringVar(&o.name, "name", embedetcd.DefaultName, "etcd member name; keep it the same for a data directory")
 	f.StringVar(&o.metricsAddr, "metrics-listen", "127.0.0.1:2381", "host:port to serve Prometheus /metrics and /healthz on; empty to not serve them")
 	f.StringVar(&o.xdsAddr, "xds-listen", "", "host:port to serve the registry to xDS clients on (ADS, plaintext unless --xds-cert); empty to not serve it")
@@ -115,12 +162,15 @@ change, so certificates rotate without a restart.`,
 // directory) or stops on its own.
 func runServe(ctx context.Context, o serveOptions, stderr io.Writer, ready func(endpoint string)) error {
 	log := slog.New(slog.NewTextHandler(stderr, nil))
+	// etcd logs why it cannot start, as serve's error says again with
+	// a hint: its errors are shown only once it runs.
+	etcdLog, etcdLogLevel := quietUntilRunning(stderr)
 	srv, err := embedetcd.Start(ctx, embedetcd.Config{
 		Dir:       o.dataDir,
 		Name:      o.name,
 		ClientURL: o.clientURL,
 		PeerURL:   o.peerURL,
-		Logger:    embedetcd.ErrorLogger(stderr),
+		Logger:    etcdLog,
 	})
 	switch {
 	case err == nil:
@@ -134,6 +184,8 @@ func runServe(ctx context.Context, o serveOptions, stderr io.Writer, ready func(
 	default:
 		return fmt.Errorf("serve: %w", err)
 	}
+
+	etcdLogLevel.SetLevel(zapcore.ErrorLevel)
 
 	// xdsMetrics holds the control plane's collectors, if it runs: a
 	// registry per run (not the global one), so that serve can run twice
@@ -170,7 +222,7 @@ func runServe(ctx context.Context, o serveOptions, stderr io.Writer, ready func(
 			}
 		}
 	}
-	log.Info("ready, clients use --endpoints "+srv.Endpoint(), "data_dir", o.dataDir, "name", o.name)
+	log.Info("ready, clients use --endpoints "+srv.Endpoint()+"; data in "+o.dataDir, "name", o.name)
 	if ready != nil {
 		ready(srv.Endpoint())
 	}
@@ -189,6 +241,15 @@ func runServe(ctx context.Context, o serveOptions, stderr io.Writer, ready func(
 		_ = srv.Close()
 		return fmt.Errorf("serve: etcd stopped: %w", srv.Err())
 	}
+}
+
+// quietUntilRunning returns a logger for etcd that writes errors, in
+// etcd's console format, to w once its level is set to
+// zapcore.ErrorLevel, and nothing before.
+func quietUntilRunning(w io.Writer) (*zap.Logger, zap.AtomicLevel) {
+	level := zap.NewAtomicLevelAt(zapcore.FatalLevel)
+	core := zapcore.NewCore(zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig()), zapcore.AddSync(w), level)
+	return zap.New(core), level
 }
 
 // serveMetrics serves the process's Prometheus metrics (the default

@@ -103,6 +103,21 @@ func TestServeFailsClearly(t *testing.T) {
 			t.Errorf("error %q does not name the data dir and say it is not a directory", err)
 		}
 	})
+	t.Run("peer port in use", func(t *testing.T) {
+		// etcd's own log of the failure is not shown: serve's error
+		// says it, with a hint.
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		urls := freeLoopbackURLs(t, 1)
+		r := run("serve", "--data-dir", t.TempDir(), "--listen-client-url", urls[0], "--listen-peer-url", "http://"+ln.Addr().String(), "--metrics-listen", "")
+		lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+		if r.code != exitFailure || len(lines) != 2 || !strings.HasPrefix(lines[0], "muster: serve: ") || !strings.Contains(lines[1], "choose free ports") {
+			t.Fatalf("serve on a taken peer port: exit %d, stderr:\n%s\nwant exit 1, serve's error and its hint only", r.code, r.stderr)
+		}
+	})
 	t.Run("exit code", func(t *testing.T) {
 		urls := freeLoopbackURLs(t, 1)
 		r := run("serve", "--data-dir", t.TempDir(), "--listen-client-url", running.opts.clientURL, "--listen-peer-url", urls[0])
@@ -128,4 +143,58 @@ func TestServeFailedStartReleasesDataDir(t *testing.T) {
 	serveFails(t, serveOptions{dataDir: dir, clientURL: urls[0], peerURL: "http://" + ln.Addr().String(), name: "x"})
 	// The failed start released the data directory.
 	startServe(t, dir)
+}
+
+// Serve's listen URLs and the other commands' --endpoints take host:port
+// for http://host:port alike.
+func TestServeAndEndpointsTakeHostPort(t *testing.T) {
+	urls := freeLoopbackURLs(t, 2)
+	client, peer := strings.TrimPrefix(urls[0], "http://"), strings.TrimPrefix(urls[1], "http://")
+	o := serveOptions{dataDir: t.TempDir(), clientURL: client, peerURL: peer, name: "test"}
+	if err := o.validate(true); err != nil {
+		t.Fatalf("serve --listen-client-url %s --listen-peer-url %s: %v", client, peer, err)
+	}
+	s, err := tryServe(t, o)
+	if err != nil {
+		t.Fatalf("serve did not start: %v", err)
+	}
+	if s.endpoint != urls[0] {
+		t.Fatalf("serve reports endpoint %s, want %s", s.endpoint, urls[0])
+	}
+	r := runOK(t, "ls", "--endpoints", client)
+	if !strings.Contains(r.stderr, "no services") {
+		t.Fatalf("ls --endpoints %s on an empty registry: stderr %q", client, r.stderr)
+	}
+}
+
+// Without --data-dir, serve keeps its data in the user's state directory,
+// not in the working directory, and says where.
+func TestServeDefaultDataDir(t *testing.T) {
+	state := t.TempDir()
+	t.Setenv("XDG_STATE_HOME", state)
+	urls := freeLoopbackURLs(t, 2)
+	o := serveOptions{clientURL: urls[0], peerURL: urls[1], name: "test"}
+	if err := o.validate(false); err != nil {
+		t.Fatal(err)
+	}
+	want := filepath.Join(state, "muster", "etcd")
+	if o.dataDir != want {
+		t.Fatalf("default data dir %s, want %s", o.dataDir, want)
+	}
+	s, err := tryServe(t, o)
+	if err != nil {
+		t.Fatalf("serve did not start: %v", err)
+	}
+	if !strings.Contains(s.stderr.String(), "; data in "+want) {
+		t.Fatalf("serve does not say where its data is:\n%s", s.stderr)
+	}
+	if _, err := os.Stat(want); err != nil {
+		t.Fatalf("data dir: %v", err)
+	}
+	// A relative XDG_STATE_HOME is ignored, as the XDG spec says.
+	t.Setenv("XDG_STATE_HOME", "relative")
+	t.Setenv("HOME", state)
+	if dir, err := defaultDataDir(); err != nil || !filepath.IsAbs(dir) {
+		t.Fatalf("defaultDataDir with a relative XDG_STATE_HOME = %q, %v; want an absolute path", dir, err)
+	}
 }

@@ -32,6 +32,9 @@ as clients see it, until interrupted:
   + id addr (...)             an instance was added
   - id addr                   an instance was removed
   ~ id addr (weight 100->0)   an instance changed (the fields that did)
+
+An instance whose ID is its address is named by the address alone; a weight
+set by an operator (muster weight or drain) is marked "override".
   ! stale since ...           etcd stopped answering; the last known list stays
   ! fresh again ...           etcd answers again; changes missed meanwhile follow
 
@@ -45,9 +48,6 @@ If etcd does not answer within --timeout at the start, watch fails.`,
 		Args: serviceArg(false),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := validateOutput(output); err != nil {
-				return err
-			}
-			if err := g.validate(); err != nil {
 				return err
 			}
 			return runWatch(cmd.Context(), g, output, args[0], cmd.OutOrStdout(), cmd.ErrOrStderr())
@@ -81,6 +81,16 @@ func runWatch(ctx context.Context, g *globalOptions, output, service string, std
 	}
 
 	p := &watchPrinter{w: stdout, json: output == outputJSON, service: service}
+	if !p.json {
+		// Which weights are overrides; unknown (unmarked) if etcd does
+		// not say within --timeout.
+		p.readOverrides = func(rev int64) map[string]bool {
+			rctx, cancel := context.WithTimeout(ctx, g.timeout)
+			defer cancel()
+			ov, _ := s.overridden(ctx, rctx, service, rev)
+			return ov
+		}
+	}
 	p.list(snap)
 	if snap.Stale() {
 		p.stale(snap)
@@ -125,6 +135,18 @@ type watchPrinter struct {
 	json    bool
 	service string
 	err     error
+	// readOverrides returns the IDs of the instances whose weight an
+	// operator's override sets at a revision; nil: not marked.
+	readOverrides func(rev int64) map[string]bool
+	// overridden is the last result of readOverrides.
+	overridden map[string]bool
+}
+
+// overrides reads which weights are overrides at revision rev.
+func (p *watchPrinter) overrides(rev int64) {
+	if p.readOverrides != nil {
+		p.overridden = p.readOverrides(rev)
+	}
 }
 
 func (p *watchPrinter) line(format string, args ...any) {
@@ -167,8 +189,9 @@ func (p *watchPrinter) list(s registry.Snapshot) {
 		return
 	}
 	p.line("# %s: %s at revision %d; watching for changes", p.service, plural(len(s.Instances), "instance"), s.Revision)
+	p.overrides(s.Revision)
 	for _, in := range s.Instances {
-		p.line("= %s %s %s", in.ID, in.Addr, describeInstance(in))
+		p.line("= %s %s", idAddr(in), describeInstance(in, p.overridden[in.ID]))
 	}
 }
 
@@ -207,6 +230,15 @@ func (p *watchPrinter) changes(prev, cur registry.Snapshot) {
 	for _, in := range prev.Instances {
 		old[in.ID] = in
 	}
+	// Which weights are overrides, read again only when a weight may
+	// have changed.
+	was := p.overridden
+	for _, in := range cur.Instances {
+		if o, ok := old[in.ID]; !ok || o.EffectiveWeight() != in.EffectiveWeight() {
+			p.overrides(cur.Revision)
+			break
+		}
+	}
 	var added []*registry.Instance
 	for _, in := range cur.Instances {
 		o, ok := old[in.ID]
@@ -218,7 +250,7 @@ func (p *watchPrinter) changes(prev, cur registry.Snapshot) {
 			if p.json {
 				p.event(watchEvent{Event: "changed", Revision: cur.Revision, Instance: p.instance(in), Previous: p.instance(o)})
 			} else {
-				p.line("~ %s %s %s", in.ID, in.Addr, describeChange(o, in))
+				p.line("~ %s %s", idAddr(in), describeChange(o, in, was[in.ID], p.overridden[in.ID]))
 			}
 		}
 	}
@@ -229,14 +261,14 @@ func (p *watchPrinter) changes(prev, cur registry.Snapshot) {
 		if p.json {
 			p.event(watchEvent{Event: "removed", Revision: cur.Revision, Instance: p.instance(in)})
 		} else {
-			p.line("- %s %s", in.ID, in.Addr)
+			p.line("- %s", idAddr(in))
 		}
 	}
 	for _, in := range added {
 		if p.json {
 			p.event(watchEvent{Event: "added", Revision: cur.Revision, Instance: p.instance(in)})
 		} else {
-			p.line("+ %s %s %s", in.ID, in.Addr, describeInstance(in))
+			p.line("+ %s %s", idAddr(in), describeInstance(in, p.overridden[in.ID]))
 		}
 	}
 }
