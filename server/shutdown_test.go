@@ -100,14 +100,18 @@ func TestShutdownServesThroughTheDrainDelay(t *testing.T) {
 
 	// Calls keep succeeding; the first failure or GOAWAY marks the end of
 	// serving. Each call waits for its answer, so this loop is paced by
-	// the server, not by a sleep.
+	// the server, not by a sleep. The server stopped serving between the
+	// last call that succeeded and the moment the failure was seen: only
+	// a failure seen before the delay has passed since Shutdown began
+	// (which started the delay no earlier) proves that it stopped early.
 	var calls int
-	var lastOK time.Duration
+	var lastOK, stopSeen time.Duration
 	for {
 		cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
 		_, err := testbackend.Call(cctx, direct)
 		ccancel()
 		if err != nil || direct.GetState() != connectivity.Ready {
+			stopSeen = time.Since(start)
 			break
 		}
 		calls++
@@ -117,8 +121,9 @@ func TestShutdownServesThroughTheDrainDelay(t *testing.T) {
 		}
 	}
 	t.Logf("%d calls served during the %v drain delay, the last %v after Shutdown began", calls, delay, lastOK.Round(time.Millisecond))
-	if lastOK < delay {
-		t.Fatalf("the server stopped serving a connected client %v after Shutdown began, before the %v drain delay had passed", lastOK.Round(time.Millisecond), delay)
+	if lastOK <= delay && stopSeen < delay {
+		t.Fatalf("the server stopped serving a connected client %v after Shutdown began (last call served at %v), before the %v drain delay had passed",
+			stopSeen.Round(time.Millisecond), lastOK.Round(time.Millisecond), delay)
 	}
 	if err := <-shut; err != nil {
 		t.Fatalf("Shutdown: %v", err)
