@@ -12,6 +12,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/musterhq/muster/console"
+	"github.com/musterhq/muster/internal/testkit/browsertest"
 	"github.com/musterhq/muster/registry"
 )
 
@@ -34,59 +35,59 @@ func TestConsoleServicesPageListsRegisteredService(t *testing.T) {
 	f.register(instance("payments", 9001, "eu-1a", "v1.2.0", nil))
 	f.register(instance("payments", 9002, "eu-1b", "v1.2.0", nil))
 	f.register(instance("users", 9003, "eu-1a", "v2.0.0", nil))
-	b := newBrowser(t)
-	b.do(waitTimeout, "services page lists payments with 2 instances",
+	b := browsertest.Start(t)
+	b.Do(browsertest.Timeout, "services page lists payments with 2 instances",
 		chromedp.Navigate(f.url),
-		waitJS(`(() => { const r = document.querySelector('#services tr[data-service="payments"]');
+		browsertest.WaitJS(`(() => { const r = document.querySelector('#services tr[data-service="payments"]');
 			return r && r.querySelector('.count').textContent === '2'; })()`),
-		waitJS(`document.querySelector('#services tr[data-service="users"]') !== null`),
+		browsertest.WaitJS(`document.querySelector('#services tr[data-service="users"]') !== null`),
 	)
-	if got := b.text(`#services tr[data-service="payments"]`); !strings.Contains(got, "eu-1a, eu-1b") || !strings.Contains(got, "v1.2.0") {
+	if got := b.Text(`#services tr[data-service="payments"]`); !strings.Contains(got, "eu-1a, eu-1b") || !strings.Contains(got, "v1.2.0") {
 		t.Errorf("payments row = %q, want its zones and version", got)
 	}
-	b.do(waitTimeout, "filter keeps users only",
+	b.Do(browsertest.Timeout, "filter keeps users only",
 		chromedp.SendKeys(chromedp.CSS("#filter"), "v2.0"),
-		waitJS(`document.querySelectorAll('#services tbody tr').length === 1 &&
+		browsertest.WaitJS(`document.querySelectorAll('#services tbody tr').length === 1 &&
 			document.querySelector('#services tr[data-service="users"]') !== null`),
 	)
-	b.screenshot("services")
+	b.Screenshot("services")
 }
 
 func TestConsoleServicePageShowsNewRegistrationWithinASecond(t *testing.T) {
 	f := newFixture(t)
 	f.register(instance("payments", 9001, "eu-1a", "v1", nil))
-	b := newBrowser(t)
-	b.openService(f, "payments", rowJS("10.0.0.1:9001")+` !== null`)
+	b := browsertest.Start(t)
+	openService(t, b, f, "payments", rowJS("10.0.0.1:9001")+` !== null`)
 	f.register(registry.Instance{ID: "pay-2", Name: "payments", Addr: "10.0.0.2:9002", Zone: "eu-1b", Version: "v2"})
 	start := time.Now()
-	b.do(time.Second, "the new instance appears without reload", waitJS(rowJS("pay-2")+` !== null`))
+	b.Do(time.Second, "the new instance appears without reload", browsertest.WaitJS(rowJS("pay-2")+` !== null`))
 	t.Logf("new registration shown %v after Register returned", time.Since(start))
-	if got := b.text(row("pay-2") + " td.id"); got != "pay-2" {
+	if got := b.Text(row("pay-2") + " td.id"); got != "pay-2" {
 		t.Errorf("ID cell = %q, want pay-2 (it differs from the address)", got)
 	}
-	if got := b.text(row("10.0.0.1:9001") + " td.id"); got != "" {
+	if got := b.Text(row("10.0.0.1:9001") + " td.id"); got != "" {
 		t.Errorf("ID cell = %q, want empty (the ID is the address)", got)
 	}
-	b.do(waitTimeout, "the timeline lists the addition",
-		waitJS(`document.querySelector('#timeline').textContent.includes('added pay-2')`))
-	b.screenshot("service")
+	b.Do(browsertest.Timeout, "the timeline lists the addition",
+		browsertest.WaitJS(`document.querySelector('#timeline').textContent.includes('added pay-2')`))
+	b.Screenshot("service")
 }
 
 // openService opens the page of service and waits until the JavaScript
 // expression ready is true.
-func (b *browser) openService(f *fixture, service, ready string) {
-	b.t.Helper()
-	b.do(waitTimeout, "open the page of "+service, chromedp.Navigate(f.url+"?name="+service), waitJS(ready))
+func openService(t *testing.T, b *browsertest.Browser, f *fixture, service, ready string) {
+	t.Helper()
+	b.Do(browsertest.Timeout, "open the page of "+service, chromedp.Navigate(f.url+"?name="+service), browsertest.WaitJS(ready))
 }
 
 // login logs the page in with the admin token.
-func (b *browser) login() {
-	b.t.Helper()
-	b.do(waitTimeout, "log in as admin",
+func login(t *testing.T, b *browsertest.Browser) {
+	t.Helper()
+	b.Do(browsertest.Timeout, "log in as admin",
 		chromedp.WaitVisible(chromedp.CSS("#login")),
 		chromedp.SendKeys(chromedp.CSS("#token"), adminToken),
 		chromedp.Click(chromedp.CSS("#login button")),
-		waitJS(`document.body.dataset.admin === 'yes'`),
+		browsertest.WaitJS(`document.body.dataset.admin === 'yes'`),
 	)
 }
 
@@ -94,13 +95,13 @@ func TestConsoleDrainButtonWritesOverride(t *testing.T) {
 	f := newFixture(t, console.WithAdminToken(adminToken))
 	f.register(instance("payments", 9001, "eu-1a", "v1", nil))
 	f.register(instance("payments", 9002, "eu-1a", "v1", nil))
-	b := newBrowser(t)
-	b.openService(f, "payments", rowJS("10.0.0.1:9002")+` !== null`)
-	b.login()
-	b.do(waitTimeout, "drain 10.0.0.1:9001 and see it draining",
+	b := browsertest.Start(t)
+	openService(t, b, f, "payments", rowJS("10.0.0.1:9002")+` !== null`)
+	login(t, b)
+	b.Do(browsertest.Timeout, "drain 10.0.0.1:9001 and see it draining",
 		chromedp.Click(chromedp.CSS(row("10.0.0.1:9001")+" button.drain")),
-		waitJS(rowJS("10.0.0.1:9001")+`.dataset.draining === 'yes'`),
-		waitJS(rowJS("10.0.0.1:9001")+`.querySelector('.override') !== null`),
+		browsertest.WaitJS(rowJS("10.0.0.1:9001")+`.dataset.draining === 'yes'`),
+		browsertest.WaitJS(rowJS("10.0.0.1:9001")+`.querySelector('.override') !== null`),
 	)
 	if got := f.override("payments", "10.0.0.1:9001"); !strings.Contains(got, `"weight":0`) {
 		t.Errorf("override in etcd = %q, want weight 0", got)
@@ -108,23 +109,23 @@ func TestConsoleDrainButtonWritesOverride(t *testing.T) {
 	if got := f.override("payments", "10.0.0.1:9002"); got != "" {
 		t.Errorf("override of the other instance = %q, want none", got)
 	}
-	if got := b.text("#result-cmd"); got != "muster drain payments 10.0.0.1:9001" {
+	if got := b.Text("#result-cmd"); got != "muster drain payments 10.0.0.1:9001" {
 		t.Errorf("equivalent command = %q", got)
 	}
 	if !strings.Contains(f.log.String(), "action=drain") || !strings.Contains(f.log.String(), "admin session") {
 		t.Errorf("action not logged with who and what:\n%s", f.log.String())
 	}
-	b.screenshot("drained")
-	b.do(waitTimeout, "undrain it",
+	b.Screenshot("drained")
+	b.Do(browsertest.Timeout, "undrain it",
 		chromedp.Click(chromedp.CSS(row("10.0.0.1:9001")+" button.undrain")),
-		waitJS(rowJS("10.0.0.1:9001")+`.dataset.draining === 'no'`),
+		browsertest.WaitJS(rowJS("10.0.0.1:9001")+`.dataset.draining === 'no'`),
 	)
 	if got := f.override("payments", "10.0.0.1:9001"); got != "" {
 		t.Errorf("override after undrain = %q, want none", got)
 	}
 
 	// Without the CSRF token, the session cookie alone is refused.
-	forged := eval[int](b, `fetch('api/action', {method: 'POST', headers: {'Content-Type': 'application/json'},
+	forged := browsertest.Eval[int](b, `fetch('api/action', {method: 'POST', headers: {'Content-Type': 'application/json'},
 		body: JSON.stringify({action: 'drain', service: 'payments', ids: ['10.0.0.1:9002']})}).then(r => r.status)`)
 	if forged != http.StatusForbidden {
 		t.Errorf("POST without CSRF token: status %d, want 403", forged)
@@ -139,35 +140,35 @@ func TestConsoleBatchDrainDrainsExactlyTheFilteredSet(t *testing.T) {
 	f.register(instance("payments", 9002, "eu-1a", "v1", stable))
 	f.register(instance("payments", 9003, "eu-1b", "v1", canary))
 	f.register(instance("payments", 9004, "eu-1a", "v2", canary))
-	b := newBrowser(t)
-	b.openService(f, "payments", `document.querySelectorAll('#instances tbody tr').length === 4`)
-	b.login()
-	b.do(waitTimeout, "filter zone eu-1a, version v1, track=canary",
+	b := browsertest.Start(t)
+	openService(t, b, f, "payments", `document.querySelectorAll('#instances tbody tr').length === 4`)
+	login(t, b)
+	b.Do(browsertest.Timeout, "filter zone eu-1a, version v1, track=canary",
 		chromedp.SetValue(chromedp.CSS("#f-zone"), "eu-1a"),
 		chromedp.SetValue(chromedp.CSS("#f-version"), "v1"),
 		chromedp.Evaluate[chromedp.Void](`document.querySelector('#f-zone').dispatchEvent(new Event('change'))`),
 		chromedp.SendKeys(chromedp.CSS("#f-meta"), "track=canary"),
-		waitJS(`document.querySelector('#matching').dataset.count === '1'`),
+		browsertest.WaitJS(`document.querySelector('#matching').dataset.count === '1'`),
 	)
-	b.do(waitTimeout, "batch drain asks for confirmation with the count",
+	b.Do(browsertest.Timeout, "batch drain asks for confirmation with the count",
 		chromedp.Click(chromedp.CSS("#batch-drain")),
-		waitJS(`!document.querySelector('#confirm').hidden && document.querySelector('#confirm-text').dataset.count === '1'`),
+		browsertest.WaitJS(`!document.querySelector('#confirm').hidden && document.querySelector('#confirm-text').dataset.count === '1'`),
 	)
-	b.screenshot("confirm")
-	b.do(waitTimeout, "confirm and see the matching row draining",
+	b.Screenshot("confirm")
+	b.Do(browsertest.Timeout, "confirm and see the matching row draining",
 		chromedp.Click(chromedp.CSS("#confirm-yes")),
-		waitJS(rowJS("10.0.0.1:9001")+`.dataset.draining === 'yes'`),
+		browsertest.WaitJS(rowJS("10.0.0.1:9001")+`.dataset.draining === 'yes'`),
 	)
 	// Widen the filter to the zone: two canaries of v1 and v2 match.
-	b.do(waitTimeout, "filter zone eu-1a, track=canary",
+	b.Do(browsertest.Timeout, "filter zone eu-1a, track=canary",
 		chromedp.SetValue(chromedp.CSS("#f-version"), ""),
 		chromedp.Evaluate[chromedp.Void](`document.querySelector('#f-version').dispatchEvent(new Event('change'))`),
-		waitJS(`document.querySelector('#matching').dataset.count === '2'`),
+		browsertest.WaitJS(`document.querySelector('#matching').dataset.count === '2'`),
 		chromedp.Click(chromedp.CSS("#batch-drain")),
-		waitJS(`document.querySelector('#confirm-text').dataset.count === '2'`),
+		browsertest.WaitJS(`document.querySelector('#confirm-text').dataset.count === '2'`),
 		chromedp.Click(chromedp.CSS("#confirm-yes")),
-		waitJS(rowJS("10.0.0.1:9004")+`.dataset.draining === 'yes'`),
-		waitJS(`document.querySelector('#result').dataset.done === '2'`),
+		browsertest.WaitJS(rowJS("10.0.0.1:9004")+`.dataset.draining === 'yes'`),
+		browsertest.WaitJS(`document.querySelector('#result').dataset.done === '2'`),
 	)
 	want := map[string]bool{"10.0.0.1:9001": true, "10.0.0.1:9002": false, "10.0.0.1:9003": false, "10.0.0.1:9004": true}
 	for id, drained := range want {
@@ -181,12 +182,12 @@ func TestConsoleBatchDrainDrainsExactlyTheFilteredSet(t *testing.T) {
 func TestConsoleReadOnlyHasNoActionsAndRefusesPosts(t *testing.T) {
 	f := newFixture(t)
 	f.register(instance("payments", 9001, "eu-1a", "v1", nil))
-	b := newBrowser(t)
-	b.openService(f, "payments", rowJS("10.0.0.1:9001")+` !== null && document.querySelector('#mode').textContent === 'read-only'`)
-	if n := eval[int](b, `document.querySelectorAll('#instances button, #instances input').length`); n != 0 {
+	b := browsertest.Start(t)
+	openService(t, b, f, "payments", rowJS("10.0.0.1:9001")+` !== null && document.querySelector('#mode').textContent === 'read-only'`)
+	if n := browsertest.Eval[int](b, `document.querySelectorAll('#instances button, #instances input').length`); n != 0 {
 		t.Errorf("read-only page has %d action controls in the table", n)
 	}
-	if !eval[bool](b, `document.querySelector('#batch').hidden && document.querySelector('#login').hidden`) {
+	if !browsertest.Eval[bool](b, `document.querySelector('#batch').hidden && document.querySelector('#login').hidden`) {
 		t.Error("read-only page shows the batch actions or the login form")
 	}
 	body := `{"action":"drain","service":"payments","ids":["10.0.0.1:9001"]}`
@@ -209,18 +210,18 @@ func TestConsoleRendersMetadataAsText(t *testing.T) {
 	f := newFixture(t)
 	const evil = `<script>alert(1)</script>`
 	f.register(instance("payments", 9001, "<b>zone</b>", `<img src=x onerror=alert(2)>`, map[string]string{"note": evil}))
-	b := newBrowser(t)
-	b.openService(f, "payments", rowJS("10.0.0.1:9001")+` !== null`)
-	if got := b.text(row("10.0.0.1:9001") + " td.metadata"); got != "note="+evil {
+	b := browsertest.Start(t)
+	openService(t, b, f, "payments", rowJS("10.0.0.1:9001")+` !== null`)
+	if got := b.Text(row("10.0.0.1:9001") + " td.metadata"); got != "note="+evil {
 		t.Errorf("metadata cell text = %q, want %q", got, "note="+evil)
 	}
-	if n := eval[int](b, `document.querySelectorAll('#instances tbody script, #instances tbody img, #instances tbody b').length`); n != 0 {
+	if n := browsertest.Eval[int](b, `document.querySelectorAll('#instances tbody script, #instances tbody img, #instances tbody b').length`); n != 0 {
 		t.Errorf("registry values became %d elements", n)
 	}
-	b.do(waitTimeout, "services page", chromedp.Navigate(f.url),
-		waitJS(`document.querySelector('#services tr[data-service="payments"]') !== null`))
+	b.Do(browsertest.Timeout, "services page", chromedp.Navigate(f.url),
+		browsertest.WaitJS(`document.querySelector('#services tr[data-service="payments"]') !== null`))
 	select {
-	case msg := <-b.dialogs:
+	case msg := <-b.Dialogs:
 		t.Errorf("a registry value ran as script: dialog %q", msg)
 	default:
 	}
@@ -229,21 +230,21 @@ func TestConsoleRendersMetadataAsText(t *testing.T) {
 func TestConsoleResumesAfterEtcdRestart(t *testing.T) {
 	f := newFixture(t)
 	f.register(instance("payments", 9001, "eu-1a", "v1", nil))
-	b := newBrowser(t)
-	b.openService(f, "payments", rowJS("10.0.0.1:9001")+` !== null`)
+	b := browsertest.Start(t)
+	openService(t, b, f, "payments", rowJS("10.0.0.1:9001")+` !== null`)
 	m := f.cluster.Members()[0]
 	m.Stop(t)
-	b.do(waitTimeout, "the page says the registry is unreachable",
-		waitJS(`!document.querySelector('#banner').hidden && document.querySelector('#banner').textContent.includes('stale')`))
-	b.screenshot("stale")
+	b.Do(browsertest.Timeout, "the page says the registry is unreachable",
+		browsertest.WaitJS(`!document.querySelector('#banner').hidden && document.querySelector('#banner').textContent.includes('stale')`))
+	b.Screenshot("stale")
 	m.Restart(t)
-	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), browsertest.Timeout)
 	defer cancel()
 	if err := f.reg.Register(ctx, registry.Instance{Name: "payments", Addr: "10.0.0.2:9002"}); err != nil {
 		t.Fatalf("Register after the restart: %v", err)
 	}
-	b.do(waitTimeout, "the page shows the current list and no banner",
-		waitJS(rowJS("10.0.0.2:9002")+` !== null && `+rowJS("10.0.0.1:9001")+` !== null`),
-		waitJS(`document.querySelector('#banner').hidden`),
+	b.Do(browsertest.Timeout, "the page shows the current list and no banner",
+		browsertest.WaitJS(rowJS("10.0.0.2:9002")+` !== null && `+rowJS("10.0.0.1:9001")+` !== null`),
+		browsertest.WaitJS(`document.querySelector('#banner').hidden`),
 	)
 }

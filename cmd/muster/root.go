@@ -143,6 +143,7 @@ as the etcd user given by --user when etcd has authentication enabled.`,
 		newRegisterCmd(g),
 		newXDSCmd(g),
 		newXDSBootstrapCmd(),
+		newConsoleCmd(g),
 	)
 	return root
 }
