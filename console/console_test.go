@@ -73,6 +73,12 @@ func TestConsoleServicePageShowsNewRegistrationWithinASecond(t *testing.T) {
 	b.Screenshot("service")
 }
 
+// setField sets the value of the form field sel selects and fires event
+// on it, as a user's edit does.
+func setField(sel, value, event string) chromedp.Action[chromedp.Void] {
+	return chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`(() => { const e = document.querySelector(%q); e.value = %q; e.dispatchEvent(new Event(%q)); })()`, sel, value, event))
+}
+
 // openService opens the page of service and waits until the JavaScript
 // expression ready is true.
 func openService(t *testing.T, b *browsertest.Browser, f *fixture, service, ready string) {
@@ -144,9 +150,8 @@ func TestConsoleBatchDrainDrainsExactlyTheFilteredSet(t *testing.T) {
 	openService(t, b, f, "payments", `document.querySelectorAll('#instances tbody tr').length === 4`)
 	login(t, b)
 	b.Do(browsertest.Timeout, "filter zone eu-1a, version v1, track=canary",
-		chromedp.SetValue(chromedp.CSS("#f-zone"), "eu-1a"),
-		chromedp.SetValue(chromedp.CSS("#f-version"), "v1"),
-		chromedp.Evaluate[chromedp.Void](`document.querySelector('#f-zone').dispatchEvent(new Event('change'))`),
+		setField("#f-zone", "eu-1a", "change"),
+		setField("#f-version", "v1", "change"),
 		chromedp.SendKeys(chromedp.CSS("#f-meta"), "track=canary"),
 		browsertest.WaitJS(`document.querySelector('#matching').dataset.count === '1'`),
 	)
@@ -161,8 +166,7 @@ func TestConsoleBatchDrainDrainsExactlyTheFilteredSet(t *testing.T) {
 	)
 	// Widen the filter to the zone: two canaries of v1 and v2 match.
 	b.Do(browsertest.Timeout, "filter zone eu-1a, track=canary",
-		chromedp.SetValue(chromedp.CSS("#f-version"), ""),
-		chromedp.Evaluate[chromedp.Void](`document.querySelector('#f-version').dispatchEvent(new Event('change'))`),
+		setField("#f-version", "", "change"),
 		browsertest.WaitJS(`document.querySelector('#matching').dataset.count === '2'`),
 		chromedp.Click(chromedp.CSS("#batch-drain")),
 		browsertest.WaitJS(`document.querySelector('#confirm-text').dataset.count === '2'`),
@@ -170,6 +174,16 @@ func TestConsoleBatchDrainDrainsExactlyTheFilteredSet(t *testing.T) {
 		browsertest.WaitJS(rowJS("10.0.0.1:9004")+`.dataset.draining === 'yes'`),
 		browsertest.WaitJS(`document.querySelector('#result').dataset.done === '2'`),
 	)
+	b.Do(browsertest.Timeout, "clear the filters: every instance, two drained",
+		setField("#f-zone", "", "change"),
+		setField("#f-meta", "", "input"),
+		browsertest.WaitJS(`document.querySelectorAll('#instances tbody tr[data-draining="yes"]').length === 2 &&
+			document.querySelectorAll('#instances tbody tr').length === 4`),
+	)
+	if ttl := b.Text(row("10.0.0.1:9002") + " td.ttl"); !strings.HasSuffix(ttl, "s") {
+		t.Errorf("lease time left = %q, want seconds", ttl)
+	}
+	b.Screenshot("fleet")
 	want := map[string]bool{"10.0.0.1:9001": true, "10.0.0.1:9002": false, "10.0.0.1:9003": false, "10.0.0.1:9004": true}
 	for id, drained := range want {
 		got := f.override("payments", id)

@@ -13,6 +13,11 @@ import (
 // maxLeaseLookups bounds the leases whose time left one event looks up.
 const maxLeaseLookups = 64
 
+// leaseRefresh is how often a service page is sent the times its leases
+// have left: registrars renew them, so the times read with the last change
+// soon say too little.
+const leaseRefresh = 5 * time.Second
+
 // resumed is the data of the event that tells a reconnecting page it
 // missed nothing.
 type resumed struct {
@@ -44,6 +49,8 @@ func (s *Server) handleServiceEvents(w http.ResponseWriter, r *http.Request) {
 	last := lastEventID(r)
 	hb := time.NewTicker(heartbeat)
 	defer hb.Stop()
+	leaseTick := time.NewTicker(leaseRefresh)
+	defer leaseTick.Stop()
 	var (
 		prev []*registry.Instance
 		sent bool
@@ -82,6 +89,15 @@ func (s *Server) handleServiceEvents(w http.ResponseWriter, r *http.Request) {
 			if es.comment() != nil {
 				return
 			}
+		case <-leaseTick.C:
+			if len(det.leases) == 0 || wt.Snapshot().Stale() {
+				continue
+			}
+			det.expires = s.leaseExpiry(ctx, det.leases)
+			// No id: the revision the page holds does not change.
+			if es.send("leases", 0, det.expires) != nil {
+				return
+			}
 		}
 	}
 }
@@ -99,7 +115,7 @@ func (s *Server) streamContext(r *http.Request) (context.Context, context.Cancel
 // details reads which instances of service have an override and when
 // their leases expire. It is best effort: what cannot be read is left out.
 func (s *Server) details(ctx context.Context, service string) details {
-	det := details{overrides: map[string]bool{}, expires: map[string]time.Time{}}
+	det := details{overrides: map[string]bool{}, leases: map[int64][]string{}}
 	ctx, cancel := context.WithTimeout(ctx, s.opts.requestTimeout)
 	defer cancel()
 	// Not WithKeysOnly: etcd 3.7 then reads keys from its index alone,
@@ -109,7 +125,6 @@ func (s *Server) details(ctx context.Context, service string) details {
 		s.opts.log.Debug("console: read service keys", "service", service, "error", err)
 		return det
 	}
-	leases := map[int64][]string{}
 	for _, kv := range resp.Kvs {
 		key := string(kv.Key)
 		if target, ok := registry.ParseOverrideKey(s.opts.prefix, key); ok {
@@ -119,9 +134,19 @@ func (s *Server) details(ctx context.Context, service string) details {
 			continue
 		}
 		if _, id, err := registry.ParseKey(s.opts.prefix, key); err == nil && kv.Lease != 0 {
-			leases[kv.Lease] = append(leases[kv.Lease], id)
+			det.leases[kv.Lease] = append(det.leases[kv.Lease], id)
 		}
 	}
+	det.expires = s.leaseExpiry(ctx, det.leases)
+	return det
+}
+
+// leaseExpiry reads when each lease runs out unless renewed (at most
+// maxLeaseLookups of them) and returns it per instance ID.
+func (s *Server) leaseExpiry(ctx context.Context, leases map[int64][]string) map[string]time.Time {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.requestTimeout)
+	defer cancel()
+	out := map[string]time.Time{}
 	n := 0
 	for lease, ids := range leases {
 		if n++; n > maxLeaseLookups {
@@ -133,8 +158,8 @@ func (s *Server) details(ctx context.Context, service string) details {
 		}
 		at := time.Now().Add(time.Duration(ttl.TTL) * time.Second)
 		for _, id := range ids {
-			det.expires[id] = at
+			out[id] = at
 		}
 	}
-	return det
+	return out
 }

@@ -51,6 +51,7 @@ type serviceView struct {
 // details are what the console reads from etcd beside a snapshot.
 type details struct {
 	overrides map[string]bool      // instance IDs with an override
+	leases    map[int64][]string   // instance IDs per lease
 	expires   map[string]time.Time // lease expiry per instance ID
 }
 

@@ -32,9 +32,9 @@ function setBanner(text) {
 }
 
 // follow opens an event stream on url and calls onState with each state
-// event's data. It shows the banner while the stream is down, and opens a
+// event's data (and onLeases, if given, with each leases event's). It shows the banner while the stream is down, and opens a
 // new stream (resuming from the last revision) if the browser gives up.
-function follow(url, onState) {
+function follow(url, onState, onLeases) {
   let lastId = '';
   let es = null;
   const open = () => {
@@ -46,6 +46,7 @@ function follow(url, onState) {
       document.body.dataset.revision = lastId;
       onState(st);
     });
+    if (onLeases) es.addEventListener('leases', (e) => onLeases(JSON.parse(e.data)));
     es.addEventListener('resumed', (e) => {
       lastId = e.lastEventId || lastId;
       document.body.dataset.revision = lastId;

@@ -213,5 +213,14 @@
     staleBanner(st);
     render();
     renderTimeline();
+  }, (expires) => {
+    for (const inst of state.instances) {
+      if (expires[inst.id]) inst.leaseExpires = expires[inst.id];
+    }
+    document.querySelectorAll('#instances tbody tr').forEach((tr) => {
+      const at = expires[tr.dataset.id];
+      if (at) tr.querySelector('td.ttl').dataset.until = at;
+    });
+    tick();
   });
 })();
