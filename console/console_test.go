@@ -130,9 +130,21 @@ func TestConsoleDrainButtonWritesOverride(t *testing.T) {
 		t.Errorf("override after undrain = %q, want none", got)
 	}
 
+	b.Do(browsertest.Timeout, "set the weight of 10.0.0.1:9002 to 40",
+		chromedp.SendKeys(chromedp.CSS(row("10.0.0.1:9002")+" input.weight-input"), "40"),
+		chromedp.Click(chromedp.CSS(row("10.0.0.1:9002")+" button.set-weight")),
+		browsertest.WaitJS(rowJS("10.0.0.1:9002")+`.querySelector('td.weight').textContent.startsWith('40')`),
+	)
+	if got := f.override("payments", "10.0.0.1:9002"); !strings.Contains(got, `"weight":40`) {
+		t.Errorf("override in etcd = %q, want weight 40", got)
+	}
+	if got := b.Text("#result-cmd"); got != "muster weight payments 10.0.0.1:9002 40" {
+		t.Errorf("equivalent command = %q", got)
+	}
+
 	// Without the CSRF token, the session cookie alone is refused.
 	forged := browsertest.Eval[int](b, `fetch('api/action', {method: 'POST', headers: {'Content-Type': 'application/json'},
-		body: JSON.stringify({action: 'drain', service: 'payments', ids: ['10.0.0.1:9002']})}).then(r => r.status)`)
+		body: JSON.stringify({action: 'drain', service: 'payments', ids: ['10.0.0.1:9001']})}).then(r => r.status)`)
 	if forged != http.StatusForbidden {
 		t.Errorf("POST without CSRF token: status %d, want 403", forged)
 	}
@@ -234,6 +246,12 @@ func TestConsoleRendersMetadataAsText(t *testing.T) {
 	}
 	b.Do(browsertest.Timeout, "services page", chromedp.Navigate(f.url),
 		browsertest.WaitJS(`document.querySelector('#services tr[data-service="payments"]') !== null`))
+	if got := b.Text(`#services tr[data-service="payments"]`); !strings.Contains(got, "<b>zone</b>") {
+		t.Errorf("services row = %q, want the zone as text", got)
+	}
+	if n := browsertest.Eval[int](b, `document.querySelectorAll('#services tbody b, #services tbody img').length`); n != 0 {
+		t.Errorf("registry values became %d elements on the services page", n)
+	}
 	select {
 	case msg := <-b.Dialogs:
 		t.Errorf("a registry value ran as script: dialog %q", msg)
