@@ -280,3 +280,23 @@ func TestConsoleResumesAfterEtcdRestart(t *testing.T) {
 		browsertest.WaitJS(`document.querySelector('#banner').hidden`),
 	)
 }
+
+func TestConsolePagesLargeServices(t *testing.T) {
+	f := newFixture(t)
+	putInstances(t, f.cli, "big", 1200)
+	b := browsertest.Start(t)
+	rows := func(n int) string {
+		return fmt.Sprintf(`document.querySelectorAll('#instances tbody tr').length === %d`, n)
+	}
+	openService(t, b, f, "big", `document.querySelector('#matching').dataset.count === '1200' && `+rows(500))
+	if got := b.Text("#page-text"); got != "rows 1–500 of 1200" {
+		t.Errorf("pager = %q", got)
+	}
+	b.Do(browsertest.Timeout, "page 3 has the last 200 rows",
+		chromedp.Click(chromedp.CSS("#page-next")), browsertest.WaitJS(rows(500)),
+		chromedp.Click(chromedp.CSS("#page-next")), browsertest.WaitJS(rows(200)),
+		browsertest.WaitJS(`document.querySelector('#page-next').disabled`))
+	b.Do(browsertest.Timeout, "a filter goes back to the first page",
+		setField("#f-zone", "zone-0", "change"), browsertest.WaitJS(rows(400)),
+		browsertest.WaitJS(`document.querySelector('#pager').hidden`))
+}

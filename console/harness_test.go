@@ -45,7 +45,7 @@ func (b *logBuffer) String() string {
 // fixture is a registry in a real etcd, a console on it served over HTTP,
 // and a registrar to add instances.
 type fixture struct {
-	t       *testing.T
+	t       testing.TB
 	cluster *etcdtest.Cluster
 	cli     *clientv3.Client
 	reg     *etcd.Registrar
@@ -53,9 +53,14 @@ type fixture struct {
 	log     *logBuffer
 }
 
-func newFixture(t *testing.T, opts ...console.Option) *fixture {
+func newFixture(t testing.TB, opts ...console.Option) *fixture {
 	t.Helper()
-	c := etcdtest.Start(t)
+	return newFixtureOn(t, etcdtest.Start(t), opts...)
+}
+
+// newFixtureOn is newFixture on the cluster c.
+func newFixtureOn(t testing.TB, c *etcdtest.Cluster, opts ...console.Option) *fixture {
+	t.Helper()
 	cli := c.Client(t)
 	reg, err := etcd.NewRegistrar(c.Client(t), etcd.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {

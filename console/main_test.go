@@ -9,5 +9,6 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	etcdtest.RunMemberIfChild() // the benchmarks run etcd in a child process
 	goleak.VerifyTestMain(m, etcdtest.LeakOptions()...)
 }

@@ -63,9 +63,15 @@ func (s *Server) handleServiceEvents(w http.ResponseWriter, r *http.Request) {
 			if !sent && last != 0 && snap.Revision == last && !snap.Stale() {
 				err = es.send("resumed", snap.Revision, resumed{Revision: snap.Revision})
 			} else {
-				if !snap.Stale() {
-					// Stale: etcd does not answer; keep what was read.
+				switch {
+				case snap.Stale():
+					// etcd does not answer; keep what was read.
+				case !sent:
 					det = s.details(ctx, name)
+				default:
+					// Leases are read again every leaseRefresh:
+					// a change reads only which overrides exist.
+					det.overrides = s.overrides(ctx, name, det.overrides)
 				}
 				v := newServiceView(snap, det)
 				if sent {
@@ -90,10 +96,10 @@ func (s *Server) handleServiceEvents(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		case <-leaseTick.C:
-			if len(det.leases) == 0 || wt.Snapshot().Stale() {
+			if !sent || wt.Snapshot().Stale() {
 				continue
 			}
-			det.expires = s.leaseExpiry(ctx, det.leases)
+			det = s.details(ctx, name)
 			// No id: the revision the page holds does not change.
 			if es.send("leases", 0, det.expires) != nil {
 				return
@@ -127,10 +133,8 @@ func (s *Server) details(ctx context.Context, service string) details {
 	}
 	for _, kv := range resp.Kvs {
 		key := string(kv.Key)
-		if target, ok := registry.ParseOverrideKey(s.opts.prefix, key); ok {
-			if _, id, err := registry.ParseKey(s.opts.prefix, target); err == nil {
-				det.overrides[id] = true
-			}
+		if id, ok := overrideID(s.opts.prefix, key); ok {
+			det.overrides[id] = true
 			continue
 		}
 		if _, id, err := registry.ParseKey(s.opts.prefix, key); err == nil && kv.Lease != 0 {
@@ -139,6 +143,35 @@ func (s *Server) details(ctx context.Context, service string) details {
 	}
 	det.expires = s.leaseExpiry(ctx, det.leases)
 	return det
+}
+
+// overrides lists the IDs of service's instances that have an override,
+// reading keys only; if etcd does not answer it returns old.
+func (s *Server) overrides(ctx context.Context, service string, old map[string]bool) map[string]bool {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.requestTimeout)
+	defer cancel()
+	resp, err := s.cli.Get(ctx, registry.ServicePrefix(s.opts.prefix, service), clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		s.opts.log.Debug("console: read service keys", "service", service, "error", err)
+		return old
+	}
+	out := map[string]bool{}
+	for _, kv := range resp.Kvs {
+		if id, ok := overrideID(s.opts.prefix, string(kv.Key)); ok {
+			out[id] = true
+		}
+	}
+	return out
+}
+
+// overrideID returns the instance ID of an override key.
+func overrideID(prefix, key string) (string, bool) {
+	target, ok := registry.ParseOverrideKey(prefix, key)
+	if !ok {
+		return "", false
+	}
+	_, id, err := registry.ParseKey(prefix, target)
+	return id, err == nil
 }
 
 // leaseExpiry reads when each lease runs out unless renewed (at most

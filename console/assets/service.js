@@ -10,6 +10,10 @@
   let state = { instances: [] };
   const timeline = [];
   const maxTimeline = 50;
+  // pageSize bounds the rows in the table: a browser renders 10,000 rows
+  // in seconds, 500 at once.
+  const pageSize = 500;
+  let page = 0;
   const fZone = document.getElementById('f-zone');
   const fVersion = document.getElementById('f-version');
   const fMeta = document.getElementById('f-meta');
@@ -88,8 +92,18 @@
     fillSelect(fZone, distinct('zone'));
     fillSelect(fVersion, distinct('version'));
     const shown = matching();
+    const pages = Math.max(1, Math.ceil(shown.length / pageSize));
+    page = Math.min(page, pages - 1);
+    const first = page * pageSize;
+    const pageRows = shown.slice(first, first + pageSize);
+    const pager = document.getElementById('pager');
+    pager.hidden = pages === 1;
+    document.getElementById('page-text').textContent =
+      'rows ' + (first + 1) + '–' + (first + pageRows.length) + ' of ' + shown.length;
+    document.getElementById('page-prev').disabled = page === 0;
+    document.getElementById('page-next').disabled = page === pages - 1;
     const now = Date.now();
-    const rows = shown.map((inst) => {
+    const rows = pageRows.map((inst) => {
       const tr = document.createElement('tr');
       tr.dataset.id = inst.id;
       tr.dataset.draining = inst.draining ? 'yes' : 'no';
@@ -201,8 +215,11 @@
   document.getElementById('batch-undrain').addEventListener('click', () => confirmBatch('undrain'));
   document.getElementById('batch-weight-set').addEventListener('click', () =>
     confirmBatch('weight', document.getElementById('batch-weight').value));
-  for (const f of [fZone, fVersion]) f.addEventListener('change', render);
-  fMeta.addEventListener('input', render);
+  const refilter = () => { page = 0; render(); };
+  for (const f of [fZone, fVersion]) f.addEventListener('change', refilter);
+  fMeta.addEventListener('input', refilter);
+  document.getElementById('page-prev').addEventListener('click', () => { page--; render(); });
+  document.getElementById('page-next').addEventListener('click', () => { page++; render(); });
   setInterval(tick, 1000);
 
   initSession(render).catch(() => {});
