@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"sync"
 	"time"
 )
@@ -75,8 +76,13 @@ func (a *auth) session(r *http.Request, now time.Time) (id string, s adminSessio
 }
 
 // authorize checks that r comes from a logged-in admin and carries the
-// session's CSRF token, and returns who it is for the log.
+// session's CSRF token (and, if the browser says where the request comes
+// from, that it is the console's own origin), and returns who it is for the
+// log.
 func (a *auth) authorize(r *http.Request, now time.Time) (who string, ok bool) {
+	if !sameOrigin(r) {
+		return "", false
+	}
 	id, s, ok := a.session(r, now)
 	if !ok {
 		return "", false
@@ -85,6 +91,17 @@ func (a *auth) authorize(r *http.Request, now time.Time) (who string, ok bool) {
 		return "", false
 	}
 	return describeSession(id) + " from " + r.RemoteAddr, true
+}
+
+// sameOrigin reports whether r's Origin header, if any, names the host r
+// was sent to.
+func sameOrigin(r *http.Request) bool {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return true
+	}
+	u, err := url.Parse(origin)
+	return err == nil && u.Host == r.Host
 }
 
 func (a *auth) logout(id string) {

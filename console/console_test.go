@@ -45,6 +45,9 @@ func TestConsoleServicesPageListsRegisteredService(t *testing.T) {
 	if got := b.Text(`#services tr[data-service="payments"]`); !strings.Contains(got, "eu-1a, eu-1b") || !strings.Contains(got, "v1.2.0") {
 		t.Errorf("payments row = %q, want its zones and version", got)
 	}
+	f.register(instance("orders", 9004, "eu-1c", "v3.0.0", nil))
+	b.Do(browsertest.Timeout, "a new service appears without reload",
+		browsertest.WaitJS(`document.querySelector('#services tr[data-service="orders"]') !== null`))
 	b.Do(browsertest.Timeout, "filter keeps users only",
 		chromedp.SendKeys(chromedp.CSS("#filter"), "v2.0"),
 		browsertest.WaitJS(`document.querySelectorAll('#services tbody tr').length === 1 &&

@@ -67,6 +67,12 @@ func startConsole(t *testing.T, endpoint string, o consoleOptions) string {
 // returns the status and body.
 func post(t *testing.T, c *http.Client, url, csrf string, body any) (int, string) {
 	t.Helper()
+	return postFrom(t, c, url, csrf, "", body)
+}
+
+// postFrom is post with the Origin header origin (if not empty).
+func postFrom(t *testing.T, c *http.Client, url, csrf, origin string, body any) (int, string) {
+	t.Helper()
 	data, err := json.Marshal(body)
 	if err != nil {
 		t.Fatal(err)
@@ -78,6 +84,9 @@ func post(t *testing.T, c *http.Client, url, csrf string, body any) (int, string
 	req.Header.Set("Content-Type", "application/json")
 	if csrf != "" {
 		req.Header.Set("X-CSRF-Token", csrf)
+	}
+	if origin != "" {
+		req.Header.Set("Origin", origin)
 	}
 	resp, err := c.Do(req)
 	if err != nil {
@@ -121,6 +130,9 @@ func TestConsoleCommandServesAndActsWithTheAdminToken(t *testing.T) {
 	}
 	if code, _ := post(t, c, url+"api/action", "", action); code != http.StatusForbidden {
 		t.Errorf("action without CSRF token: status %d, want 403", code)
+	}
+	if code, _ := postFrom(t, c, url+"api/action", sess.CSRF, "http://evil.example", action); code != http.StatusForbidden {
+		t.Errorf("action from another origin: status %d, want 403", code)
 	}
 	if code, body := post(t, c, url+"api/action", sess.CSRF, action); code != http.StatusOK || !strings.Contains(body, `"done":1`) {
 		t.Fatalf("action: status %d, body %q", code, body)
