@@ -46,43 +46,14 @@ func (s *Server) handleServiceEvents(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return
 	}
-	last := lastEventID(r)
+	st := &serviceStream{s: s, name: name, es: es, last: lastEventID(r)}
 	hb := time.NewTicker(heartbeat)
 	defer hb.Stop()
 	leaseTick := time.NewTicker(leaseRefresh)
 	defer leaseTick.Stop()
-	var (
-		prev []*registry.Instance
-		sent bool
-		det  details
-	)
 	for {
-		snap := wt.Snapshot()
-		if snap.Loaded || snap.Stale() {
-			var err error
-			if !sent && last != 0 && snap.Revision == last && !snap.Stale() {
-				err = es.send("resumed", snap.Revision, resumed{Revision: snap.Revision})
-			} else {
-				switch {
-				case snap.Stale():
-					// etcd does not answer; keep what was read.
-				case !sent:
-					det = s.details(ctx, name)
-				default:
-					// Leases are read again every leaseRefresh:
-					// a change reads only which overrides exist.
-					det.overrides = s.overrides(ctx, name, det.overrides)
-				}
-				v := newServiceView(snap, det)
-				if sent {
-					v.Changes = diff(prev, snap.Instances, time.Now())
-				}
-				err = es.send("state", snap.Revision, v)
-			}
-			if err != nil {
-				return
-			}
-			prev, sent = snap.Instances, true
+		if st.publish(ctx, wt.Snapshot()) != nil {
+			return
 		}
 		select {
 		case <-ctx.Done():
@@ -96,16 +67,61 @@ func (s *Server) handleServiceEvents(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		case <-leaseTick.C:
-			if !sent || wt.Snapshot().Stale() {
-				continue
-			}
-			det = s.details(ctx, name)
-			// No id: the revision the page holds does not change.
-			if es.send("leases", 0, det.expires) != nil {
+			if st.refreshLeases(ctx, wt.Snapshot()) != nil {
 				return
 			}
 		}
 	}
+}
+
+// serviceStream is one page's event stream of one service.
+type serviceStream struct {
+	s    *Server
+	name string
+	es   *eventStream
+	last int64 // the client's Last-Event-ID
+
+	prev []*registry.Instance // the instances last sent
+	sent bool
+	det  details
+}
+
+// publish sends snap to the page once it is loaded (or stale): "resumed" if
+// it is the first event and the page has this revision already, "state"
+// otherwise, with the changes since the last event.
+func (st *serviceStream) publish(ctx context.Context, snap registry.Snapshot) error {
+	if !snap.Loaded && !snap.Stale() {
+		return nil
+	}
+	defer func() { st.prev, st.sent = snap.Instances, true }()
+	if !st.sent && st.last != 0 && snap.Revision == st.last && !snap.Stale() {
+		return st.es.send("resumed", snap.Revision, resumed{Revision: snap.Revision})
+	}
+	switch {
+	case snap.Stale():
+		// etcd does not answer; keep what was read.
+	case !st.sent:
+		st.det = st.s.details(ctx, st.name)
+	default:
+		// Leases are read again every leaseRefresh: a change reads only
+		// which overrides exist.
+		st.det.overrides = st.s.overrides(ctx, st.name, st.det.overrides)
+	}
+	v := newServiceView(snap, st.det)
+	if st.sent {
+		v.Changes = diff(st.prev, snap.Instances, time.Now())
+	}
+	return st.es.send("state", snap.Revision, v)
+}
+
+// refreshLeases reads the leases again and sends when they run out.
+func (st *serviceStream) refreshLeases(ctx context.Context, snap registry.Snapshot) error {
+	if !st.sent || snap.Stale() {
+		return nil
+	}
+	st.det = st.s.details(ctx, st.name)
+	// No id: the revision the page holds does not change.
+	return st.es.send("leases", 0, st.det.expires)
 }
 
 // streamContext is r's context, also ended by Close.
