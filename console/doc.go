@@ -8,12 +8,18 @@
 // event carries one service's (or the fleet's) complete current state and
 // has the etcd revision as its id, so a browser that reconnects with
 // Last-Event-ID is told whether it missed anything. A snapshot the registry
-// could not refresh is sent marked stale, and the page shows a banner.
+// could not refresh is sent marked stale, and the page shows a banner. A
+// service page's stream also sends, every 5 seconds, when the instances'
+// leases run out (registrars renew them). The services page's stream lists
+// the services again every WithRelistInterval to find new ones. The service
+// page shows 500 instances a page; filters and batch actions apply to every
+// matching instance.
 //
 // Without an admin token (WithAdminToken) the console is read-only: it
 // offers no action and refuses every state-changing request with 403. With
 // one, an operator logs in with the token and gets a session cookie and a
-// CSRF token; an action needs both, writes the same override keys as
+// CSRF token; an action needs both (and, when the browser sends an Origin,
+// the console's own), writes the same override keys as
 // muster drain, undrain and weight (etcd.SetOverride, etcd.ClearOverride),
 // and is logged with who asked for what.
 //
