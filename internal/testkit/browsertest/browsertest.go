@@ -76,11 +76,24 @@ func Start(t testing.TB) *Browser {
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelTab := chromedp.NewContext(actx)
 	// The first run starts the browser, which lives as long as the
-	// context of that run: it must have no deadline.
-	if err := chromedp.Do(ctx); err != nil {
+	// context of that run: it must have no deadline, so it is bounded
+	// from outside.
+	started := make(chan error, 1)
+	go func() { started <- chromedp.Do(ctx) }()
+	timer := time.NewTimer(Timeout)
+	defer timer.Stop()
+	select {
+	case err := <-started:
+		if err != nil {
+			cancelTab()
+			cancelAlloc()
+			t.Fatalf("start chromium %s: %v", path, err)
+		}
+	case <-timer.C:
 		cancelTab()
 		cancelAlloc()
-		t.Fatalf("start chromium %s: %v", path, err)
+		<-started
+		t.Fatalf("chromium %s did not start within %v", path, Timeout)
 	}
 	b := &Browser{t: t, ctx: ctx, Dialogs: make(chan string, 8)}
 	dialogs := chromedp.Events(ctx, page.JavascriptDialogOpening)
