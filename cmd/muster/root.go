@@ -127,6 +127,7 @@ Serve runs an etcd; demo runs its own; version and xds-bootstrap need none.`,
 		newWeightCmd(g),
 		newRegisterCmd(g),
 		newXDSCmd(g),
+		newConsoleCmd(g),
 	} {
 		g.addFlags(cmd)
 		root.AddCommand(cmd)

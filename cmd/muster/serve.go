@@ -68,6 +68,8 @@ type serveOptions struct {
 	xdsAddr string
 	// xdsTLS secures xdsAddr.
 	xdsTLS xdsTLS
+	// console configures the web console served on metricsAddr.
+	console consoleFlags
 }
 
 // validate checks the flags and fills in the default data directory when
@@ -108,6 +110,9 @@ func (o *serveOptions) validate(dataDirSet bool) error {
 		}
 	} else if o.xdsTLS.enabled() || o.xdsTLS.cacert != "" {
 		return usageErrorf("--xds-cert, --xds-key and --xds-cacert need --xds-listen")
+	}
+	if o.console.tokenFile != "" && o.metricsAddr == "" {
+		return usageErrorf("--console-admin-token-file needs --metrics-listen, where the console is served")
 	}
 	return o.xdsTLS.validate()
 }
@@ -152,6 +157,7 @@ change, so certificates rotate without a restart.`,
 	f.StringVar(&o.metricsAddr, "metrics-listen", "127.0.0.1:2381", "host:port to serve Prometheus /metrics and /healthz on; empty to not serve them")
 	f.StringVar(&o.xdsAddr, "xds-listen", "", "host:port to serve the registry to xDS clients on (ADS, plaintext unless --xds-cert); empty to not serve it")
 	o.xdsTLS.addFlags(cmd)
+	o.console.addFlags(cmd)
 	return cmd
 }
 
@@ -191,7 +197,15 @@ func runServe(ctx context.Context, o serveOptions, stderr io.Writer, ready func(
 	// registry per run (not the global one), so that serve can run twice
 	// in one process.
 	xdsMetrics := prometheus.NewRegistry()
+	stopUI := func() {}
 	if o.metricsAddr != "" {
+		ui, stopConsole, err := serveConsole(o.console, srv.Endpoint(), log)
+		if err != nil {
+			_ = srv.Close()
+			return err
+		}
+		stopUI = stopConsole
+		defer stopConsole()
 		stop, addr, err := serveMetrics(o.metricsAddr, xdsMetrics, func() error {
 			select {
 			case <-srv.Done():
@@ -199,13 +213,13 @@ func runServe(ctx context.Context, o serveOptions, stderr io.Writer, ready func(
 			default:
 				return nil
 			}
-		})
+		}, ui)
 		if err != nil {
 			_ = srv.Close()
 			return fmt.Errorf("serve: --metrics-listen %s: %w", o.metricsAddr, err)
 		}
 		defer stop()
-		log.Info("metrics on http://" + addr + "/metrics, health on http://" + addr + "/healthz")
+		log.Info("metrics on http://" + addr + "/metrics, health on http://" + addr + "/healthz, console on http://" + addr + consolePath)
 	}
 	stopXDS := func() {}
 	if o.xdsAddr != "" {
@@ -230,6 +244,7 @@ func runServe(ctx context.Context, o serveOptions, stderr io.Writer, ready func(
 	select {
 	case <-ctx.Done():
 		log.Info("stopping")
+		stopUI()
 		stopXDS()
 		if err := srv.Close(); err != nil {
 			return fmt.Errorf("serve: %w", err)
@@ -237,6 +252,7 @@ func runServe(ctx context.Context, o serveOptions, stderr io.Writer, ready func(
 		log.Info("stopped")
 		return nil
 	case <-srv.Done():
+		stopUI()
 		stopXDS()
 		_ = srv.Close()
 		return fmt.Errorf("serve: etcd stopped: %w", srv.Err())
@@ -255,9 +271,9 @@ func quietUntilRunning(w io.Writer) (*zap.Logger, zap.AtomicLevel) {
 // serveMetrics serves the process's Prometheus metrics (the default
 // registry's: etcd's own among them) and those of extra on /metrics, and
 // /healthz: 200 "ok" while healthy returns nil, 503 with its error
-// otherwise. It returns a function that stops serving and the address it
-// listens on.
-func serveMetrics(addr string, extra prometheus.Gatherer, healthy func() error) (stop func(), listening string, err error) {
+// otherwise, and routes. It returns a function that stops serving and the
+// address it listens on.
+func serveMetrics(addr string, extra prometheus.Gatherer, healthy func() error, routes ...route) (stop func(), listening string, err error) {
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, "", err
@@ -272,6 +288,9 @@ func serveMetrics(addr string, extra prometheus.Gatherer, healthy func() error) 
 		}
 		fmt.Fprintln(w, "ok")
 	})
+	for _, r := range routes {
+		mux.Handle(r.pattern, r.handler)
+	}
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	done := make(chan struct{})
 	go func() {

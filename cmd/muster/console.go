@@ -1,0 +1,176 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/musterhq/muster/console"
+	"github.com/musterhq/muster/registry"
+	"github.com/musterhq/muster/registry/etcd"
+)
+
+// defaultConsoleListen is where muster console serves by default.
+const defaultConsoleListen = "127.0.0.1:8380"
+
+// consolePath is where the console is mounted.
+const consolePath = "/ui/"
+
+// route is one more handler for an HTTP listener.
+type route struct {
+	pattern string
+	handler http.Handler
+}
+
+// consoleFlags are the console's flags, shared by serve and console.
+type consoleFlags struct {
+	// tokenFile holds the admin token; empty: read-only.
+	tokenFile string
+}
+
+func (c *consoleFlags) addFlags(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&c.tokenFile, "console-admin-token-file", "",
+		"file holding the web console's admin token (at least 16 bytes); without it the console is read-only")
+}
+
+// options are the console options the flags ask for; reading the token
+// file's errors are usage errors.
+func (c *consoleFlags) options() ([]console.Option, error) {
+	if c.tokenFile == "" {
+		return nil, nil
+	}
+	data, err := os.ReadFile(c.tokenFile)
+	if err != nil {
+		return nil, usageErrorf("--console-admin-token-file: %v", err)
+	}
+	token := strings.TrimSpace(string(data))
+	if len(token) < 16 {
+		return nil, usageErrorf("--console-admin-token-file %s: the token has %d bytes, want at least 16", c.tokenFile, len(token))
+	}
+	return []console.Option{console.WithAdminToken(token)}, nil
+}
+
+// start runs a console on its own etcd client (cfg) and returns its route
+// and the function that stops it (idempotent).
+func (c *consoleFlags) start(cfg clientv3.Config, prefix string, timeout time.Duration, log *slog.Logger) (route, func(), error) {
+	opts, err := c.options()
+	if err != nil {
+		return route{}, nil, err
+	}
+	cli, err := clientv3.New(cfg)
+	if err != nil {
+		return route{}, nil, fmt.Errorf("console: etcd client: %w", err)
+	}
+	opts = append(opts, console.WithPrefix(prefix), console.WithRequestTimeout(timeout),
+		console.WithLogger(log.With("component", "muster.console")))
+	srv, err := console.New(cli, opts...)
+	if err != nil {
+		cli.Close()
+		return route{}, nil, err
+	}
+	stop := sync.OnceFunc(func() {
+		_ = srv.Close()
+		_ = cli.Close()
+	})
+	return route{pattern: consolePath, handler: srv}, stop, nil
+}
+
+// consoleOptions are the flags of muster console.
+type consoleOptions struct {
+	listen string
+	consoleFlags
+}
+
+func newConsoleCmd(g *globalOptions) *cobra.Command {
+	o := consoleOptions{}
+	cmd := &cobra.Command{
+		Use:   "console",
+		Short: "Serve the web console for the registry at --endpoints",
+		Long: `Console serves a web console at http://<listen>/ui/ for the registry in the
+etcd cluster given by --endpoints (the same flags as every command): the
+services, their instances live as they change, and the stale state when etcd
+does not answer. muster serve serves the same console on its --metrics-listen
+address.
+
+The console is read-only unless --console-admin-token-file names a file
+holding an admin token: whoever logs in with it can drain, undrain and weigh
+instances, one or every instance matching a filter, as muster drain, undrain
+and weight do. Each action is logged on stderr with the session that asked.
+It listens on loopback by default; put it behind TLS before exposing it.`,
+		Example: `  muster console --endpoints http://10.0.0.1:2379
+  muster console --listen 127.0.0.1:9090 --console-admin-token-file /etc/muster/console-token`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if _, _, err := net.SplitHostPort(o.listen); err != nil {
+				return usageErrorf("--listen %q: want host:port: %v", o.listen, err)
+			}
+			return runConsole(cmd.Context(), g, o, cmd.ErrOrStderr(), nil)
+		},
+	}
+	cmd.Flags().StringVar(&o.listen, "listen", defaultConsoleListen, "host:port to serve the console on")
+	o.addFlags(cmd)
+	return cmd
+}
+
+// runConsole serves the console as o says until ctx ends. Once it listens
+// it calls ready, if not nil, with the console's URL.
+func runConsole(ctx context.Context, g *globalOptions, o consoleOptions, stderr io.Writer, ready func(url string)) error {
+	cfg, err := g.clientConfig()
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	r, stop, err := o.start(cfg, g.prefix, g.timeout, log)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	lis, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return fmt.Errorf("console: --listen %s: %w", o.listen, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle(r.pattern, r.handler)
+	mux.Handle("GET /{$}", http.RedirectHandler(consolePath, http.StatusFound))
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	done := make(chan error, 1)
+	go func() { done <- hs.Serve(lis) }()
+	url := "http://" + lis.Addr().String() + consolePath
+	log.Info("console on " + url + " for --endpoints " + strings.Join(g.endpoints, ","))
+	if ready != nil {
+		ready(url)
+	}
+	select {
+	case <-ctx.Done():
+	case err := <-done:
+		return fmt.Errorf("console: %w", err)
+	}
+	log.Info("stopping")
+	// The event streams end with the console, then the server closes.
+	stop()
+	_ = hs.Close()
+	if err := <-done; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("console: %w", err)
+	}
+	return nil
+}
+
+// serveConsole starts serve's console on the embedded etcd at endpoint.
+func serveConsole(c consoleFlags, endpoint string, log *slog.Logger) (route, func(), error) {
+	r, stop, err := c.start(etcd.ClientConfig(endpoint), registry.DefaultPrefix, defaultTimeout, log)
+	if err != nil {
+		return route{}, nil, fmt.Errorf("serve: %w", err)
+	}
+	return r, stop, nil
+}

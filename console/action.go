@@ -1,0 +1,116 @@
+package console
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/musterhq/muster/registry"
+	"github.com/musterhq/muster/registry/etcd"
+)
+
+// maxActionInstances bounds the instances one action names.
+const maxActionInstances = 10000
+
+// Actions, named as the muster commands that do the same.
+const (
+	actionDrain   = "drain"
+	actionUndrain = "undrain"
+	actionWeight  = "weight"
+)
+
+// actionRequest is the body of POST /ui/api/action.
+type actionRequest struct {
+	Action  string   `json:"action"`
+	Service string   `json:"service"`
+	IDs     []string `json:"ids"`
+	// Weight is the weight of a weight action, 0..registry.MaxWeight.
+	Weight int `json:"weight"`
+}
+
+// actionResult answers an action.
+type actionResult struct {
+	Done   int            `json:"done"`
+	Failed []failedAction `json:"failed,omitempty"`
+}
+
+type failedAction struct {
+	ID    string `json:"id"`
+	Error string `json:"error"`
+}
+
+func (a actionRequest) validate() error {
+	switch a.Action {
+	case actionDrain, actionUndrain:
+	case actionWeight:
+		if a.Weight < 0 || a.Weight > registry.MaxWeight {
+			return fmt.Errorf("weight %d is not in 0..%d", a.Weight, registry.MaxWeight)
+		}
+	default:
+		return fmt.Errorf("unknown action %q", a.Action)
+	}
+	if err := registry.ValidateName(a.Service); err != nil {
+		return err
+	}
+	if len(a.IDs) == 0 || len(a.IDs) > maxActionInstances {
+		return fmt.Errorf("want 1..%d instance IDs, got %d", maxActionInstances, len(a.IDs))
+	}
+	for _, id := range a.IDs {
+		if err := registry.ValidateID(id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// handleAction drains, undrains or weighs instances, for a logged-in admin
+// whose request carries the session's CSRF token.
+func (s *Server) handleAction(w http.ResponseWriter, r *http.Request) {
+	who, ok := s.auth.authorize(r, time.Now())
+	if !ok {
+		s.opts.log.Warn("console: action refused", "from", r.RemoteAddr, "admin_enabled", s.auth.enabled())
+		http.Error(w, "console: actions need an admin session and its CSRF token", http.StatusForbidden)
+		return
+	}
+	var req actionRequest
+	if !decodeJSON(w, r, &req) {
+		return
+	}
+	if err := req.validate(); err != nil {
+		http.Error(w, "console: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	opts := []etcd.Option{etcd.WithPrefix(s.opts.prefix), etcd.WithRequestTimeout(s.opts.requestTimeout)}
+	var o registry.Override
+	switch req.Action {
+	case actionDrain:
+		zero := 0
+		o.Weight = &zero
+	case actionWeight:
+		o.Weight = &req.Weight
+	}
+	var res actionResult
+	for _, id := range req.IDs {
+		var err error
+		if req.Action == actionUndrain {
+			err = etcd.ClearOverride(r.Context(), s.cli, req.Service, id, opts...)
+		} else {
+			err = etcd.SetOverride(r.Context(), s.cli, req.Service, id, o, opts...)
+		}
+		if err != nil {
+			res.Failed = append(res.Failed, failedAction{ID: id, Error: err.Error()})
+			continue
+		}
+		res.Done++
+	}
+	attrs := []any{"who", who, "action", req.Action, "service", req.Service,
+		"instances", len(req.IDs), "done", res.Done, "failed", len(res.Failed)}
+	if req.Action == actionWeight {
+		attrs = append(attrs, "weight", req.Weight)
+	}
+	if len(req.IDs) <= 20 {
+		attrs = append(attrs, "ids", req.IDs)
+	}
+	s.opts.log.Info("console: action", attrs...)
+	writeJSON(w, http.StatusOK, res)
+}

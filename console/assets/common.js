@@ -1,0 +1,135 @@
+// Shared by the console's pages. Every value that comes from the registry
+// is put in the page with textContent or as an attribute value, never as
+// HTML.
+'use strict';
+
+const muster = {
+  session: { admin: false, loggedIn: false, csrf: '', prefix: '/muster/services' },
+};
+
+// el makes an element with text (as text) and a class.
+function el(tag, text, cls) {
+  const e = document.createElement(tag);
+  if (text !== undefined && text !== null) e.textContent = String(text);
+  if (cls) e.className = cls;
+  return e;
+}
+
+function formatAge(ms) {
+  const s = Math.max(0, Math.floor(ms / 1000));
+  if (s < 120) return s + 's';
+  const m = Math.floor(s / 60);
+  if (m < 120) return m + 'm';
+  const h = Math.floor(m / 60);
+  if (h < 48) return h + 'h';
+  return Math.floor(h / 24) + 'd';
+}
+
+function setBanner(text) {
+  const b = document.getElementById('banner');
+  b.textContent = text || '';
+  b.hidden = !text;
+}
+
+// follow opens an event stream on url and calls onState with each state
+// event's data (and onLeases, if given, with each leases event's). It shows the banner while the stream is down, and opens a
+// new stream (resuming from the last revision) if the browser gives up.
+function follow(url, onState, onLeases) {
+  let lastId = '';
+  let es = null;
+  const open = () => {
+    const u = lastId ? url + (url.includes('?') ? '&' : '?') + 'lastEventId=' + encodeURIComponent(lastId) : url;
+    es = new EventSource(u);
+    es.addEventListener('state', (e) => {
+      lastId = e.lastEventId || lastId;
+      const st = JSON.parse(e.data);
+      document.body.dataset.revision = lastId;
+      onState(st);
+    });
+    if (onLeases) es.addEventListener('leases', (e) => onLeases(JSON.parse(e.data)));
+    es.addEventListener('resumed', (e) => {
+      lastId = e.lastEventId || lastId;
+      document.body.dataset.revision = lastId;
+      setBanner('');
+    });
+    es.onopen = () => { document.body.dataset.stream = 'open'; };
+    es.onerror = () => {
+      document.body.dataset.stream = 'down';
+      setBanner('Console connection lost: the list may be stale. Reconnecting…');
+      if (es.readyState === EventSource.CLOSED) {
+        setTimeout(open, 1000);
+      }
+    };
+  };
+  open();
+}
+
+// staleBanner shows or clears the banner for a state from the server.
+function staleBanner(st) {
+  if (st.stale) {
+    let t = 'Registry unreachable';
+    if (st.staleSince) t += ' since ' + new Date(st.staleSince).toLocaleTimeString();
+    t += ': showing the last known state (stale). Reconnecting…';
+    if (st.error) t += ' (' + st.error + ')';
+    setBanner(t);
+  } else {
+    setBanner('');
+  }
+}
+
+async function api(path, body) {
+  const headers = { 'Content-Type': 'application/json' };
+  if (muster.session.csrf) headers['X-CSRF-Token'] = muster.session.csrf;
+  const r = await fetch('api/' + path, { method: 'POST', headers, body: JSON.stringify(body), credentials: 'same-origin' });
+  const text = await r.text();
+  if (!r.ok) throw new Error(text.trim() || r.statusText);
+  return JSON.parse(text);
+}
+
+// initSession reads the session and sets up the header; onChange runs
+// after it and after each login or logout.
+async function initSession(onChange) {
+  const r = await fetch('api/session', { credentials: 'same-origin' });
+  muster.session = await r.json();
+  const mode = document.getElementById('mode');
+  const login = document.getElementById('login');
+  const logout = document.getElementById('logout');
+  const render = () => {
+    const s = muster.session;
+    mode.textContent = !s.admin ? 'read-only' : (s.loggedIn ? 'admin' : 'read-only until you log in');
+    login.hidden = !s.admin || s.loggedIn;
+    logout.hidden = !s.loggedIn;
+    document.body.dataset.admin = s.loggedIn ? 'yes' : 'no';
+    onChange();
+  };
+  login.addEventListener('submit', async (e) => {
+    e.preventDefault();
+    const tok = document.getElementById('token');
+    try {
+      muster.session = await api('login', { token: tok.value });
+      tok.value = '';
+    } catch (err) {
+      mode.textContent = 'login failed: ' + err.message;
+      return;
+    }
+    render();
+  });
+  logout.addEventListener('click', async () => {
+    try { muster.session = await api('logout', {}); } catch (err) { mode.textContent = err.message; return; }
+    render();
+  });
+  render();
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+function shellQuote(s) {
+  return /^[A-Za-z0-9._:@%+=,-]+$/.test(s) ? s : "'" + s.replace(/'/g, "'\\''") + "'";
+}
+
+// commandFor is the muster command line doing action on one instance.
+function commandFor(action, service, id, weight) {
+  let c = 'muster ' + action + ' ' + shellQuote(service) + ' ' + shellQuote(id);
+  if (action === 'weight') c += ' ' + weight;
+  if (muster.session.prefix !== '/muster/services') c += ' --prefix ' + shellQuote(muster.session.prefix);
+  return c;
+}

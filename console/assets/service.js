@@ -1,0 +1,243 @@
+'use strict';
+
+(function () {
+  const params = new URLSearchParams(location.search);
+  if (!params.has('name')) return;
+  const name = params.get('name');
+  document.getElementById('service-view').hidden = false;
+  document.getElementById('name').textContent = name;
+  document.title = 'Muster console · ' + name;
+  let state = { instances: [] };
+  const timeline = [];
+  const maxTimeline = 50;
+  // pageSize bounds the rows in the table: a browser renders 10,000 rows
+  // in seconds, 500 at once.
+  const pageSize = 500;
+  let page = 0;
+  const fZone = document.getElementById('f-zone');
+  const fVersion = document.getElementById('f-version');
+  const fMeta = document.getElementById('f-meta');
+
+  // metaFilter parses "k=v k2=v2" into pairs; every pair must match.
+  function metaFilter() {
+    return fMeta.value.trim().split(/\s+/).filter((p) => p).map((p) => {
+      const i = p.indexOf('=');
+      return i < 0 ? [p, null] : [p.slice(0, i), p.slice(i + 1)];
+    });
+  }
+
+  function matching() {
+    const zone = fZone.value, version = fVersion.value, meta = metaFilter();
+    return state.instances.filter((inst) => {
+      if (zone && inst.zone !== zone) return false;
+      if (version && inst.version !== version) return false;
+      const md = inst.metadata || {};
+      return meta.every(([k, v]) => Object.prototype.hasOwnProperty.call(md, k) && (v === null || md[k] === v));
+    });
+  }
+
+  function fillSelect(sel, values) {
+    const keep = sel.value;
+    const opts = [el('option', 'any')];
+    opts[0].value = '';
+    for (const v of values) {
+      const o = el('option', v);
+      o.value = v;
+      opts.push(o);
+    }
+    sel.replaceChildren(...opts);
+    sel.value = values.includes(keep) ? keep : '';
+    if (keep && !values.includes(keep)) {
+      // Keep a chosen value that no instance has any more.
+      const o = el('option', keep);
+      o.value = keep;
+      sel.appendChild(o);
+      sel.value = keep;
+    }
+  }
+
+  function distinct(field) {
+    return [...new Set(state.instances.map((i) => i[field]).filter((v) => v))].sort();
+  }
+
+  function ageCell(iso, now) {
+    const td = el('td', iso ? formatAge(now - Date.parse(iso)) : '', 'age');
+    if (iso) { td.title = iso; td.dataset.at = iso; }
+    return td;
+  }
+
+  function actionCell(inst) {
+    const td = el('td', null, 'admin-only actions');
+    if (inst.draining) {
+      const b = el('button', 'Undrain', 'undrain');
+      b.addEventListener('click', () => run('undrain', [inst.id]));
+      td.appendChild(b);
+    } else {
+      const b = el('button', 'Drain', 'drain');
+      b.addEventListener('click', () => run('drain', [inst.id]));
+      td.appendChild(b);
+    }
+    const w = el('input', null, 'weight-input');
+    w.type = 'number'; w.min = '0'; w.max = '10000'; w.placeholder = 'weight';
+    const set = el('button', 'Set', 'set-weight');
+    set.addEventListener('click', () => run('weight', [inst.id], w.value));
+    td.append(w, set);
+    return td;
+  }
+
+  function render() {
+    const admin = muster.session.loggedIn;
+    document.querySelectorAll('.admin-only').forEach((e) => { e.hidden = !admin; });
+    document.getElementById('batch').hidden = !admin;
+    fillSelect(fZone, distinct('zone'));
+    fillSelect(fVersion, distinct('version'));
+    const shown = matching();
+    const pages = Math.max(1, Math.ceil(shown.length / pageSize));
+    page = Math.min(page, pages - 1);
+    const first = page * pageSize;
+    const pageRows = shown.slice(first, first + pageSize);
+    const pager = document.getElementById('pager');
+    pager.hidden = pages === 1;
+    document.getElementById('page-text').textContent =
+      'rows ' + (first + 1) + '–' + (first + pageRows.length) + ' of ' + shown.length;
+    document.getElementById('page-prev').disabled = page === 0;
+    document.getElementById('page-next').disabled = page === pages - 1;
+    const now = Date.now();
+    const rows = pageRows.map((inst) => {
+      const tr = document.createElement('tr');
+      tr.dataset.id = inst.id;
+      tr.dataset.draining = inst.draining ? 'yes' : 'no';
+      if (inst.draining) tr.className = 'draining';
+      tr.appendChild(el('td', inst.id !== inst.addr ? inst.id : '', 'id'));
+      tr.appendChild(el('td', inst.addr, 'addr'));
+      tr.appendChild(el('td', inst.zone || '', 'zone'));
+      tr.appendChild(el('td', inst.version || '', 'version'));
+      const w = el('td', inst.weight, 'weight');
+      if (inst.override) {
+        const m = el('span', ' ✎ override', 'override');
+        m.title = 'set by an operator (muster drain/weight); undrain removes it';
+        w.appendChild(m);
+      }
+      tr.appendChild(w);
+      tr.appendChild(el('td', inst.draining ? 'draining' : '', 'drain-state'));
+      const md = el('td', null, 'metadata');
+      for (const k of Object.keys(inst.metadata || {}).sort()) {
+        md.appendChild(el('span', k + '=' + inst.metadata[k], 'tag'));
+      }
+      tr.appendChild(md);
+      tr.appendChild(ageCell(inst.registeredAt, now));
+      const ttl = el('td', '', 'ttl');
+      if (inst.leaseExpires) ttl.dataset.until = inst.leaseExpires;
+      tr.appendChild(ttl);
+      if (admin) tr.appendChild(actionCell(inst));
+      return tr;
+    });
+    document.querySelector('#instances tbody').replaceChildren(...rows);
+    tick();
+    document.getElementById('no-instances').hidden = state.instances.length > 0;
+    const drained = state.instances.filter((i) => i.draining).length;
+    document.getElementById('summary').textContent = state.loaded
+      ? state.instances.length + ' instances, ' + drained + ' draining, revision ' + state.revision
+      : 'loading…';
+    document.getElementById('matching').textContent = shown.length + ' of ' + state.instances.length + ' match';
+    document.getElementById('matching').dataset.count = String(shown.length);
+  }
+
+  // tick refreshes the ages and the lease times without a full render.
+  function tick() {
+    const now = Date.now();
+    document.querySelectorAll('#instances td.age[data-at]').forEach((td) => {
+      td.textContent = formatAge(now - Date.parse(td.dataset.at));
+    });
+    document.querySelectorAll('#instances td.ttl[data-until]').forEach((td) => {
+      td.textContent = formatAge(Date.parse(td.dataset.until) - now);
+    });
+  }
+
+  function renderTimeline() {
+    const items = timeline.slice().reverse().map((c) => {
+      const li = el('li');
+      li.appendChild(el('span', new Date(c.at).toLocaleTimeString() + ' ', 'muted'));
+      li.appendChild(el('span', c.kind + ' ' + c.id + (c.what ? ' (' + c.what + ')' : '')));
+      return li;
+    });
+    document.getElementById('timeline').replaceChildren(...items);
+  }
+
+  const verbs = { drain: 'Drain', undrain: 'Undrain', weight: 'Set the weight of' };
+
+  function commands(action, ids, weight) {
+    return ids.map((id) => commandFor(action, name, id, weight)).join('\n');
+  }
+
+  // run performs an action at once.
+  async function run(action, ids, weight) {
+    const res = document.getElementById('result');
+    const text = document.getElementById('result-text');
+    document.getElementById('result-cmd').textContent = commands(action, ids, weight);
+    res.hidden = false;
+    const body = { action, service: name, ids };
+    if (action === 'weight') {
+      body.weight = Number(weight);
+      if (weight === '' || !Number.isInteger(body.weight)) { text.textContent = 'weight: enter a whole number 0..10000'; return; }
+    }
+    text.textContent = verbs[action] + ' ' + ids.length + ' instance(s)…';
+    try {
+      const r = await api('action', body);
+      let t = 'Done: ' + verbs[action].toLowerCase() + ' ' + r.done + ' instance(s). Equivalent command:';
+      if (r.failed && r.failed.length) t = r.failed.length + ' failed: ' + r.failed.map((f) => f.id + ': ' + f.error).join('; ') + '. ' + t;
+      text.textContent = t;
+      res.dataset.done = String(r.done);
+    } catch (err) {
+      text.textContent = 'Failed: ' + err.message;
+      res.dataset.done = 'error';
+    }
+  }
+
+  // confirmBatch asks before acting on every matching instance.
+  function confirmBatch(action, weight) {
+    const ids = matching().map((i) => i.id);
+    if (ids.length === 0) return;
+    const box = document.getElementById('confirm');
+    document.getElementById('confirm-text').textContent =
+      verbs[action] + ' ' + ids.length + ' matching instance(s) of ' + name + (action === 'weight' ? ' to ' + weight : '') + '?';
+    document.getElementById('confirm-text').dataset.count = String(ids.length);
+    document.getElementById('confirm-cmd').textContent = commands(action, ids, weight);
+    box.hidden = false;
+    const yes = document.getElementById('confirm-yes');
+    const no = document.getElementById('confirm-no');
+    const done = () => { box.hidden = true; yes.onclick = null; no.onclick = null; };
+    yes.onclick = () => { done(); run(action, ids, weight); };
+    no.onclick = done;
+  }
+
+  document.getElementById('batch-drain').addEventListener('click', () => confirmBatch('drain'));
+  document.getElementById('batch-undrain').addEventListener('click', () => confirmBatch('undrain'));
+  document.getElementById('batch-weight-set').addEventListener('click', () =>
+    confirmBatch('weight', document.getElementById('batch-weight').value));
+  const refilter = () => { page = 0; render(); };
+  for (const f of [fZone, fVersion]) f.addEventListener('change', refilter);
+  fMeta.addEventListener('input', refilter);
+  document.getElementById('page-prev').addEventListener('click', () => { page--; render(); });
+  document.getElementById('page-next').addEventListener('click', () => { page++; render(); });
+  setInterval(tick, 1000);
+
+  initSession(render).catch(() => {});
+  follow('api/service/events?name=' + encodeURIComponent(name), (st) => {
+    state = st;
+    for (const c of st.changes || []) timeline.push(c);
+    timeline.splice(0, Math.max(0, timeline.length - maxTimeline));
+    staleBanner(st);
+    render();
+    renderTimeline();
+  }, (expires) => {
+    for (const inst of state.instances) {
+      if (expires[inst.id]) inst.leaseExpires = expires[inst.id];
+    }
+    document.querySelectorAll('#instances tbody tr').forEach((tr) => {
+      const at = expires[tr.dataset.id];
+      if (at) tr.querySelector('td.ttl').dataset.until = at;
+    });
+    tick();
+  });
+})();

@@ -1,0 +1,30 @@
+// Package console serves Muster's web console: a live view of the services
+// registered in etcd, and, for an operator holding the admin credential,
+// the drain, undrain and weight actions of the muster command.
+//
+// A Server is an http.Handler for the paths under /ui/ (mount it with
+// mux.Handle("/ui/", srv)). Its pages and script are embedded (no network,
+// no build step). Pages follow the registry by server-sent events: each
+// event carries one service's (or the fleet's) complete current state and
+// has the etcd revision as its id, so a browser that reconnects with
+// Last-Event-ID is told whether it missed anything. A snapshot the registry
+// could not refresh is sent marked stale, and the page shows a banner. A
+// service page's stream also sends, every 5 seconds, when the instances'
+// leases run out (registrars renew them). The services page's stream lists
+// the services again every WithRelistInterval to find new ones. The service
+// page shows 500 instances a page; filters and batch actions apply to every
+// matching instance.
+//
+// Without an admin token (WithAdminToken) the console is read-only: it
+// offers no action and refuses every state-changing request with 403. With
+// one, an operator logs in with the token and gets a session cookie and a
+// CSRF token; an action needs both (and, when the browser sends an Origin,
+// the console's own), writes the same override keys as
+// muster drain, undrain and weight (etcd.SetOverride, etcd.ClearOverride),
+// and is logged with who asked for what.
+//
+// Every value read from etcd is rendered as text by the page's script.
+//
+// A Server is safe for concurrent use; Close ends its event streams and
+// its Discovery.
+package console

@@ -1,0 +1,167 @@
+package console
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/musterhq/muster/registry"
+)
+
+// fleet follows every service for one services-page stream.
+type fleet struct {
+	d interface {
+		registry.Discovery
+		registry.ServiceLister
+	}
+	followed map[string]*followed
+	notify   chan struct{}
+	wg       sync.WaitGroup
+}
+
+// followed is one service of a fleet.
+type followed struct {
+	w          registry.Watcher
+	seen       []*registry.Instance
+	loaded     bool
+	lastChange time.Time
+}
+
+// relist lists the services and follows the new ones; it stops following
+// those that are gone.
+func (f *fleet) relist(ctx context.Context) error {
+	names, err := f.d.Services(ctx)
+	if err != nil {
+		return err
+	}
+	keep := make(map[string]bool, len(names))
+	for _, name := range names {
+		keep[name] = true
+		if f.followed[name] != nil {
+			continue
+		}
+		w, err := f.d.Watch(ctx, name)
+		if err != nil {
+			return err
+		}
+		f.followed[name] = &followed{w: w}
+		f.wg.Add(1)
+		go func() {
+			defer f.wg.Done()
+			for range w.Updates() {
+				select {
+				case f.notify <- struct{}{}:
+				default:
+				}
+			}
+		}()
+	}
+	for name, fl := range f.followed {
+		if !keep[name] {
+			_ = fl.w.Close()
+			delete(f.followed, name)
+		}
+	}
+	return nil
+}
+
+// view summarizes every followed service and returns the highest revision
+// among them, and whether some service is still loading (neither loaded
+// nor stale).
+func (f *fleet) view(now time.Time) (v fleetView, rev int64, loading bool) {
+	v = fleetView{Services: make([]serviceRow, 0, len(f.followed))}
+	for _, fl := range f.followed {
+		snap := fl.w.Snapshot()
+		if snap.Loaded {
+			if fl.loaded && !sameInstances(fl.seen, snap.Instances) {
+				fl.lastChange = now
+			}
+			fl.seen, fl.loaded = snap.Instances, true
+		}
+		rev = max(rev, snap.Revision)
+		loading = loading || (!snap.Loaded && !snap.Stale())
+		row := newServiceRow(snap, fl.lastChange)
+		v.Stale = v.Stale || row.Stale
+		v.Services = append(v.Services, row)
+	}
+	sortRows(v.Services)
+	return v, rev, loading
+}
+
+func sameInstances(a, b []*registry.Instance) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// close stops following every service and waits for the forwarders.
+func (f *fleet) close() {
+	for _, fl := range f.followed {
+		_ = fl.w.Close()
+	}
+	f.wg.Wait()
+}
+
+// handleFleetEvents streams the services page's state: a "state" event at
+// once and after each change (or "resumed" first if the client's
+// Last-Event-ID is the current revision).
+func (s *Server) handleFleetEvents(w http.ResponseWriter, r *http.Request) {
+	ctx, stop := s.streamContext(r)
+	defer stop()
+	f := &fleet{d: s.d, followed: map[string]*followed{}, notify: make(chan struct{}, 1)}
+	defer f.close()
+	es, err := startStream(w)
+	if err != nil {
+		return
+	}
+	last := lastEventID(r)
+	relist := time.NewTicker(s.opts.relist)
+	defer relist.Stop()
+	hb := time.NewTicker(heartbeat)
+	defer hb.Stop()
+	listErr := f.relist(ctx)
+	var sent []byte
+	for {
+		v, rev, loading := f.view(time.Now())
+		if listErr != nil {
+			v.Stale, v.Error = true, listErr.Error()
+		}
+		data, err := json.Marshal(v)
+		if err != nil {
+			return
+		}
+		// Until every service is loaded the page would show counts that
+		// are not known: wait, unless etcd is not answering.
+		if (!loading || v.Stale) && !bytes.Equal(data, sent) {
+			if sent == nil && last != 0 && rev == last && !v.Stale {
+				err = es.send("resumed", rev, resumed{Revision: rev})
+			} else {
+				err = es.send("state", rev, json.RawMessage(data))
+			}
+			if err != nil {
+				return
+			}
+			sent = data
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-f.notify:
+		case <-relist.C:
+			listErr = f.relist(ctx)
+		case <-hb.C:
+			if es.comment() != nil {
+				return
+			}
+		}
+	}
+}

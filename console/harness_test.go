@@ -1,0 +1,109 @@
+package console_test
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/musterhq/muster/console"
+	"github.com/musterhq/muster/internal/testkit/etcdtest"
+	"github.com/musterhq/muster/registry"
+	"github.com/musterhq/muster/registry/etcd"
+)
+
+// waitTimeout bounds every wait of these tests that has no tighter bound.
+const waitTimeout = 30 * time.Second
+
+// adminToken is the admin token of the consoles in admin mode.
+const adminToken = "test-admin-token-0123456789"
+
+// logBuffer collects a console's log lines.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf = append(b.buf, p...)
+	return len(p), nil
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return string(b.buf)
+}
+
+// fixture is a registry in a real etcd, a console on it served over HTTP,
+// and a registrar to add instances.
+type fixture struct {
+	t       testing.TB
+	cluster *etcdtest.Cluster
+	cli     *clientv3.Client
+	reg     *etcd.Registrar
+	url     string // the console's base URL, ending in /ui/
+	log     *logBuffer
+}
+
+func newFixture(t testing.TB, opts ...console.Option) *fixture {
+	t.Helper()
+	return newFixtureOn(t, etcdtest.Start(t), opts...)
+}
+
+// newFixtureOn is newFixture on the cluster c.
+func newFixtureOn(t testing.TB, c *etcdtest.Cluster, opts ...console.Option) *fixture {
+	t.Helper()
+	cli := c.Client(t)
+	reg, err := etcd.NewRegistrar(c.Client(t), etcd.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatalf("NewRegistrar: %v", err)
+	}
+	t.Cleanup(func() { _ = reg.Close() })
+	logs := &logBuffer{}
+	opts = append([]console.Option{console.WithLogger(slog.New(slog.NewTextHandler(logs, nil))),
+		console.WithRelistInterval(200 * time.Millisecond)}, opts...)
+	srv, err := console.New(cli, opts...)
+	if err != nil {
+		t.Fatalf("console.New: %v", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/ui/", srv)
+	hs := httptest.NewServer(mux)
+	t.Cleanup(func() {
+		_ = srv.Close()
+		hs.Close()
+	})
+	return &fixture{t: t, cluster: c, cli: cli, reg: reg, url: hs.URL + "/ui/", log: logs}
+}
+
+func (f *fixture) register(in registry.Instance) {
+	f.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	if err := f.reg.Register(ctx, in); err != nil {
+		f.t.Fatalf("Register %s/%s: %v", in.Name, in.ID, err)
+	}
+}
+
+// override reads the override value of one instance from etcd; "" if none.
+func (f *fixture) override(service, id string) string {
+	f.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	resp, err := f.cli.Get(ctx, registry.OverrideKey(registry.DefaultPrefix, service, id))
+	if err != nil {
+		f.t.Fatalf("read override of %s/%s: %v", service, id, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return ""
+	}
+	return string(resp.Kvs[0].Value)
+}

@@ -1,0 +1,114 @@
+package console
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/musterhq/muster/registry"
+)
+
+// Defaults of the options.
+const (
+	defaultRequestTimeout = 5 * time.Second
+	defaultRelist         = 2 * time.Second
+	// heartbeat is how often an idle event stream sends a comment, so
+	// that proxies and browsers keep it open.
+	heartbeat = 15 * time.Second
+	// sessionTTL is how long an admin login lasts.
+	sessionTTL = 12 * time.Hour
+)
+
+// Option configures a Server.
+type Option func(*options)
+
+type options struct {
+	prefix         string
+	adminToken     string
+	log            *slog.Logger
+	requestTimeout time.Duration
+	relist         time.Duration
+	err            error
+}
+
+func buildOptions(opts []Option) options {
+	o := options{
+		prefix:         registry.DefaultPrefix,
+		log:            slog.Default(),
+		requestTimeout: defaultRequestTimeout,
+		relist:         defaultRelist,
+	}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o
+}
+
+func (o *options) fail(err error) {
+	if o.err == nil {
+		o.err = err
+	}
+}
+
+// WithPrefix sets the key prefix under which services live. The default is
+// registry.DefaultPrefix; an empty prefix or "/" is an error.
+func WithPrefix(prefix string) Option {
+	return func(o *options) {
+		if prefix == "" || prefix == "/" {
+			o.fail(errors.New("console: WithPrefix: empty prefix"))
+			return
+		}
+		o.prefix = prefix
+	}
+}
+
+// WithAdminToken enables the actions for whoever logs in with token. The
+// default is no token: the console is read-only. A token shorter than 16
+// bytes is an error.
+func WithAdminToken(token string) Option {
+	return func(o *options) {
+		if len(token) < 16 {
+			o.fail(fmt.Errorf("console: WithAdminToken: the token has %d bytes, want at least 16", len(token)))
+			return
+		}
+		o.adminToken = token
+	}
+}
+
+// WithLogger sets the logger, which receives one line per action and per
+// login. The default is slog.Default(); nil is an error.
+func WithLogger(l *slog.Logger) Option {
+	return func(o *options) {
+		if l == nil {
+			o.fail(errors.New("console: WithLogger: nil logger"))
+			return
+		}
+		o.log = l
+	}
+}
+
+// WithRequestTimeout bounds each etcd request the console makes. The
+// default is 5s; a non-positive value is an error.
+func WithRequestTimeout(d time.Duration) Option {
+	return positive("WithRequestTimeout", d, func(o *options) { o.requestTimeout = d })
+}
+
+// WithRelistInterval sets how often the services page's stream lists the
+// services again to find new ones (changes of known services are pushed at
+// once). The default is 2s; a non-positive value is an error.
+func WithRelistInterval(d time.Duration) Option {
+	return positive("WithRelistInterval", d, func(o *options) { o.relist = d })
+}
+
+// positive is an option that calls set if d is positive and fails
+// otherwise.
+func positive(name string, d time.Duration, set func(*options)) Option {
+	return func(o *options) {
+		if d <= 0 {
+			o.fail(fmt.Errorf("console: %s: %v is not positive", name, d))
+			return
+		}
+		set(o)
+	}
+}

@@ -1,0 +1,88 @@
+package console
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"sync"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/musterhq/muster/registry/etcd"
+)
+
+var _ http.Handler = (*Server)(nil)
+
+// Server is the console: an http.Handler for the paths under /ui/.
+type Server struct {
+	cli  *clientv3.Client
+	d    *etcd.Discovery
+	opts options
+	mux  *http.ServeMux
+	auth *auth
+
+	// ctx ends the event streams at Close.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	closeOnce sync.Once
+}
+
+// New returns a console over the registry that cli reaches. It does not
+// contact etcd until a page asks. cli stays owned by the caller and must
+// outlive the Server.
+func New(cli *clientv3.Client, opts ...Option) (*Server, error) {
+	if cli == nil {
+		return nil, errors.New("console: New: nil client")
+	}
+	o := buildOptions(opts)
+	if o.err != nil {
+		return nil, o.err
+	}
+	d, err := etcd.NewDiscovery(cli, etcd.WithPrefix(o.prefix), etcd.WithRequestTimeout(o.requestTimeout),
+		etcd.WithLogger(o.log))
+	if err != nil {
+		return nil, fmt.Errorf("console: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{cli: cli, d: d, opts: o, ctx: ctx, cancel: cancel, auth: newAuth(o.adminToken)}
+	s.mux = s.routes()
+	return s, nil
+}
+
+func (s *Server) routes() *http.ServeMux {
+	static, err := fs.Sub(assets, "assets")
+	if err != nil {
+		panic(err) // the embedded tree always has assets/
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /ui/", http.StripPrefix("/ui/", http.FileServerFS(static)))
+	mux.HandleFunc("GET /ui/api/session", s.handleSession)
+	mux.HandleFunc("POST /ui/api/login", s.handleLogin)
+	mux.HandleFunc("POST /ui/api/logout", s.handleLogout)
+	mux.HandleFunc("POST /ui/api/action", s.handleAction)
+	mux.HandleFunc("GET /ui/api/services/events", s.handleFleetEvents)
+	mux.HandleFunc("GET /ui/api/service/events", s.handleServiceEvents)
+	return mux
+}
+
+// ServeHTTP serves the console's pages and API under /ui/.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	s.mux.ServeHTTP(w, r)
+}
+
+// Close ends every event stream and stops following the registry. It does
+// not close the etcd client. It is idempotent.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		s.cancel()
+		_ = s.d.Close()
+	})
+	return nil
+}

@@ -1,0 +1,189 @@
+package console
+
+import (
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/musterhq/muster/registry"
+)
+
+// instanceView is one instance as the service page shows it.
+type instanceView struct {
+	ID       string `json:"id"`
+	Addr     string `json:"addr"`
+	Zone     string `json:"zone,omitempty"`
+	Version  string `json:"version,omitempty"`
+	Weight   int    `json:"weight"`
+	Draining bool   `json:"draining"`
+	// Override is true when an operator's override applies.
+	Override     bool              `json:"override"`
+	Metadata     map[string]string `json:"metadata,omitempty"`
+	RegisteredAt *time.Time        `json:"registeredAt,omitempty"`
+	// LeaseExpires is when the lease holding the instance runs out unless
+	// renewed; absent when unknown or when the instance has no lease.
+	LeaseExpires *time.Time `json:"leaseExpires,omitempty"`
+}
+
+// change is one entry of a service's timeline.
+type change struct {
+	At   time.Time `json:"at"`
+	Kind string    `json:"kind"` // "added", "changed" or "removed"
+	ID   string    `json:"id"`
+	What string    `json:"what,omitempty"`
+}
+
+// serviceView is the state of one service sent to its page.
+type serviceView struct {
+	Service    string         `json:"service"`
+	Revision   int64          `json:"revision"`
+	Generation uint64         `json:"generation"`
+	Loaded     bool           `json:"loaded"`
+	Stale      bool           `json:"stale"`
+	StaleSince *time.Time     `json:"staleSince,omitempty"`
+	Error      string         `json:"error,omitempty"`
+	Instances  []instanceView `json:"instances"`
+	// Changes are the changes since the previous event of the stream,
+	// oldest first.
+	Changes []change `json:"changes,omitempty"`
+}
+
+// details are what the console reads from etcd beside a snapshot.
+type details struct {
+	overrides map[string]bool      // instance IDs with an override
+	leases    map[int64][]string   // instance IDs per lease
+	expires   map[string]time.Time // lease expiry per instance ID
+}
+
+func newServiceView(snap registry.Snapshot, det details) serviceView {
+	v := serviceView{
+		Service: snap.Service, Revision: snap.Revision, Generation: snap.Generation,
+		Loaded: snap.Loaded, Stale: snap.Stale(), Instances: make([]instanceView, 0, len(snap.Instances)),
+	}
+	if v.Stale {
+		t := snap.StaleSince
+		v.StaleSince = &t
+		if snap.Err != nil {
+			v.Error = snap.Err.Error()
+		}
+	}
+	for _, in := range snap.Instances {
+		iv := instanceView{
+			ID: in.ID, Addr: in.Addr, Zone: in.Zone, Version: in.Version,
+			Weight: in.EffectiveWeight(), Draining: in.Draining, Override: det.overrides[in.ID],
+			Metadata: in.Metadata,
+		}
+		if !in.RegisteredAt.IsZero() {
+			t := in.RegisteredAt
+			iv.RegisteredAt = &t
+		}
+		if t, ok := det.expires[in.ID]; ok {
+			iv.LeaseExpires = &t
+		}
+		v.Instances = append(v.Instances, iv)
+	}
+	return v
+}
+
+// diff lists what changed from prev to cur, both sorted by ID as
+// snapshots are.
+func diff(prev, cur []*registry.Instance, at time.Time) []change {
+	var out []change
+	i, j := 0, 0
+	for i < len(prev) || j < len(cur) {
+		switch {
+		case j == len(cur) || (i < len(prev) && prev[i].ID < cur[j].ID):
+			out = append(out, change{At: at, Kind: "removed", ID: prev[i].ID})
+			i++
+		case i == len(prev) || cur[j].ID < prev[i].ID:
+			out = append(out, change{At: at, Kind: "added", ID: cur[j].ID, What: cur[j].Addr})
+			j++
+		default:
+			if prev[i] != cur[j] && !prev[i].Equal(*cur[j]) {
+				out = append(out, change{At: at, Kind: "changed", ID: cur[j].ID, What: describeChange(prev[i], cur[j])})
+			}
+			i++
+			j++
+		}
+	}
+	return out
+}
+
+func describeChange(a, b *registry.Instance) string {
+	switch {
+	case a.Draining != b.Draining && b.Draining:
+		return "drained"
+	case a.Draining != b.Draining:
+		return "undrained"
+	case a.EffectiveWeight() != b.EffectiveWeight():
+		return "weight " + strconv.Itoa(a.EffectiveWeight()) + " → " + strconv.Itoa(b.EffectiveWeight())
+	case a.Version != b.Version:
+		return "version " + a.Version + " → " + b.Version
+	default:
+		return "updated"
+	}
+}
+
+// serviceRow is one service as the services page shows it.
+type serviceRow struct {
+	Name       string     `json:"name"`
+	Instances  int        `json:"instances"`
+	Draining   int        `json:"draining"`
+	Zones      []string   `json:"zones"`
+	Versions   []string   `json:"versions"`
+	Loaded     bool       `json:"loaded"`
+	Stale      bool       `json:"stale"`
+	LastChange *time.Time `json:"lastChange,omitempty"`
+}
+
+// fleetView is the state sent to the services page.
+type fleetView struct {
+	Services []serviceRow `json:"services"`
+	Stale    bool         `json:"stale"`
+	Error    string       `json:"error,omitempty"`
+}
+
+// newServiceRow summarizes snap; lastChange is when the console saw it
+// change last (zero: not since it started following it).
+func newServiceRow(snap registry.Snapshot, lastChange time.Time) serviceRow {
+	r := serviceRow{Name: snap.Service, Instances: len(snap.Instances), Loaded: snap.Loaded, Stale: snap.Stale()}
+	zones, versions := map[string]bool{}, map[string]bool{}
+	var latest time.Time
+	for _, in := range snap.Instances {
+		if in.Draining {
+			r.Draining++
+		}
+		if in.Zone != "" {
+			zones[in.Zone] = true
+		}
+		if in.Version != "" {
+			versions[in.Version] = true
+		}
+		if in.RegisteredAt.After(latest) {
+			latest = in.RegisteredAt
+		}
+	}
+	// Without a change seen, the latest registration is the last change
+	// known.
+	if !lastChange.IsZero() {
+		latest = lastChange
+	}
+	if !latest.IsZero() {
+		r.LastChange = &latest
+	}
+	r.Zones, r.Versions = sortedKeys(zones), sortedKeys(versions)
+	return r
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func sortRows(rows []serviceRow) {
+	sort.Slice(rows, func(i, j int) bool { return rows[i].Name < rows[j].Name })
+}
