@@ -71,6 +71,10 @@ type Registrar struct {
 	ls        *lease // the current lease's keepalive; nil without a lease
 	clusterID uint64 // the cluster the keys were last written to
 	lastWrite int64  // the revision of the last write seen there
+	// down is the current outage: since the first failed attempt or the
+	// lease's loss, until every instance is written again.
+	down           outage
+	registeredOnce bool // every instance was written once; later recoveries are "again"
 
 	closeOnce sync.Once
 	closeErr  error

@@ -106,15 +106,7 @@ func TestMemberRestartKeepsRegistrationAndDiscovery(t *testing.T) {
 	// A long request timeout: recovery must not wait for it.
 	d := newDiscovery(t, cli, fast("/p", etcd.WithRequestTimeout(10*time.Second))...)
 	ctx := ctxFor(t, 60*time.Second)
-	if err := r.Register(ctx, instance("svc", "a", 9001)); err != nil {
-		t.Fatal(err)
-	}
-	w, err := d.Watch(ctx, "svc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	registrytest.WaitFor(t, w, "a", registrytest.HasIDs("a"))
+	w := registerAndWatch(t, ctx, r, d)
 
 	m := c.Members()[0]
 	m.Stop(t)
