@@ -91,7 +91,13 @@ func (r *Registrar) run() {
 				return
 			}
 			r.log.Warn("lease lost; re-registering under a new lease", "error", r.ls.Err())
-			r.down.fail(time.Now())
+			lost := time.Now()
+			if errors.Is(r.ls.Err(), errLeaseExpired) {
+				// No renewal answered for a whole TTL: the outage
+				// began with the last renewal etcd answered.
+				lost = lost.Add(-r.ls.ttl)
+			}
+			r.down.fail(lost)
 			r.leaseLost()
 		}
 	}
@@ -99,6 +105,8 @@ func (r *Registrar) run() {
 
 // logRecovery logs, once per outage, that the registrar is back after one:
 // every instance written again under a live lease, with how long it took.
+// An outage counts from the first failed attempt or, when the lease
+// expired unrenewed, from the last renewal etcd answered.
 // Called by the run loop after a reconcile succeeded.
 func (r *Registrar) logRecovery() {
 	st := r.Status()
