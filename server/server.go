@@ -196,7 +196,8 @@ func (s *Server) Serve(lis net.Listener) error {
 //
 // Shutdown returns ctx's error when the server had to be stopped hard, and
 // the deregistration error (the instance then leaves with its lease), else
-// nil. It does not close the registrar. Later calls return
+// nil. Each step is logged at Info (WithLogger), so an operator sees the
+// way out. It does not close the registrar. Later calls return
 // ErrServerClosed. A Server cannot be reused.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
@@ -219,12 +220,16 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	in, registered := s.advertised, s.advertised.Name != ""
 	s.mu.Unlock()
 
+	begun := time.Now()
 	s.health.Shutdown()
 	var errs []error
 	if registered {
+		s.log.Info("shutting down: health NOT_SERVING; deregistering", "addr", in.Addr, "id", in.ID)
 		if err := s.reg.Deregister(ctx, in); err != nil {
 			errs = append(errs, fmt.Errorf("server: deregister: %w", err))
+			s.log.Warn("deregistration failed; the instance leaves when the registrar's lease ends", "error", err)
 		}
+		s.log.Info("draining: still serving while clients stop picking this instance", "drain_delay", s.opts.drainDelay)
 		timer := time.NewTimer(s.opts.drainDelay)
 		select {
 		case <-timer.C:
@@ -232,6 +237,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			timer.Stop()
 		}
 	}
+	s.log.Info("stopping: open streams end with UNAVAILABLE; waiting for calls in flight")
 	s.drain()
 	stopped := make(chan struct{})
 	go func() {
@@ -244,7 +250,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.gs.Stop()
 		<-stopped
 		errs = append(errs, fmt.Errorf("server: graceful stop cut short: %w", ctx.Err()))
+		s.log.Warn("shutdown deadline passed; connections closed with calls in flight", "took", time.Since(begun).Round(time.Millisecond))
+		return errors.Join(errs...)
 	}
+	s.log.Info("stopped", "took", time.Since(begun).Round(time.Millisecond))
 	return errors.Join(errs...)
 }
 
@@ -282,6 +291,7 @@ func Run(ctx context.Context, s *Server, lis net.Listener, timeout time.Duration
 		return err
 	case <-ctx.Done():
 	}
+	s.log.Info("shutdown requested (SIGINT, SIGTERM or the context ended)", "timeout", timeout)
 	sctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	err := s.Shutdown(sctx)
