@@ -225,7 +225,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	var errs []error
 	if registered {
 		s.log.Info("shutting down: health NOT_SERVING; deregistering", "addr", in.Addr, "id", in.ID)
-		if err := s.reg.Deregister(ctx, in); err != nil {
+		if err := s.reg.Deregister(ctx, in.Name, in.ID); err != nil {
 			errs = append(errs, fmt.Errorf("server: deregister: %w", err))
 			s.log.Warn("deregistration failed; the instance leaves when the registrar's lease ends", "error", err)
 		}

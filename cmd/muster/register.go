@@ -195,7 +195,7 @@ func runRegister(ctx context.Context, g *globalOptions, o registerOptions, check
 		if want {
 			err = reg.Register(rctx, o.in)
 		} else {
-			err = reg.Deregister(rctx, o.in)
+			err = reg.Deregister(rctx, o.in.Name, o.in.Normalize().ID)
 		}
 		switch {
 		case err == nil || errors.Is(err, registry.ErrPending):

@@ -122,7 +122,7 @@ func TestMemberRestartKeepsRegistrationAndDiscovery(t *testing.T) {
 		t.Fatalf("Register after restart: %v", err)
 	}
 	registrytest.WaitFor(t, w, "b after restart", registrytest.HasIDs("a", "b"))
-	if err := r.Deregister(ctx, instance("svc", "a", 9001)); err != nil {
+	if err := r.Deregister(ctx, "svc", "a"); err != nil {
 		t.Fatal(err)
 	}
 	registrytest.WaitFor(t, w, "a gone after restart", registrytest.HasIDs("b"))
@@ -177,7 +177,7 @@ func TestDeregisterWhileEtcdIsDownCompletesLater(t *testing.T) {
 	m := c.Members()[0]
 	m.Reset() // etcd down: the request never reaches it, so only a retry can delete
 	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-	err := r.Deregister(short, instance("svc", "a", 9000))
+	err := r.Deregister(short, "svc", "a")
 	cancel()
 	if !errors.Is(err, registry.ErrPending) {
 		t.Fatalf("Deregister with etcd unreachable = %v, want ErrPending", err)
