@@ -14,7 +14,7 @@ import (
 
 // The lines an operator reads when etcd is back.
 const (
-	registeredAgain = "registered again after an etcd outage"
+	registeredAgain = "registered again after an outage"
 	watchResumed    = "watch resumed; list current again"
 )
 

@@ -119,7 +119,7 @@ func (r *Registrar) logRecovery() {
 	case st.Instances == 0:
 		r.log.Info("etcd answers again; nothing to register", "outage", seconds(d), "failed_attempts", failures)
 	case r.registeredOnce:
-		r.log.Info("registered again after an etcd outage", "instances", st.Instances,
+		r.log.Info("registered again after an outage", "instances", st.Instances,
 			"outage", seconds(d), "failed_attempts", failures, "lease", fmt.Sprintf("%x", st.Session))
 	default:
 		r.log.Info("registered once etcd answered", "instances", st.Instances,
