@@ -35,8 +35,9 @@ func TestDemoRunsHeadlessAndKeepsItsPromises(t *testing.T) {
 	if strings.Contains(text, "\033[") {
 		t.Fatalf("output to a non-terminal has escape codes")
 	}
-	// Measured from the crash, which cannot revoke the lease: between the
-	// last renewal's expiry (TTL 2s, renewed every 667ms) and TTL + 1s.
+	// Measured from the crash, which cannot revoke the lease: about the
+	// TTL (2s, renewed every 667ms, so at least 1.33s), at most TTL + 1s;
+	// below TTL/2 the "crash" revoked it.
 	m := regexp.MustCompile(`gone (\S+) after the crash`).FindStringSubmatch(summary)
 	if m == nil {
 		t.Fatalf("summary has no crash figure:\n%s", summary)
@@ -45,8 +46,8 @@ func TestDemoRunsHeadlessAndKeepsItsPromises(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if gone < 1333*time.Millisecond || gone > 3*time.Second {
-		t.Fatalf("the crashed backend was gone %v after the crash, want 1.333s..3s (TTL 2s)", gone)
+	if gone < time.Second || gone > 3*time.Second {
+		t.Fatalf("the crashed backend was gone %v after the crash, want 1s..3s (TTL 2s)", gone)
 	}
 	// The intro says what comes, and the legend what the columns mean,
 	// before the first table.

@@ -15,8 +15,8 @@ import (
 )
 
 // TestCrashLeavesWithTheLease: a crashed backend cannot revoke its lease,
-// so its key goes when the lease expires: between the TTL and TTL + 1s
-// after the crash, measured from the crash.
+// so its key goes when the lease expires, about the TTL after the crash
+// (less the time since the last renewal), measured from the crash.
 func TestCrashLeavesWithTheLease(t *testing.T) {
 	dir := t.TempDir()
 	ecfg, err := etcdConfig(dir)
@@ -53,8 +53,11 @@ func TestCrashLeavesWithTheLease(t *testing.T) {
 	case at := <-gone:
 		took := at.Sub(crashed)
 		t.Logf("gone %v after the crash (TTL %v)", took.Round(time.Millisecond), leaseTTL)
-		if took < leaseTTL-leaseTTL/3 || took > leaseTTL+time.Second {
-			t.Fatalf("gone %v after the crash, want between TTL - TTL/3 = %v (the last renewal) and TTL + 1s = %v", took, leaseTTL-leaseTTL/3, leaseTTL+time.Second)
+		// Renewed every TTL/3, the lease outlives the crash by at least
+		// 2/3 of the TTL; TTL/2 leaves room for late renewals on a busy
+		// machine and still fails a revocation (milliseconds).
+		if took < leaseTTL/2 || took > leaseTTL+time.Second {
+			t.Fatalf("gone %v after the crash, want between TTL/2 = %v and TTL + 1s = %v", took, leaseTTL/2, leaseTTL+time.Second)
 		}
 	case <-ctx.Done():
 		t.Fatal("the crashed backend's key was not deleted within 10s")

@@ -39,6 +39,7 @@ func TestRecoveryIsLoggedOnceWithTheOutage(t *testing.T) {
 	// within the TTL and starts its outage.
 	waitStatus(t, r, 10*time.Second, "the registrar unregistered while etcd is stopped",
 		func(st registry.RegistrarStatus) bool { return !st.Registered })
+	lostSeen := time.Now()
 	// The outage itself, not a wait for an event: etcd stays down a
 	// second longer, so the logged length is clearly more than rounding.
 	time.Sleep(time.Second)
@@ -65,14 +66,15 @@ func TestRecoveryIsLoggedOnceWithTheOutage(t *testing.T) {
 		logs       *lockedBuffer
 		min, max   time.Duration
 	}{
-		// The registrar counts from the last lease renewal etcd
-		// answered (at most TTL/3 + TTL/6 = 1s before the stop): at
-		// least as long as etcd was stopped, at most that second more
-		// than the time from the stop to the recovery. The discovery
-		// counts from the silence it noticed. 200ms of rounding and
-		// scheduling either way.
-		{"registrar", registeredAgain, regLogs, restarting.Sub(stopped) - 200*time.Millisecond, back.Sub(stopped) + 1200*time.Millisecond},
-		{"discovery", watchResumed, discLogs, restarting.Sub(staleSeen) - 200*time.Millisecond, back.Sub(stopped) + 200*time.Millisecond},
+		// Each outage starts no later than the test saw it (the
+		// registrar unregistered, the snapshot stale) and ends after
+		// the restart: that much at least. The registrar counts from a
+		// TTL before the lease's loss, no earlier than the last renewal
+		// etcd answered (at most TTL/3 + TTL/6 = 1s before the stop);
+		// the discovery from the silence it noticed, after the stop:
+		// that much at most. 100ms of rounding either way.
+		{"registrar", registeredAgain, regLogs, restarting.Sub(lostSeen) - 100*time.Millisecond, back.Sub(stopped) + 1100*time.Millisecond},
+		{"discovery", watchResumed, discLogs, restarting.Sub(staleSeen) - 100*time.Millisecond, back.Sub(stopped) + 100*time.Millisecond},
 	} {
 		l.logs.mu.Lock()
 		text := l.logs.b.String()
