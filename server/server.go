@@ -44,6 +44,7 @@ type Server struct {
 	drainCtx context.Context // done when open streams must end
 	drain    context.CancelFunc
 	ready    chan struct{}
+	pending  sync.WaitGroup // logRegistered, while it waits
 
 	mu         sync.Mutex
 	started    bool
@@ -159,6 +160,10 @@ func (s *Server) Serve(lis net.Listener) error {
 		s.log.Info("serving and registered", "addr", in.Addr)
 	case errors.Is(err, registry.ErrPending):
 		s.log.Warn("serving; registration pending until the registry answers", "addr", in.Addr, "error", err)
+		if sr, ok := s.reg.(registry.StatusReporter); ok {
+			s.pending.Add(1)
+			go s.logRegistered(sr, time.Now())
+		}
 	default:
 		close(s.ready)
 		s.gs.Stop()
@@ -171,6 +176,8 @@ func (s *Server) Serve(lis net.Listener) error {
 	close(s.ready)
 
 	err = <-served
+	s.drain() // ends logRegistered if the server stopped on its own
+	s.pending.Wait()
 	s.mu.Lock()
 	shut := s.shutdown
 	s.mu.Unlock()
@@ -239,6 +246,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.log.Info("stopping: open streams end with UNAVAILABLE; waiting for calls in flight")
 	s.drain()
+	s.pending.Wait()
 	stopped := make(chan struct{})
 	go func() {
 		s.gs.GracefulStop()
@@ -255,6 +263,16 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.log.Info("stopped", "took", time.Since(begun).Round(time.Millisecond))
 	return errors.Join(errs...)
+}
+
+// logRegistered waits until a registration that was pending when Serve
+// started is written, and logs it once with how long it took; it gives up
+// when the server drains.
+func (s *Server) logRegistered(sr registry.StatusReporter, since time.Time) {
+	defer s.pending.Done()
+	if sr.WaitRegistered(s.drainCtx) == nil {
+		s.log.Info("registered; the registry answered", "pending_for", time.Since(since).Round(100*time.Millisecond))
+	}
 }
 
 // endStreamsOnDrain gives each stream a context that ends when the server

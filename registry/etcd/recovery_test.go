@@ -76,9 +76,7 @@ func TestRecoveryIsLoggedOnceWithTheOutage(t *testing.T) {
 		{"registrar", registeredAgain, regLogs, restarting.Sub(lostSeen) - 100*time.Millisecond, back.Sub(stopped) + 1100*time.Millisecond},
 		{"discovery", watchResumed, discLogs, restarting.Sub(staleSeen) - 100*time.Millisecond, back.Sub(stopped) + 100*time.Millisecond},
 	} {
-		l.logs.mu.Lock()
-		text := l.logs.b.String()
-		l.logs.mu.Unlock()
+		text := l.logs.String()
 		lines := regexp.MustCompile(`(?m)^.*`+regexp.QuoteMeta(l.line)+`.*$`).FindAllString(text, -1)
 		if len(lines) != 1 {
 			t.Fatalf("%s: %d lines with %q, want exactly one; logs:\n%s", l.name, len(lines), l.line, text)
