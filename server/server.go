@@ -117,7 +117,7 @@ func (s *Server) ListenAndServe(addr string) error {
 //
 // If the registry does not answer within the register timeout
 // (WithRegisterTimeout), Serve serves on and the registrar registers the
-// instance as soon as the registry answers. An instance the registrar
+// instance as soon as the registry answers; both are logged. An instance the registrar
 // refuses (invalid, permission denied) stops the server and is returned.
 // Serve blocks until the server stops; after Shutdown it returns
 // ErrServerClosed. A Server serves once.

@@ -188,6 +188,11 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	defer func() { stopLoad(); loadWG.Wait() }()
 
 	sc.st, sc.cli, sc.start = st, cli, time.Now()
+	defer func() {
+		if sc.crash.stop != nil {
+			sc.crash.stop() // the scenario ended before judging the crash
+		}
+	}()
 	sc.intro = intro(cfg, endpoint)
 	if !cfg.Interactive {
 		// On a terminal every redraw shows it at the top instead.
@@ -393,8 +398,11 @@ func (sc *scenario) judgeSlow(slow *backend) {
 func watchDeletion(ctx context.Context, cli *clientv3.Client, key string) (<-chan time.Time, error) {
 	wch := cli.Watch(ctx, key, clientv3.WithFilterPut(), clientv3.WithCreatedNotify())
 	created, ok := <-wch
-	if !ok || created.Err() != nil {
-		return nil, fmt.Errorf("demo: watch %s: %v", key, created.Err())
+	if !ok {
+		return nil, fmt.Errorf("demo: watch %s: ended before it was created", key)
+	}
+	if err := created.Err(); err != nil {
+		return nil, fmt.Errorf("demo: watch %s: %w", key, err)
 	}
 	gone := make(chan time.Time, 1)
 	go func() {
