@@ -34,11 +34,13 @@ type Registrar interface {
 	// error says why. Registering an instance with the same name and ID
 	// again replaces its value.
 	Register(ctx context.Context, in Instance) error
-	// Deregister removes the instance with in's Name and ID (ID defaulting
-	// to Addr, as in Normalize) from the set and deletes it from the
-	// backend, returning once it is deleted or ctx ends. Deregistering an
-	// unknown instance is not an error.
-	Deregister(ctx context.Context, in Instance) error
+	// Deregister removes the instance of service name with ID id (the ID
+	// it was registered under: Instance.Normalize defaults it to Addr) from
+	// the set and deletes it from the backend, returning once it is
+	// deleted or ctx ends. It takes the two parts of the instance's key,
+	// not an Instance, because nothing else identifies it. Deregistering
+	// an unknown instance is not an error.
+	Deregister(ctx context.Context, name, id string) error
 	// Close stops the registrar and removes every instance it registered at
 	// once (for etcd: it revokes the lease). It is idempotent: later calls
 	// do nothing and return the first call's result. Register after Close

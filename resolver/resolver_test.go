@@ -30,7 +30,7 @@ func TestRoundRobinFollowsTheRegistry(t *testing.T) {
 	conn := dial(t, grpc.WithResolvers(e.b), "muster:///greeter")
 	callUntil(t, conn, "every server called", hasAll(a.Addr, b.Addr, c.Addr))
 
-	if err := e.reg.Deregister(ctxFor(t, 5*time.Second), registry.Instance{Name: "greeter", ID: "b"}); err != nil {
+	if err := e.reg.Deregister(ctxFor(t, 5*time.Second), "greeter", "b"); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(time.Second) // the requirement: no call reaches b one second after it left
@@ -404,7 +404,7 @@ func TestSubsetLimitsAChannelsBackends(t *testing.T) {
 		leave = byAddr[addr]
 		break
 	}
-	if err := e.reg.Deregister(ctxFor(t, 5*time.Second), registry.Instance{Name: "greeter", ID: leave}); err != nil {
+	if err := e.reg.Deregister(ctxFor(t, 5*time.Second), "greeter", leave); err != nil {
 		t.Fatal(err)
 	}
 	callUntil(t, conn, "a replacement server called", func(c map[string]int) bool {

@@ -102,7 +102,7 @@ func BenchmarkDeregistrationReachesClients(b *testing.B) {
 			s.waitN(b, 2)
 		}
 		start := time.Now()
-		if err := reg.Deregister(ctx, leave); err != nil {
+		if err := reg.Deregister(ctx, leave.Name, leave.ID); err != nil {
 			b.Fatal(err)
 		}
 		var last time.Duration

@@ -44,6 +44,7 @@ type Server struct {
 	drainCtx context.Context // done when open streams must end
 	drain    context.CancelFunc
 	ready    chan struct{}
+	pending  sync.WaitGroup // logRegistered, while it waits
 
 	mu         sync.Mutex
 	started    bool
@@ -116,7 +117,7 @@ func (s *Server) ListenAndServe(addr string) error {
 //
 // If the registry does not answer within the register timeout
 // (WithRegisterTimeout), Serve serves on and the registrar registers the
-// instance as soon as the registry answers. An instance the registrar
+// instance as soon as the registry answers; both are logged. An instance the registrar
 // refuses (invalid, permission denied) stops the server and is returned.
 // Serve blocks until the server stops; after Shutdown it returns
 // ErrServerClosed. A Server serves once.
@@ -159,6 +160,10 @@ func (s *Server) Serve(lis net.Listener) error {
 		s.log.Info("serving and registered", "addr", in.Addr)
 	case errors.Is(err, registry.ErrPending):
 		s.log.Warn("serving; registration pending until the registry answers", "addr", in.Addr, "error", err)
+		if sr, ok := s.reg.(registry.StatusReporter); ok {
+			s.pending.Add(1)
+			go s.logRegistered(sr, time.Now())
+		}
 	default:
 		close(s.ready)
 		s.gs.Stop()
@@ -171,6 +176,8 @@ func (s *Server) Serve(lis net.Listener) error {
 	close(s.ready)
 
 	err = <-served
+	s.drain() // ends logRegistered if the server stopped on its own
+	s.pending.Wait()
 	s.mu.Lock()
 	shut := s.shutdown
 	s.mu.Unlock()
@@ -196,7 +203,8 @@ func (s *Server) Serve(lis net.Listener) error {
 //
 // Shutdown returns ctx's error when the server had to be stopped hard, and
 // the deregistration error (the instance then leaves with its lease), else
-// nil. It does not close the registrar. Later calls return
+// nil. Each step is logged at Info (WithLogger), so an operator sees the
+// way out. It does not close the registrar. Later calls return
 // ErrServerClosed. A Server cannot be reused.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
@@ -219,12 +227,16 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	in, registered := s.advertised, s.advertised.Name != ""
 	s.mu.Unlock()
 
+	begun := time.Now()
 	s.health.Shutdown()
 	var errs []error
 	if registered {
-		if err := s.reg.Deregister(ctx, in); err != nil {
+		s.log.Info("shutting down: health NOT_SERVING; deregistering", "addr", in.Addr, "id", in.ID)
+		if err := s.reg.Deregister(ctx, in.Name, in.ID); err != nil {
 			errs = append(errs, fmt.Errorf("server: deregister: %w", err))
+			s.log.Warn("deregistration failed; the instance leaves when the registrar's lease ends", "error", err)
 		}
+		s.log.Info("draining: still serving while clients stop picking this instance", "drain_delay", s.opts.drainDelay)
 		timer := time.NewTimer(s.opts.drainDelay)
 		select {
 		case <-timer.C:
@@ -232,7 +244,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			timer.Stop()
 		}
 	}
+	s.log.Info("stopping: open streams end with UNAVAILABLE; waiting for calls in flight")
 	s.drain()
+	s.pending.Wait()
 	stopped := make(chan struct{})
 	go func() {
 		s.gs.GracefulStop()
@@ -244,8 +258,21 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.gs.Stop()
 		<-stopped
 		errs = append(errs, fmt.Errorf("server: graceful stop cut short: %w", ctx.Err()))
+		s.log.Warn("shutdown deadline passed; connections closed with calls in flight", "took", time.Since(begun).Round(time.Millisecond))
+		return errors.Join(errs...)
 	}
+	s.log.Info("stopped", "took", time.Since(begun).Round(time.Millisecond))
 	return errors.Join(errs...)
+}
+
+// logRegistered waits until a registration that was pending when Serve
+// started is written, and logs it once with how long it took; it gives up
+// when the server drains.
+func (s *Server) logRegistered(sr registry.StatusReporter, since time.Time) {
+	defer s.pending.Done()
+	if sr.WaitRegistered(s.drainCtx) == nil {
+		s.log.Info("registered; the registry answered", "pending_for", time.Since(since).Round(100*time.Millisecond))
+	}
 }
 
 // endStreamsOnDrain gives each stream a context that ends when the server
@@ -282,6 +309,7 @@ func Run(ctx context.Context, s *Server, lis net.Listener, timeout time.Duration
 		return err
 	case <-ctx.Done():
 	}
+	s.log.Info("shutdown requested (SIGINT, SIGTERM or the context ended)", "timeout", timeout)
 	sctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	err := s.Shutdown(sctx)

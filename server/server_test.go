@@ -2,11 +2,14 @@ package server_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -115,7 +118,10 @@ func TestServerStartedWhileEtcdIsDown(t *testing.T) {
 	e := newEnv(t)
 	m := e.c.Members()[0]
 	m.Stop(t)
-	b := e.start(t, "a", server.WithRegisterTimeout(300*time.Millisecond))
+	// Written by Serve before Ready and by the wait for the registration,
+	// which Shutdown waits for: read after Shutdown.
+	logs := &bytes.Buffer{}
+	b := e.start(t, "a", server.WithRegisterTimeout(300*time.Millisecond), server.WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
 	addr := b.s.Instance().Addr
 
 	direct, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -134,6 +140,15 @@ func TestServerStartedWhileEtcdIsDown(t *testing.T) {
 	got, err := testbackend.Call(ctx, conn, grpc.WaitForReady(true))
 	if err != nil || got != addr {
 		t.Fatalf("call through discovery after etcd came back = %q, %v; want %s", got, err, addr)
+	}
+	if err := b.s.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The way back is logged once, after the pending line.
+	text := logs.String()
+	pending, back := strings.Index(text, "registration pending"), strings.Index(text, "registered; the registry answered")
+	if pending < 0 || back < pending || strings.Count(text, "registered; the registry answered") != 1 {
+		t.Fatalf("want one line of the registration after the pending one:\n%s", text)
 	}
 }
 

@@ -124,7 +124,7 @@ func (e *env) register(t *testing.T, service, id, addr, zone string, weight int,
 
 func (e *env) deregister(t *testing.T, service, id string) {
 	t.Helper()
-	if err := e.reg.Deregister(ctxFor(t, 10*time.Second), registry.Instance{Name: service, ID: id}); err != nil {
+	if err := e.reg.Deregister(ctxFor(t, 10*time.Second), service, id); err != nil {
 		t.Fatalf("deregister %s/%s: %v", service, id, err)
 	}
 }

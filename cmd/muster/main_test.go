@@ -192,7 +192,7 @@ func deregister(t *testing.T, r registry.Registrar, in registry.Instance) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
-	if err := r.Deregister(ctx, in); err != nil {
+	if err := r.Deregister(ctx, in.Name, in.Normalize().ID); err != nil {
 		t.Fatalf("Deregister %s/%s: %v", in.Name, in.ID, err)
 	}
 }

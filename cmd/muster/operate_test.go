@@ -120,7 +120,7 @@ func TestOperatorCommands(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	// An entry no registrar holds stays deleted.
-	if err := r.Deregister(ctx, registry.Instance{Name: "user", ID: "b", Addr: b.Addr}); err != nil {
+	if err := r.Deregister(ctx, "user", "b"); err != nil {
 		t.Fatal(err)
 	}
 	cli := newClient(t, s.endpoint)

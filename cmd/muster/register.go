@@ -323,7 +323,7 @@ func (sc *sidecar) apply(ctx context.Context, want bool, failed int) {
 	}
 	sc.want, sc.announced = false, false
 	reason := fmt.Sprintf("%d health checks failed in a row", failed)
-	switch err := sc.reg.Deregister(rctx, in); {
+	switch err := sc.reg.Deregister(rctx, in.Name, in.Normalize().ID); {
 	case err == nil:
 		sc.inEtcd = false
 		sc.log.Info("deregistered: " + reason)

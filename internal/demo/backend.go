@@ -19,14 +19,14 @@ import (
 // backend is one greeter instance with its own etcd client and registrar,
 // as its own process would have.
 type backend struct {
-	name, zone string
-	addr       string
-	cli        *clientv3.Client
-	reg        *etcd.Registrar
-	srv        *server.Server
-	served     chan error
-	delay      atomic.Int64 // added to each call, nanoseconds
-	state      atomic.Value // string shown in the table
+	name   string
+	addr   string
+	cli    *clientv3.Client
+	reg    *etcd.Registrar
+	srv    *server.Server
+	served chan error
+	delay  atomic.Int64 // added to each call, nanoseconds
+	state  atomic.Value // string shown in the table
 
 	stopOnce sync.Once
 }
@@ -50,7 +50,7 @@ func (g greeter) SayHello(ctx context.Context, req *greeterpb.HelloRequest) (*gr
 }
 
 // startBackend serves a greeter on a loopback port and registers it.
-func startBackend(endpoint, name, zone string, log *slog.Logger) (*backend, error) {
+func startBackend(endpoint, name string, log *slog.Logger) (*backend, error) {
 	cfg := etcd.ClientConfig(endpoint)
 	cfg.DialTimeout = 2 * time.Second
 	cli, err := clientv3.New(cfg)
@@ -63,9 +63,9 @@ func startBackend(endpoint, name, zone string, log *slog.Logger) (*backend, erro
 		cli.Close()
 		return nil, err
 	}
-	b := &backend{name: name, zone: zone, cli: cli, reg: reg, served: make(chan error, 1)}
+	b := &backend{name: name, cli: cli, reg: reg, served: make(chan error, 1)}
 	b.state.Store("serving")
-	b.srv, err = server.New(reg, registry.Instance{Name: service, ID: name, Zone: zone, Version: "v1"},
+	b.srv, err = server.New(reg, registry.Instance{Name: service, ID: name, Version: "v1"},
 		server.WithDrainDelay(time.Second), server.WithRegisterTimeout(time.Second), server.WithLogger(log))
 	if err != nil {
 		reg.Close()
@@ -85,14 +85,17 @@ func startBackend(endpoint, name, zone string, log *slog.Logger) (*backend, erro
 	return b, nil
 }
 
-// crash ends the backend the way a killed process ends: connections cut,
-// nothing deregistered; its lease expires.
+// crash ends the backend the way a killed process ends: its connections
+// to etcd and to clients cut at once, nothing deregistered, no lease
+// revoked; its key leaves when the lease expires, up to the TTL later.
 func (b *backend) crash() {
 	b.stopOnce.Do(func() {
 		b.state.Store("crashed")
+		b.cli.Close() // first: no renewal, no revocation from here on
 		b.srv.GRPC().Stop()
 		<-b.served
-		b.cli.Close() // no more keepalives
+		// Only ends the registrar's goroutine: with its client closed it
+		// cannot revoke the lease, as a killed process cannot.
 		_ = b.reg.Close()
 	})
 }

@@ -1,5 +1,5 @@
 // Package demo plays Muster's demonstration: an embedded etcd, greeter
-// backends in two zones registered through the server package, and a
+// backends registered through the server package, and a
 // client on muster:///greeter with muster_p2c, through a scripted scenario
 // of faults, with a live table and a verdict on each promise.
 package demo
@@ -99,6 +99,8 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 		cfg.Out = io.Discard
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	began := time.Now()
+	fmt.Fprintf(cfg.Out, "Muster demo: starting an embedded etcd, %d greeter backends and a client (a few seconds)...\n", cfg.Backends)
 
 	dir, err := os.MkdirTemp("", "muster-demo-")
 	if err != nil {
@@ -130,7 +132,7 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 		wg.Wait()
 	}()
 	for i := 0; i < cfg.Backends; i++ {
-		b, err := startBackend(endpoint, fmt.Sprintf("b%d", i+1), fmt.Sprintf("z%d", i%2+1), quiet)
+		b, err := startBackend(endpoint, fmt.Sprintf("b%d", i+1), quiet)
 		if err != nil {
 			return res, err
 		}
@@ -159,8 +161,7 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	}
 	defer conn.Close()
 
-	fmt.Fprintf(cfg.Out, "Muster demo: embedded etcd at %s; %d greeter backends in 2 zones; a client on muster:///%s with muster_p2c; %v.\n\n",
-		endpoint, cfg.Backends, service, cfg.Duration)
+	fmt.Fprintf(cfg.Out, "Started in %v.\n", time.Since(began).Round(100*time.Millisecond))
 
 	st := newStats()
 	st.setPhase("healthy")
@@ -187,6 +188,16 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	defer func() { stopLoad(); loadWG.Wait() }()
 
 	sc.st, sc.cli, sc.start = st, cli, time.Now()
+	defer func() {
+		if sc.crash.stop != nil {
+			sc.crash.stop() // the scenario ended before judging the crash
+		}
+	}()
+	sc.intro = intro(cfg, endpoint)
+	if !cfg.Interactive {
+		// On a terminal every redraw shows it at the top instead.
+		io.WriteString(cfg.Out, sc.intro+"\n")
+	}
 	if err := sc.play(ctx); err != nil {
 		return res, err
 	}
@@ -235,11 +246,18 @@ type scenario struct {
 	ecfg     embedetcd.Config
 	srv      *embedetcd.Server
 	start    time.Time
+	intro    string // what the demo does and what the table shows
 	phase    string
 	promises []Promise
 
-	mu        sync.Mutex
-	crashGone time.Duration // when the crashed backend left the registry
+	crash crashWatch // the crashed backend, from the crash until judged
+}
+
+// crashWatch follows a crashed backend's key from the moment of the crash.
+type crashWatch struct {
+	at   time.Time        // when the crash began
+	gone <-chan time.Time // receives when the key was deleted
+	stop func()           // ends the watch
 }
 
 // The timeline, as fractions of the duration.
@@ -279,9 +297,14 @@ func (sc *scenario) play(ctx context.Context) error {
 		{atCrash, func() error {
 			sc.judgeSlow(slow)
 			sc.enter("crash")
+			wctx, cancel := context.WithCancel(ctx)
+			gone, err := watchDeletion(wctx, sc.cli, registry.Key(registry.DefaultPrefix, service, crashed.name))
+			if err != nil {
+				cancel()
+				return err
+			}
+			sc.crash = crashWatch{at: time.Now(), gone: gone, stop: cancel}
 			crashed.crash()
-			bg.Add(1)
-			go func() { defer bg.Done(); sc.watchGone(crashed, time.Now()) }()
 			return nil
 		}},
 		{atEtcdDown, func() error {
@@ -297,7 +320,7 @@ func (sc *scenario) play(ctx context.Context) error {
 				return err
 			}
 			sc.srv = srv
-			b, err := startBackend(srv.Endpoint(), fmt.Sprintf("b%d", len(sc.backends)+1), "z2", sc.quiet)
+			b, err := startBackend(srv.Endpoint(), fmt.Sprintf("b%d", len(sc.backends)+1), sc.quiet)
 			if err != nil {
 				return err
 			}
@@ -369,29 +392,59 @@ func (sc *scenario) judgeSlow(slow *backend) {
 		"%s got %.1f%% of calls once settled (fair share %.0f%%)", slow.name, 100*share, 100*fair)
 }
 
-func (sc *scenario) watchGone(b *backend, crashed time.Time) {
-	key := registry.Key(registry.DefaultPrefix, service, b.name)
-	for time.Since(crashed) < 10*time.Second {
-		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-		resp, err := sc.cli.Get(ctx, key, clientv3.WithCountOnly())
-		cancel()
-		if err == nil && resp.Count == 0 {
-			sc.mu.Lock()
-			sc.crashGone = time.Since(crashed)
-			sc.mu.Unlock()
-			return
-		}
-		time.Sleep(100 * time.Millisecond) // polling the registry
+// watchDeletion watches key and returns a channel that receives the time
+// of its deletion, read as the event arrives. The watch is in place when
+// watchDeletion returns; it ends with ctx.
+func watchDeletion(ctx context.Context, cli *clientv3.Client, key string) (<-chan time.Time, error) {
+	wch := cli.Watch(ctx, key, clientv3.WithFilterPut(), clientv3.WithCreatedNotify())
+	created, ok := <-wch
+	if !ok {
+		return nil, fmt.Errorf("demo: watch %s: ended before it was created", key)
 	}
+	if err := created.Err(); err != nil {
+		return nil, fmt.Errorf("demo: watch %s: %w", key, err)
+	}
+	gone := make(chan time.Time, 1)
+	go func() {
+		for resp := range wch {
+			for _, ev := range resp.Events {
+				if ev.Type == clientv3.EventTypeDelete {
+					gone <- time.Now()
+					return
+				}
+			}
+		}
+	}()
+	return gone, nil
 }
 
 func (sc *scenario) judgeCrash() {
-	sc.mu.Lock()
-	gone := sc.crashGone
-	sc.mu.Unlock()
-	bound := leaseTTL + time.Second
-	sc.promise("a crashed backend leaves the registry within TTL + 1s", gone > 0 && gone <= bound,
-		"gone after %v (TTL %v)", gone.Round(time.Millisecond), leaseTTL)
+	// The lease outlives the crash by the TTL less the time since its
+	// last renewal (renewed every TTL/3); etcd expires it within a second
+	// more. Much sooner (TTL/2, with room for late renewals on a busy
+	// machine) would mean the "crash" revoked its lease.
+	earliest, bound := leaseTTL/2, leaseTTL+time.Second
+	defer sc.crash.stop()
+	const name = "a crashed backend leaves the registry when its lease expires, within TTL + 1s"
+	judge := func(at time.Time) {
+		gone := at.Sub(sc.crash.at)
+		sc.promise(name, gone >= earliest && gone <= bound,
+			"gone %v after the crash (TTL %v, renewed every %v: expected %v..%v)",
+			gone.Round(time.Millisecond), leaseTTL, (leaseTTL / 3).Round(time.Millisecond), earliest, bound)
+	}
+	deadline := time.NewTimer(max(time.Until(sc.crash.at.Add(bound)), 0))
+	defer deadline.Stop()
+	select {
+	case at := <-sc.crash.gone:
+		judge(at)
+	case <-deadline.C:
+		select {
+		case at := <-sc.crash.gone: // both were ready
+			judge(at)
+		default:
+			sc.promise(name, false, "still registered %v after the crash (TTL %v)", bound, leaseTTL)
+		}
+	}
 	ps := sc.st.phaseStats("crash")
 	sc.promise("a crash fails at most the calls in flight", ps.failures <= workers,
 		"%d of %d calls failed (%d in flight at most)", ps.failures, ps.calls, workers)
@@ -421,6 +474,7 @@ func (sc *scenario) draw() {
 	var b strings.Builder
 	if sc.cfg.Interactive {
 		b.WriteString("\033[H\033[2J")
+		b.WriteString(sc.intro + "\n")
 	}
 	elapsed := time.Since(sc.start).Round(time.Second)
 	fmt.Fprintf(&b, "t=%-4v phase: %s\n", elapsed, sc.phase)
@@ -433,20 +487,37 @@ func (sc *scenario) draw() {
 		names = append(names, be.name)
 	}
 	sort.Strings(names)
-	fmt.Fprintf(&b, "  %-4s %-4s %-12s %6s %9s %9s\n", "NAME", "ZONE", "STATE", "SHARE", "P50", "P99")
+	fmt.Fprintf(&b, "  %-4s %-12s %6s %9s %9s\n", "NAME", "STATE", "SHARE", "P50", "P99")
 	for _, be := range sc.backends {
 		r := rows[be.name]
 		share := 0.0
 		if sum > 0 {
 			share = 100 * float64(r.calls) / float64(sum)
 		}
-		fmt.Fprintf(&b, "  %-4s %-4s %-12s %5.1f%% %9s %9s\n", be.name, be.zone, be.state.Load(), share, fmtLatency(r.p50), fmtLatency(r.p99))
+		fmt.Fprintf(&b, "  %-4s %-12s %5.1f%% %9s %9s\n", be.name, be.state.Load(), share, fmtLatency(r.p50), fmtLatency(r.p99))
 	}
 	fmt.Fprintf(&b, "  total: %d calls, %d failed\n", total, failures)
 	if !sc.cfg.Interactive {
 		b.WriteString("\n")
 	}
 	io.WriteString(sc.cfg.Out, b.String())
+}
+
+// intro says what the demo runs, when each fault comes, and what the
+// table's columns mean.
+func intro(cfg Config, endpoint string) string {
+	at := func(f float64) time.Duration {
+		return time.Duration(f * float64(cfg.Duration)).Round(time.Second)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "Muster demo (%v): an embedded etcd at %s, %d greeter backends registered\n", cfg.Duration, endpoint, cfg.Backends)
+	fmt.Fprintf(&b, "through the server package (lease TTL %v), and a client on muster:///%s with\n", leaseTTL, service)
+	fmt.Fprintf(&b, "muster_p2c, calling from %d workers. At t=%v b1 turns slow; t=%v b2 crashes;\n", workers, at(atSlow), at(atCrash))
+	fmt.Fprintf(&b, "t=%v etcd stops; t=%v etcd is back and b%d joins; t=%v b3 shuts down gracefully.\n",
+		at(atEtcdDown), at(atEtcdUp), cfg.Backends+1, at(atShutdown))
+	b.WriteString("Every second: SHARE is each backend's share of the calls that succeeded in that\n")
+	fmt.Fprintf(&b, "second; P50 and P99 their latency (median, 99th percentile), shown from %d calls.\n", minCallsForPercentiles)
+	return b.String()
 }
 
 func fmtLatency(d time.Duration) string {

@@ -1,6 +1,7 @@
 package demo
 
 import (
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -52,10 +53,30 @@ func (s *stats) record(backend string, took time.Duration, err error) {
 	s.window[backend] = append(s.window[backend], took)
 }
 
+// minCallsForPercentiles is the fewest calls in a second for which the
+// live table shows a backend's latency percentiles: below it, P99 is the
+// slowest call and P50 one of a handful, figures that jump from second to
+// second.
+const minCallsForPercentiles = 20
+
 // row is one backend's line of the live table.
 type row struct {
-	calls    int
+	calls int
+	// p50 and p99 are the latency percentiles of the second's calls
+	// (nearest rank), 0 when there were fewer than
+	// minCallsForPercentiles.
 	p50, p99 time.Duration
+}
+
+// percentile returns the p-th percentile (0 < p <= 1) of sorted by the
+// nearest-rank method: the smallest value with at least p of the values
+// at or below it. It returns 0 for no values.
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	rank := int(math.Ceil(p * float64(len(sorted))))
+	return sorted[min(max(rank, 1), len(sorted))-1]
 }
 
 // second returns each backend's calls and latencies since the last call,
@@ -65,8 +86,12 @@ func (s *stats) second() (rows map[string]row, total, failures int) {
 	defer s.mu.Unlock()
 	rows = map[string]row{}
 	for b, lat := range s.window {
-		slices.Sort(lat)
-		rows[b] = row{calls: len(lat), p50: lat[len(lat)/2], p99: lat[(len(lat)-1)*99/100]}
+		r := row{calls: len(lat)}
+		if len(lat) >= minCallsForPercentiles {
+			slices.Sort(lat)
+			r.p50, r.p99 = percentile(lat, 0.50), percentile(lat, 0.99)
+		}
+		rows[b] = r
 	}
 	s.window = map[string][]time.Duration{}
 	return rows, s.total, s.failures

@@ -96,7 +96,7 @@ func TestLeaderKilled(t *testing.T) {
 	}
 	d := w.startBackend(t, "d")
 	registrytest.WaitFor(t, wt, "d registered after the kill", registrytest.HasIDs("a", "b", "c", "d"))
-	if err := d.reg.Deregister(context.Background(), inst("d")); err != nil {
+	if err := d.reg.Deregister(context.Background(), "greeter", "d"); err != nil {
 		t.Fatal(err)
 	}
 	registrytest.WaitFor(t, wt, "d deregistered after the kill", registrytest.HasIDs("a", "b", "c"))
@@ -214,7 +214,7 @@ func TestCompactionWhileStreamCut(t *testing.T) {
 		m.Reset()
 	}
 	registrytest.WaitFor(t, wt, "stale while cut off", func(s registry.Snapshot) bool { return s.Stale() })
-	if err := reg.Deregister(ctx, inst("a")); err != nil {
+	if err := reg.Deregister(ctx, "greeter", "a"); err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range []string{"c", "d"} {

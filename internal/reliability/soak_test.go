@@ -97,7 +97,7 @@ func TestChaosSoak(t *testing.T) {
 		default: // churn: register or deregister, without waiting for etcd
 			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 			if churnRegistered {
-				_ = churn.reg.Deregister(ctx, churnIn)
+				_ = churn.reg.Deregister(ctx, churnIn.Name, churnIn.ID)
 			} else {
 				_ = churn.reg.Register(ctx, churnIn)
 			}

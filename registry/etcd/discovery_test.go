@@ -42,7 +42,7 @@ func TestStalledDiscoveryReconcilesAfterCompaction(t *testing.T) {
 
 	m.Stall()
 	registrytest.WaitFor(t, w, "stale during the stall", func(s registry.Snapshot) bool { return s.Stale() })
-	if err := r.Deregister(ctx, instance("svc", "a", 9000)); err != nil {
+	if err := r.Deregister(ctx, "svc", "a"); err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range []string{"c", "d"} {
@@ -133,6 +133,12 @@ func (l *lockedBuffer) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 func (l *lockedBuffer) count(s string) int {

@@ -34,6 +34,13 @@
 // live instance out of traffic, drain it (SetOverride): a deleted key comes
 // back.
 //
+// While it fails, the registrar logs a warning per attempt with how long
+// it has been failing (failing_for) and when it tries next
+// (next_attempt_in); when every instance is written again it logs, once
+// per outage, "registered again after an outage" with the outage's length
+// (counted from the first failed attempt, or from a TTL before the loss of
+// a lease that expired unrenewed).
+//
 // # Discovery
 //
 // A Discovery loads a service with one linearizable Get at revision R and
@@ -45,9 +52,11 @@
 // progress intervals, 5s by default), it reads the service again,
 // publishes the difference and watches again, with backoff. While etcd is
 // unreachable the cache keeps the last known instances; the snapshot says
-// since when it is stale. A value that fails to decode or validate is
-// skipped, logged once and counted (Stats); the rest of the service is
-// served.
+// since when it is stale; each failed attempt is logged with stale_for and
+// next_attempt_in, and the first fresh list after it, once, as "watch
+// resumed; list current again" with stale_for. A value that fails to
+// decode or validate is skipped, logged once and counted (Stats); the rest
+// of the service is served.
 //
 // A frozen or partitioned member keeps its connections up, so the etcd
 // client keeps placing requests on it. After a silence, the reload and the

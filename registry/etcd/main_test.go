@@ -14,6 +14,7 @@ import (
 
 	"github.com/musterhq/muster/internal/testkit/etcdopts"
 	"github.com/musterhq/muster/internal/testkit/etcdtest"
+	"github.com/musterhq/muster/internal/testkit/registrytest"
 	"github.com/musterhq/muster/registry"
 	"github.com/musterhq/muster/registry/etcd"
 )
@@ -78,4 +79,20 @@ func rawKeys(t testing.TB, cli *clientv3.Client, prefix string) (keys []string, 
 
 func instance(name, id string, port int) registry.Instance {
 	return registry.Instance{Name: name, ID: id, Addr: fmt.Sprintf("127.0.0.1:%d", port)}
+}
+
+// registerAndWatch registers instance a of service svc with r and returns a
+// watch of svc through d that has seen it; the watch closes with the test.
+func registerAndWatch(t *testing.T, ctx context.Context, r *etcd.Registrar, d *etcd.Discovery) registry.Watcher {
+	t.Helper()
+	if err := r.Register(ctx, instance("svc", "a", 9001)); err != nil {
+		t.Fatal(err)
+	}
+	w, err := d.Watch(ctx, "svc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.Close() })
+	registrytest.WaitFor(t, w, "a", registrytest.HasIDs("a"))
+	return w
 }

@@ -95,7 +95,7 @@ func TestOverridesAreMergedKeptAndLeaveWithTheInstance(t *testing.T) {
 		t.Fatal(err)
 	}
 	registrytest.WaitFor(t, w, "a drained again", has("a", 0))
-	if err := r.Deregister(ctx, instance("svc", "a", 9000)); err != nil {
+	if err := r.Deregister(ctx, "svc", "a"); err != nil {
 		t.Fatal(err)
 	}
 	if keys, _ := rawKeys(t, cli, "/p/svc/a"); len(keys) != 0 {

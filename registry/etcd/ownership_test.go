@@ -101,7 +101,7 @@ func TestKeyDeletedByHandIsWrittenAgain(t *testing.T) {
 		}
 	}
 	// A deregistered key is not written again.
-	if err := r.Deregister(ctx, instance("svc", "b", 9000)); err != nil {
+	if err := r.Deregister(ctx, "svc", "b"); err != nil {
 		t.Fatal(err)
 	}
 	assertKeysStay(t, cli, "/p/svc/", []string{"/p/svc/a"}, 500*time.Millisecond)

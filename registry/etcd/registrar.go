@@ -71,6 +71,10 @@ type Registrar struct {
 	ls        *lease // the current lease's keepalive; nil without a lease
 	clusterID uint64 // the cluster the keys were last written to
 	lastWrite int64  // the revision of the last write seen there
+	// down is the current outage: since the first failed attempt or the
+	// lease's loss, until every instance is written again.
+	down           outage
+	registeredOnce bool // every instance was written once; later recoveries are "again"
 
 	closeOnce sync.Once
 	closeErr  error
@@ -174,21 +178,20 @@ func (r *Registrar) Register(ctx context.Context, in registry.Instance) error {
 	})
 }
 
-// Deregister removes the instance with in's Name and ID (ID defaulting to
-// Addr) and deletes its key, if the key is still bound to this registrar's
+// Deregister removes the instance of service name with ID id (as
+// registered: Register defaults the ID to the Addr) and deletes its key, if the key is still bound to this registrar's
 // lease. It returns once the key is deleted. If etcd does not answer before
 // ctx ends or the request timeout passes, the error matches
 // registry.ErrPending and the key is deleted when etcd answers, or expires
 // with the lease.
-func (r *Registrar) Deregister(ctx context.Context, in registry.Instance) error {
-	if err := registry.ValidateName(in.Name); err != nil {
+func (r *Registrar) Deregister(ctx context.Context, name, id string) error {
+	if err := registry.ValidateName(name); err != nil {
 		return err
 	}
-	in = in.Normalize()
-	if err := registry.ValidateID(in.ID); err != nil {
+	if err := registry.ValidateID(id); err != nil {
 		return err
 	}
-	key := registry.Key(r.opts.prefix, in.Name, in.ID)
+	key := registry.Key(r.opts.prefix, name, id)
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()

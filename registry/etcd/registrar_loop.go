@@ -47,11 +47,14 @@ func (r *Registrar) run() {
 				// attempt that waited for etcd to answer has waited
 				// already.
 				d := max(bo.Next()-time.Since(start), 0)
-				r.log.Warn("registration incomplete; retrying", "error", err, "retry_in", d)
+				r.down.fail(start)
+				r.log.Warn("registration incomplete; retrying", "error", err,
+					"failing_for", seconds(r.down.length(time.Now())), "next_attempt_in", d.Round(time.Millisecond))
 				retry.Reset(d)
 				retryC = retry.C
 			} else {
 				bo.Reset()
+				r.logRecovery()
 			}
 			own.follow(r.writtenServices())
 		}
@@ -88,8 +91,42 @@ func (r *Registrar) run() {
 				return
 			}
 			r.log.Warn("lease lost; re-registering under a new lease", "error", r.ls.Err())
+			lost := time.Now()
+			if errors.Is(r.ls.Err(), errLeaseExpired) {
+				// No renewal answered for a whole TTL: the outage
+				// began with the last renewal etcd answered.
+				lost = lost.Add(-r.ls.ttl)
+			}
+			r.down.fail(lost)
 			r.leaseLost()
 		}
+	}
+}
+
+// logRecovery logs, once per outage, that the registrar is back after one:
+// every instance written again under a live lease, with how long it took.
+// An outage counts from the first failed attempt or, when the lease
+// expired unrenewed, from the last renewal etcd answered.
+// Called by the run loop after a reconcile succeeded.
+func (r *Registrar) logRecovery() {
+	st := r.Status()
+	if st.Instances > 0 && !st.Registered {
+		return // a Register arrived meanwhile; the next reconcile ends the outage
+	}
+	d, failures, ok := r.down.end(time.Now())
+	switch {
+	case !ok:
+	case st.Instances == 0:
+		r.log.Info("etcd answers again; nothing to register", "outage", seconds(d), "failed_attempts", failures)
+	case r.registeredOnce:
+		r.log.Info("registered again after an outage", "instances", st.Instances,
+			"outage", seconds(d), "failed_attempts", failures, "lease", fmt.Sprintf("%x", st.Session))
+	default:
+		r.log.Info("registered once etcd answered", "instances", st.Instances,
+			"waited", seconds(d), "failed_attempts", failures, "lease", fmt.Sprintf("%x", st.Session))
+	}
+	if st.Registered {
+		r.registeredOnce = true
 	}
 }
 

@@ -60,6 +60,7 @@ func (r *Registrar) audit() error {
 	if resp.TTL <= 0 {
 		// The keepalive notices too; the key audit has nothing to check.
 		r.log.Warn("audit found the lease gone; re-registering under a new lease", "lease", fmt.Sprintf("%x", int64(lease)))
+		r.down.fail(time.Now())
 		r.leaseLost()
 		r.kick()
 		return nil

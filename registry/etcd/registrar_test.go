@@ -110,15 +110,7 @@ func TestMemberRestartKeepsRegistrationAndDiscovery(t *testing.T) {
 	// A long request timeout: recovery must not wait for it.
 	d := newDiscovery(t, cli, fast("/p", etcd.WithRequestTimeout(10*time.Second))...)
 	ctx := ctxFor(t, 60*time.Second)
-	if err := r.Register(ctx, instance("svc", "a", 9001)); err != nil {
-		t.Fatal(err)
-	}
-	w, err := d.Watch(ctx, "svc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	registrytest.WaitFor(t, w, "a", registrytest.HasIDs("a"))
+	w := registerAndWatch(t, ctx, r, d)
 
 	m := c.Members()[0]
 	m.Stop(t)
@@ -134,7 +126,7 @@ func TestMemberRestartKeepsRegistrationAndDiscovery(t *testing.T) {
 		t.Fatalf("Register after restart: %v", err)
 	}
 	registrytest.WaitFor(t, w, "b after restart", registrytest.HasIDs("a", "b"))
-	if err := r.Deregister(ctx, instance("svc", "a", 9001)); err != nil {
+	if err := r.Deregister(ctx, "svc", "a"); err != nil {
 		t.Fatal(err)
 	}
 	registrytest.WaitFor(t, w, "a gone after restart", registrytest.HasIDs("b"))
@@ -189,7 +181,7 @@ func TestDeregisterWhileEtcdIsDownCompletesLater(t *testing.T) {
 	m := c.Members()[0]
 	m.Reset() // etcd down: the request never reaches it, so only a retry can delete
 	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-	err := r.Deregister(short, instance("svc", "a", 9000))
+	err := r.Deregister(short, "svc", "a")
 	cancel()
 	if !errors.Is(err, registry.ErrPending) {
 		t.Fatalf("Deregister with etcd unreachable = %v, want ErrPending", err)

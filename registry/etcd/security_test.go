@@ -123,7 +123,7 @@ func TestTLSRegistrarAndDiscovery(t *testing.T) {
 		t.Fatalf("Register over TLS: %v", err)
 	}
 	registrytest.WaitFor(t, w, "u1", registrytest.HasIDs("u1"))
-	if err := r.Deregister(ctx, instance("user", "u1", 9001)); err != nil {
+	if err := r.Deregister(ctx, "user", "u1"); err != nil {
 		t.Fatalf("Deregister over TLS: %v", err)
 	}
 	registrytest.WaitFor(t, w, "u1 gone", registrytest.HasIDs())
@@ -346,7 +346,7 @@ func TestAuthTokenExpiry(t *testing.T) {
 		})
 		if i > 1 {
 			prev := fmt.Sprintf("u%d", i-1)
-			if err := r.Deregister(ctx, instance("user", prev, 9000+i-1)); err != nil {
+			if err := r.Deregister(ctx, "user", prev); err != nil {
 				t.Fatalf("round %d: Deregister %s: %v", i, prev, err)
 			}
 			registrytest.WaitFor(t, wu, prev+" removed", registrytest.HasIDs("steady", id))
@@ -369,7 +369,7 @@ func TestAuthTokenExpiry(t *testing.T) {
 	// the refused watch's goroutine is not waited for properly.
 	_ = wb.Close()
 	last := instance("user", fmt.Sprintf("u%d", rounds), 9000+rounds)
-	if err := r.Deregister(ctx, last); err != nil {
+	if err := r.Deregister(ctx, last.Name, last.ID); err != nil {
 		t.Fatalf("Deregister %s: %v", last.ID, err)
 	}
 	registrytest.WaitFor(t, wu, last.ID+" removed", registrytest.HasIDs("steady"))

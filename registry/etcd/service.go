@@ -124,7 +124,8 @@ func (s *service) run(ctx context.Context) {
 		// The backoff counts from the attempt's start: a Get that
 		// waited for etcd to answer has waited already.
 		d := max(bo.Next()-time.Since(start), 0)
-		s.log.Warn("watch interrupted; reloading", "error", err, "retry_in", d)
+		s.log.Warn("watch interrupted; reloading", "error", err,
+			"stale_for", seconds(s.staleFor()), "next_attempt_in", d.Round(time.Millisecond))
 		t := time.NewTimer(d)
 		select {
 		case <-ctx.Done():
@@ -361,6 +362,11 @@ func (s *service) publish(rev int64) {
 	// Built outside the lock: only this goroutine writes the instances.
 	instances, changed := s.cache.next()
 	s.mu.Lock()
+	if s.snap.Stale() {
+		// Logged after the unlock: a handler may be slow.
+		stale, loaded := time.Since(s.snap.StaleSince), s.snap.Loaded
+		defer s.logRecovery(stale, loaded, len(instances))
+	}
 	defer s.mu.Unlock()
 	notify := changed || !s.snap.Loaded || s.snap.Stale()
 	notify = notify || s.snap.Generation != s.hist.gen
@@ -375,6 +381,27 @@ func (s *service) publish(rev int64) {
 	if notify {
 		s.notifyLocked()
 	}
+}
+
+// logRecovery logs the end of a stale stretch: once per outage, as the
+// snapshot stops being stale. loaded says whether a list had been loaded
+// before it.
+func (s *service) logRecovery(stale time.Duration, loaded bool, instances int) {
+	if !loaded {
+		s.log.Info("list loaded once etcd answered; following changes", "waited", seconds(stale), "instances", instances)
+		return
+	}
+	s.log.Info("watch resumed; list current again", "stale_for", seconds(stale), "instances", instances)
+}
+
+// staleFor is how long the snapshot has been stale, 0 if it is not.
+func (s *service) staleFor() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.snap.Stale() {
+		return 0
+	}
+	return time.Since(s.snap.StaleSince)
 }
 
 // markStale records that the snapshot may be behind etcd, keeping its

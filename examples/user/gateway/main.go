@@ -1,6 +1,8 @@
 // Command gateway is a small HTTP front for the example user service: it
 // finds the service's instances through Muster ("muster:///user") and
-// balances calls over them.
+// balances calls over them with muster_p2c, which follows each instance's
+// weight (so `muster drain` and `muster weight` show at once). It logs with
+// log/slog, key=value on stderr, like `muster serve`.
 //
 //	go run ./examples/user/gateway --endpoints http://127.0.0.1:2379 --listen 127.0.0.1:8080
 //	curl http://127.0.0.1:8080/users/1
@@ -11,7 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
-	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -26,6 +28,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/musterhq/muster/balancer/p2c"
 	"github.com/musterhq/muster/examples/user/userpb"
 	"github.com/musterhq/muster/registry/etcd"
 	"github.com/musterhq/muster/resolver"
@@ -37,24 +40,25 @@ func main() {
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, strings.Split(*endpoints, ","), *listen); err != nil {
-		fmt.Fprintln(os.Stderr, "gateway:", err)
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	if err := run(ctx, log, strings.Split(*endpoints, ","), *listen); err != nil {
+		log.Error("gateway stopped with an error", "error", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, endpoints []string, listen string) error {
+func run(ctx context.Context, log *slog.Logger, endpoints []string, listen string) error {
 	cli, err := clientv3.New(etcd.ClientConfig(endpoints...))
 	if err != nil {
 		return err
 	}
 	defer cli.Close()
-	disc, err := etcd.NewDiscovery(cli)
+	disc, err := etcd.NewDiscovery(cli, etcd.WithLogger(log))
 	if err != nil {
 		return err
 	}
 	defer disc.Close()
-	conn, err := dialUsers(disc)
+	conn, err := dialUsers(disc, log)
 	if err != nil {
 		return err
 	}
@@ -64,25 +68,41 @@ func run(ctx context.Context, endpoints []string, listen string) error {
 	if err != nil {
 		return err
 	}
+	log.Info("gateway listening", "addr", lis.Addr().String(), "target", usersTarget, "balancer", p2c.Name)
 	srv := &http.Server{Handler: newHandler(userpb.NewUserClient(conn)), ReadHeaderTimeout: 5 * time.Second}
+	stopped := make(chan struct{})
 	go func() {
+		defer close(stopped)
 		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		log.Info("shutting down: no new requests; waiting for requests in flight", "timeout", gatewayShutdown)
+		sctx, cancel := context.WithTimeout(context.Background(), gatewayShutdown)
 		defer cancel()
-		_ = srv.Shutdown(sctx)
+		if err := srv.Shutdown(sctx); err != nil {
+			log.Warn("requests still in flight at the deadline", "error", err)
+		}
 	}()
 	if err := srv.Serve(lis); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
+	<-stopped
+	log.Info("gateway stopped")
 	return nil
 }
 
-// dialUsers opens the channel to every instance of the user service.
-func dialUsers(disc *etcd.Discovery) (*grpc.ClientConn, error) {
-	return grpc.NewClient("muster:///user",
-		grpc.WithResolvers(resolver.NewBuilder(disc)),
+// usersTarget is the gRPC target of the user service.
+const usersTarget = "muster:///user"
+
+// gatewayShutdown bounds the wait for HTTP requests in flight on shutdown.
+const gatewayShutdown = 5 * time.Second
+
+// dialUsers opens the channel to every instance of the user service,
+// balanced by muster_p2c: fewer calls go to slow instances, none to one
+// drained to weight 0.
+func dialUsers(disc *etcd.Discovery, log *slog.Logger) (*grpc.ClientConn, error) {
+	return grpc.NewClient(usersTarget,
+		grpc.WithResolvers(resolver.NewBuilder(disc, resolver.WithLogger(log))),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"round_robin":{}}]}`))
+		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"`+p2c.Name+`":{}}]}`))
 }
 
 // newHandler serves GET /users/{id} as JSON.

@@ -62,43 +62,67 @@ func freeAddr(t *testing.T) string {
 	return lis.Addr().String()
 }
 
-func TestGatewayReachesEveryInstance(t *testing.T) {
-	c := etcdtest.Start(t)
-	a, b := startUser(t, c), startUser(t, c)
-
+// startGateway runs the gateway on a free port until the test ends and
+// returns its address.
+func startGateway(t *testing.T, c *etcdtest.Cluster) string {
+	t.Helper()
 	addr := freeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, c.Endpoints(), addr) }()
-	defer func() {
+	go func() { done <- run(ctx, quiet, c.Endpoints(), addr) }()
+	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("gateway run: %v", err)
 		}
-	}()
+	})
+	return addr
+}
 
+// getUser2 asks the gateway for user 2 and returns the instance that
+// answered; ok is false while the gateway does not accept connections yet.
+func getUser2(t *testing.T, addr string) (servedBy string, ok bool) {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/users/2")
+	if err != nil {
+		return "", false
+	}
+	var body map[string]string
+	err = json.NewDecoder(resp.Body).Decode(&body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || err != nil {
+		t.Fatalf("GET /users/2: %d %v", resp.StatusCode, err)
+	}
+	if body["name"] != "Grace Hopper" {
+		t.Fatalf("GET /users/2 = %v", body)
+	}
+	return body["served_by"], true
+}
+
+// reachBoth calls the gateway until both instances a and b have answered.
+func reachBoth(t *testing.T, addr, a, b string) {
+	t.Helper()
 	served := map[string]int{}
 	deadline := time.Now().Add(10 * time.Second)
 	for served[a] == 0 || served[b] == 0 {
 		if time.Now().After(deadline) {
 			t.Fatalf("after 10s the gateway reached %v, want both %s and %s", served, a, b)
 		}
-		resp, err := http.Get("http://" + addr + "/users/2")
-		if err != nil {
+		by, ok := getUser2(t, addr)
+		if !ok {
 			time.Sleep(20 * time.Millisecond) // the gateway is still starting
 			continue
 		}
-		var body map[string]string
-		err = json.NewDecoder(resp.Body).Decode(&body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK || err != nil {
-			t.Fatalf("GET /users/2: %d %v", resp.StatusCode, err)
-		}
-		if body["name"] != "Grace Hopper" {
-			t.Fatalf("GET /users/2 = %v", body)
-		}
-		served[body["served_by"]]++
+		served[by]++
 	}
+}
+
+func TestGatewayReachesEveryInstance(t *testing.T) {
+	c := etcdtest.Start(t)
+	a, b := startUser(t, c), startUser(t, c)
+	addr := startGateway(t, c)
+
+	reachBoth(t, addr, a, b)
 	resp, err := http.Get("http://" + addr + "/users/99")
 	if err != nil {
 		t.Fatal(err)
@@ -106,5 +130,38 @@ func TestGatewayReachesEveryInstance(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusNotFound {
 		t.Fatalf("GET /users/99 = %d, want 404", resp.StatusCode)
+	}
+}
+
+// TestDrainedInstanceGetsNoCalls: what `muster drain` does (an override
+// with weight 0) takes an instance out of the gateway's traffic, which a
+// weight-blind balancer such as round_robin would not.
+func TestDrainedInstanceGetsNoCalls(t *testing.T) {
+	c := etcdtest.Start(t)
+	a, b := startUser(t, c), startUser(t, c)
+	addr := startGateway(t, c)
+
+	reachBoth(t, addr, a, b)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	zero := 0
+	if err := etcd.SetOverride(ctx, c.Client(t), "user", a, registry.Override{Weight: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	// The drain reaches the gateway in milliseconds; then 50 calls in a
+	// row all go to b.
+	const want = 50
+	run := 0
+	for run < want {
+		if ctx.Err() != nil {
+			t.Fatalf("10s after draining %s, only %d calls in a row went to %s, want %d", a, run, b, want)
+		}
+		by, _ := getUser2(t, addr)
+		if by == b {
+			run++
+		} else {
+			run = 0
+		}
 	}
 }

@@ -1,6 +1,8 @@
 // Command server runs one instance of the example user service: it serves
 // gRPC, registers itself in etcd as "user" through Muster, and leaves
-// cleanly on SIGINT or SIGTERM.
+// cleanly on SIGINT or SIGTERM: it turns NOT_SERVING, deregisters, drains
+// and stops, logging each step (log/slog, key=value on stderr, like
+// `muster serve`).
 //
 //	go run ./examples/user/server --endpoints http://127.0.0.1:2379 --zone eu-1a
 package main
@@ -8,7 +10,6 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -30,25 +31,34 @@ func main() {
 	zone := flag.String("zone", "", "zone this instance runs in")
 	version := flag.String("version", "v1", "version this instance runs")
 	flag.Parse()
-	if err := run(context.Background(), strings.Split(*endpoints, ","), *listen, *zone, *version); err != nil {
-		fmt.Fprintln(os.Stderr, "server:", err)
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	if err := run(context.Background(), log, strings.Split(*endpoints, ","), *listen, *zone, *version); err != nil {
+		log.Error("user service stopped with an error", "error", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, endpoints []string, listen, zone, version string) error {
+func run(ctx context.Context, log *slog.Logger, endpoints []string, listen, zone, version string) error {
 	cli, err := clientv3.New(etcd.ClientConfig(endpoints...))
 	if err != nil {
 		return err
 	}
 	defer cli.Close()
-	reg, err := etcd.NewRegistrar(cli)
+	reg, err := etcd.NewRegistrar(cli, etcd.WithLogger(log))
 	if err != nil {
 		return err
 	}
-	defer reg.Close() // revokes the lease: gone from discovery at once
+	defer func() {
+		// Revokes the lease: whatever is still registered leaves
+		// discovery at once.
+		if err := reg.Close(); err != nil {
+			log.Warn("lease not revoked; registrations expire with its TTL", "error", err)
+			return
+		}
+		log.Info("registrar closed; lease revoked")
+	}()
 
-	s, err := server.New(reg, registry.Instance{Name: "user", Zone: zone, Version: version})
+	s, err := server.New(reg, registry.Instance{Name: "user", Zone: zone, Version: version}, server.WithLogger(log))
 	if err != nil {
 		return err
 	}
@@ -57,6 +67,6 @@ func run(ctx context.Context, endpoints []string, listen, zone, version string) 
 	if err != nil {
 		return err
 	}
-	slog.Info("user service listening", "addr", lis.Addr().String())
+	log.Info("user service listening", "addr", lis.Addr().String())
 	return server.Run(ctx, s, lis, 30*time.Second)
 }

@@ -123,14 +123,14 @@ func testLifecycle(t *testing.T, b Backend) {
 	if s.Instances[0].RegisteredAt.IsZero() {
 		t.Fatalf("RegisteredAt not set by the registrar")
 	}
-	if err := r.Deregister(ctx, inst("greeter", "b", 9001)); err != nil {
+	if err := r.Deregister(ctx, "greeter", "b"); err != nil {
 		t.Fatalf("Deregister: %v", err)
 	}
 	if got := b.Raw(t, "greeter"); len(got) != 2 {
 		t.Fatalf("after Deregister returned, raw keys are %v, want 2", got)
 	}
 	WaitFor(t, w, "b gone", HasIDs("a", "c"))
-	if err := r.Deregister(ctx, inst("greeter", "never", 1)); err != nil {
+	if err := r.Deregister(ctx, "greeter", "never"); err != nil {
 		t.Fatalf("Deregister of an unknown instance: %v", err)
 	}
 	if err := r.Close(); err != nil {
