@@ -137,7 +137,12 @@ With --xds-listen it also serves every registered service to xDS clients
 (gRPC in any language, xds:///<service>), as "muster xds" does, over TLS
 with --xds-cert and --xds-key (and client certificates signed by
 --xds-cacert required, if given); those files are read again when they
-change, so certificates rotate without a restart.`,
+change, so certificates rotate without a restart.
+
+On its metrics address (--metrics-listen) it serves /metrics, /healthz and
+the web console at /ui/: the services and their instances, live; read-only
+unless --console-admin-token-file names a file holding the token that lets
+an operator drain, undrain and weigh instances.`,
 		Example: `  muster serve
   muster serve --data-dir /var/lib/muster --listen-client-url http://0.0.0.0:2379
   muster serve --xds-listen 127.0.0.1:18000`,
