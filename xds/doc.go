@@ -67,6 +67,15 @@
 // configuration (ServerTLS reads one from the same files, once). Register
 // leaves credentials to the caller's grpc.Server.
 //
+// # Clients
+//
+// Clients lists the open ADS streams: each client's node ID and zone, when
+// its stream opened, the services it subscribes to and, per resource type,
+// the last version sent, the last version it accepted and its last NACK
+// with the error it gave. A stream is forgotten when it closes; what a
+// client sends is kept within bounds (at most 10,000 streams, 16 types per
+// stream, 1,000 names per type, 1 KiB per text).
+//
 // A Server is safe for concurrent use; Close is idempotent. Its counters
 // (Stats) are exported to Prometheus by metrics.XDS.
 package xds

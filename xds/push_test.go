@@ -22,16 +22,22 @@ import (
 // after 15 s.
 func waitStats(t *testing.T, cp *xds.Server, what string, cond func(xds.Stats) bool) xds.Stats {
 	t.Helper()
+	return poll(t, what, cp.Stats, cond)
+}
+
+// poll calls get until cond holds on its value, failing after 15 s.
+func poll[T any](t *testing.T, what string, get func() T, cond func(T) bool) T {
+	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		st := cp.Stats()
-		if cond(st) {
-			return st
+		v := get()
+		if cond(v) {
+			return v
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("after 15s, still not %s: %+v", what, st)
+			t.Fatalf("after 15s, still not %s: %+v", what, v)
 		}
-		time.Sleep(5 * time.Millisecond) // polling counters: no event to wait on
+		time.Sleep(5 * time.Millisecond) // polling a snapshot: no event to wait on
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -83,6 +84,8 @@ type stats struct {
 	tlsReloads, tlsReloadErrors atomic.Uint64
 	forgotten                   atomic.Uint64
 
+	table *clientTable
+
 	mu         sync.Mutex
 	pushes     map[string]*Pushes
 	deltaNodes map[int64]*corev3.Node // the node of each delta stream (only its first request carries it)
@@ -91,7 +94,7 @@ type stats struct {
 var _ serverv3.Callbacks = (*stats)(nil)
 
 func newStats(log *slog.Logger) *stats {
-	return &stats{log: log, pushes: map[string]*Pushes{}, deltaNodes: map[int64]*corev3.Node{}}
+	return &stats{log: log, table: newClientTable(), pushes: map[string]*Pushes{}, deltaNodes: map[int64]*corev3.Node{}}
 }
 
 func (st *stats) snapshot() Stats {
@@ -116,18 +119,26 @@ func (st *stats) snapshot() Stats {
 }
 
 // OnStreamOpen counts a client.
-func (st *stats) OnStreamOpen(context.Context, int64, string) error {
+func (st *stats) OnStreamOpen(_ context.Context, id int64, _ string) error {
 	st.clients.Add(1)
+	st.table.open(streamKey{id: id}, time.Now())
 	return nil
 }
 
 // OnStreamClosed counts a client gone.
-func (st *stats) OnStreamClosed(int64, *corev3.Node) { st.clients.Add(-1) }
+func (st *stats) OnStreamClosed(id int64, _ *corev3.Node) {
+	st.clients.Add(-1)
+	st.table.close(streamKey{id: id})
+}
 
 // OnStreamRequest counts a request, an ACK or a NACK; a NACK is logged with
 // the client's error.
 func (st *stats) OnStreamRequest(id int64, req *discoveryv3.DiscoveryRequest) error {
 	st.requests.Add(1)
+	st.table.request(streamKey{id: id}, request{
+		node: req.GetNode(), typeURL: req.GetTypeUrl(), nonce: req.GetResponseNonce(), acked: req.GetVersionInfo(),
+		nack: req.GetErrorDetail() != nil, errorDetail: req.GetErrorDetail().GetMessage(), names: req.GetResourceNames(),
+	}, time.Now())
 	if req.GetResponseNonce() == "" {
 		return nil
 	}
@@ -148,7 +159,8 @@ func (st *stats) nack(node *corev3.Node, attrs ...any) {
 }
 
 // OnStreamResponse counts the resources sent, per service.
-func (st *stats) OnStreamResponse(_ context.Context, _ int64, _ *discoveryv3.DiscoveryRequest, resp *discoveryv3.DiscoveryResponse) {
+func (st *stats) OnStreamResponse(_ context.Context, id int64, _ *discoveryv3.DiscoveryRequest, resp *discoveryv3.DiscoveryResponse) {
+	st.table.response(streamKey{id: id}, resp.GetTypeUrl(), resp.GetVersionInfo(), resp.GetNonce(), time.Now())
 	st.countPushes(resp.GetTypeUrl(), len(resp.GetResources()), func(i int) string {
 		return resourceName(resp.GetResources()[i].GetValue())
 	})
@@ -216,14 +228,16 @@ func (st *stats) OnFetchRequest(context.Context, *discoveryv3.DiscoveryRequest) 
 func (st *stats) OnFetchResponse(*discoveryv3.DiscoveryRequest, *discoveryv3.DiscoveryResponse) {}
 
 // OnDeltaStreamOpen counts a client.
-func (st *stats) OnDeltaStreamOpen(context.Context, int64, string) error {
+func (st *stats) OnDeltaStreamOpen(_ context.Context, id int64, _ string) error {
 	st.clients.Add(1)
+	st.table.open(streamKey{delta: true, id: id}, time.Now())
 	return nil
 }
 
 // OnDeltaStreamClosed counts a client gone.
 func (st *stats) OnDeltaStreamClosed(id int64, _ *corev3.Node) {
 	st.clients.Add(-1)
+	st.table.close(streamKey{delta: true, id: id})
 	st.mu.Lock()
 	delete(st.deltaNodes, id)
 	st.mu.Unlock()
@@ -242,6 +256,11 @@ func (st *stats) OnStreamDeltaRequest(id int64, req *discoveryv3.DeltaDiscoveryR
 		node = st.deltaNodes[id]
 	}
 	st.mu.Unlock()
+	st.table.request(streamKey{delta: true, id: id}, request{
+		node: node, typeURL: req.GetTypeUrl(), nonce: req.GetResponseNonce(),
+		nack: req.GetErrorDetail() != nil, errorDetail: req.GetErrorDetail().GetMessage(),
+		subscribe: req.GetResourceNamesSubscribe(), unsubscribe: req.GetResourceNamesUnsubscribe(),
+	}, time.Now())
 	switch {
 	case req.GetResponseNonce() == "":
 	case req.GetErrorDetail() == nil:
@@ -255,7 +274,8 @@ func (st *stats) OnStreamDeltaRequest(id int64, req *discoveryv3.DeltaDiscoveryR
 
 // OnStreamDeltaResponse counts the resources sent, per service (removals
 // are not counted).
-func (st *stats) OnStreamDeltaResponse(_ int64, _ *discoveryv3.DeltaDiscoveryRequest, resp *discoveryv3.DeltaDiscoveryResponse) {
+func (st *stats) OnStreamDeltaResponse(id int64, _ *discoveryv3.DeltaDiscoveryRequest, resp *discoveryv3.DeltaDiscoveryResponse) {
+	st.table.response(streamKey{delta: true, id: id}, resp.GetTypeUrl(), resp.GetSystemVersionInfo(), resp.GetNonce(), time.Now())
 	st.countPushes(resp.GetTypeUrl(), len(resp.GetResources()), func(i int) string {
 		return resp.GetResources()[i].GetName()
 	})
