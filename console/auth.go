@@ -125,10 +125,12 @@ type sessionInfo struct {
 	CSRF     string `json:"csrf,omitempty"`
 	// Prefix is the registry's key prefix, for the commands shown.
 	Prefix string `json:"prefix"`
+	// XDS is true when the console has the xDS clients page.
+	XDS bool `json:"xds"`
 }
 
 func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
-	info := sessionInfo{Admin: s.auth.enabled(), Prefix: s.opts.prefix}
+	info := sessionInfo{Admin: s.auth.enabled(), Prefix: s.opts.prefix, XDS: s.opts.xds != nil}
 	if _, sess, ok := s.auth.session(r, time.Now()); ok {
 		info.LoggedIn, info.CSRF = true, sess.csrf
 	}
@@ -157,7 +159,7 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 		Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode, MaxAge: int(sessionTTL.Seconds()),
 	})
 	s.opts.log.Info("console: login", "who", describeSession(id)+" from "+r.RemoteAddr)
-	writeJSON(w, http.StatusOK, sessionInfo{Admin: true, LoggedIn: true, CSRF: sess.csrf, Prefix: s.opts.prefix})
+	writeJSON(w, http.StatusOK, sessionInfo{Admin: true, LoggedIn: true, CSRF: sess.csrf, Prefix: s.opts.prefix, XDS: s.opts.xds != nil})
 }
 
 func (s *Server) handleLogout(w http.ResponseWriter, r *http.Request) {
@@ -168,7 +170,7 @@ func (s *Server) handleLogout(w http.ResponseWriter, r *http.Request) {
 	id, _, _ := s.auth.session(r, time.Now())
 	s.auth.logout(id)
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/ui/", MaxAge: -1})
-	writeJSON(w, http.StatusOK, sessionInfo{Admin: true, Prefix: s.opts.prefix})
+	writeJSON(w, http.StatusOK, sessionInfo{Admin: true, Prefix: s.opts.prefix, XDS: s.opts.xds != nil})
 }
 
 // decodeJSON reads r's JSON body into v, or answers 400 and returns

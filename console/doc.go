@@ -23,7 +23,14 @@
 // muster drain, undrain and weight (etcd.SetOverride, etcd.ClearOverride),
 // and is logged with who asked for what.
 //
-// Every value read from etcd is rendered as text by the page's script.
+// Given an xDS control plane (WithXDS), the console has a page of the
+// connected xDS clients: node, zone, since when, the services they follow
+// and, per resource type, the version sent, the version acknowledged and
+// the last rejection with the client's error. Its stream reads the list
+// every second and sends it when it changed.
+//
+// Every value read from etcd or sent by an xDS client is rendered as text
+// by the page's script.
 //
 // A Server is safe for concurrent use; Close ends its event streams and
 // its Discovery.

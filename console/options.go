@@ -29,6 +29,7 @@ type options struct {
 	log            *slog.Logger
 	requestTimeout time.Duration
 	relist         time.Duration
+	xds            XDSClients
 	err            error
 }
 
@@ -85,6 +86,19 @@ func WithLogger(l *slog.Logger) Option {
 			return
 		}
 		o.log = l
+	}
+}
+
+// WithXDS adds the page of the xDS clients connected to an xDS control
+// plane (an *xds.Server). The default is none: the console has no such
+// page. A nil value is an error.
+func WithXDS(cp XDSClients) Option {
+	return func(o *options) {
+		if cp == nil {
+			o.fail(errors.New("console: WithXDS: nil control plane"))
+			return
+		}
+		o.xds = cp
 	}
 }
 

@@ -65,6 +65,7 @@ func (s *Server) routes() *http.ServeMux {
 	mux.HandleFunc("POST /ui/api/action", s.handleAction)
 	mux.HandleFunc("GET /ui/api/services/events", s.handleFleetEvents)
 	mux.HandleFunc("GET /ui/api/service/events", s.handleServiceEvents)
+	mux.HandleFunc("GET /ui/api/xds/events", s.handleXDSEvents)
 	return mux
 }
 

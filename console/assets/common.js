@@ -100,6 +100,7 @@ async function initSession(onChange) {
     login.hidden = !s.admin || s.loggedIn;
     logout.hidden = !s.loggedIn;
     document.body.dataset.admin = s.loggedIn ? 'yes' : 'no';
+    document.getElementById('xds-link').hidden = !s.xds;
     onChange();
   };
   login.addEventListener('submit', async (e) => {

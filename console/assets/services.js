@@ -1,7 +1,8 @@
 'use strict';
 
 (function () {
-  if (new URLSearchParams(location.search).has('name')) return;
+  const params = new URLSearchParams(location.search);
+  if (params.has('name') || params.get('page') === 'xds') return;
   document.getElementById('services-view').hidden = false;
   document.title = 'Muster console · services';
   let state = { services: [] };
