@@ -63,7 +63,8 @@ func (c *consoleFlags) options() ([]console.Option, error) {
 
 // start runs a console on its own etcd client (cfg) and returns its route
 // and the function that stops it (idempotent).
-func (c *consoleFlags) start(cfg clientv3.Config, prefix string, timeout time.Duration, log *slog.Logger) (route, func(), error) {
+// extra are more console options.
+func (c *consoleFlags) start(cfg clientv3.Config, prefix string, timeout time.Duration, log *slog.Logger, extra ...console.Option) (route, func(), error) {
 	opts, err := c.options()
 	if err != nil {
 		return route{}, nil, err
@@ -74,6 +75,7 @@ func (c *consoleFlags) start(cfg clientv3.Config, prefix string, timeout time.Du
 	}
 	opts = append(opts, console.WithPrefix(prefix), console.WithRequestTimeout(timeout),
 		console.WithLogger(log.With("component", "muster.console")))
+	opts = append(opts, extra...)
 	srv, err := console.New(cli, opts...)
 	if err != nil {
 		cli.Close()
@@ -166,9 +168,10 @@ func runConsole(ctx context.Context, g *globalOptions, o consoleOptions, stderr 
 	return nil
 }
 
-// serveConsole starts serve's console on the embedded etcd at endpoint.
-func serveConsole(c consoleFlags, endpoint string, log *slog.Logger) (route, func(), error) {
-	r, stop, err := c.start(etcd.ClientConfig(endpoint), registry.DefaultPrefix, defaultTimeout, log)
+// serveConsole starts serve's console on the embedded etcd at endpoint,
+// with the extra options (the xDS clients page).
+func serveConsole(c consoleFlags, endpoint string, log *slog.Logger, extra ...console.Option) (route, func(), error) {
+	r, stop, err := c.start(etcd.ClientConfig(endpoint), registry.DefaultPrefix, defaultTimeout, log, extra...)
 	if err != nil {
 		return route{}, nil, fmt.Errorf("serve: %w", err)
 	}

@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/musterhq/muster/console"
 	"github.com/musterhq/muster/internal/embedetcd"
 	"github.com/musterhq/muster/metrics"
 	"github.com/musterhq/muster/registry/etcd"
@@ -140,8 +141,9 @@ with --xds-cert and --xds-key (and client certificates signed by
 change, so certificates rotate without a restart.
 
 On its metrics address (--metrics-listen) it serves /metrics, /healthz and
-the web console at /ui/: the services and their instances, live; read-only
-unless --console-admin-token-file names a file holding the token that lets
+the web console at /ui/: the services and their instances, live (and, with
+--xds-listen, the connected xDS clients with their acknowledged versions);
+read-only unless --console-admin-token-file names a file holding the token that lets
 an operator drain, undrain and weigh instances.`,
 		Example: `  muster serve
   muster serve --data-dir /var/lib/muster --listen-client-url http://0.0.0.0:2379
@@ -202,10 +204,28 @@ func runServe(ctx context.Context, o serveOptions, stderr io.Writer, ready func(
 	// registry per run (not the global one), so that serve can run twice
 	// in one process.
 	xdsMetrics := prometheus.NewRegistry()
+	stopXDS := func() {}
+	var consoleOpts []console.Option // the xDS clients page, if the control plane runs
+	if o.xdsAddr != "" {
+		cp, stop, err := serveXDS(srv.Endpoint(), xdsOptions{listen: o.xdsAddr, policy: string(xds.RoundRobin), tls: o.xdsTLS}, xdsMetrics, log)
+		if err != nil {
+			_ = srv.Close()
+			return fmt.Errorf("serve: %w", err)
+		}
+		consoleOpts = append(consoleOpts, console.WithXDS(cp))
+		// Called before etcd stops, so that the control plane's
+		// Discovery ends while etcd still answers.
+		stopXDS = func() {
+			if err := stop(); err != nil {
+				log.Error("stopping the xds control plane", "error", err)
+			}
+		}
+	}
 	stopUI := func() {}
 	if o.metricsAddr != "" {
-		ui, stopConsole, err := serveConsole(o.console, srv.Endpoint(), log)
+		ui, stopConsole, err := serveConsole(o.console, srv.Endpoint(), log, consoleOpts...)
 		if err != nil {
+			stopXDS()
 			_ = srv.Close()
 			return err
 		}
@@ -220,26 +240,12 @@ func runServe(ctx context.Context, o serveOptions, stderr io.Writer, ready func(
 			}
 		}, ui)
 		if err != nil {
+			stopXDS()
 			_ = srv.Close()
 			return fmt.Errorf("serve: --metrics-listen %s: %w", o.metricsAddr, err)
 		}
 		defer stop()
 		log.Info("metrics on http://" + addr + "/metrics, health on http://" + addr + "/healthz, console on http://" + addr + consolePath)
-	}
-	stopXDS := func() {}
-	if o.xdsAddr != "" {
-		stop, err := serveXDS(srv.Endpoint(), xdsOptions{listen: o.xdsAddr, policy: string(xds.RoundRobin), tls: o.xdsTLS}, xdsMetrics, log)
-		if err != nil {
-			_ = srv.Close()
-			return fmt.Errorf("serve: %w", err)
-		}
-		// Called before etcd stops, so that the control plane's
-		// Discovery ends while etcd still answers.
-		stopXDS = func() {
-			if err := stop(); err != nil {
-				log.Error("stopping the xds control plane", "error", err)
-			}
-		}
 	}
 	log.Info("ready, clients use --endpoints "+srv.Endpoint()+"; data in "+o.dataDir, "name", o.name)
 	if ready != nil {
@@ -310,22 +316,22 @@ func serveMetrics(addr string, extra prometheus.Gatherer, healthy func() error, 
 
 // serveXDS starts an xDS control plane as o says over every service of the
 // embedded etcd at endpoint, registers its collectors (and its Discovery's)
-// in reg, and returns the function that stops it.
-func serveXDS(endpoint string, o xdsOptions, reg prometheus.Registerer, log *slog.Logger) (stop func() error, err error) {
+// in reg, and returns it and the function that stops it.
+func serveXDS(endpoint string, o xdsOptions, reg prometheus.Registerer, log *slog.Logger) (cp *xds.Server, stop func() error, err error) {
 	cli, err := clientv3.New(etcd.ClientConfig(endpoint))
 	if err != nil {
-		return nil, fmt.Errorf("xds: etcd client: %w", err)
+		return nil, nil, fmt.Errorf("xds: etcd client: %w", err)
 	}
 	d, err := etcd.NewDiscovery(cli, etcd.WithLogger(log))
 	if err != nil {
 		cli.Close()
-		return nil, fmt.Errorf("xds: %w", err)
+		return nil, nil, fmt.Errorf("xds: %w", err)
 	}
 	cp, stopCP, err := startXDS(d, o, log)
 	if err != nil {
 		_ = d.Close()
 		cli.Close()
-		return nil, fmt.Errorf("--xds-listen: %w", err)
+		return nil, nil, fmt.Errorf("--xds-listen: %w", err)
 	}
 	if err := reg.Register(metrics.XDS(cp, nil)); err != nil {
 		log.Error("cannot register the xds metrics", "error", err)
@@ -333,7 +339,7 @@ func serveXDS(endpoint string, o xdsOptions, reg prometheus.Registerer, log *slo
 	if err := reg.Register(metrics.Discovery(d, nil)); err != nil {
 		log.Error("cannot register the xds discovery's metrics", "error", err)
 	}
-	return func() error {
+	return cp, func() error {
 		err := stopCP()
 		_ = d.Close()
 		cli.Close()

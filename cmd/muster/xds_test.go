@@ -160,7 +160,29 @@ func TestServeXDSListen(t *testing.T) {
 	}
 	t.Logf("register %v, first call %v", t1.Sub(t0), time.Since(t1))
 	checkXDSMetrics(t, s.stderr)
+	checkConsoleHasXDS(t, s.stderr)
 	s.stop(t)
+}
+
+// checkConsoleHasXDS checks that the console on the metrics address the
+// log in stderr gives has the xDS clients page.
+func checkConsoleHasXDS(t *testing.T, stderr interface{ String() string }) {
+	t.Helper()
+	m := regexp.MustCompile(`console on (http://[0-9.:]+/ui/)`).FindStringSubmatch(stderr.String())
+	if m == nil {
+		t.Fatalf("no console address logged:\n%s", stderr)
+	}
+	resp, err := (&http.Client{Timeout: waitTimeout}).Get(m[1] + "api/session")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var info struct {
+		XDS bool `json:"xds"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&info); err != nil || !info.XDS {
+		t.Errorf("console session %+v (error %v): want the xDS clients page", info, err)
+	}
 }
 
 // checkXDSMetrics scrapes the /metrics whose address the log in stderr
