@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -21,10 +22,11 @@ const csrfHeader = "X-CSRF-Token"
 // maxBody bounds the body of a request to the API.
 const maxBody = 1 << 20
 
-// auth holds the admin token and the sessions of those who logged in with
-// it.
+// auth holds the admin credentials (the token, the users' password
+// hashes) and the sessions of those who logged in with them.
 type auth struct {
-	token string // empty: read-only
+	token string // empty: no token
+	users users  // empty: no users
 
 	mu       sync.Mutex
 	sessions map[string]adminSession // by session ID
@@ -32,23 +34,39 @@ type auth struct {
 
 // adminSession is one login.
 type adminSession struct {
+	user    string // the user who logged in; empty for the admin token
 	csrf    string
 	expires time.Time
 }
 
-func newAuth(token string) *auth {
-	return &auth{token: token, sessions: map[string]adminSession{}}
+func newAuth(token string, u users) *auth {
+	return &auth{token: token, users: u, sessions: map[string]adminSession{}}
 }
 
 // enabled reports whether actions can be allowed at all.
-func (a *auth) enabled() bool { return a.token != "" }
+func (a *auth) enabled() bool { return a.token != "" || len(a.users) > 0 }
 
-// login checks token and, if it is the admin token, opens a session.
-func (a *auth) login(token string, now time.Time) (id string, s adminSession, ok bool) {
-	if !a.enabled() || subtle.ConstantTimeCompare([]byte(token), []byte(a.token)) != 1 {
+// credentials are what a login request presents: the admin token, or a
+// user and password.
+type credentials struct {
+	Token    string `json:"token,omitempty"`
+	User     string `json:"user,omitempty"`
+	Password string `json:"password,omitempty"`
+}
+
+// login checks c and, if it is the admin token or a user's password, opens
+// a session.
+func (a *auth) login(c credentials, now time.Time) (id string, s adminSession, ok bool) {
+	switch {
+	case c.User != "":
+		ok = a.users.check(c.User, c.Password)
+	case a.token != "":
+		ok = subtle.ConstantTimeCompare([]byte(c.Token), []byte(a.token)) == 1
+	}
+	if !ok {
 		return "", adminSession{}, false
 	}
-	id, s = rand.Text(), adminSession{csrf: rand.Text(), expires: now.Add(sessionTTL)}
+	id, s = rand.Text(), adminSession{user: c.User, csrf: rand.Text(), expires: now.Add(sessionTTL)}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for k, old := range a.sessions {
@@ -90,7 +108,7 @@ func (a *auth) authorize(r *http.Request, now time.Time) (who string, ok bool) {
 	if subtle.ConstantTimeCompare([]byte(r.Header.Get(csrfHeader)), []byte(s.csrf)) != 1 {
 		return "", false
 	}
-	return describeSession(id) + " from " + r.RemoteAddr, true
+	return describeSession(id, s.user) + " from " + r.RemoteAddr, true
 }
 
 // sameOrigin reports whether r's Origin header, if any, names the host r
@@ -110,9 +128,13 @@ func (a *auth) logout(id string) {
 	delete(a.sessions, id)
 }
 
-// describeSession names a session in logs without revealing its cookie.
-func describeSession(id string) string {
+// describeSession names a session, and its user if any, in logs without
+// revealing its cookie.
+func describeSession(id, user string) string {
 	sum := sha256.Sum256([]byte(id))
+	if user != "" {
+		return "user " + strconv.Quote(user) + " (session " + hex.EncodeToString(sum[:4]) + ")"
+	}
 	return "admin session " + hex.EncodeToString(sum[:4])
 }
 
@@ -123,43 +145,57 @@ type sessionInfo struct {
 	// LoggedIn is true when this browser holds an admin session.
 	LoggedIn bool   `json:"loggedIn"`
 	CSRF     string `json:"csrf,omitempty"`
+	// Users is true when operators log in with a user name and password.
+	Users bool `json:"users"`
+	// Token is true when an operator can log in with the admin token.
+	Token bool `json:"token"`
+	// User is the user of this browser's session, if it logged in as one.
+	User string `json:"user,omitempty"`
 	// Prefix is the registry's key prefix, for the commands shown.
 	Prefix string `json:"prefix"`
 	// XDS is true when the console has the xDS clients page.
 	XDS bool `json:"xds"`
 }
 
-func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
-	info := sessionInfo{Admin: s.auth.enabled(), Prefix: s.opts.prefix, XDS: s.opts.xds != nil}
-	if _, sess, ok := s.auth.session(r, time.Now()); ok {
-		info.LoggedIn, info.CSRF = true, sess.csrf
+// info is the session information for sess (nil: not logged in).
+func (s *Server) info(sess *adminSession) sessionInfo {
+	info := sessionInfo{Admin: s.auth.enabled(), Users: len(s.auth.users) > 0, Token: s.auth.token != "",
+		Prefix: s.opts.prefix, XDS: s.opts.xds != nil}
+	if sess != nil {
+		info.LoggedIn, info.CSRF, info.User = true, sess.csrf, sess.user
 	}
-	writeJSON(w, http.StatusOK, info)
+	return info
+}
+
+func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
+	var sess *adminSession
+	if _, found, ok := s.auth.session(r, time.Now()); ok {
+		sess = &found
+	}
+	writeJSON(w, http.StatusOK, s.info(sess))
 }
 
 func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 	if !s.auth.enabled() {
-		http.Error(w, "console: read-only: no admin token is configured", http.StatusForbidden)
+		http.Error(w, "console: read-only: no admin credential is configured", http.StatusForbidden)
 		return
 	}
-	var req struct {
-		Token string `json:"token"`
-	}
+	var req credentials
 	if !decodeJSON(w, r, &req) {
 		return
 	}
-	id, sess, ok := s.auth.login(req.Token, time.Now())
+	id, sess, ok := s.auth.login(req, time.Now())
 	if !ok {
-		s.opts.log.Warn("console: login refused", "from", r.RemoteAddr)
-		http.Error(w, "console: wrong admin token", http.StatusForbidden)
+		s.opts.log.Warn("console: login refused", "user", req.User, "from", r.RemoteAddr)
+		http.Error(w, "console: wrong admin token, user or password", http.StatusForbidden)
 		return
 	}
 	http.SetCookie(w, &http.Cookie{
 		Name: sessionCookie, Value: id, Path: "/ui/", HttpOnly: true,
 		Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode, MaxAge: int(sessionTTL.Seconds()),
 	})
-	s.opts.log.Info("console: login", "who", describeSession(id)+" from "+r.RemoteAddr)
-	writeJSON(w, http.StatusOK, sessionInfo{Admin: true, LoggedIn: true, CSRF: sess.csrf, Prefix: s.opts.prefix, XDS: s.opts.xds != nil})
+	s.opts.log.Info("console: login", "who", describeSession(id, sess.user)+" from "+r.RemoteAddr)
+	writeJSON(w, http.StatusOK, s.info(&sess))
 }
 
 func (s *Server) handleLogout(w http.ResponseWriter, r *http.Request) {
@@ -170,7 +206,7 @@ func (s *Server) handleLogout(w http.ResponseWriter, r *http.Request) {
 	id, _, _ := s.auth.session(r, time.Now())
 	s.auth.logout(id)
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/ui/", MaxAge: -1})
-	writeJSON(w, http.StatusOK, sessionInfo{Admin: true, Prefix: s.opts.prefix, XDS: s.opts.xds != nil})
+	writeJSON(w, http.StatusOK, s.info(nil))
 }
 
 // decodeJSON reads r's JSON body into v, or answers 400 and returns

@@ -15,13 +15,15 @@
 // page shows 500 instances a page; filters and batch actions apply to every
 // matching instance.
 //
-// Without an admin token (WithAdminToken) the console is read-only: it
-// offers no action and refuses every state-changing request with 403. With
-// one, an operator logs in with the token and gets a session cookie and a
-// CSRF token; an action needs both (and, when the browser sends an Origin,
+// Without an admin credential (WithAdminToken, WithAdminUsers) the console
+// is read-only: it offers no action and refuses every state-changing
+// request with 403. With one, an operator logs in with the token, or with
+// a user name and password checked against bcrypt hashes, and gets a
+// session cookie and a CSRF token; an action needs both (and, when the browser sends an Origin,
 // the console's own), writes the same override keys as
 // muster drain, undrain and weight (etcd.SetOverride, etcd.ClearOverride),
-// and is logged with who asked for what.
+// and is logged with who asked for what (the user's name, or the token's
+// session).
 //
 // Given an xDS control plane (WithXDS), the console has a page of the
 // connected xDS clients: node, zone, since when, the services they follow

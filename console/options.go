@@ -26,6 +26,7 @@ type Option func(*options)
 type options struct {
 	prefix         string
 	adminToken     string
+	users          users
 	log            *slog.Logger
 	requestTimeout time.Duration
 	relist         time.Duration
@@ -74,6 +75,24 @@ func WithAdminToken(token string) Option {
 			return
 		}
 		o.adminToken = token
+	}
+}
+
+// WithAdminUsers enables the actions for operators who log in with a user
+// name and password. htpasswd is the text of an htpasswd file of bcrypt
+// hashes (htpasswd -nB user): a line "user:hash" per user; blank lines and
+// lines starting with # are ignored. Actions are logged with the user's
+// name. The default is no user. A line that is not a user and a bcrypt
+// hash (a plain password, an MD5 or SHA hash), a user listed twice and a
+// text without any user are errors. It can be combined with
+// WithAdminToken.
+func WithAdminUsers(htpasswd string) Option {
+	return func(o *options) {
+		if err := ValidateAdminUsers(htpasswd); err != nil {
+			o.fail(err)
+			return
+		}
+		o.users, _ = parseUsers(htpasswd)
 	}
 }
 

@@ -47,7 +47,7 @@ func New(cli *clientv3.Client, opts ...Option) (*Server, error) {
 		return nil, fmt.Errorf("console: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Server{cli: cli, d: d, opts: o, ctx: ctx, cancel: cancel, auth: newAuth(o.adminToken)}
+	s := &Server{cli: cli, d: d, opts: o, ctx: ctx, cancel: cancel, auth: newAuth(o.adminToken, o.users)}
 	s.mux = s.routes()
 	return s, nil
 }

@@ -35,30 +35,48 @@ type route struct {
 
 // consoleFlags are the console's flags, shared by serve and console.
 type consoleFlags struct {
-	// tokenFile holds the admin token; empty: read-only.
+	// tokenFile holds the admin token; empty: none.
 	tokenFile string
+	// usersFile is an htpasswd file of bcrypt hashes; empty: none.
+	usersFile string
 }
 
 func (c *consoleFlags) addFlags(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&c.tokenFile, "console-admin-token-file", "",
-		"file holding the web console's admin token (at least 16 bytes); without it the console is read-only")
+		"file holding the web console's admin token (at least 16 bytes); without it or --console-admin-basic-auth-file the console is read-only")
+	cmd.Flags().StringVar(&c.usersFile, "console-admin-basic-auth-file", "",
+		"htpasswd file of bcrypt hashes (htpasswd -nB USER) of the operators who may log in to the web console's actions with a user name and password")
 }
 
-// options are the console options the flags ask for; reading the token
-// file's errors are usage errors.
+// enabled reports whether an admin credential is configured.
+func (c *consoleFlags) enabled() bool { return c.tokenFile != "" || c.usersFile != "" }
+
+// options are the console options the flags ask for; reading the files'
+// errors are usage errors.
 func (c *consoleFlags) options() ([]console.Option, error) {
-	if c.tokenFile == "" {
-		return nil, nil
+	var opts []console.Option
+	if c.tokenFile != "" {
+		data, err := os.ReadFile(c.tokenFile)
+		if err != nil {
+			return nil, usageErrorf("--console-admin-token-file: %v", err)
+		}
+		token := strings.TrimSpace(string(data))
+		if len(token) < 16 {
+			return nil, usageErrorf("--console-admin-token-file %s: the token has %d bytes, want at least 16", c.tokenFile, len(token))
+		}
+		opts = append(opts, console.WithAdminToken(token))
 	}
-	data, err := os.ReadFile(c.tokenFile)
-	if err != nil {
-		return nil, usageErrorf("--console-admin-token-file: %v", err)
+	if c.usersFile != "" {
+		data, err := os.ReadFile(c.usersFile)
+		if err != nil {
+			return nil, usageErrorf("--console-admin-basic-auth-file: %v", err)
+		}
+		if err := console.ValidateAdminUsers(string(data)); err != nil {
+			return nil, usageErrorf("--console-admin-basic-auth-file %s: %v", c.usersFile, err)
+		}
+		opts = append(opts, console.WithAdminUsers(string(data)))
 	}
-	token := strings.TrimSpace(string(data))
-	if len(token) < 16 {
-		return nil, usageErrorf("--console-admin-token-file %s: the token has %d bytes, want at least 16", c.tokenFile, len(token))
-	}
-	return []console.Option{console.WithAdminToken(token)}, nil
+	return opts, nil
 }
 
 // start runs a console on its own etcd client (cfg) and returns its route
@@ -106,12 +124,16 @@ does not answer. muster serve serves the same console on its --metrics-listen
 address.
 
 The console is read-only unless --console-admin-token-file names a file
-holding an admin token: whoever logs in with it can drain, undrain and weigh
-instances, one or every instance matching a filter, as muster drain, undrain
-and weight do. Each action is logged on stderr with the session that asked.
+holding an admin token, or --console-admin-basic-auth-file an htpasswd file
+of bcrypt hashes (lines user:hash, made by htpasswd -nB USER): whoever logs in
+with the token, or as one of those users with their password, can drain,
+undrain and weigh instances, one or every instance matching a filter, as
+muster drain, undrain and weight do. Each action is logged on stderr with the
+session (and user) that asked.
 It listens on loopback by default; put it behind TLS before exposing it.`,
 		Example: `  muster console --endpoints http://10.0.0.1:2379
-  muster console --listen 127.0.0.1:9090 --console-admin-token-file /etc/muster/console-token`,
+  muster console --listen 127.0.0.1:9090 --console-admin-token-file /etc/muster/console-token
+  muster console --console-admin-basic-auth-file /etc/muster/console-users`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if _, _, err := net.SplitHostPort(o.listen); err != nil {

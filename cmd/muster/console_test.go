@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/musterhq/muster/internal/testkit/browsertest"
 	"github.com/musterhq/muster/registry"
@@ -186,4 +187,55 @@ func TestConsoleOfServeResumesAfterServeRestarts(t *testing.T) {
 		browsertest.WaitJS(row("10.0.0.1:9001")+" && "+row("10.0.0.2:9002")),
 		browsertest.WaitJS(`document.querySelector('#banner').hidden`))
 	s2.stop(t)
+}
+
+// muster console --console-admin-basic-auth-file: an operator of the file
+// logs in with their password and acts, logged by name; a file that is not
+// of bcrypt hashes is a usage error.
+func TestConsoleCommandBasicAuthFile(t *testing.T) {
+	s := startServe(t, t.TempDir())
+	register(t, newRegistrar(t, s.endpoint), registry.Instance{Name: "payments", Addr: "10.0.0.1:9001"})
+	hash, err := bcrypt.GenerateFromPassword([]byte("correct horse"), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	users := filepath.Join(dir, "users")
+	if err := os.WriteFile(users, []byte("alice:"+string(hash)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	plain := filepath.Join(dir, "plain")
+	if err := os.WriteFile(plain, []byte("alice:correct horse\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	url := startConsole(t, s.endpoint, consoleOptions{listen: "127.0.0.1:0", consoleFlags: consoleFlags{usersFile: users}})
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &http.Client{Jar: jar, Timeout: waitTimeout}
+	if code, _ := post(t, c, url+"api/login", "", map[string]string{"user": "alice", "password": "wrong"}); code != http.StatusForbidden {
+		t.Errorf("login with a wrong password: status %d, want 403", code)
+	}
+	code, body := post(t, c, url+"api/login", "", map[string]string{"user": "alice", "password": "correct horse"})
+	var sess struct{ CSRF, User string }
+	if err := json.Unmarshal([]byte(body), &sess); code != http.StatusOK || err != nil || sess.CSRF == "" || sess.User != "alice" {
+		t.Fatalf("login: status %d, body %q", code, body)
+	}
+	action := map[string]any{"action": "drain", "service": "payments", "ids": []string{"10.0.0.1:9001"}}
+	if code, _ := post(t, c, url+"api/action", "", action); code != http.StatusForbidden {
+		t.Errorf("action without CSRF token: status %d, want 403", code)
+	}
+	if code, body := post(t, c, url+"api/action", sess.CSRF, action); code != http.StatusOK || !strings.Contains(body, `"done":1`) {
+		t.Fatalf("action: status %d, body %q", code, body)
+	}
+	for _, args := range [][]string{
+		{"console", "--console-admin-basic-auth-file", plain},
+		{"console", "--console-admin-basic-auth-file", filepath.Join(dir, "missing")},
+		{"serve", "--metrics-listen", "", "--console-admin-basic-auth-file", users},
+	} {
+		if r := run(args...); r.code != exitUsage || strings.Contains(r.stderr, "correct horse") {
+			t.Errorf("muster %v: exit code %d, want %d (usage) without the password; stderr:\n%s", args, r.code, exitUsage, r.stderr)
+		}
+	}
 }

@@ -112,8 +112,8 @@ func (o *serveOptions) validate(dataDirSet bool) error {
 	} else if o.xdsTLS.enabled() || o.xdsTLS.cacert != "" {
 		return usageErrorf("--xds-cert, --xds-key and --xds-cacert need --xds-listen")
 	}
-	if o.console.tokenFile != "" && o.metricsAddr == "" {
-		return usageErrorf("--console-admin-token-file needs --metrics-listen, where the console is served")
+	if o.console.enabled() && o.metricsAddr == "" {
+		return usageErrorf("--console-admin-token-file and --console-admin-basic-auth-file need --metrics-listen, where the console is served")
 	}
 	return o.xdsTLS.validate()
 }
@@ -144,7 +144,8 @@ On its metrics address (--metrics-listen) it serves /metrics, /healthz and
 the web console at /ui/: the services and their instances, live (and, with
 --xds-listen, the connected xDS clients with their acknowledged versions);
 read-only unless --console-admin-token-file names a file holding the token that lets
-an operator drain, undrain and weigh instances.`,
+an operator drain, undrain and weigh instances, or --console-admin-basic-auth-file
+an htpasswd file of bcrypt hashes (htpasswd -nB USER) of the operators who may.`,
 		Example: `  muster serve
   muster serve --data-dir /var/lib/muster --listen-client-url http://0.0.0.0:2379
   muster serve --xds-listen 127.0.0.1:18000`,

@@ -96,7 +96,9 @@ async function initSession(onChange) {
   const logout = document.getElementById('logout');
   const render = () => {
     const s = muster.session;
-    mode.textContent = !s.admin ? 'read-only' : (s.loggedIn ? 'admin' : 'read-only until you log in');
+    mode.textContent = !s.admin ? 'read-only' : (s.loggedIn ? (s.user ? 'admin: ' + s.user : 'admin') : 'read-only until you log in');
+    document.getElementById('user').hidden = !s.users;
+    document.getElementById('token').placeholder = !s.users ? 'admin token' : (s.token ? 'password, or admin token without user' : 'password');
     login.hidden = !s.admin || s.loggedIn;
     logout.hidden = !s.loggedIn;
     document.body.dataset.admin = s.loggedIn ? 'yes' : 'no';
@@ -106,8 +108,10 @@ async function initSession(onChange) {
   login.addEventListener('submit', async (e) => {
     e.preventDefault();
     const tok = document.getElementById('token');
+    const user = document.getElementById('user');
+    const creds = user.value ? { user: user.value, password: tok.value } : { token: tok.value };
     try {
-      muster.session = await api('login', { token: tok.value });
+      muster.session = await api('login', creds);
       tok.value = '';
     } catch (err) {
       mode.textContent = 'login failed: ' + err.message;
