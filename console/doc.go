@@ -10,8 +10,9 @@
 // Last-Event-ID is told whether it missed anything. A snapshot the registry
 // could not refresh is sent marked stale, and the page shows a banner. A
 // service page's stream also sends, every 5 seconds, when the instances'
-// leases run out (registrars renew them). The services page's stream lists
-// the services again every WithRelistInterval to find new ones. The service
+// leases run out (registrars renew them). The services pages are fed by
+// one follower of the fleet, shared by all the open pages, which lists the
+// services again every WithRelistInterval to find new ones. The service
 // page shows 500 instances a page; filters and batch actions apply to every
 // matching instance.
 //

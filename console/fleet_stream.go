@@ -11,7 +11,7 @@ import (
 	"github.com/musterhq/muster/registry"
 )
 
-// fleet follows every service for one services-page stream.
+// fleet follows every service for the services pages (see fleetHub).
 type fleet struct {
 	d interface {
 		registry.Discovery
@@ -113,51 +113,39 @@ func (f *fleet) close() {
 
 // handleFleetEvents streams the services page's state: a "state" event at
 // once and after each change (or "resumed" first if the client's
-// Last-Event-ID is the current revision).
+// Last-Event-ID is the current revision). Every stream sends what one
+// shared fleetHub follows.
 func (s *Server) handleFleetEvents(w http.ResponseWriter, r *http.Request) {
 	ctx, stop := s.streamContext(r)
 	defer stop()
-	f := &fleet{d: s.d, followed: map[string]*followed{}, notify: make(chan struct{}, 1)}
-	defer f.close()
+	changed, unsubscribe := s.fleet.subscribe()
+	defer unsubscribe()
 	es, err := startStream(w)
 	if err != nil {
 		return
 	}
 	last := lastEventID(r)
-	relist := time.NewTicker(s.opts.relist)
-	defer relist.Stop()
 	hb := time.NewTicker(heartbeat)
 	defer hb.Stop()
-	listErr := f.relist(ctx)
 	var sent []byte
 	for {
-		v, rev, loading := f.view(time.Now())
-		if listErr != nil {
-			v.Stale, v.Error = true, listErr.Error()
-		}
-		data, err := json.Marshal(v)
-		if err != nil {
-			return
-		}
 		// Until every service is loaded the page would show counts that
 		// are not known: wait, unless etcd is not answering.
-		if (!loading || v.Stale) && !bytes.Equal(data, sent) {
-			if sent == nil && last != 0 && rev == last && !v.Stale {
-				err = es.send("resumed", rev, resumed{Revision: rev})
+		if st := s.fleet.current(); st.ready && !bytes.Equal(st.data, sent) {
+			if sent == nil && last != 0 && st.rev == last && !st.stale {
+				err = es.send("resumed", st.rev, resumed{Revision: st.rev})
 			} else {
-				err = es.send("state", rev, json.RawMessage(data))
+				err = es.send("state", st.rev, json.RawMessage(st.data))
 			}
 			if err != nil {
 				return
 			}
-			sent = data
+			sent = st.data
 		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-f.notify:
-		case <-relist.C:
-			listErr = f.relist(ctx)
+		case <-changed:
 		case <-hb.C:
 			if es.comment() != nil {
 				return

@@ -127,9 +127,10 @@ func WithRequestTimeout(d time.Duration) Option {
 	return positive("WithRequestTimeout", d, func(o *options) { o.requestTimeout = d })
 }
 
-// WithRelistInterval sets how often the services page's stream lists the
-// services again to find new ones (changes of known services are pushed at
-// once). The default is 2s; a non-positive value is an error.
+// WithRelistInterval sets how often the console lists the services again
+// to find new ones for the services pages, once for all the open pages
+// (changes of known services are pushed at once). The default is 2s; a
+// non-positive value is an error.
 func WithRelistInterval(d time.Duration) Option {
 	return positive("WithRelistInterval", d, func(o *options) { o.relist = d })
 }

@@ -22,6 +22,8 @@ type Server struct {
 	opts options
 	mux  *http.ServeMux
 	auth *auth
+	// fleet feeds every services page's stream.
+	fleet *fleetHub
 
 	// ctx ends the event streams at Close.
 	ctx    context.Context
@@ -48,6 +50,7 @@ func New(cli *clientv3.Client, opts ...Option) (*Server, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{cli: cli, d: d, opts: o, ctx: ctx, cancel: cancel, auth: newAuth(o.adminToken, o.users)}
+	s.fleet = newFleetHub(s)
 	s.mux = s.routes()
 	return s, nil
 }
@@ -83,6 +86,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		s.cancel()
+		s.fleet.close()
 		_ = s.d.Close()
 	})
 	return nil
