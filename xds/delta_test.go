@@ -144,4 +144,15 @@ func TestDeltaNACKNoResend(t *testing.T) {
 	if p := st.Pushes["greeter"]; p.Clusters != 1 || p.Endpoints != 2 || st.Clients != 1 {
 		t.Errorf("pushes %+v, clients %d: want 1 cluster, 2 endpoints, 1 client", p, st.Clients)
 	}
+	cs := e.cp.Clients()
+	if len(cs) != 1 || !cs[0].Delta || cs[0].Node != "raw-delta" || cs[0].Zone != "z1" || len(cs[0].Types) != 2 {
+		t.Fatalf("clients %+v: want the delta stream of raw-delta in z1 with two types", cs)
+	}
+	cds, ep := cs[0].Types[0], cs[0].Types[1]
+	if cds.NACK == nil || cds.NACK.Version != cluster.GetSystemVersionInfo() || cds.Acked != "" || !slices.Equal(cds.Resources, []string{"greeter"}) {
+		t.Errorf("cluster %+v (NACK %+v): want version %q rejected, none acked", cds, cds.NACK, cluster.GetSystemVersionInfo())
+	}
+	if ep.Acked == "" || ep.Acked != next.GetSystemVersionInfo() || ep.Sent != ep.Acked || ep.NACK == nil || ep.NACK.Version != eds.GetSystemVersionInfo() {
+		t.Errorf("endpoints %+v (NACK %+v): want %q acked after %q rejected", ep, ep.NACK, next.GetSystemVersionInfo(), eds.GetSystemVersionInfo())
+	}
 }
