@@ -388,7 +388,11 @@ func (sc *scenario) judgeSlow(slow *backend) {
 		share = float64(ps.byBackend[slow.name]) / float64(ok)
 	}
 	fair := 1 / float64(len(sc.backends))
-	sc.promise("a slow backend gets less traffic", share < fair/3,
+	// Under half its fair share: round robin would give it the full
+	// share. On an idle machine it gets about a tenth; on a loaded one
+	// (under -race beside other work) the others slow down too, seen at
+	// 12% of calls against a fair 33%.
+	sc.promise("a slow backend gets less traffic", share < fair/2,
 		"%s got %.1f%% of calls once settled (fair share %.0f%%)", slow.name, 100*share, 100*fair)
 }
 
