@@ -155,7 +155,9 @@ func (g *globalOptions) tlsHint(cause string) string {
 		return "etcd closed the connection after the TLS handshake: does it require a client certificate (--cert and --key)?"
 	case strings.Contains(cause, "handshake failed: EOF"):
 		return "the TLS handshake was cut off: does etcd serve TLS there?"
-	case strings.Contains(cause, "server preface: EOF") && !https:
+	case !https && (strings.Contains(cause, "server preface: EOF") || strings.Contains(cause, "server preface: connection reset")):
+		// A TLS server drops a connection that opens with HTTP/2's
+		// plaintext preface: closed (EOF) or reset, by timing.
 		return "etcd closed the connection at once: if it serves TLS, use an https:// endpoint"
 	}
 	return ""
