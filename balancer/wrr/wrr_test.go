@@ -186,3 +186,5 @@ func TestOtherResolversGetEqualWeights(t *testing.T) {
 		}
 	}
 }
+
+func TestColorRouting(t *testing.T) { balancertest.ColorRouting(t, Name) }

@@ -1,0 +1,74 @@
+package balancertest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/musterhq/muster/color"
+	"github.com/musterhq/muster/registry"
+)
+
+// ColorRouting checks policy's routing by color over real backends found
+// through real etcd: two base backends and a blue one. Uncolored calls
+// never reach blue; blue calls reach only blue; a call of a color nobody
+// has goes to the base; once blue drains, blue calls go to the base, or
+// fail with Unavailable when the config is strict.
+func ColorRouting(t *testing.T, policy string) {
+	reg := StartRegistry(t)
+	bs := Backends(t, 3)
+	base, blue := bs[:2], bs[2]
+	blueIn := registry.Instance{Name: "greeter", ID: "blue", Addr: blue.Addr, Metadata: map[string]string{"color": "blue"}}
+	reg.Register(t, registry.Instance{Name: "greeter", ID: "base0", Addr: base[0].Addr})
+	reg.Register(t, registry.Instance{Name: "greeter", ID: "base1", Addr: base[1].Addr})
+	reg.Register(t, blueIn)
+	conn := Dial(t, "muster:///greeter", ServiceConfig(policy, "", false), grpc.WithResolvers(reg.Builder))
+	strict := Dial(t, "muster:///greeter", ServiceConfig(policy, `{"colors":{"strict":true}}`, false), grpc.WithResolvers(reg.Builder))
+	blueCtx := color.WithColor(context.Background(), "blue")
+	for _, c := range []*grpc.ClientConn{conn, strict} {
+		CallUntilCtx(t, blueCtx, c, 10*time.Second, "a blue call served by blue", ServedAll(blue))
+		CallUntil(t, c, 10*time.Second, "uncolored calls served by both bases", ServedAll(base...))
+	}
+
+	blue.ResetCalls()
+	got := Calls(conn, 2000, 4)
+	t.Logf("2000 uncolored calls: %v", got)
+	if blue.Calls() != 0 || got.Failed != 0 {
+		t.Fatalf("uncolored calls: blue served %d of 2000, %d failed (%v)", blue.Calls(), got.Failed, got.LastErr)
+	}
+	for _, c := range []*grpc.ClientConn{conn, strict} {
+		got = CallsCtx(blueCtx, c, 500, 4)
+		if got.By[blue.Addr] != 500 {
+			t.Fatalf("500 blue calls: %v, last error %v", got, got.LastErr)
+		}
+	}
+	got = CallsCtx(color.WithColor(context.Background(), "green"), conn, 200, 2)
+	if got.By[blue.Addr] != 0 || got.Failed != 0 {
+		t.Fatalf("200 green calls (no green instance) did not all go to the base: %v, last error %v", got, got.LastErr)
+	}
+	got = CallsCtx(color.WithColor(context.Background(), "green"), strict, 1, 1)
+	if status.Code(got.LastErr) != codes.Unavailable {
+		t.Fatalf("a strict green call (no green instance): %v, want Unavailable", got)
+	}
+
+	// Drain blue: blue calls fall back to the base, or fail when strict.
+	blueIn.Weight, blueIn.Draining = 0, true
+	reg.Register(t, blueIn)
+	CallUntilCtx(t, blueCtx, conn, 10*time.Second, "blue calls on the base once blue drains", ServedAll(base...))
+	CallUntilCtx(t, blueCtx, strict, 10*time.Second, "strict blue calls failing once blue drains", func(r Result) bool {
+		return status.Code(r.LastErr) == codes.Unavailable
+	})
+	blue.ResetCalls()
+	got = CallsCtx(blueCtx, conn, 300, 4)
+	if blue.Calls() != 0 || got.Failed != 0 {
+		t.Fatalf("300 blue calls with blue drained: blue served %d, %v, last error %v", blue.Calls(), got, got.LastErr)
+	}
+	got = CallsCtx(blueCtx, strict, 100, 4)
+	if got.Failed != 100 || status.Code(got.LastErr) != codes.Unavailable {
+		t.Fatalf("100 strict blue calls with blue drained: %v, last error %v; want all Unavailable", got, got.LastErr)
+	}
+}
