@@ -7,9 +7,10 @@ import (
 )
 
 // UnaryServerInterceptor returns a unary server interceptor that copies the
-// color of each incoming call to the handler's context (WithColor), so
+// color and canary key of each incoming call to the handler's context
+// (WithColor, WithKey), so
 // that the calls the handler makes with that context carry it on along the
-// call chain. An uncolored call's context is passed on unchanged. Muster's
+// call chain. A call with neither is passed on unchanged. Muster's
 // server package installs it by default; use it with grpc.ChainUnaryInterceptor
 // in other servers.
 func UnaryServerInterceptor() grpc.UnaryServerInterceptor {
@@ -30,13 +31,17 @@ func StreamServerInterceptor() grpc.StreamServerInterceptor {
 	}
 }
 
-// propagate returns ctx with the incoming color set for outgoing calls, or
-// ctx itself for an uncolored call.
+// propagate returns ctx with the incoming color and canary key set for
+// outgoing calls, or ctx itself for a call with neither.
 func propagate(ctx context.Context) context.Context {
+	out := ctx
 	if c := FromIncomingContext(ctx); c != "" {
-		return WithColor(ctx, c)
+		out = WithColor(out, c)
 	}
-	return ctx
+	if k := KeyFromIncomingContext(ctx); k != "" {
+		out = WithKey(out, k)
+	}
+	return out
 }
 
 // coloredStream is a ServerStream whose Context carries the color.

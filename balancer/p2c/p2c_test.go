@@ -301,3 +301,5 @@ func TestStatsSurviveAReconnect(t *testing.T) {
 }
 
 func TestColorRouting(t *testing.T) { balancertest.ColorRouting(t, Name) }
+
+func TestCanary(t *testing.T) { balancertest.Canary(t, Name) }

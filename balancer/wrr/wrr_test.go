@@ -188,3 +188,5 @@ func TestOtherResolversGetEqualWeights(t *testing.T) {
 }
 
 func TestColorRouting(t *testing.T) { balancertest.ColorRouting(t, Name) }
+
+func TestCanary(t *testing.T) { balancertest.Canary(t, Name) }

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/connectivity"
@@ -309,6 +310,8 @@ func (r recorder) UpdateState(s balancer.State) {
 type Registry struct {
 	// Builder resolves "muster:///<service>" targets.
 	Builder *resolver.Builder
+	// Client is the etcd client, for operators' changes (SetCanary).
+	Client *clientv3.Client
 
 	reg *etcd.Registrar
 }
@@ -331,7 +334,12 @@ func StartRegistry(t testing.TB) *Registry {
 	}
 	t.Cleanup(func() { _ = disc.Close() })
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	return &Registry{Builder: resolver.NewBuilder(disc, resolver.WithLogger(quiet)), reg: reg}
+	canaries, err := etcd.NewCanaries(cli, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := resolver.NewBuilder(disc, resolver.WithLogger(quiet), resolver.WithCanaries(canaries))
+	return &Registry{Builder: b, Client: cli, reg: reg}
 }
 
 // Register registers in, failing the test on error.

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/musterhq/muster/color"
+	"github.com/musterhq/muster/internal/testkit/testbackend"
 	"github.com/musterhq/muster/registry"
 )
 
@@ -19,20 +20,11 @@ import (
 // has goes to the base; once blue drains, blue calls go to the base, or
 // fail with Unavailable when the config is strict.
 func ColorRouting(t *testing.T, policy string) {
-	reg := StartRegistry(t)
-	bs := Backends(t, 3)
-	base, blue := bs[:2], bs[2]
-	blueIn := registry.Instance{Name: "greeter", ID: "blue", Addr: blue.Addr, Metadata: map[string]string{"color": "blue"}}
-	reg.Register(t, registry.Instance{Name: "greeter", ID: "base0", Addr: base[0].Addr})
-	reg.Register(t, registry.Instance{Name: "greeter", ID: "base1", Addr: base[1].Addr})
-	reg.Register(t, blueIn)
-	conn := Dial(t, "muster:///greeter", ServiceConfig(policy, "", false), grpc.WithResolvers(reg.Builder))
-	strict := Dial(t, "muster:///greeter", ServiceConfig(policy, `{"colors":{"strict":true}}`, false), grpc.WithResolvers(reg.Builder))
+	f := startFleet(t)
+	reg, base, blue := f.reg, f.base, f.blue
+	conn := f.dial(t, policy, "")
+	strict := f.dial(t, policy, `{"colors":{"strict":true}}`)
 	blueCtx := color.WithColor(context.Background(), "blue")
-	for _, c := range []*grpc.ClientConn{conn, strict} {
-		CallUntilCtx(t, blueCtx, c, 10*time.Second, "a blue call served by blue", ServedAll(blue))
-		CallUntil(t, c, 10*time.Second, "uncolored calls served by both bases", ServedAll(base...))
-	}
 
 	blue.ResetCalls()
 	got := Calls(conn, 2000, 4)
@@ -56,8 +48,8 @@ func ColorRouting(t *testing.T, policy string) {
 	}
 
 	// Drain blue: blue calls fall back to the base, or fail when strict.
-	blueIn.Weight, blueIn.Draining = 0, true
-	reg.Register(t, blueIn)
+	f.blueIn.Weight, f.blueIn.Draining = 0, true
+	reg.Register(t, f.blueIn)
 	CallUntilCtx(t, blueCtx, conn, 10*time.Second, "blue calls on the base once blue drains", ServedAll(base...))
 	CallUntilCtx(t, blueCtx, strict, 10*time.Second, "strict blue calls failing once blue drains", func(r Result) bool {
 		return status.Code(r.LastErr) == codes.Unavailable
@@ -71,4 +63,34 @@ func ColorRouting(t *testing.T, policy string) {
 	if got.Failed != 100 || status.Code(got.LastErr) != codes.Unavailable {
 		t.Fatalf("100 strict blue calls with blue drained: %v, last error %v; want all Unavailable", got, got.LastErr)
 	}
+}
+
+// fleet is service greeter in real etcd: two base backends and a blue one.
+type fleet struct {
+	reg    *Registry
+	base   []*testbackend.Backend
+	blue   *testbackend.Backend
+	blueIn registry.Instance
+}
+
+func startFleet(t *testing.T) *fleet {
+	t.Helper()
+	f := &fleet{reg: StartRegistry(t)}
+	bs := Backends(t, 3)
+	f.base, f.blue = bs[:2], bs[2]
+	f.blueIn = registry.Instance{Name: "greeter", ID: "blue", Addr: f.blue.Addr, Metadata: map[string]string{"color": "blue"}}
+	f.reg.Register(t, registry.Instance{Name: "greeter", ID: "base0", Addr: f.base[0].Addr})
+	f.reg.Register(t, registry.Instance{Name: "greeter", ID: "base1", Addr: f.base[1].Addr})
+	f.reg.Register(t, f.blueIn)
+	return f
+}
+
+// dial returns a channel to greeter with policy and its config, once blue
+// calls reach blue and uncolored calls both bases.
+func (f *fleet) dial(t *testing.T, policy, config string) *grpc.ClientConn {
+	t.Helper()
+	conn := Dial(t, "muster:///greeter", ServiceConfig(policy, config, false), grpc.WithResolvers(f.reg.Builder))
+	CallUntilCtx(t, color.WithColor(context.Background(), "blue"), conn, 10*time.Second, "a blue call served by blue", ServedAll(f.blue))
+	CallUntil(t, conn, 10*time.Second, "uncolored calls served by both bases", ServedAll(f.base...))
+	return conn
 }

@@ -17,6 +17,9 @@ import (
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/grpclog"
 	grpcresolver "google.golang.org/grpc/resolver"
+
+	"github.com/musterhq/muster/registry"
+	"github.com/musterhq/muster/resolver"
 )
 
 var logger = grpclog.Component("muster-balancer")
@@ -119,6 +122,7 @@ type Base[T any] struct {
 	listed    int             // endpoints in the last resolver state
 	weights   EndpointWeights // from the last Update; read-only
 	colors    ColorConfig     // from the last Update
+	canary    registry.Canary // from the last resolver state; zero for none
 	closed    bool
 }
 
@@ -164,6 +168,7 @@ func (b *Base[T]) Update(s balancer.ClientConnState, oc OutlierConfig, weights E
 	b.listed = 0
 	b.weights = weights
 	b.colors = colors
+	b.canary, _ = resolver.CanaryOf(s.ResolverState)
 	for _, ep := range s.ResolverState.Endpoints {
 		if len(ep.Addresses) == 0 {
 			continue
@@ -302,7 +307,7 @@ func (b *Base[T]) updateState(s balancer.State) {
 		members[i] = &ready[i].Endpoint.Outlier
 	}
 	b.Detector.SetMembers(members)
-	b.cc.UpdateState(balancer.State{ConnectivityState: connectivity.Ready, Picker: b.route(ready, b.colors)})
+	b.cc.UpdateState(balancer.State{ConnectivityState: connectivity.Ready, Picker: b.route(ready, b.colors, b.canary)})
 }
 
 // Key identifies an endpoint by its set of addresses, as grpc-go's
