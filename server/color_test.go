@@ -144,7 +144,7 @@ func TestColorFollowsTheCallChain(t *testing.T) {
 			t.Fatalf("blue stream %d: path %q, error %v; want %q", i, got, err, want)
 		}
 	}
-	const uncolored = 5000
+	const uncolored = 10000
 	for i := range uncolored {
 		got, err := callChain(context.Background(), conn)
 		if err != nil || strings.Contains(got, "blue") {
