@@ -99,6 +99,9 @@ func (b *Builder) Build(target grpcresolver.Target, cc grpcresolver.ClientConn, 
 		log:     b.log.With("service", q.service),
 		protect: protector{fraction: b.opts.protectFraction, window: b.opts.protectWindow},
 	}
+	if b.opts.canaries != nil {
+		r.canaries = b.opts.canaries.WatchCanary(ctx, q.service)
+	}
 	go r.run(ctx)
 	return r, nil
 }

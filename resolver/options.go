@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"os"
 	"time"
+
+	"github.com/musterhq/muster/registry"
 )
 
 // Defaults used when an option is not given or given an invalid value.
@@ -27,6 +29,7 @@ type options struct {
 	subsetSize      int
 	clientID        string
 	logger          *slog.Logger
+	canaries        registry.CanarySource
 }
 
 func buildOptions(opts []Option) options {

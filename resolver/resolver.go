@@ -30,8 +30,10 @@ type musterResolver struct {
 	live      bool                 // the last state came from the registry, not the disk
 	sent      []*registry.Instance // the list last pushed
 	sentEPs   []grpcresolver.Endpoint
-	withheld  bool        // protection is withholding the live list
-	spare     stateArrays // the next state's arrays
+	withheld  bool                   // protection is withholding the live list
+	spare     stateArrays            // the next state's arrays
+	canaries  <-chan registry.Canary // nil without WithCanaries
+	canary    registry.Canary        // the service's setting, sent with every state
 }
 
 // ResolveNow does nothing: the channel already gets every change as it
@@ -74,6 +76,15 @@ func (r *musterResolver) run(ctx context.Context) {
 			r.update(time.Now())
 		case <-liftC:
 			r.update(time.Now())
+		case c, ok := <-r.canaries:
+			if !ok {
+				r.canaries = nil // ctx ended: the next turn returns
+				continue
+			}
+			r.canary = c
+			if r.delivered && r.sent != nil {
+				r.push(r.sent) // the same endpoints, the new setting
+			}
 		case <-firstC:
 			firstC = nil
 			if !r.delivered {
@@ -167,7 +178,7 @@ func (r *musterResolver) push(list []*registry.Instance) {
 	}
 	// An error here (for example: no endpoints for round_robin) makes gRPC
 	// call ResolveNow with backoff; the next change is pushed anyway.
-	_ = r.cc.UpdateState(grpcresolver.State{Endpoints: eps, Addresses: addrs})
+	_ = r.cc.UpdateState(grpcresolver.State{Endpoints: eps, Addresses: addrs, Attributes: withCanary(r.canary)})
 	r.b.updates.Add(1)
 	r.delivered = true
 	r.sent, r.sentEPs = list, eps

@@ -3,6 +3,7 @@ package resolver
 import (
 	"slices"
 
+	"github.com/musterhq/muster/internal/hash"
 	"github.com/musterhq/muster/registry"
 )
 
@@ -22,11 +23,11 @@ func subset(list []*registry.Instance, clientID string, size int) []*registry.In
 		score uint64
 		index int
 	}
-	base := fnv64a(offset64, clientID)
-	base = fnv64a(base, "\x00")
+	base := hash.FNV64a(hash.Offset64, clientID)
+	base = hash.FNV64a(base, "\x00")
 	all := make([]scored, len(list))
 	for i, in := range list {
-		all[i] = scored{score: mix64(fnv64a(base, in.ID)), index: i}
+		all[i] = scored{score: hash.Mix64(hash.FNV64a(base, in.ID)), index: i}
 	}
 	slices.SortFunc(all, func(a, b scored) int {
 		switch {
@@ -48,29 +49,4 @@ func subset(list []*registry.Instance, clientID string, size int) []*registry.In
 		out[i] = list[idx]
 	}
 	return out
-}
-
-const (
-	offset64 = 14695981039346656037
-	prime64  = 1099511628211
-)
-
-// fnv64a continues an FNV-1a hash over s.
-func fnv64a(h uint64, s string) uint64 {
-	for i := 0; i < len(s); i++ {
-		h ^= uint64(s[i])
-		h *= prime64
-	}
-	return h
-}
-
-// mix64 is MurmurHash3's 64-bit finalizer: it spreads FNV's weak low bits
-// over the whole word, so scores of similar IDs are independent.
-func mix64(h uint64) uint64 {
-	h ^= h >> 33
-	h *= 0xff51afd7ed558ccd
-	h ^= h >> 33
-	h *= 0xc4ceb9fe1a85ec53
-	h ^= h >> 33
-	return h
 }

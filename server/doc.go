@@ -35,5 +35,14 @@
 //		// Unavailable: the server drained or the connection broke; reopen.
 //	}
 //
+// # Colors along the call chain
+//
+// New installs color.UnaryServerInterceptor and
+// color.StreamServerInterceptor first: a handler's context carries the
+// color of the call it handles (header x-muster-color), so the calls it
+// makes with that context reach the same color of the next service where
+// one is deployed (blue-green and canary releases; see package color and
+// docs/RELEASES.md). WithoutColorPropagation leaves them out.
+//
 // A Server is safe for concurrent use; it serves once.
 package server

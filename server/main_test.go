@@ -96,14 +96,25 @@ type backend struct {
 // start runs a greeter server on a new loopback port, registered as id.
 func (e *env) start(t *testing.T, id string, opts ...server.Option) *backend {
 	t.Helper()
+	return e.startInstance(t, registry.Instance{Name: "greeter", ID: id}, nil, opts...)
+}
+
+// startInstance runs a server for in on a new loopback port, with the
+// services setup registers (nil for none beyond health).
+func (e *env) startInstance(t *testing.T, in registry.Instance, setup func(*grpc.Server), opts ...server.Option) *backend {
+	t.Helper()
+	id := in.ID
 	reg, err := etcd.NewRegistrar(e.cli, etcdOpts()...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := server.New(reg, registry.Instance{Name: "greeter", ID: id},
+	s, err := server.New(reg, in,
 		append([]server.Option{server.WithLogger(quiet), server.WithDrainDelay(300 * time.Millisecond)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if setup != nil {
+		setup(s.GRPC())
 	}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -24,6 +24,7 @@ type options struct {
 	registerTimeout time.Duration
 	grpcOptions     []grpc.ServerOption
 	logger          *slog.Logger
+	noColor         bool
 }
 
 func buildOptions(opts []Option) options {
@@ -65,8 +66,10 @@ func WithRegisterTimeout(d time.Duration) Option {
 }
 
 // WithGRPCOptions adds options to the grpc.Server that New builds
-// (credentials, interceptors, limits). Muster chains its own stream
-// interceptor after those given here.
+// (credentials, interceptors, limits). Muster chains the color
+// interceptors (see WithoutColorPropagation) before the interceptors given
+// here, so that they see the call's color, and its own stream interceptor
+// after them.
 func WithGRPCOptions(opts ...grpc.ServerOption) Option {
 	return func(o *options) { o.grpcOptions = append(o.grpcOptions, opts...) }
 }
@@ -79,4 +82,12 @@ func WithLogger(l *slog.Logger) Option {
 			o.logger = l
 		}
 	}
+}
+
+// WithoutColorPropagation leaves out the interceptors that copy the color
+// of each incoming call to the handler's context (color.UnaryServerInterceptor
+// and color.StreamServerInterceptor), which New installs by default so that
+// a colored request reaches the same color of every service along its path.
+func WithoutColorPropagation() Option {
+	return func(o *options) { o.noColor = true }
 }

@@ -17,6 +17,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
+	"github.com/musterhq/muster/color"
 	"github.com/musterhq/muster/registry"
 )
 
@@ -72,7 +73,12 @@ func New(reg registry.Registrar, in registry.Instance, opts ...Option) (*Server,
 		ready:  make(chan struct{}),
 	}
 	s.drainCtx, s.drain = context.WithCancel(context.Background())
-	gopts := append(append([]grpc.ServerOption(nil), o.grpcOptions...), grpc.ChainStreamInterceptor(s.endStreamsOnDrain))
+	var gopts []grpc.ServerOption
+	if !o.noColor {
+		gopts = append(gopts, grpc.ChainUnaryInterceptor(color.UnaryServerInterceptor()),
+			grpc.ChainStreamInterceptor(color.StreamServerInterceptor()))
+	}
+	gopts = append(append(gopts, o.grpcOptions...), grpc.ChainStreamInterceptor(s.endStreamsOnDrain))
 	s.gs = grpc.NewServer(gopts...)
 	healthpb.RegisterHealthServer(s.gs, s.health)
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)

@@ -41,10 +41,11 @@ type config struct {
 	decayTime time.Duration
 	outlier   lb.OutlierConfig
 	weights   lb.EndpointWeights
+	colors    lb.ColorConfig
 }
 
 func defaultConfig() *config {
-	return &config{decayTime: DefaultDecayTime, outlier: lb.DefaultOutlierConfig()}
+	return &config{decayTime: DefaultDecayTime, outlier: lb.DefaultOutlierConfig(), colors: lb.DefaultColorConfig()}
 }
 
 // MarshalJSON returns the config as ParseConfig reads it: grpc-go's xDS
@@ -55,7 +56,8 @@ func (c *config) MarshalJSON() ([]byte, error) {
 		DecayTime       string             `json:"decayTime"`
 		Outlier         lb.OutlierConfig   `json:"outlier"`
 		EndpointWeights lb.EndpointWeights `json:"endpointWeights,omitempty"`
-	}{c.decayTime.String(), c.outlier, c.weights})
+		Colors          lb.ColorConfig     `json:"colors"`
+	}{c.decayTime.String(), c.outlier, c.weights, c.colors})
 }
 
 type builder struct{}
@@ -90,6 +92,7 @@ func (builder) ParseConfig(js json.RawMessage) (serviceconfig.LoadBalancingConfi
 		DecayTime       *string         `json:"decayTime"`
 		Outlier         json.RawMessage `json:"outlier"`
 		EndpointWeights json.RawMessage `json:"endpointWeights"`
+		Colors          json.RawMessage `json:"colors"`
 	}
 	if err := lb.DecodeStrict(js, &j); err != nil {
 		return nil, fmt.Errorf("%s: invalid config: %v", Name, err)
@@ -107,6 +110,9 @@ func (builder) ParseConfig(js json.RawMessage) (serviceconfig.LoadBalancingConfi
 	}
 	cfg.outlier = oc
 	if cfg.weights, err = lb.ParseEndpointWeights(j.EndpointWeights); err != nil {
+		return nil, fmt.Errorf("%s: %w", Name, err)
+	}
+	if cfg.colors, err = lb.ParseColorConfig(j.Colors); err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
 	return cfg, nil
@@ -147,7 +153,7 @@ func (b *p2cBalancer) UpdateClientConnState(s balancer.ClientConnState) error {
 		cfg = c
 	}
 	b.cfg.Store(cfg)
-	return b.Update(s, cfg.outlier, cfg.weights)
+	return b.Update(s, cfg.outlier, cfg.weights, cfg.colors)
 }
 
 // newPicker is called by lb.Base with its lock held.

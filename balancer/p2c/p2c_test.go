@@ -299,3 +299,7 @@ func TestStatsSurviveAReconnect(t *testing.T) {
 		t.Fatalf("after a reconnect the slow backend's share is %.2f%%, want at most %.2f%% (its cost kept)", 100*share, 100*limit)
 	}
 }
+
+func TestColorRouting(t *testing.T) { balancertest.ColorRouting(t, Name) }
+
+func TestCanary(t *testing.T) { balancertest.Canary(t, Name) }

@@ -367,7 +367,7 @@ func TestPickAndDoneDoNotAllocate(t *testing.T) {
 func TestParseConfig(t *testing.T) {
 	def := defaultConfig()
 	isDef := func(c *config) bool {
-		return c.decayTime == def.decayTime && c.outlier == def.outlier && c.weights == nil
+		return c.decayTime == def.decayTime && c.outlier == def.outlier && c.weights == nil && c.colors == lb.DefaultColorConfig()
 	}
 	for _, tc := range []struct {
 		js   string
@@ -380,6 +380,9 @@ func TestParseConfig(t *testing.T) {
 		{`{"endpointWeights":{"10.0.0.7:9000":200,"10.0.0.8:9000":1}}`, func(c *config) bool {
 			return len(c.weights) == 2 && c.weights["10.0.0.7:9000"] == 200 && c.weights["10.0.0.8:9000"] == 1
 		}},
+		{`{"colors":null}`, isDef},
+		{`{"colors":{"key":"track","strict":true}}`, func(c *config) bool { return c.colors == lb.ColorConfig{Key: "track", Strict: true} }},
+		{`{"colors":{"key":""}}`, func(c *config) bool { return c.colors == lb.ColorConfig{} }},
 		{`{"decayTime":"1.5s"}`, func(c *config) bool { return c.decayTime == 1500*time.Millisecond }},
 		{`{"outlier":{"consecutiveFailures":0}}`, func(c *config) bool {
 			return !c.outlier.Enabled() && c.outlier.BaseEjectionTime == lb.DefaultBaseEjectionTime
@@ -416,6 +419,9 @@ func TestParseConfig(t *testing.T) {
 		{`{"endpointWeights":{"10.0.0.7:9000":20000}}`, `muster_p2c: endpointWeights: "10.0.0.7:9000": weight 20000 is out of range 1..10000`},
 		{`{"endpointWeights":{"10.0.0.7":200}}`, `muster_p2c: endpointWeights: "10.0.0.7" is not a host:port address`},
 		{`{"endpointWeights":[]}`, `muster_p2c: endpointWeights: json: cannot unmarshal array`},
+		{`{"colors":{"color":"blue"}}`, `muster_p2c: colors: json: unknown field "color"`},
+		{`{"colors":{"strict":"yes"}}`, `muster_p2c: colors: json: cannot unmarshal string`},
+		{`{"colors":{"key":"` + strings.Repeat("k", 129) + `"}}`, `muster_p2c: colors.key: 129 bytes is longer than 128`},
 	} {
 		_, err := builder{}.ParseConfig([]byte(tc.js))
 		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
@@ -441,7 +447,8 @@ func dur(ns float64) time.Duration { return time.Duration(ns) }
 func TestConfigSurvivesAJSONRoundTrip(t *testing.T) {
 	for _, js := range []string{`{}`,
 		`{"decayTime":"1.5s","outlier":{"consecutiveFailures":0,"baseEjectionTime":"250ms","maxEjectionTime":"1m","maxEjectionPercent":100},` +
-			`"endpointWeights":{"10.0.0.7:9000":200,"[::1]:80":1}}`} {
+			`"endpointWeights":{"10.0.0.7:9000":200,"[::1]:80":1},"colors":{"key":"track","strict":true}}`,
+		`{"colors":{"key":""}}`} {
 		first, err := builder{}.ParseConfig([]byte(js))
 		if err != nil {
 			t.Fatal(err)
@@ -455,7 +462,7 @@ func TestConfigSurvivesAJSONRoundTrip(t *testing.T) {
 			t.Fatalf("ParseConfig of the marshalled %s (%s): %v", js, out, err)
 		}
 		a, b := first.(*config), second.(*config)
-		if a.decayTime != b.decayTime || a.outlier != b.outlier || !maps.Equal(a.weights, b.weights) {
+		if a.decayTime != b.decayTime || a.outlier != b.outlier || !maps.Equal(a.weights, b.weights) || a.colors != b.colors {
 			t.Errorf("%s → %s → %+v, want %+v", js, out, *b, *a)
 		}
 	}

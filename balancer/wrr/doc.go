@@ -69,6 +69,24 @@
 // checked with the standard gRPC health service, and one that is not
 // SERVING gets no calls.
 //
+// # Colors and canaries
+//
+// An endpoint whose Muster instance has a "color" metadata entry (the key
+// is colors.key) belongs to that color; the others are the base. A call
+// colored with color.WithColor (header x-muster-color) picks among the
+// READY endpoints of its color, by this policy, and goes to the base when
+// none is ready, or fails with codes.Unavailable when colors.strict is
+// set; an uncolored call picks among the base only, and fails with
+// Unavailable when no base endpoint is READY. A drained endpoint (weight
+// 0) counts as not ready for this. With a canary (registry.Canary, set by
+// "muster canary user blue 5" and followed by resolver.WithCanaries) that
+// share of the uncolored calls goes to the canary's color instead, drawn
+// at random, or from a hash of the call's color.WithKey key so that a key
+// always gets the same version. With no colored endpoint READY and
+// colors.strict unset the policy's picker is used as is; otherwise the
+// routing costs a context lookup and a map lookup per pick (figures in
+// docs/RELEASES.md) and allocates nothing. See docs/RELEASES.md.
+//
 // # Config
 //
 // All fields are optional:
@@ -80,7 +98,8 @@
 //	    "maxEjectionTime": "300s",
 //	    "maxEjectionPercent": 50
 //	  },
-//	  "endpointWeights": {"10.0.0.7:9000": 200, "10.0.0.8:9000": 50}
+//	  "endpointWeights": {"10.0.0.7:9000": 200, "10.0.0.8:9000": 50},
+//	  "colors": {"key": "color", "strict": false}
 //	}}
 //
 // Durations use Go's syntax ("30s", "1.5s", "250ms") and must be positive.
@@ -89,7 +108,9 @@
 // least baseEjectionTime. endpointWeights maps an endpoint's address, as
 // its resolver gives it (host:port), to its weight, 1..registry.MaxWeight
 // (10000); it applies only to endpoints that carry no Muster instance, and
-// an address it leaves out weighs 100. A new config with another table
+// an address it leaves out weighs 100. colors.key is the instance metadata
+// key of an endpoint's color (at most 128 bytes; "" turns routing off, as
+// for a channel already filtered to one color with ?meta.color=blue). A new config with another table
 // takes effect at once: the next picker follows the new weights. An unknown field, a wrong type or an invalid
 // value fails the service config with an error that starts with
 // "muster_wrr: " and names the field, e.g.
@@ -97,4 +118,5 @@
 //	muster_wrr: outlier.consecutiveFailures: -1 is negative; want 0 (no ejection) or more
 //	muster_wrr: invalid config: json: unknown field "weights"
 //	muster_wrr: endpointWeights: "10.0.0.7:9000": weight 0 is out of range 1..10000
+//	muster_wrr: colors: json: unknown field "color"
 package wrr

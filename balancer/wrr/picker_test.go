@@ -131,7 +131,7 @@ func TestPickAndDoneDoNotAllocate(t *testing.T) {
 
 func TestParseConfig(t *testing.T) {
 	for _, js := range []string{``, `{}`, `{"outlier":{}}`, `{"outlier":{"consecutiveFailures":2,"baseEjectionTime":"250ms","maxEjectionTime":"1s","maxEjectionPercent":10}}`,
-		`{"endpointWeights":{}}`, `{"endpointWeights":{"10.0.0.7:9000":200}}`} {
+		`{"endpointWeights":{}}`, `{"endpointWeights":{"10.0.0.7:9000":200}}`, `{"colors":{}}`, `{"colors":{"key":"track","strict":true}}`} {
 		if _, err := (builder{}).ParseConfig([]byte(js)); err != nil {
 			t.Errorf("ParseConfig(%s): %v", js, err)
 		}
@@ -144,7 +144,12 @@ func TestParseConfig(t *testing.T) {
 		c.ConsecutiveFailures != lb.DefaultConsecutiveFailures || c.MaxEjectionPercent != lb.DefaultMaxEjectionPercent {
 		t.Errorf("parsed %+v", c)
 	}
+	if got, _ := (builder{}).ParseConfig([]byte(`{"colors":{"strict":true}}`)); got.(*config).colors != (lb.ColorConfig{Key: "color", Strict: true}) {
+		t.Errorf("colors parsed as %+v", got.(*config).colors)
+	}
 	for _, tc := range []struct{ js, want string }{
+		{`{"colors":{"canary":5}}`, `muster_wrr: colors: json: unknown field "canary"`},
+		{`{"colors":{"key":7}}`, `muster_wrr: colors: json: cannot unmarshal number`},
 		{`{"weights":[1]}`, `muster_wrr: invalid config: json: unknown field "weights"`},
 		{`{"decayTime":"1s"}`, `muster_wrr: invalid config: json: unknown field "decayTime"`},
 		{`{"outlier":{"consecutiveFailures":-1}}`, `muster_wrr: outlier.consecutiveFailures: -1 is negative; want 0 (no ejection) or more`},
@@ -186,7 +191,7 @@ func TestModMatchesTheRemainder(t *testing.T) {
 // grpc-go's xDS support marshals the parsed config and parses the result:
 // nothing may be lost on the way.
 func TestConfigSurvivesAJSONRoundTrip(t *testing.T) {
-	js := `{"outlier":{"consecutiveFailures":2,"baseEjectionTime":"1.5s","maxEjectionTime":"5m","maxEjectionPercent":0},"endpointWeights":{"db.local:5":10000}}`
+	js := `{"outlier":{"consecutiveFailures":2,"baseEjectionTime":"1.5s","maxEjectionTime":"5m","maxEjectionPercent":0},"endpointWeights":{"db.local:5":10000},"colors":{"key":"","strict":true}}`
 	want, _ := builder{}.ParseConfig([]byte(js))
 	out, err := json.Marshal(want)
 	if err != nil {
@@ -196,7 +201,7 @@ func TestConfigSurvivesAJSONRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ParseConfig(%s): %v", out, err)
 	}
-	if g, w := got.(*config), want.(*config); g.outlier != w.outlier || !maps.Equal(g.weights, w.weights) {
+	if g, w := got.(*config), want.(*config); g.outlier != w.outlier || !maps.Equal(g.weights, w.weights) || g.colors != w.colors {
 		t.Errorf("marshalled as %s, parsed again as %+v, want %+v", out, *g, *w)
 	}
 }

@@ -31,6 +31,7 @@ type config struct {
 
 	outlier lb.OutlierConfig
 	weights lb.EndpointWeights
+	colors  lb.ColorConfig
 }
 
 // MarshalJSON returns the config as ParseConfig reads it: grpc-go's xDS
@@ -40,7 +41,12 @@ func (c *config) MarshalJSON() ([]byte, error) {
 	return json.Marshal(struct {
 		Outlier         lb.OutlierConfig   `json:"outlier"`
 		EndpointWeights lb.EndpointWeights `json:"endpointWeights,omitempty"`
-	}{c.outlier, c.weights})
+		Colors          lb.ColorConfig     `json:"colors"`
+	}{c.outlier, c.weights, c.colors})
+}
+
+func defaultConfig() *config {
+	return &config{outlier: lb.DefaultOutlierConfig(), colors: lb.DefaultColorConfig()}
 }
 
 type builder struct{}
@@ -61,13 +67,14 @@ func (builder) Build(cc balancer.ClientConn, opts balancer.BuildOptions) balance
 // ParseConfig parses the policy's JSON config: defaults, then the fields
 // present, then validation (see the package documentation).
 func (builder) ParseConfig(js json.RawMessage) (serviceconfig.LoadBalancingConfig, error) {
-	cfg := &config{outlier: lb.DefaultOutlierConfig()}
+	cfg := defaultConfig()
 	if len(bytes.TrimSpace(js)) == 0 {
 		return cfg, nil
 	}
 	var j struct {
 		Outlier         json.RawMessage `json:"outlier"`
 		EndpointWeights json.RawMessage `json:"endpointWeights"`
+		Colors          json.RawMessage `json:"colors"`
 	}
 	if err := lb.DecodeStrict(js, &j); err != nil {
 		return nil, fmt.Errorf("%s: invalid config: %v", Name, err)
@@ -78,6 +85,9 @@ func (builder) ParseConfig(js json.RawMessage) (serviceconfig.LoadBalancingConfi
 	}
 	cfg.outlier = oc
 	if cfg.weights, err = lb.ParseEndpointWeights(j.EndpointWeights); err != nil {
+		return nil, fmt.Errorf("%s: %w", Name, err)
+	}
+	if cfg.colors, err = lb.ParseColorConfig(j.Colors); err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
 	return cfg, nil
@@ -95,7 +105,7 @@ type wrrBalancer struct {
 }
 
 func (b *wrrBalancer) UpdateClientConnState(s balancer.ClientConnState) error {
-	cfg := &config{outlier: lb.DefaultOutlierConfig()}
+	cfg := defaultConfig()
 	if s.BalancerConfig != nil {
 		c, ok := s.BalancerConfig.(*config)
 		if !ok {
@@ -103,7 +113,7 @@ func (b *wrrBalancer) UpdateClientConnState(s balancer.ClientConnState) error {
 		}
 		cfg = c
 	}
-	return b.Update(s, cfg.outlier, cfg.weights)
+	return b.Update(s, cfg.outlier, cfg.weights, cfg.colors)
 }
 
 // callbacks are an endpoint's Done callbacks, made once so that picks do

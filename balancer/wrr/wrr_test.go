@@ -186,3 +186,7 @@ func TestOtherResolversGetEqualWeights(t *testing.T) {
 		}
 	}
 }
+
+func TestColorRouting(t *testing.T) { balancertest.ColorRouting(t, Name) }
+
+func TestCanary(t *testing.T) { balancertest.Canary(t, Name) }

@@ -15,9 +15,13 @@ import (
 	_ "google.golang.org/grpc/balancer/leastrequest" // registers least_request_experimental
 	"google.golang.org/grpc/balancer/roundrobin"
 	"google.golang.org/grpc/credentials/insecure"
+	grpcresolver "google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/resolver/manual"
 
 	"github.com/musterhq/muster/balancer/p2c"
 	"github.com/musterhq/muster/balancer/wrr"
+	"github.com/musterhq/muster/color"
+	"github.com/musterhq/muster/registry"
 	"github.com/musterhq/muster/resolver"
 )
 
@@ -27,8 +31,12 @@ const leastRequest = "least_request_experimental"
 var policies = []string{p2c.Name, wrr.Name, roundrobin.Name, leastRequest}
 
 // cluster is a set of loopback backends, the first of which can be slowed.
+// The last blue of them are blue instances (metadata color=blue), given
+// to the channel by a manual resolver; with blue 0 the channel resolves
+// direct:/// targets, as any resolver without instances would.
 type cluster struct {
 	backends []*backend
+	blue     int
 }
 
 func startCluster(n int) (*cluster, error) {
@@ -78,8 +86,12 @@ func (c *cluster) dial(policy string, captured bool) (*grpc.ClientConn, error) {
 	if captured {
 		name = captures[policy].Name()
 	}
-	conn, err := grpc.NewClient(c.target(),
-		grpc.WithResolvers(resolver.NewDirectBuilder()),
+	target, res := c.target(), grpcresolver.Builder(resolver.NewDirectBuilder())
+	if c.blue > 0 {
+		target, res = "bench:///colored", c.coloredResolver()
+	}
+	conn, err := grpc.NewClient(target,
+		grpc.WithResolvers(res),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultServiceConfig(fmt.Sprintf(`{"loadBalancingConfig":[{%q:%s}]}`, name, config)))
 	if err != nil {
@@ -87,12 +99,17 @@ func (c *cluster) dial(policy string, captured bool) (*grpc.ClientConn, error) {
 	}
 	seen := map[string]bool{}
 	deadline := time.Now().Add(10 * time.Second)
-	for len(seen) < len(c.backends) {
+	blue := color.WithColor(context.Background(), "blue")
+	for i := 0; len(seen) < len(c.backends); i++ {
 		if time.Now().After(deadline) {
 			conn.Close()
 			return nil, fmt.Errorf("%s: after 10s only %d of %d backends served a call", policy, len(seen), len(c.backends))
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		parent := context.Background()
+		if i%2 == 1 { // blue backends take only blue calls
+			parent = blue
+		}
+		ctx, cancel := context.WithTimeout(parent, 5*time.Second)
 		addr, err := call(ctx, conn)
 		cancel()
 		if err == nil {
@@ -102,16 +119,32 @@ func (c *cluster) dial(policy string, captured bool) (*grpc.ClientConn, error) {
 	return conn, nil
 }
 
-// pickBench returns a function that picks once and calls the result's
-// Done (a successful call) on the picker the policy publishes over the
-// cluster, and a function that closes the channel.
-func pickBench(c *cluster, policy string) (one func() error, closeConn func(), err error) {
+// coloredResolver resolves to the cluster's backends as Muster instances,
+// the last c.blue of them blue.
+func (c *cluster) coloredResolver() grpcresolver.Builder {
+	eps := make([]grpcresolver.Endpoint, len(c.backends))
+	for i, b := range c.backends {
+		in := registry.Instance{Name: "bench", ID: fmt.Sprint(i), Addr: b.addr, Weight: registry.DefaultWeight}
+		if i >= len(c.backends)-c.blue {
+			in.Metadata = map[string]string{"color": "blue"}
+		}
+		eps[i] = resolver.EndpointOf(in)
+	}
+	r := manual.NewBuilderWithScheme("bench")
+	r.InitialState(grpcresolver.State{Endpoints: eps})
+	return r
+}
+
+// pickBench returns a function that picks once for a call of ctx and calls
+// the result's Done (a successful call) on the picker the policy publishes
+// over the cluster, and a function that closes the channel.
+func pickBench(c *cluster, policy string, ctx context.Context) (one func() error, closeConn func(), err error) {
 	conn, err := c.dial(policy, true)
 	if err != nil {
 		return nil, nil, err
 	}
 	p := captures[policy].last()
-	info := balancer.PickInfo{FullMethodName: "/grpc.health.v1.Health/Check", Ctx: context.Background()}
+	info := balancer.PickInfo{FullMethodName: "/grpc.health.v1.Health/Check", Ctx: ctx}
 	done := balancer.DoneInfo{BytesSent: true, BytesReceived: true}
 	one = func() error {
 		res, err := p.Pick(info)
@@ -150,7 +183,7 @@ func benchPick(b *testing.B, one func() error, parallel bool) {
 // pickCost measures Pick+Done with testing.Benchmark (for the command;
 // benchmarks call benchPick).
 func pickCost(c *cluster, policy string, parallel bool) (testing.BenchmarkResult, error) {
-	one, closeConn, err := pickBench(c, policy)
+	one, closeConn, err := pickBench(c, policy, context.Background())
 	if err != nil {
 		return testing.BenchmarkResult{}, err
 	}

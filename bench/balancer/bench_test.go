@@ -1,8 +1,15 @@
 package main
 
 import (
+	"context"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc/balancer/roundrobin"
+
+	"github.com/musterhq/muster/balancer/p2c"
+	"github.com/musterhq/muster/balancer/wrr"
+	"github.com/musterhq/muster/color"
 )
 
 // BenchmarkPick measures Pick+Done on the picker each policy publishes
@@ -16,12 +23,54 @@ func BenchmarkPick(b *testing.B) {
 	}
 	defer c.stop()
 	for _, p := range policies {
-		one, closeConn, err := pickBench(c, p)
+		one, closeConn, err := pickBench(c, p, context.Background())
 		if err != nil {
 			b.Fatal(err)
 		}
 		b.Run(p+"/single", func(b *testing.B) { benchPick(b, one, false) })
 		b.Run(p+"/parallel", func(b *testing.B) { benchPick(b, one, true) })
+		closeConn()
+	}
+}
+
+// BenchmarkRoutedPick measures the cost of routing by color: Pick+Done of
+// Muster's policies over five real loopback connections, plain (no
+// instance has a color) and routed (two of the five are blue) for an
+// uncolored and a blue call, beside round_robin, in one run:
+//
+//	go test -run '^$' -bench RoutedPick -count 3 ./bench/balancer/
+func BenchmarkRoutedPick(b *testing.B) {
+	plain, err := startCluster(5)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer plain.stop()
+	colored, err := startCluster(5)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer colored.stop()
+	colored.blue = 2
+	bg := context.Background()
+	for _, run := range []struct {
+		name   string
+		c      *cluster
+		policy string
+		ctx    context.Context
+	}{
+		{"round_robin", plain, roundrobin.Name, bg},
+		{"muster_p2c/plain", plain, p2c.Name, bg},
+		{"muster_p2c/routed_uncolored", colored, p2c.Name, bg},
+		{"muster_p2c/routed_blue", colored, p2c.Name, color.WithColor(bg, "blue")},
+		{"muster_wrr/plain", plain, wrr.Name, bg},
+		{"muster_wrr/routed_uncolored", colored, wrr.Name, bg},
+		{"muster_wrr/routed_blue", colored, wrr.Name, color.WithColor(bg, "blue")},
+	} {
+		one, closeConn, err := pickBench(run.c, run.policy, run.ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(run.name, func(b *testing.B) { benchPick(b, one, false) })
 		closeConn()
 	}
 }

@@ -8,14 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-
 	_ "github.com/musterhq/muster/balancer/p2c"
 	"github.com/musterhq/muster/internal/testkit/testbackend"
 	"github.com/musterhq/muster/registry"
-	"github.com/musterhq/muster/registry/etcd"
-	"github.com/musterhq/muster/resolver"
 )
 
 func TestOperatorCommands(t *testing.T) {
@@ -26,18 +21,7 @@ func TestOperatorCommands(t *testing.T) {
 	register(t, r, registry.Instance{Name: "user", ID: "b", Addr: b.Addr})
 
 	// A live client, as a service would have.
-	disc, err := etcd.NewDiscovery(newClient(t, s.endpoint), etcd.WithLogger(quietLog))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer disc.Close()
-	conn, err := grpc.NewClient("muster:///user", grpc.WithResolvers(resolver.NewBuilder(disc, resolver.WithLogger(quietLog))),
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"muster_p2c":{}}]}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := dialLive(t, newClient(t, s.endpoint), "muster:///user")
 	load := testbackend.StartLoad(conn, 2)
 	defer load.Finish()
 	load.WaitFor(t, a.Addr)

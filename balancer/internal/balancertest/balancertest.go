@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/connectivity"
@@ -133,17 +134,23 @@ func (r *Result) add(o Result) {
 // with a 5s deadline, and counts who served them. Failed calls are
 // counted, not fatal.
 func Calls(conn *grpc.ClientConn, n, concurrency int) Result {
+	return CallsCtx(context.Background(), conn, n, concurrency)
+}
+
+// CallsCtx is Calls with each call's context derived from ctx (which may
+// carry a color or other outgoing metadata).
+func CallsCtx(ctx context.Context, conn *grpc.ClientConn, n, concurrency int) Result {
 	var next atomic.Int64
-	return run(conn, concurrency, func() bool { return next.Add(1) <= int64(n) })
+	return run(ctx, conn, concurrency, func() bool { return next.Add(1) <= int64(n) })
 }
 
 // CallsFor makes calls for d, like Calls.
 func CallsFor(conn *grpc.ClientConn, d time.Duration, concurrency int) Result {
 	end := time.Now().Add(d)
-	return run(conn, concurrency, func() bool { return time.Now().Before(end) })
+	return run(context.Background(), conn, concurrency, func() bool { return time.Now().Before(end) })
 }
 
-func run(conn *grpc.ClientConn, concurrency int, more func() bool) Result {
+func run(parent context.Context, conn *grpc.ClientConn, concurrency int, more func() bool) Result {
 	var (
 		mu  sync.Mutex
 		all Result
@@ -155,7 +162,7 @@ func run(conn *grpc.ClientConn, concurrency int, more func() bool) Result {
 			defer wg.Done()
 			r := Result{By: map[string]int{}}
 			for more() {
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				ctx, cancel := context.WithTimeout(parent, 5*time.Second)
 				addr, err := testbackend.Call(ctx, conn)
 				cancel()
 				if err != nil {
@@ -182,13 +189,19 @@ func run(conn *grpc.ClientConn, concurrency int, more func() bool) Result {
 // far, failing the test after timeout.
 func CallUntil(t testing.TB, conn *grpc.ClientConn, timeout time.Duration, what string, cond func(Result) bool) Result {
 	t.Helper()
+	return CallUntilCtx(t, context.Background(), conn, timeout, what, cond)
+}
+
+// CallUntilCtx is CallUntil with each call's context derived from ctx.
+func CallUntilCtx(t testing.TB, ctx context.Context, conn *grpc.ClientConn, timeout time.Duration, what string, cond func(Result) bool) Result {
+	t.Helper()
 	r := Result{By: map[string]int{}}
 	deadline := time.Now().Add(timeout)
 	for !cond(r) {
 		if time.Now().After(deadline) {
 			t.Fatalf("after %v of calls, still not %s: %v, last error %v", timeout, what, r, r.LastErr)
 		}
-		r.add(Calls(conn, 1, 1))
+		r.add(CallsCtx(ctx, conn, 1, 1))
 	}
 	return r
 }
@@ -297,6 +310,8 @@ func (r recorder) UpdateState(s balancer.State) {
 type Registry struct {
 	// Builder resolves "muster:///<service>" targets.
 	Builder *resolver.Builder
+	// Client is the etcd client, for operators' changes (SetCanary).
+	Client *clientv3.Client
 
 	reg *etcd.Registrar
 }
@@ -319,7 +334,12 @@ func StartRegistry(t testing.TB) *Registry {
 	}
 	t.Cleanup(func() { _ = disc.Close() })
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	return &Registry{Builder: resolver.NewBuilder(disc, resolver.WithLogger(quiet)), reg: reg}
+	canaries, err := etcd.NewCanaries(cli, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := resolver.NewBuilder(disc, resolver.WithLogger(quiet), resolver.WithCanaries(canaries))
+	return &Registry{Builder: b, Client: cli, reg: reg}
 }
 
 // Register registers in, failing the test on error.

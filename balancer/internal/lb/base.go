@@ -17,6 +17,9 @@ import (
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/grpclog"
 	grpcresolver "google.golang.org/grpc/resolver"
+
+	"github.com/musterhq/muster/registry"
+	"github.com/musterhq/muster/resolver"
 )
 
 var logger = grpclog.Component("muster-balancer")
@@ -56,6 +59,8 @@ type Ready[T any] struct {
 	Picker balancer.Picker
 	// Weight is the endpoint's weight, > 0 (see Base).
 	Weight int
+
+	color string // see ColorConfig; "" for the base
 }
 
 // Policy is what a balancing policy supplies to Base.
@@ -68,7 +73,8 @@ type Policy[T any] struct {
 	// NewPicker returns a picker over ready, which is never empty, is
 	// sorted by address, and belongs to the callee. It is called under
 	// Base's lock each time an endpoint changes state or the resolver state
-	// changes.
+	// changes: once over every READY endpoint, or, when routing by color,
+	// once per color present and once over the base (see ColorConfig).
 	NewPicker func(ready []Ready[T]) balancer.Picker
 	// Calls returns the calls to e that completed with a result, for the
 	// calls metric. May be nil: then OutlierState.CountCall keeps the
@@ -89,6 +95,10 @@ type Policy[T any] struct {
 // registry.DefaultWeight. An endpoint of weight 0 (a draining instance) is left out of
 // the policy's pickers unless every READY endpoint has weight 0; then all
 // are handed over with the same weight.
+//
+// Colors: when some READY endpoint has a color (ColorConfig), the picker
+// routes each call to a policy picker over the endpoints of the call's
+// color, or over the base; see route.
 //
 // Base implements balancer.Balancer except UpdateClientConnState, which the
 // policy implements to parse its config and then calls Update. gRPC
@@ -111,6 +121,8 @@ type Base[T any] struct {
 	gen       uint64
 	listed    int             // endpoints in the last resolver state
 	weights   EndpointWeights // from the last Update; read-only
+	colors    ColorConfig     // from the last Update
+	canary    registry.Canary // from the last resolver state; zero for none
 	closed    bool
 }
 
@@ -140,13 +152,13 @@ type interceptor[T any] struct {
 
 func (i interceptor[T]) UpdateState(s balancer.State) { i.b.updateState(s) }
 
-// Update applies a new resolver state, outlier configuration and table of
-// endpoint weights (nil for none): it creates the Endpoints of new
+// Update applies a new resolver state, outlier configuration, table of
+// endpoint weights (nil for none) and color configuration: it creates the Endpoints of new
 // endpoints, starts the retention of those that left, and hands the state
 // to the children, which makes a new picker (with the new weights even
 // when the endpoints are the same). It returns balancer.ErrBadResolverState for a state without
 // endpoints (gRPC then asks the resolver again, with backoff).
-func (b *Base[T]) Update(s balancer.ClientConnState, oc OutlierConfig, weights EndpointWeights) error {
+func (b *Base[T]) Update(s balancer.ClientConnState, oc OutlierConfig, weights EndpointWeights, colors ColorConfig) error {
 	b.Detector.SetConfig(oc)
 	retention := max(minRetention, oc.MaxEjectionTime)
 
@@ -155,6 +167,8 @@ func (b *Base[T]) Update(s balancer.ClientConnState, oc OutlierConfig, weights E
 	b.gen++
 	b.listed = 0
 	b.weights = weights
+	b.colors = colors
+	b.canary, _ = resolver.CanaryOf(s.ResolverState)
 	for _, ep := range s.ResolverState.Endpoints {
 		if len(ep.Addresses) == 0 {
 			continue
@@ -273,7 +287,7 @@ func (b *Base[T]) updateState(s balancer.State) {
 		if w > 0 {
 			positive++
 		}
-		ready = append(ready, Ready[T]{Endpoint: e, Picker: c.State.Picker, Weight: w})
+		ready = append(ready, Ready[T]{Endpoint: e, Picker: c.State.Picker, Weight: w, color: colorOf(c.Endpoint, b.colors.Key)})
 	}
 	if len(ready) == 0 {
 		b.Detector.SetMembers(nil)
@@ -293,7 +307,7 @@ func (b *Base[T]) updateState(s balancer.State) {
 		members[i] = &ready[i].Endpoint.Outlier
 	}
 	b.Detector.SetMembers(members)
-	b.cc.UpdateState(balancer.State{ConnectivityState: connectivity.Ready, Picker: b.policy.NewPicker(ready)})
+	b.cc.UpdateState(balancer.State{ConnectivityState: connectivity.Ready, Picker: b.route(ready, b.colors, b.canary)})
 }
 
 // Key identifies an endpoint by its set of addresses, as grpc-go's

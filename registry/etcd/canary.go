@@ -1,0 +1,150 @@
+package etcd
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/musterhq/muster/registry"
+)
+
+// SetCanary writes an operator's canary setting of service (see
+// registry.Canary): c.Percent of the uncolored calls of every client that
+// follows it (resolver.WithCanaries) go to the instances of c.Color. The
+// setting is bound to no lease: it stays until ClearCanary. Of the options
+// only WithPrefix and WithRequestTimeout apply.
+func SetCanary(ctx context.Context, cli *clientv3.Client, service string, c registry.Canary, opts ...Option) error {
+	val, err := registry.MarshalCanary(c)
+	if err != nil {
+		return err
+	}
+	op, key, err := canaryKey(opts, service)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, op.requestTimeout)
+	defer cancel()
+	if _, err := cli.Put(ctx, key, string(val)); err != nil {
+		return fmt.Errorf("etcd: write canary %s: %w", key, err)
+	}
+	return nil
+}
+
+// ClearCanary removes the canary setting of service, if any: its uncolored
+// calls all go to the base again. Of the options only WithPrefix and
+// WithRequestTimeout apply.
+func ClearCanary(ctx context.Context, cli *clientv3.Client, service string, opts ...Option) error {
+	op, key, err := canaryKey(opts, service)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, op.requestTimeout)
+	defer cancel()
+	if _, err := cli.Delete(ctx, key); err != nil {
+		return fmt.Errorf("etcd: delete canary %s: %w", key, err)
+	}
+	return nil
+}
+
+func canaryKey(opts []Option, service string) (options, string, error) {
+	op := buildOptions(opts)
+	if op.err != nil {
+		return op, "", op.err
+	}
+	if err := registry.ValidateName(service); err != nil {
+		return op, "", err
+	}
+	return op, registry.CanaryKey(op.prefix, service), nil
+}
+
+// Canaries follows the canary settings stored by SetCanary, for
+// resolver.WithCanaries. It is safe for concurrent use and holds no
+// resources of its own: each WatchCanary runs until its context ends.
+type Canaries struct {
+	cli *clientv3.Client
+	o   options
+}
+
+var _ registry.CanarySource = (*Canaries)(nil)
+
+// NewCanaries returns a Canaries over cli. Of the options WithPrefix,
+// WithRequestTimeout, WithBackoff and WithLogger apply; an invalid one is
+// an error.
+func NewCanaries(cli *clientv3.Client, opts ...Option) (*Canaries, error) {
+	o := buildOptions(opts)
+	if o.err != nil {
+		return nil, o.err
+	}
+	if cli == nil {
+		return nil, fmt.Errorf("etcd: NewCanaries: nil client")
+	}
+	return &Canaries{cli: cli, o: o}, nil
+}
+
+// WatchCanary implements registry.CanarySource: a Get, then a watch from
+// the next revision; when the watch ends (an error, a compaction, a lost
+// leader) it reads again, backing off between failed attempts. A value
+// that does not decode is logged and read as no canary, which keeps the
+// uncolored calls on the base.
+func (c *Canaries) WatchCanary(ctx context.Context, service string) <-chan registry.Canary {
+	ch := make(chan registry.Canary, 1)
+	go c.follow(ctx, registry.CanaryKey(c.o.prefix, service), ch)
+	return ch
+}
+
+func (c *Canaries) follow(ctx context.Context, key string, ch chan registry.Canary) {
+	defer close(ch)
+	wait := c.o.backoffMin
+	for ctx.Err() == nil {
+		gctx, cancel := context.WithTimeout(ctx, c.o.requestTimeout)
+		resp, err := c.cli.Get(gctx, key)
+		cancel()
+		if err != nil {
+			c.o.logger.Warn("cannot read the canary setting; retrying", "key", key, "error", err, "in", wait)
+			select {
+			case <-ctx.Done():
+			case <-time.After(wait):
+			}
+			wait = min(2*wait, c.o.backoffMax)
+			continue
+		}
+		wait = c.o.backoffMin
+		var val []byte
+		if len(resp.Kvs) > 0 {
+			val = resp.Kvs[0].Value
+		}
+		c.publish(ch, key, val)
+		wctx, stop := context.WithCancel(clientv3.WithRequireLeader(ctx))
+		for wr := range c.cli.Watch(wctx, key, clientv3.WithRev(resp.Header.Revision+1)) {
+			if wr.Err() != nil {
+				break
+			}
+			for _, ev := range wr.Events {
+				val = nil
+				if ev.Type == clientv3.EventTypePut {
+					val = ev.Kv.Value
+				}
+				c.publish(ch, key, val)
+			}
+		}
+		stop()
+	}
+}
+
+// publish replaces what ch holds with the setting val (nil: none).
+func (c *Canaries) publish(ch chan registry.Canary, key string, val []byte) {
+	var cn registry.Canary
+	if val != nil {
+		var err error
+		if cn, err = registry.UnmarshalCanary(val); err != nil {
+			c.o.logger.Error("ignoring a bad canary setting", "key", key, "error", err)
+		}
+	}
+	select {
+	case <-ch:
+	default:
+	}
+	ch <- cn
+}
