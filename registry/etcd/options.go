@@ -34,6 +34,7 @@ type options struct {
 	linger         time.Duration
 	auditEvery     time.Duration
 	logger         *slog.Logger
+	layout         Layout // nil: Muster's own
 	// err collects the invalid options; a constructor given any fails.
 	err error
 }
