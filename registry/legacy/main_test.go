@@ -1,6 +1,8 @@
 package legacy_test
 
 import (
+	"io"
+	"log/slog"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -12,3 +14,6 @@ func TestMain(m *testing.M) {
 	etcdtest.RunMemberIfChild()
 	goleak.VerifyTestMain(m, etcdtest.LeakOptions()...)
 }
+
+// quiet discards the library's logs; failures are reported by assertions.
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
