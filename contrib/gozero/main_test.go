@@ -8,7 +8,8 @@ import (
 	"github.com/musterhq/muster/internal/testkit/etcdtest"
 )
 
-// TestMain checks for leaked goroutines, except those of go-zero's etcd
+// TestMain checks for leaked goroutines, except go-zero's process-wide
+// ones (started by its packages' init) and those of its etcd
 // clients: go-zero keeps one client per etcd cluster for the whole process
 // (core/discov/internal's registry) and offers no way to close it, so its
 // goroutines (and those of the gRPC connection under it, reconnecting to
@@ -20,6 +21,7 @@ func TestMain(m *testing.M) {
 	opts := etcdtest.LeakOptions()
 	for _, f := range []string{
 		"github.com/zeromicro/go-zero/core/proc.init.1.func1",
+		"github.com/zeromicro/go-zero/core/stat.init.1.func1",
 		"go.etcd.io/etcd/client/v3.(*Client).autoSync",
 		"go.etcd.io/etcd/client/v3.(*lessor).deadlineLoop",
 		"go.etcd.io/etcd/client/v3.(*lessor).keepAliveCtxCloser",
