@@ -59,24 +59,10 @@ func discovery(t *testing.T, cli *clientv3.Client, opts ...etcd.Option) *etcd.Di
 	return d
 }
 
-// TestMusterChannelCallsGoZeroServer publishes a backend with go-zero's own
-// publisher and calls it through a Muster channel on the merged service,
-// next to a backend registered with Muster, until go-zero withdraws it.
-func TestMusterChannelCallsGoZeroServer(t *testing.T) {
-	c := etcdtest.Start(t)
-	cli := c.Client(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	old, migrated := testbackend.Start(t), testbackend.Start(t)
-
-	pub := discov.NewPublisher(c.Endpoints(), goZeroKey, old.Addr)
-	if err := pub.KeepAlive(); err != nil {
-		t.Fatal(err)
-	}
-	defer pub.Stop()
-	if err := registrar(t, cli).Register(ctx, registry.Instance{Name: "user", Addr: migrated.Addr}); err != nil {
-		t.Fatal(err)
-	}
+// mergedChannel returns a Muster channel (round robin, no empty-list
+// protection) on service "user" merged from Muster's layout and go-zero's.
+func mergedChannel(t *testing.T, cli *clientv3.Client) *grpc.ClientConn {
+	t.Helper()
 	merged, err := legacy.NewMerged(discovery(t, cli),
 		legacy.Source{Name: "go-zero", Discovery: discovery(t, cli, etcd.WithLayout(layout(t)))})
 	if err != nil {
@@ -89,17 +75,54 @@ func TestMusterChannelCallsGoZeroServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
+	t.Cleanup(func() { _ = conn.Close() })
+	return conn
+}
+
+// onlyCalled is a CallUntil condition: 20 calls in a row reached want, none
+// gone.
+func onlyCalled(gone, want string) func(map[string]int) bool {
+	return func(counts map[string]int) bool {
+		if counts[gone] > 0 {
+			clear(counts) // start the streak again
+		}
+		return counts[want] >= 20
+	}
+}
+
+// gozeroAndMuster starts two backends, publishes the old one with go-zero's
+// publisher (through the cluster's proxies) and registers the migrated one
+// with Muster through cli, and returns a merged Muster channel that has
+// called both.
+func gozeroAndMuster(t *testing.T, c *etcdtest.Cluster, cli *clientv3.Client) (pub *discov.Publisher, conn *grpc.ClientConn, old, migrated *testbackend.Backend) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	old, migrated = testbackend.Start(t), testbackend.Start(t)
+	pub = discov.NewPublisher(c.Endpoints(), goZeroKey, old.Addr)
+	if err := pub.KeepAlive(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pub.Stop)
+	if err := registrar(t, cli).Register(ctx, registry.Instance{Name: "user", Addr: migrated.Addr}); err != nil {
+		t.Fatal(err)
+	}
+	conn = mergedChannel(t, cli)
 	testbackend.CallUntil(t, conn, 10*time.Second, "both backends called", testbackend.HasAll(old.Addr, migrated.Addr))
+	return pub, conn, old, migrated
+}
+
+// TestMusterChannelCallsGoZeroServer publishes a backend with go-zero's own
+// publisher and calls it through a Muster channel on the merged service,
+// next to a backend registered with Muster, until go-zero withdraws it.
+func TestMusterChannelCallsGoZeroServer(t *testing.T) {
+	c := etcdtest.Start(t)
+	cli := c.Client(t)
+	pub, conn, old, migrated := gozeroAndMuster(t, c, cli)
 
 	pub.Stop() // go-zero revokes its lease
 	testbackend.CallUntil(t, conn, 10*time.Second, "only the Muster backend called after go-zero's Stop",
-		func(counts map[string]int) bool {
-			if counts[old.Addr] > 0 {
-				clear(counts) // start the streak again
-			}
-			return counts[migrated.Addr] >= 20
-		})
+		onlyCalled(old.Addr, migrated.Addr))
 }
 
 // TestGoZeroSubscriberFindsDualWrittenServer registers a Muster instance
