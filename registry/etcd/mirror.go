@@ -70,15 +70,17 @@ func (e *entry) putOps(lease clientv3.LeaseID) []clientv3.Op {
 	return ops
 }
 
-// mirrorDeletes returns the operations deleting the copies of e (nil e:
-// none).
-func (e *entry) mirrorDeletes() []clientv3.Op {
+// mirrorDeletes returns the operations deleting each copy of e that is
+// still bound to lease (nil e: none).
+func (e *entry) mirrorDeletes(lease clientv3.LeaseID) []clientv3.Op {
 	if e == nil {
 		return nil
 	}
 	ops := make([]clientv3.Op, 0, len(e.mirrors))
 	for _, m := range e.mirrors {
-		ops = append(ops, clientv3.OpDelete(m.key))
+		ops = append(ops, clientv3.OpTxn(
+			[]clientv3.Cmp{clientv3.Compare(clientv3.LeaseValue(m.key), "=", lease)},
+			[]clientv3.Op{clientv3.OpDelete(m.key)}, nil))
 	}
 	return ops
 }

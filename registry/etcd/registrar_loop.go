@@ -223,20 +223,24 @@ func (r *Registrar) leaseLost() {
 }
 
 // deleteRemoved deletes keys written under lease whose instance was
-// deregistered, with their overrides. A key is deleted only while it is
-// still bound to lease, so a key taken over by another process is left
-// alone.
+// deregistered, with their overrides and their copies in other layouts
+// (WithMirror). A key, and each copy, is deleted only while it is still
+// bound to lease, so a key taken over by another process is left alone;
+// the copies still bound to lease go even when the key itself is gone or
+// taken over.
 func (r *Registrar) deleteRemoved(lease clientv3.LeaseID) error {
 	for _, key := range r.removedKeys() {
 		r.mu.Lock()
 		written := r.written[key]
 		r.mu.Unlock()
+		copies := written.mirrorDeletes(lease)
 		ops := append([]clientv3.Op{clientv3.OpDelete(key), clientv3.OpDelete(key + "/" + registry.OverrideSuffix)},
-			written.mirrorDeletes()...)
+			copies...)
 		ctx, cancel := context.WithTimeout(r.ctx, r.opTimeout())
 		resp, err := r.cli.Txn(ctx).
 			If(clientv3.Compare(clientv3.LeaseValue(key), "=", lease)).
 			Then(ops...).
+			Else(copies...).
 			Commit()
 		cancel()
 		if err != nil {

@@ -104,3 +104,38 @@ func TestWithMirrorNil(t *testing.T) {
 		t.Fatal("WithMirror(nil): want an error")
 	}
 }
+
+// TestDualWriteDeregisterAfterTakeover deregisters an instance whose Muster
+// key another process took over (written under another lease): the key is
+// left to its new owner, and the copy, still bound to the registrar's
+// lease, is deleted all the same.
+func TestDualWriteDeregisterAfterTakeover(t *testing.T) {
+	c := etcdtest.Start(t)
+	cli := c.Client(t)
+	ctx := ctxFor(t, 30*time.Second)
+	g, _, _ := mustLayouts(t)
+	r, err := etcd.NewRegistrar(cli, etcdopts.Fast(etcd.WithMirror(g), etcd.WithAuditInterval(time.Hour))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close() })
+	if err := r.Register(ctx, registry.Instance{Name: "user", ID: "u1", Addr: "127.0.0.1:9001"}); err != nil {
+		t.Fatal(err)
+	}
+	key := registry.Key(registry.DefaultPrefix, "user", "u1")
+	resp, err := cli.Get(ctx, key)
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("get %s: %v %v", key, resp, err)
+	}
+	other := grant(t, ctx, cli, 30)
+	put(t, ctx, cli, key, string(resp.Kvs[0].Value), clientv3.WithLease(other))
+	if err := r.Deregister(ctx, "user", "u1"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := cli.Get(ctx, "user/u1"); len(got.Kvs) != 0 {
+		t.Fatalf("the go-zero copy is still there: %v", got.Kvs)
+	}
+	if got, _ := cli.Get(ctx, key); len(got.Kvs) != 1 || clientv3.LeaseID(got.Kvs[0].Lease) != other {
+		t.Fatalf("the key taken over was not left to its owner: %v", got.Kvs)
+	}
+}
