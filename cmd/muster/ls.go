@@ -9,10 +9,12 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/musterhq/muster/registry"
+	"github.com/musterhq/muster/registry/etcd"
 )
 
 func newLsCmd(g *globalOptions) *cobra.Command {
 	var output string
+	var layout layoutFlags
 	cmd := &cobra.Command{
 		Use:   "ls [service]",
 		Short: "List services, or the instances of one service",
@@ -23,11 +25,16 @@ Instances are read the way clients read them: a value that does not decode
 or validate is skipped (and reported on stderr), so a service whose values are
 all bad shows 0 instances. If etcd does not answer within --timeout, ls fails.
 
+With --layout, ls reads one service as written by the framework it is
+migrating from (go-zero, Kratos or etcd naming; --legacy-name when its name
+there differs), the way Muster's merged Discovery reads it.
+
 JSON output is an array: for services, objects {"name", "instances"}; for
 instances, the values as stored in etcd.`,
 		Example: `  muster ls
   muster ls user
-  muster ls user -o json --endpoints http://10.0.0.1:2379,http://10.0.0.2:2379`,
+  muster ls user -o json --endpoints http://10.0.0.1:2379,http://10.0.0.2:2379
+  muster ls user --layout go-zero --legacy-name user.rpc`,
 		Args: serviceArg(true),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := validateOutput(output); err != nil {
@@ -37,10 +44,18 @@ instances, the values as stored in etcd.`,
 			if len(args) == 1 {
 				service = args[0]
 			}
-			return runLs(cmd.Context(), g, output, service, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			opts, err := layout.options(service)
+			if err != nil {
+				return err
+			}
+			if opts != nil && service == "" {
+				return usageErrorf("--layout %s lists one service: name it", layout.layout)
+			}
+			return runLs(cmd.Context(), g, output, service, cmd.OutOrStdout(), cmd.ErrOrStderr(), opts...)
 		},
 	}
 	addOutputFlag(cmd, &output)
+	layout.add(cmd)
 	return cmd
 }
 
@@ -52,9 +67,9 @@ type serviceRow struct {
 
 // runLs lists the services (service == "") or the instances of service in
 // the given output format. It fails if etcd does not answer within
-// g.timeout.
-func runLs(ctx context.Context, g *globalOptions, output, service string, stdout, stderr io.Writer) error {
-	s, err := g.connect(ctx, stderr)
+// g.timeout. opts select another layout than Muster's (--layout).
+func runLs(ctx context.Context, g *globalOptions, output, service string, stdout, stderr io.Writer, opts ...etcd.Option) error {
+	s, err := g.connect(ctx, stderr, opts...)
 	if err != nil {
 		return err
 	}
@@ -73,7 +88,7 @@ func runLs(ctx context.Context, g *globalOptions, output, service string, stdout
 		return err
 	}
 	var overridden map[string]bool
-	if output == outputTable {
+	if output == outputTable && len(opts) == 0 {
 		if overridden, err = s.overridden(ctx, tctx, service, snap.Revision); err != nil {
 			return err
 		}

@@ -27,7 +27,9 @@ import (
 // instance without an override is one copy, in raw and served.
 type cache struct {
 	prefix  string // the registry prefix (WithPrefix), to parse keys
-	service string // ServicePrefix(prefix, name): every key read starts with it
+	name    string // the service name
+	service string // ServicePrefix(prefix, name), or the layout's prefix: every key read starts with it
+	layout  Layout // nil: Muster's own layout
 
 	raw       map[string]*registry.Instance // instances as registered
 	overrides map[string]registry.Override  // operators' overrides
@@ -36,8 +38,12 @@ type cache struct {
 
 	list    []*registry.Instance // the list next returned last; never modified
 	all     bool                 // since then, any key may have changed
-	touched []string             // since then, these keys changed (unless all)
+	touched []change             // since then, these keys changed (unless all)
 }
+
+// change is a key whose served instance changed, and that instance's ID
+// (a function of the key alone, in every layout).
+type change struct{ key, id string }
 
 // badValue is a value a cache skipped: malformed, of an unknown schema
 // version, not matching its key, or an invalid override. Each is reported
@@ -48,11 +54,18 @@ type badValue struct {
 	err         error
 }
 
-// newCache returns an empty cache of the service name under prefix.
-func newCache(prefix, name string) *cache {
+// newCache returns an empty cache of the service name under prefix, in
+// Muster's layout when layout is nil, else in layout.
+func newCache(prefix, name string, layout Layout) *cache {
+	service := registry.ServicePrefix(prefix, name)
+	if layout != nil {
+		service = layout.Prefix(name)
+	}
 	return &cache{
 		prefix:    prefix,
-		service:   registry.ServicePrefix(prefix, name),
+		name:      name,
+		service:   service,
+		layout:    layout,
 		raw:       make(map[string]*registry.Instance),
 		overrides: make(map[string]registry.Override),
 		served:    make(map[string]*registry.Instance),
@@ -72,7 +85,7 @@ func (c *cache) load(kvs []*mvccpb.KeyValue) []badValue {
 	for _, kv := range kvs {
 		key := string(kv.Key)
 		seen[key] = true
-		if target, ok := registry.ParseOverrideKey(c.prefix, key); ok {
+		if target, ok := c.overrideKey(key); ok {
 			var o registry.Override
 			var ok bool
 			if o, ok, bad = c.decodeOverride(kv, bad); ok {
@@ -113,7 +126,7 @@ func (c *cache) apply(ev *mvccpb.Event, bad []badValue) []badValue {
 	if deleted {
 		delete(c.bad, key)
 	}
-	if target, ok := registry.ParseOverrideKey(c.prefix, key); ok {
+	if target, ok := c.overrideKey(key); ok {
 		delete(c.overrides, target)
 		if !deleted {
 			var o registry.Override
@@ -138,6 +151,15 @@ func (c *cache) apply(ev *mvccpb.Event, bad []badValue) []badValue {
 	return bad
 }
 
+// overrideKey reports whether key holds an operator's override, and of
+// which instance key. Only Muster's layout has overrides.
+func (c *cache) overrideKey(key string) (target string, ok bool) {
+	if c.layout != nil {
+		return "", false
+	}
+	return registry.ParseOverrideKey(c.prefix, key)
+}
+
 // forgetBad forgets which bad values were reported, so that they are
 // reported again when read: after a rewind of etcd's history, whose mod
 // revisions may repeat those of the old one.
@@ -151,7 +173,7 @@ func (c *cache) merge(key string) {
 	if !ok {
 		delete(c.served, key)
 		if had {
-			c.touch(key)
+			c.touch(key, old.ID)
 		}
 		return
 	}
@@ -162,13 +184,13 @@ func (c *cache) merge(key string) {
 	}
 	c.served[key] = served
 	if !had || served != old {
-		c.touch(key)
+		c.touch(key, served.ID)
 	}
 }
 
-func (c *cache) touch(key string) {
+func (c *cache) touch(key, id string) {
 	if !c.all {
-		c.touched = append(c.touched, key)
+		c.touched = append(c.touched, change{key, id})
 	}
 }
 
@@ -204,6 +226,9 @@ func (c *cache) decodeOverride(kv *mvccpb.KeyValue, bad []badValue) (registry.Ov
 // decode turns a key-value into an instance, or appends it to bad if it is
 // bad and not reported yet.
 func (c *cache) decode(kv *mvccpb.KeyValue, bad []badValue) (registry.Instance, bool, []badValue) {
+	if c.layout != nil {
+		return c.decodeLayout(kv, bad)
+	}
 	key := string(kv.Key)
 	in, err := registry.Unmarshal(kv.Value)
 	if err == nil {
@@ -254,15 +279,14 @@ func (c *cache) next() ([]*registry.Instance, bool) {
 
 // patched returns a copy of prev with the keys in touched updated from the
 // cache.
-func (c *cache) patched(prev []*registry.Instance, touched []string) []*registry.Instance {
-	next := make([]*registry.Instance, len(prev), len(prev)+len(touched))
+func (c *cache) patched(prev []*registry.Instance, changes []change) []*registry.Instance {
+	next := make([]*registry.Instance, len(prev), len(prev)+len(changes))
 	copy(next, prev)
-	for _, key := range touched {
-		id := key[len(c.service):]
-		i, found := slices.BinarySearchFunc(next, id, func(in *registry.Instance, id string) int {
+	for _, t := range changes {
+		i, found := slices.BinarySearchFunc(next, t.id, func(in *registry.Instance, id string) int {
 			return strings.Compare(in.ID, id)
 		})
-		in, present := c.served[key]
+		in, present := c.served[t.key]
 		switch {
 		case present && found:
 			next[i] = in

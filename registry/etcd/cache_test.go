@@ -69,7 +69,7 @@ func ids(list []*registry.Instance) []string {
 }
 
 func TestCacheAppliesPutsAndDeletesInOrder(t *testing.T) {
-	c := newCache(registry.DefaultPrefix, cacheTestService)
+	c := newCache(registry.DefaultPrefix, cacheTestService, nil)
 	if list, changed := c.next(); changed || len(list) != 0 {
 		t.Fatalf("empty cache: %v, changed %v", ids(list), changed)
 	}
@@ -104,7 +104,7 @@ func TestCacheAppliesPutsAndDeletesInOrder(t *testing.T) {
 }
 
 func TestCacheMergesOverrides(t *testing.T) {
-	c := newCache(registry.DefaultPrefix, cacheTestService)
+	c := newCache(registry.DefaultPrefix, cacheTestService, nil)
 	a := registry.Instance{Name: cacheTestService, ID: "a", Addr: "10.0.0.1:80", Weight: 30}
 	// An override that arrives before its instance waits for it.
 	applyAll(c, put(overrideKeyOf("a"), mustMarshalOverride(t, 0), 2))
@@ -141,7 +141,7 @@ func TestCacheMergesOverrides(t *testing.T) {
 }
 
 func TestCacheReportsBadValuesOncePerModRevision(t *testing.T) {
-	c := newCache(registry.DefaultPrefix, cacheTestService)
+	c := newCache(registry.DefaultPrefix, cacheTestService, nil)
 	a := registry.Instance{Name: cacheTestService, ID: "a", Addr: "10.0.0.1:80"}
 	other := registry.Instance{Name: cacheTestService, ID: "other", Addr: "10.0.0.9:80"}
 	kvs := []*mvccpb.KeyValue{
@@ -197,7 +197,7 @@ func badKeys(bad []badValue) []string {
 }
 
 func TestCachePatchesFewKeysAndRebuildsMany(t *testing.T) {
-	c := newCache(registry.DefaultPrefix, cacheTestService)
+	c := newCache(registry.DefaultPrefix, cacheTestService, nil)
 	var evs []*mvccpb.Event
 	for i := range 3 * patchLimit {
 		in := registry.Instance{Name: cacheTestService, ID: fmt.Sprintf("i%03d", i), Addr: fmt.Sprintf("10.0.0.%d:80", i)}
@@ -295,7 +295,7 @@ func FuzzCacheMatchesFreshLoad(f *testing.F) {
 	overrides := fuzzOverrides(f)
 
 	f.Fuzz(func(t *testing.T, data []byte) {
-		c := newCache(registry.DefaultPrefix, cacheTestService)
+		c := newCache(registry.DefaultPrefix, cacheTestService, nil)
 		c.load(nil)
 		list, _ := c.next()
 		state := map[string]*mvccpb.KeyValue{} // the store
@@ -390,7 +390,7 @@ func kvsOf(state map[string]*mvccpb.KeyValue) []*mvccpb.KeyValue {
 
 // badIn returns the keys of state that a fresh load reports as bad, sorted.
 func badIn(c *cache, state map[string]*mvccpb.KeyValue) []string {
-	fresh := newCache(c.prefix, cacheTestService)
+	fresh := newCache(c.prefix, cacheTestService, nil)
 	return badKeys(fresh.load(kvsOf(state)))
 }
 
@@ -422,7 +422,7 @@ func checkReported(t *testing.T, step int, bad []badValue, reported map[string]i
 // same order.
 func compareWithFreshLoad(t *testing.T, step int, list []*registry.Instance, state map[string]*mvccpb.KeyValue) {
 	t.Helper()
-	fresh := newCache(registry.DefaultPrefix, cacheTestService)
+	fresh := newCache(registry.DefaultPrefix, cacheTestService, nil)
 	fresh.load(kvsOf(state))
 	want, _ := fresh.next()
 	if len(list) != len(want) {

@@ -22,7 +22,7 @@ func BenchmarkWatchEventToSnapshot(b *testing.B) {
 			o := buildOptions([]Option{WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))})
 			d := &Discovery{opts: o, log: o.logger}
 			s := &service{d: d, name: "svc", prefix: registry.ServicePrefix(o.prefix, "svc"), log: d.log,
-				watchers: map[*watcher]struct{}{}, cache: newCache(o.prefix, "svc")}
+				watchers: map[*watcher]struct{}{}, cache: newCache(o.prefix, "svc", nil)}
 			put := func(i int) *clientv3.Event {
 				in := registry.Instance{Name: "svc", ID: fmt.Sprintf("%06d", i), Addr: fmt.Sprintf("127.0.0.1:%d", 20000+i%40000)}
 				v, err := registry.Marshal(in)

@@ -165,8 +165,12 @@ func (d *Discovery) Watch(ctx context.Context, name string) (registry.Watcher, e
 }
 
 // Services lists the services that have at least one key, sorted. It reads
-// keys only.
+// keys only. It is an error with WithLayout: a layout maps service names to
+// keys, not back.
 func (d *Discovery) Services(ctx context.Context) ([]string, error) {
+	if d.opts.layout != nil {
+		return nil, errors.New("etcd: Services: not supported with WithLayout")
+	}
 	ctx, cancel := context.WithTimeout(ctx, d.opts.requestTimeout)
 	defer cancel()
 	prefix := registry.ServicePrefix(d.opts.prefix, "")
@@ -236,16 +240,17 @@ func (d *Discovery) Close() error {
 // startService starts the goroutine following name. d.mu must be held.
 func (d *Discovery) startService(name string) *service {
 	ctx, cancel := context.WithCancel(context.Background())
+	c := newCache(d.opts.prefix, name, d.opts.layout)
 	s := &service{
 		d:        d,
 		name:     name,
-		prefix:   registry.ServicePrefix(d.opts.prefix, name),
+		prefix:   c.service,
 		log:      d.log.With("service", name),
 		cancel:   cancel,
 		done:     make(chan struct{}),
 		watchers: make(map[*watcher]struct{}),
 		snap:     registry.Snapshot{Service: name},
-		cache:    newCache(d.opts.prefix, name),
+		cache:    c,
 	}
 	go s.run(ctx)
 	return s

@@ -84,6 +84,16 @@
 // static instance: nothing expires it, and it leaves when it is deleted
 // (Delete). Registrars never write such keys.
 //
+// # Other layouts
+//
+// WithLayout makes a Discovery read services written by another framework
+// on the same etcd (registry/legacy has go-zero's, Kratos's and etcd
+// naming's): only where the keys are and how a value becomes an Instance
+// change; the watch, cache, staleness, rewinds and skipping of bad values
+// are the same. WithMirror makes a Registrar also write each instance in
+// such layouts, in the same transaction and under the same lease as its own
+// key, so that clients still on the old framework find it.
+//
 // # Client
 //
 // Both take a *clientv3.Client owned by the caller. ClientConfig returns a

@@ -34,6 +34,8 @@ type options struct {
 	linger         time.Duration
 	auditEvery     time.Duration
 	logger         *slog.Logger
+	layout         Layout   // nil: Muster's own
+	mirrors        []Mirror // other layouts a Registrar also writes
 	// err collects the invalid options; a constructor given any fails.
 	err error
 }

@@ -83,6 +83,9 @@ type Registrar struct {
 type entry struct {
 	key string
 	val []byte
+	// mirrors are the entry's copies in other layouts (WithMirror),
+	// written and deleted with it.
+	mirrors []mirrored
 	// err is set when etcd refused the entry for good; it is then removed
 	// from entries.
 	err error
@@ -155,7 +158,12 @@ func (r *Registrar) Register(ctx context.Context, in registry.Instance) error {
 		r.mu.Unlock()
 		return err
 	}
-	e := &entry{key: key, val: val}
+	mirrors, err := r.mirrorsOf(in)
+	if err != nil {
+		r.mu.Unlock()
+		return err
+	}
+	e := &entry{key: key, val: val, mirrors: mirrors}
 	if prev, ok := r.entries[key]; ok && string(prev.val) == string(val) {
 		e = prev // unchanged: nothing to rewrite
 	} else {

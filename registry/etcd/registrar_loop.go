@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -222,15 +223,24 @@ func (r *Registrar) leaseLost() {
 }
 
 // deleteRemoved deletes keys written under lease whose instance was
-// deregistered, with their overrides. A key is deleted only while it is
-// still bound to lease, so a key taken over by another process is left
-// alone.
+// deregistered, with their overrides and their copies in other layouts
+// (WithMirror). A key, and each copy, is deleted only while it is still
+// bound to lease, so a key taken over by another process is left alone;
+// the copies still bound to lease go even when the key itself is gone or
+// taken over.
 func (r *Registrar) deleteRemoved(lease clientv3.LeaseID) error {
 	for _, key := range r.removedKeys() {
+		r.mu.Lock()
+		written := r.written[key]
+		r.mu.Unlock()
+		copies := written.mirrorDeletes(lease)
+		ops := append([]clientv3.Op{clientv3.OpDelete(key), clientv3.OpDelete(key + "/" + registry.OverrideSuffix)},
+			copies...)
 		ctx, cancel := context.WithTimeout(r.ctx, r.opTimeout())
 		resp, err := r.cli.Txn(ctx).
 			If(clientv3.Compare(clientv3.LeaseValue(key), "=", lease)).
-			Then(clientv3.OpDelete(key), clientv3.OpDelete(key+"/"+registry.OverrideSuffix)).
+			Then(ops...).
+			Else(copies...).
 			Commit()
 		cancel()
 		if err != nil {
@@ -273,11 +283,11 @@ func (r *Registrar) putPending(lease clientv3.LeaseID) error {
 			continue // replaced or deregistered since the list was taken
 		}
 		ctx, cancel := context.WithTimeout(r.ctx, r.opTimeout())
-		resp, err := r.cli.Put(ctx, e.key, string(e.val), clientv3.WithLease(lease))
+		header, err := r.put(ctx, e, lease)
 		cancel()
 		switch {
 		case err == nil:
-			r.wrote(resp.Header)
+			r.wrote(header)
 		case errors.Is(err, rpctypes.ErrLeaseNotFound):
 			r.leaseLost()
 			return fmt.Errorf("etcd: put %s: %w: %w", e.key, errLeaseLost, err)
@@ -304,12 +314,29 @@ func (r *Registrar) putPending(lease clientv3.LeaseID) error {
 		// Recorded even if the entry was deregistered meanwhile, so that
 		// deleteRemoved removes the key just written.
 		r.written[e.key] = e
-		r.wroteAt[e.key] = resp.Header.Revision
+		r.wroteAt[e.key] = header.Revision
 		r.syncKeyLocked(e.key)
 		r.updateStatusLocked()
 		r.mu.Unlock()
 	}
 	return nil
+}
+
+// put writes e under lease: one Put, or with its copies in other layouts
+// (WithMirror) one transaction.
+func (r *Registrar) put(ctx context.Context, e *entry, lease clientv3.LeaseID) (*pb.ResponseHeader, error) {
+	if len(e.mirrors) == 0 {
+		resp, err := r.cli.Put(ctx, e.key, string(e.val), clientv3.WithLease(lease))
+		if err != nil {
+			return nil, err
+		}
+		return resp.Header, nil
+	}
+	resp, err := r.cli.Txn(ctx).Then(e.putOps(lease)...).Commit()
+	if err != nil {
+		return nil, err
+	}
+	return resp.Header, nil
 }
 
 // rebindOverride moves an operator's override of key, if there is one,

@@ -79,7 +79,7 @@ func (r *Registrar) audit() error {
 		if r.entries[key] != e {
 			continue // being replaced or deleted anyway
 		}
-		if _, ok := attached[key]; ok && !rewound {
+		if _, ok := attached[key]; ok && !rewound && e.mirrorsAttached(attached) {
 			continue
 		}
 		delete(r.written, key)

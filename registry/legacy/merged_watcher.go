@@ -1,0 +1,112 @@
+package legacy
+
+import (
+	"reflect"
+	"sync"
+
+	"github.com/musterhq/muster/registry"
+)
+
+// mergedWatcher follows the parts of one service with one goroutine and
+// publishes their merge.
+type mergedWatcher struct {
+	m       *Merged
+	service string
+	parts   []registry.Watcher
+	ch      chan struct{}
+	stop    chan struct{}
+	done    chan struct{}
+	once    sync.Once
+
+	mu   sync.Mutex
+	snap registry.Snapshot
+}
+
+func newMergedWatcher(m *Merged, service string, parts []registry.Watcher) *mergedWatcher {
+	w := &mergedWatcher{
+		m: m, service: service, parts: parts,
+		ch: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+	}
+	w.update()
+	go w.run()
+	return w
+}
+
+// run merges again after any part's update, until stop or until a part's
+// channel closes (its Discovery was closed).
+func (w *mergedWatcher) run() {
+	defer close(w.done)
+	defer close(w.ch)
+	cases := make([]reflect.SelectCase, 0, len(w.parts)+1)
+	cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(w.stop)})
+	for _, p := range w.parts {
+		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(p.Updates())})
+	}
+	for {
+		i, _, ok := reflect.Select(cases)
+		if i == 0 || !ok {
+			return
+		}
+		w.update()
+	}
+}
+
+// update publishes the merge of the parts' snapshots, waking the reader if
+// it changed.
+func (w *mergedWatcher) update() {
+	parts := make([]registry.Snapshot, len(w.parts))
+	for i, p := range w.parts {
+		parts[i] = p.Snapshot()
+	}
+	next := mergeSnapshots(w.service, parts)
+	w.mu.Lock()
+	changed := !sameSnapshot(w.snap, next)
+	if changed {
+		w.snap = next
+	}
+	w.mu.Unlock()
+	if changed {
+		select {
+		case w.ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// sameSnapshot reports whether a reader would see no difference between
+// two merged snapshots: the same instances (pointers: the parts keep them)
+// and state.
+func sameSnapshot(a, b registry.Snapshot) bool {
+	if a.Loaded != b.Loaded || !a.StaleSince.Equal(b.StaleSince) || a.Revision != b.Revision ||
+		a.Generation != b.Generation || (a.Err == nil) != (b.Err == nil) ||
+		(a.Err != nil && a.Err.Error() != b.Err.Error()) || len(a.Instances) != len(b.Instances) {
+		return false
+	}
+	for i := range a.Instances {
+		if a.Instances[i] != b.Instances[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func (w *mergedWatcher) Updates() <-chan struct{} { return w.ch }
+
+func (w *mergedWatcher) Snapshot() registry.Snapshot {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.snap
+}
+
+// Close stops the watcher and closes its parts. It is idempotent.
+func (w *mergedWatcher) Close() error {
+	w.once.Do(func() {
+		close(w.stop)
+		<-w.done
+		for _, p := range w.parts {
+			_ = p.Close()
+		}
+		w.m.forget(w)
+	})
+	return nil
+}
