@@ -147,3 +147,25 @@ func TestColorCanary(t *testing.T) {
 	}
 	noNACK(t, e.cp)
 }
+
+// The Node client (no Muster code) routes by color too: its calls with the
+// header x-muster-color: blue reach the blue instance only, and those of a
+// Node client without the header never do; no NACK.
+func TestNodeClientColors(t *testing.T) {
+	requireNodeClient(t)
+	e := newEnv(t, xds.WithServices("greeter"))
+	a, blue := startGreeter(t), startGreeter(t)
+	e.register(t, "greeter", "a", a.Addr, "", 0, false)
+	e.registerColored(t, "greeter", "blue", blue.Addr, "blue")
+	blueCl := startNodeClientColored(t, e.addr, "node-blue", "blue")
+	plain := startNodeClientColored(t, e.addr, "node-plain", "")
+	blueCl.until(t, "calling blue", hasAll(blue.Addr))
+	if got := blueCl.until(t, "making 200 blue calls", total(200)); got[blue.Addr] != 200 {
+		t.Errorf("the Node client's blue calls: %v, want all 200 to blue %s", got, blue.Addr)
+	}
+	plain.until(t, "calling a", hasAll(a.Addr))
+	if got := plain.until(t, "making 500 uncolored calls", total(500)); got[blue.Addr] != 0 {
+		t.Errorf("the Node client's uncolored calls: %v, want none to blue %s", got, blue.Addr)
+	}
+	noNACK(t, e.cp)
+}
