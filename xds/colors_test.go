@@ -118,9 +118,23 @@ func TestColorCanary(t *testing.T) {
 	callUntil(t, colored{conn, "blue"}, "a blue call reaching blue", hasAll(blue.Addr))
 	callUntil(t, conn, "an uncolored call reaching a", hasAll(a.Addr))
 
+	// The canary changes greeter's route only: one route push, and the
+	// client's ACK of it; nothing else of greeter nor of greeter~blue.
+	prev := e.cp.Stats()
 	if err := etcd.SetCanary(ctxFor(t, 10*time.Second), e.cli, "greeter",
 		registry.Canary{Color: "blue", Percent: 20}, etcdOpts()...); err != nil {
 		t.Fatal(err)
+	}
+	st := waitStats(t, e.cp, "the canary's route sent and acknowledged", func(st xds.Stats) bool {
+		return st.Pushes["greeter"].Routes > prev.Pushes["greeter"].Routes && st.ACKs > prev.ACKs
+	})
+	want := prev.Pushes["greeter"]
+	want.Routes++
+	if got := st.Pushes["greeter"]; got != want {
+		t.Errorf("a canary change: greeter pushes %+v, want %+v (its route only)", got, want)
+	}
+	if got, was := st.Pushes["greeter~blue"], prev.Pushes["greeter~blue"]; got != was {
+		t.Errorf("a canary change: greeter~blue pushes %+v, want %+v (unchanged)", got, was)
 	}
 	callUntil(t, conn, "an uncolored call reaching blue under the canary", hasAll(blue.Addr))
 	const n, p = 2000, 0.2
