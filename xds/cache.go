@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -47,6 +48,7 @@ type caches struct {
 	services map[string][]registry.Instance // usable instances per published service
 	weights  map[string]map[string]int      // weightTable in the published Cluster, per service whose policy takesWeights
 	bytes    map[string]*endpointBytes      // serialized endpoints per published service
+	coloring map[string]coloring            // colors and canary in the published route, per service
 	eds      map[string]*zoneCache          // by client zone; "" for clients without one
 	overflow bool                           // a zone was refused for maxZones (logged once)
 
@@ -78,23 +80,31 @@ func newCaches(prefix string, maxZones int, log *slog.Logger) *caches {
 		services: map[string][]registry.Instance{},
 		weights:  map[string]map[string]int{},
 		bytes:    map[string]*endpointBytes{},
+		coloring: map[string]coloring{},
 		eds:      map[string]*zoneCache{},
 	}
 }
 
-// setService publishes a service's usable instances. The first call for a
-// service publishes its Listener, Route and Cluster too; a later one
-// publishes the Cluster again when p takesWeights and the weight table
-// changed (before the endpoints, so that a new instance's weight is known
-// when it arrives). An assignment equal to the one already published for a
-// zone is not set again, so clients get no response for it.
-func (c *caches) setService(service string, p Policy, list []registry.Instance, first bool) error {
+// setService publishes a service's usable instances, with canary the
+// service's canary setting (zero for none). The first call for a service
+// publishes its Listener, Route and Cluster too; a later one publishes a
+// Cluster again when p takesWeights and the weight table changed (before
+// the endpoints, so that a new instance's weight is known when it
+// arrives). The clusters of colors (colors.go) are published when a color
+// appears, before its endpoints and the route that names them, and removed
+// after the route that no longer does; the route is published again only
+// when the colors or the applicable canary change. An assignment equal to
+// the one already published for a zone is not set again, so clients get no
+// response for it.
+func (c *caches) setService(service string, p Policy, list []registry.Instance, canary registry.Canary, first bool) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var table map[string]int
 	if p.takesWeights() {
 		table = weightTable(list)
 	}
+	co := coloring{colors: colorsOf(list), canary: canary}
+	prev := c.coloring[service]
 	if first {
 		l, err := listenerFor(service)
 		if err != nil {
@@ -103,16 +113,23 @@ func (c *caches) setService(service string, p Policy, list []registry.Instance, 
 		if err := c.lds.UpdateResource(service, l); err != nil {
 			return fmt.Errorf("xds: listener %s: %w", service, err)
 		}
-		if err := c.rds.UpdateResource(service, routeFor(service)); err != nil {
-			return fmt.Errorf("xds: route %s: %w", service, err)
+	}
+	tableChanged := p.takesWeights() && !maps.Equal(c.weights[service], table)
+	for _, name := range clusterNames(service, co.colors) {
+		isNew := first || name != service && !slices.Contains(clusterNames(service, prev.colors), name)
+		if isNew || tableChanged {
+			if err := c.cds.UpdateResource(name, clusterFor(name, p, table)); err != nil {
+				return fmt.Errorf("xds: cluster %s: %w", name, err)
+			}
 		}
 	}
-	if first || p.takesWeights() && !maps.Equal(c.weights[service], table) {
-		if err := c.cds.UpdateResource(service, clusterFor(service, p, table)); err != nil {
-			return fmt.Errorf("xds: cluster %s: %w", service, err)
-		}
-		if p.takesWeights() {
-			c.weights[service] = table
+	if p.takesWeights() {
+		c.weights[service] = table
+	}
+	var gone []string
+	for _, name := range clusterNames(service, prev.colors) {
+		if !slices.Contains(clusterNames(service, co.colors), name) {
+			gone = append(gone, name)
 		}
 	}
 	c.services[service] = list
@@ -123,24 +140,52 @@ func (c *caches) setService(service string, p Policy, list []registry.Instance, 
 	}
 	var errs []error
 	for _, zc := range c.eds {
-		if err := zc.set(service, list, eb); err != nil {
+		if err := zc.set(service, list, eb, gone); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	eb.keepOnly(list)
+	if first || !co.equal(prev) {
+		if err := c.rds.UpdateResource(service, routeWithColors(service, co)); err != nil {
+			errs = append(errs, fmt.Errorf("xds: route %s: %w", service, err))
+		}
+	}
+	c.coloring[service] = co
+	for _, name := range gone {
+		if err := c.cds.DeleteResource(name); err != nil {
+			errs = append(errs, fmt.Errorf("xds: remove cluster %s: %w", name, err))
+		}
+	}
 	return errors.Join(errs...)
 }
 
-func (zc *zoneCache) set(service string, list []registry.Instance, eb *endpointBytes) error {
-	cla := eb.wireAssignment(service, list, zc.zone)
-	if prev, ok := zc.sent[service]; ok && proto.Equal(prev, cla) {
-		return nil
+// set publishes the assignments of service for the zone's clients, and
+// removes those named gone.
+func (zc *zoneCache) set(service string, list []registry.Instance, eb *endpointBytes, gone []string) error {
+	var errs []error
+	for name, cla := range assignments(service, list, zc.zone, eb.wireAssignment) {
+		if prev, ok := zc.sent[name]; ok && proto.Equal(prev, cla) {
+			continue
+		}
+		if err := zc.c.UpdateResource(name, cla); err != nil {
+			errs = append(errs, fmt.Errorf("xds: endpoints %s for zone %q: %w", name, zc.zone, err))
+			continue
+		}
+		zc.sent[name] = cla
 	}
-	if err := zc.c.UpdateResource(service, cla); err != nil {
-		return fmt.Errorf("xds: endpoints %s for zone %q: %w", service, zc.zone, err)
+	return errors.Join(append(errs, zc.remove(gone))...)
+}
+
+// remove removes the assignments named names.
+func (zc *zoneCache) remove(names []string) error {
+	var errs []error
+	for _, name := range names {
+		delete(zc.sent, name)
+		if err := zc.c.DeleteResource(name); err != nil {
+			errs = append(errs, fmt.Errorf("xds: remove endpoints %s for zone %q: %w", name, zc.zone, err))
+		}
 	}
-	zc.sent[service] = cla
-	return nil
+	return errors.Join(errs...)
 }
 
 // endpointsFor returns the endpoint cache of clients in zone, creating it
@@ -170,9 +215,10 @@ func (c *caches) endpointsForLocked(zone string) *cachev3.LinearCache {
 	zc := &zoneCache{zone: zone, sent: map[string]*endpointv3.ClusterLoadAssignment{}}
 	initial := make(map[string]types.Resource, len(c.services))
 	for svc, list := range c.services {
-		cla := c.bytes[svc].wireAssignment(svc, list, zone)
-		initial[svc] = cla
-		zc.sent[svc] = cla
+		for name, cla := range assignments(svc, list, zone, c.bytes[svc].wireAssignment) {
+			initial[name] = cla
+			zc.sent[name] = cla
+		}
 	}
 	zc.c = cachev3.NewLinearCache(resourcev3.EndpointType,
 		cachev3.WithVersionPrefix(c.prefix), cachev3.WithInitialResources(initial))

@@ -22,6 +22,19 @@
 // duplicate of another instance's address) is left out, logged and counted
 // (Stats.Skipped); the others are published.
 //
+// # Colors
+//
+// A service with colored instances (metadata entry "color", as for Muster's
+// balancers) gets a Cluster and ClusterLoadAssignment "S~<color>" per color
+// (the color's instances taking calls first, the base as failover
+// priorities after them), its assignment S lists the base only, and its
+// route sends a call whose x-muster-color header names a color to that
+// color's cluster and other calls to S; with WithCanaries, a canary share
+// of the uncolored calls goes to the color by weighted clusters (per call:
+// gRPC clients draw weighted clusters at random, so no stickiness per key;
+// no strict mode). A service without colors is published as above. See
+// docs/XDS.md, "Colors".
+//
 // # Zones
 //
 // A client's zone is the zone of its bootstrap node locality. In the

@@ -59,18 +59,24 @@ func (f *feed) forget(now time.Time, d time.Duration) bool {
 func (c *caches) removeService(service string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	clusters := clusterNames(service, c.coloring[service].colors)
 	delete(c.services, service)
 	delete(c.bytes, service)
+	delete(c.coloring, service)
 	var errs []error
-	for _, lc := range []*cachev3.LinearCache{c.lds, c.rds, c.cds} {
+	for _, lc := range []*cachev3.LinearCache{c.lds, c.rds} {
 		if err := lc.DeleteResource(service); err != nil {
 			errs = append(errs, fmt.Errorf("xds: unpublish %s: %w", service, err))
 		}
 	}
+	for _, name := range clusters {
+		if err := c.cds.DeleteResource(name); err != nil {
+			errs = append(errs, fmt.Errorf("xds: unpublish %s: %w", name, err))
+		}
+	}
 	for _, zc := range c.eds {
-		delete(zc.sent, service)
-		if err := zc.c.DeleteResource(service); err != nil {
-			errs = append(errs, fmt.Errorf("xds: remove endpoints %s for zone %q: %w", service, zc.zone, err))
+		if err := zc.remove(clusters); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)

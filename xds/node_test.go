@@ -42,8 +42,15 @@ func requireNodeClient(t *testing.T) (node, dir string) {
 // naming the npm command, when the client's dependencies are not installed.
 func startNodeClient(t *testing.T, addr, nodeID string) *childClient {
 	t.Helper()
+	return startNodeClientColored(t, addr, nodeID, "")
+}
+
+// startNodeClientColored is startNodeClient with every call carrying the
+// color c in its x-muster-color header (none if c is empty).
+func startNodeClientColored(t *testing.T, addr, nodeID, c string) *childClient {
+	t.Helper()
 	node, dir := requireNodeClient(t)
-	cmd := exec.Command(node, filepath.Join(dir, "client.js"), "xds:///greeter", "5")
+	cmd := exec.Command(node, filepath.Join(dir, "client.js"), "xds:///greeter", "5", c)
 	cmd.Dir = dir
 	return startChild(t, "the Node client", cmd, addr, nodeID)
 }

@@ -172,6 +172,22 @@ func WithMaxZones(n int) Option {
 	}
 }
 
+// WithCanaries makes the Server follow each service's canary setting in src
+// (registry/etcd's Canaries), as resolver.WithCanaries does for muster:///
+// channels: a service with colored instances then sends the setting's share
+// of its uncolored calls to the setting's color (docs/XDS.md, "Colors").
+// Without it (the default) uncolored calls all go to the base. A nil src is
+// an error of New.
+func WithCanaries(src registry.CanarySource) Option {
+	return func(o *options) {
+		if src == nil {
+			o.invalid("WithCanaries: nil source")
+			return
+		}
+		o.resolverOpts = append(o.resolverOpts, resolver.WithCanaries(src))
+	}
+}
+
 // WithGRPCServerOptions adds options to the grpc.Server that Serve creates.
 func WithGRPCServerOptions(opts ...grpc.ServerOption) Option {
 	return func(o *options) {

@@ -315,7 +315,8 @@ func (f *feed) UpdateState(st grpcresolver.State) error {
 		}
 	}
 	f.logged = now
-	if err := f.s.c.setService(f.service, f.policy, ok, !f.published); err != nil {
+	canary, _ := resolver.CanaryOf(st)
+	if err := f.s.c.setService(f.service, f.policy, ok, canary, !f.published); err != nil {
 		f.s.log.Error("xds: cannot publish service", "service", f.service, "error", err)
 		return err
 	}

@@ -169,13 +169,13 @@ func dialWith(t *testing.T, b grpcresolver.Builder, service string) *grpc.Client
 
 // callUntil makes calls until cond holds on the per-address counts of
 // successful calls, failing after 15 s (gRPC's xDS watch timeout).
-func callUntil(t *testing.T, conn *grpc.ClientConn, what string, cond func(map[string]int) bool) map[string]int {
+func callUntil(t *testing.T, conn grpc.ClientConnInterface, what string, cond func(map[string]int) bool) map[string]int {
 	t.Helper()
 	return testbackend.CallUntil(t, conn, 15*time.Second, what, cond)
 }
 
 // calls makes n calls and fails the test on the first error.
-func calls(t *testing.T, conn *grpc.ClientConn, n int) map[string]int {
+func calls(t *testing.T, conn grpc.ClientConnInterface, n int) map[string]int {
 	t.Helper()
 	return testbackend.Calls(t, conn, n)
 }
@@ -184,7 +184,7 @@ func hasAll(addrs ...string) func(map[string]int) bool { return testbackend.HasA
 
 // missUntil calls until n calls in a row went elsewhere than addr and
 // returns when addr got its last call (the zero time if none).
-func missUntil(t *testing.T, conn *grpc.ClientConn, addr string, n int) time.Time {
+func missUntil(t *testing.T, conn grpc.ClientConnInterface, addr string, n int) time.Time {
 	t.Helper()
 	var last time.Time
 	miss := 0

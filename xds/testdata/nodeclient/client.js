@@ -3,9 +3,10 @@
 // non-Go client of Muster's control plane would: @grpc/grpc-js with
 // @grpc/grpc-js-xds, no Muster code.
 //
-// Usage: node client.js [target] [interval-ms]
+// Usage: node client.js [target] [interval-ms] [color]
 //   target       default xds:///greeter
 //   interval-ms  pause between two calls, default 5
+//   color        if given, every call carries the header x-muster-color
 //
 // The bootstrap comes from GRPC_XDS_BOOTSTRAP (a file) or
 // GRPC_XDS_BOOTSTRAP_CONFIG (the JSON itself), read by @grpc/grpc-js-xds.
@@ -24,6 +25,7 @@ const grpcXds = require('@grpc/grpc-js-xds');
 
 const target = process.argv[2] || 'xds:///greeter';
 const intervalMs = Number(process.argv[3] || 5);
+const color = process.argv[4] || '';
 const method = '/muster.demo.greeter.v1.Greeter/SayHello';
 
 grpcXds.register();
@@ -88,7 +90,9 @@ function callOnce() {
   if (stopping) return;
   n++;
   const id = n;
-  client.makeUnaryRequest(method, (b) => b, (b) => b, request, new grpc.Metadata(),
+  const md = new grpc.Metadata();
+  if (color) md.set('x-muster-color', color);
+  client.makeUnaryRequest(method, (b) => b, (b) => b, request, md,
     { deadline: Date.now() + 2000 }, (err, reply) => {
       let line;
       if (err) {
