@@ -328,7 +328,13 @@ func serveXDS(endpoint string, o xdsOptions, reg prometheus.Registerer, log *slo
 		cli.Close()
 		return nil, nil, fmt.Errorf("xds: %w", err)
 	}
-	cp, stopCP, err := startXDS(d, o, log)
+	canaries, err := etcd.NewCanaries(cli, etcd.WithLogger(log))
+	if err != nil {
+		_ = d.Close()
+		cli.Close()
+		return nil, nil, fmt.Errorf("xds: %w", err)
+	}
+	cp, stopCP, err := startXDS(d, canaries, o, log)
 	if err != nil {
 		_ = d.Close()
 		cli.Close()

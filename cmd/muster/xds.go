@@ -13,6 +13,7 @@ import (
 
 	"github.com/musterhq/muster/metrics"
 	"github.com/musterhq/muster/registry"
+	"github.com/musterhq/muster/registry/etcd"
 	"github.com/musterhq/muster/xds"
 )
 
@@ -108,7 +109,13 @@ func runXDS(ctx context.Context, g *globalOptions, o xdsOptions, stderr io.Write
 	}
 	defer s.Close()
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	cp, stop, err := startXDS(s.d, o, log)
+	// Each service's canary setting (muster canary) splits its uncolored
+	// calls over xDS as it does for Muster's own balancers.
+	canaries, err := etcd.NewCanaries(s.cli, etcd.WithPrefix(g.prefix), etcd.WithLogger(log))
+	if err != nil {
+		return err
+	}
+	cp, stop, err := startXDS(s.d, canaries, o, log)
 	if err != nil {
 		return err
 	}
@@ -130,8 +137,8 @@ func runXDS(ctx context.Context, g *globalOptions, o xdsOptions, stderr io.Write
 
 // startXDS starts a control plane over d serving ADS on o.listen, logs
 // where, and returns it and the function that stops it.
-func startXDS(d registry.Discovery, o xdsOptions, log *slog.Logger) (cp *xds.Server, stop func() error, err error) {
-	opts := []xds.Option{xds.WithLogger(log), xds.WithPolicy(xds.Policy(o.policy))}
+func startXDS(d registry.Discovery, canaries registry.CanarySource, o xdsOptions, log *slog.Logger) (cp *xds.Server, stop func() error, err error) {
+	opts := []xds.Option{xds.WithLogger(log), xds.WithPolicy(xds.Policy(o.policy)), xds.WithCanaries(canaries)}
 	if len(o.services) > 0 {
 		opts = append(opts, xds.WithServices(o.services...))
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/musterhq/muster/internal/testkit/etcdtest"
 	"github.com/musterhq/muster/internal/testkit/testbackend"
 	"github.com/musterhq/muster/registry"
+	"github.com/musterhq/muster/registry/etcd"
 )
 
 func TestXDSBootstrap(t *testing.T) {
@@ -79,14 +80,9 @@ func xdsAddr(t *testing.T, stderr interface{ String() string }) string {
 	}
 }
 
-// xdsCall calls xds:///service through the control plane at addr until a
-// call succeeds, and returns the address that served it.
-func xdsCall(t *testing.T, addr, service string) string {
-	t.Helper()
-	return xdsCallThen(t, addr, service, nil)
-}
-
-// xdsCallThen is xdsCall, then runs then (if not nil) while the client is
+// xdsCallThen calls service through the xDS control plane at addr, as a
+// grpc-go client with a plaintext bootstrap, and returns the address that
+// served the call; then it runs then (if not nil) while the client is
 // still connected: its ACK of the last resource may reach the control
 // plane after the call, and closing the client first could lose it.
 func xdsCallThen(t *testing.T, addr, service string, then func()) string {
@@ -425,5 +421,27 @@ func adsListener(addr string, creds credentials.TransportCredentials, service st
 		}); err != nil {
 			return err
 		}
+	}
+}
+
+// muster xds follows each service's canary setting: at 100 % every
+// uncolored call through xDS goes to the canary's color.
+func TestXDSCommandFollowsTheCanary(t *testing.T) {
+	s := startServe(t, t.TempDir())
+	base, blue := testbackend.Start(t), testbackend.Start(t)
+	reg := newRegistrar(t, s.endpoint)
+	register(t, reg, registry.Instance{Name: "greeter", Addr: base.Addr})
+	register(t, reg, registry.Instance{Name: "greeter", Addr: blue.Addr, Metadata: map[string]string{"color": "blue"}})
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	if err := etcd.SetCanary(ctx, newClient(t, s.endpoint), "greeter", registry.Canary{Color: "blue", Percent: 100}); err != nil {
+		t.Fatal(err)
+	}
+	cp := start(t, "xds", "--endpoints", s.endpoint, "--listen", "127.0.0.1:0", "--services", "greeter")
+	if got := xdsCallThen(t, xdsAddr(t, cp.stderr), "greeter", nil); got != blue.Addr {
+		t.Fatalf("an uncolored call with a 100%% canary to blue was served by %s, want the blue instance %s", got, blue.Addr)
+	}
+	if code := cp.stop(t); code != 0 {
+		t.Fatalf("muster xds exit code %d; stderr:\n%s", code, cp.stderr)
 	}
 }
