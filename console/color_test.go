@@ -1,0 +1,56 @@
+package console_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/musterhq/muster/internal/testkit/browsertest"
+	"github.com/musterhq/muster/registry"
+	"github.com/musterhq/muster/registry/etcd"
+)
+
+// The service page shows each instance's color, filters by color, and
+// follows the service's canary setting without reload.
+func TestConsoleServicePageShowsColorsAndCanary(t *testing.T) {
+	f := newFixture(t)
+	f.register(instance("payments", 9001, "eu-1a", "v1", nil))
+	f.register(instance("payments", 9002, "eu-1a", "v2", map[string]string{"color": "blue"}))
+	// A color is rendered as text, never as markup.
+	f.register(instance("payments", 9003, "eu-1a", "v2", map[string]string{"color": "<b>x</b>"}))
+	b := browsertest.Start(t)
+	openService(t, b, f, "payments", rowJS("10.0.0.1:9003")+` !== null`)
+	if got := b.Text(row("10.0.0.1:9002") + " td.color"); got != "blue" {
+		t.Errorf("color cell of the blue instance = %q, want blue", got)
+	}
+	if got := b.Text(row("10.0.0.1:9001") + " td.color"); got != "" {
+		t.Errorf("color cell of the base instance = %q, want empty", got)
+	}
+	if got := b.Text(row("10.0.0.1:9003") + " td.color"); got != "<b>x</b>" {
+		t.Errorf("color cell = %q, want the color as text", got)
+	}
+	b.Do(browsertest.Timeout, "the color filter keeps the blue instance",
+		setField("#f-color", "blue", "change"),
+		browsertest.WaitJS(`document.querySelector('#matching').dataset.count === '1' && `+rowJS("10.0.0.1:9002")+` !== null`))
+	b.Do(browsertest.Timeout, "the base filter keeps the uncolored instance",
+		setField("#f-color", "-", "change"),
+		browsertest.WaitJS(`document.querySelector('#matching').dataset.count === '1' && `+rowJS("10.0.0.1:9001")+` !== null`))
+	b.Do(browsertest.Timeout, "no canary shown", browsertest.WaitJS(`document.querySelector('#canary').hidden`))
+
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	if err := etcd.SetCanary(ctx, f.cli, "payments", registry.Canary{Color: "blue", Percent: 5}); err != nil {
+		t.Fatal(err)
+	}
+	b.Do(browsertest.Timeout, "the canary shows without reload",
+		browsertest.WaitJS(`(() => { const p = document.querySelector('#canary');
+			return !p.hidden && p.dataset.color === 'blue' && p.dataset.percent === '5'; })()`))
+	if got := b.Text("#canary"); !strings.Contains(got, "5% of uncolored calls go to blue") {
+		t.Errorf("canary = %q", got)
+	}
+	b.Screenshot("service-colors")
+	if err := etcd.ClearCanary(ctx, f.cli, "payments"); err != nil {
+		t.Fatal(err)
+	}
+	b.Do(browsertest.Timeout, "the canary goes without reload", browsertest.WaitJS(`document.querySelector('#canary').hidden`))
+}
