@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/chromedp/chromedp"
+
 	"github.com/musterhq/muster/internal/testkit/browsertest"
 	"github.com/musterhq/muster/registry"
 	"github.com/musterhq/muster/registry/etcd"
@@ -19,6 +21,10 @@ func TestConsoleServicePageShowsColorsAndCanary(t *testing.T) {
 	// A color is rendered as text, never as markup.
 	f.register(instance("payments", 9003, "eu-1a", "v2", map[string]string{"color": "<b>x</b>"}))
 	b := browsertest.Start(t)
+	b.Do(browsertest.Timeout, "the services page lists the colors of payments",
+		chromedp.Navigate(f.url),
+		browsertest.WaitJS(`(() => { const r = document.querySelector('#services tr[data-service="payments"] td.colors');
+			return r && r.textContent === '<b>x</b>, blue'; })()`))
 	openService(t, b, f, "payments", rowJS("10.0.0.1:9003")+` !== null`)
 	if got := b.Text(row("10.0.0.1:9002") + " td.color"); got != "blue" {
 		t.Errorf("color cell of the blue instance = %q, want blue", got)

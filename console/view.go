@@ -149,11 +149,13 @@ func colorName(in *registry.Instance) string {
 
 // serviceRow is one service as the services page shows it.
 type serviceRow struct {
-	Name       string     `json:"name"`
-	Instances  int        `json:"instances"`
-	Draining   int        `json:"draining"`
-	Zones      []string   `json:"zones"`
-	Versions   []string   `json:"versions"`
+	Name      string   `json:"name"`
+	Instances int      `json:"instances"`
+	Draining  int      `json:"draining"`
+	Zones     []string `json:"zones"`
+	Versions  []string `json:"versions"`
+	// Colors are the colors of its instances (the base not included).
+	Colors     []string   `json:"colors"`
 	Loaded     bool       `json:"loaded"`
 	Stale      bool       `json:"stale"`
 	LastChange *time.Time `json:"lastChange,omitempty"`
@@ -170,7 +172,7 @@ type fleetView struct {
 // change last (zero: not since it started following it).
 func newServiceRow(snap registry.Snapshot, lastChange time.Time) serviceRow {
 	r := serviceRow{Name: snap.Service, Instances: len(snap.Instances), Loaded: snap.Loaded, Stale: snap.Stale()}
-	zones, versions := map[string]bool{}, map[string]bool{}
+	zones, versions, colors := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	var latest time.Time
 	for _, in := range snap.Instances {
 		if in.Draining {
@@ -181,6 +183,9 @@ func newServiceRow(snap registry.Snapshot, lastChange time.Time) serviceRow {
 		}
 		if in.Version != "" {
 			versions[in.Version] = true
+		}
+		if c := in.Metadata[color.DefaultInstanceKey]; c != "" {
+			colors[c] = true
 		}
 		if in.RegisteredAt.After(latest) {
 			latest = in.RegisteredAt
@@ -194,7 +199,7 @@ func newServiceRow(snap registry.Snapshot, lastChange time.Time) serviceRow {
 	if !latest.IsZero() {
 		r.LastChange = &latest
 	}
-	r.Zones, r.Versions = sortedKeys(zones), sortedKeys(versions)
+	r.Zones, r.Versions, r.Colors = sortedKeys(zones), sortedKeys(versions), sortedKeys(colors)
 	return r
 }
 
