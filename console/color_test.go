@@ -2,7 +2,7 @@ package console_test
 
 import (
 	"context"
-	"strings"
+	"fmt"
 	"testing"
 
 	"github.com/chromedp/chromedp"
@@ -26,15 +26,13 @@ func TestConsoleServicePageShowsColorsAndCanary(t *testing.T) {
 		browsertest.WaitJS(`(() => { const r = document.querySelector('#services tr[data-service="payments"] td.colors');
 			return r && r.textContent === '<b>x</b>, blue'; })()`))
 	openService(t, b, f, "payments", rowJS("10.0.0.1:9003")+` !== null`)
-	if got := b.Text(row("10.0.0.1:9002") + " td.color"); got != "blue" {
-		t.Errorf("color cell of the blue instance = %q, want blue", got)
-	}
-	if got := b.Text(row("10.0.0.1:9001") + " td.color"); got != "" {
-		t.Errorf("color cell of the base instance = %q, want empty", got)
-	}
-	if got := b.Text(row("10.0.0.1:9003") + " td.color"); got != "<b>x</b>" {
-		t.Errorf("color cell = %q, want the color as text", got)
-	}
+	// Wait for the cells rather than read them once: the canary's first
+	// read may render the table again.
+	b.Do(browsertest.Timeout, "the color cells show each color as text, the base's empty",
+		browsertest.WaitJS(colorCellIs("10.0.0.1:9002", "blue")),
+		browsertest.WaitJS(colorCellIs("10.0.0.1:9001", "")),
+		browsertest.WaitJS(colorCellIs("10.0.0.1:9003", "<b>x</b>")),
+		browsertest.WaitJS(rowJS("10.0.0.1:9003")+`.querySelector('td.color b') === null`))
 	b.Do(browsertest.Timeout, "the color filter keeps the blue instance",
 		setField("#f-color", "blue", "change"),
 		browsertest.WaitJS(`document.querySelector('#matching').dataset.count === '1' && `+rowJS("10.0.0.1:9002")+` !== null`))
@@ -51,12 +49,17 @@ func TestConsoleServicePageShowsColorsAndCanary(t *testing.T) {
 	b.Do(browsertest.Timeout, "the canary shows without reload",
 		browsertest.WaitJS(`(() => { const p = document.querySelector('#canary');
 			return !p.hidden && p.dataset.color === 'blue' && p.dataset.percent === '5'; })()`))
-	if got := b.Text("#canary"); !strings.Contains(got, "5% of uncolored calls go to blue") {
-		t.Errorf("canary = %q", got)
-	}
+	b.Do(browsertest.Timeout, "the canary line says what it does",
+		browsertest.WaitJS(`document.querySelector('#canary').textContent.includes('5% of uncolored calls go to blue')`))
 	b.Screenshot("service-colors")
 	if err := etcd.ClearCanary(ctx, f.cli, "payments"); err != nil {
 		t.Fatal(err)
 	}
 	b.Do(browsertest.Timeout, "the canary goes without reload", browsertest.WaitJS(`document.querySelector('#canary').hidden`))
+}
+
+// colorCellIs is a JavaScript expression: the color cell of instance id's
+// row reads text.
+func colorCellIs(id, text string) string {
+	return fmt.Sprintf(`(() => { const r = %s; return r !== null && r.querySelector('td.color').textContent === %q; })()`, rowJS(id), text)
 }

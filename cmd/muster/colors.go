@@ -2,9 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io"
 	"strconv"
 	"strings"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/musterhq/muster/color"
@@ -34,15 +38,21 @@ func canaryCell(c *registry.Canary) string {
 
 // canaries reads the canary settings of services, by service name (with
 // service "", of every service). A setting that does not decode is left
-// out, as clients read it as none. parent is the command's context, ctx
-// the same with the --timeout deadline.
-func (s *session) canaries(parent, ctx context.Context, service string) (map[string]*registry.Canary, error) {
+// out, as clients read it as none. A user whose role does not cover the
+// canary keys (one limited to its services' instances) is not refused:
+// canaries returns no settings and notes it on stderr. parent is the
+// command's context, ctx the same with the --timeout deadline.
+func (s *session) canaries(parent, ctx context.Context, service string, stderr io.Writer) (map[string]*registry.Canary, error) {
 	key := registry.CanaryKey(s.g.prefix, service)
 	var opts []clientv3.OpOption
 	if service == "" {
 		opts = append(opts, clientv3.WithPrefix())
 	}
 	resp, err := s.cli.Get(ctx, key, opts...)
+	if errors.Is(err, rpctypes.ErrPermissionDenied) {
+		_, err = fmt.Fprintf(stderr, "canary: not shown: this user may not read %s\n", key)
+		return nil, err
+	}
 	if err != nil {
 		return nil, s.g.etcdError(parent, "read the canary settings", err)
 	}

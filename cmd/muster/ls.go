@@ -69,7 +69,7 @@ func runLs(ctx context.Context, g *globalOptions, output, service string, stdout
 	tctx, cancel := context.WithTimeout(ctx, g.timeout+reportGrace)
 	defer cancel()
 	if service == "" {
-		rows, err := s.services(ctx, tctx)
+		rows, err := s.services(ctx, tctx, stderr)
 		if err != nil {
 			return err
 		}
@@ -85,7 +85,7 @@ func runLs(ctx context.Context, g *globalOptions, output, service string, stdout
 		if overridden, err = s.overridden(ctx, tctx, service, snap.Revision); err != nil {
 			return err
 		}
-		if canary, err = s.canaries(ctx, tctx, service); err != nil {
+		if canary, err = s.canaries(ctx, tctx, service, stderr); err != nil {
 			return err
 		}
 	}
@@ -134,9 +134,10 @@ func (s *session) snapshot(parent, ctx context.Context, service string) (registr
 	return snap, nil
 }
 
-// services lists every service with its number of valid instances. parent
-// is the command's context, ctx the same with the --timeout deadline.
-func (s *session) services(parent, ctx context.Context) ([]serviceRow, error) {
+// services lists every service with its number of valid instances and its
+// canary. parent is the command's context, ctx the same with the --timeout
+// deadline; stderr receives notes.
+func (s *session) services(parent, ctx context.Context, stderr io.Writer) ([]serviceRow, error) {
 	names, err := s.d.Services(ctx)
 	if err != nil {
 		return nil, s.g.etcdError(parent, "list services under "+s.g.prefix, err)
@@ -159,7 +160,7 @@ func (s *session) services(parent, ctx context.Context) ([]serviceRow, error) {
 		}
 		rows[i] = serviceRow{Name: names[i], Instances: len(snap.Instances)}
 	}
-	canaries, err := s.canaries(parent, ctx, "")
+	canaries, err := s.canaries(parent, ctx, "", stderr)
 	if err != nil {
 		return nil, err
 	}

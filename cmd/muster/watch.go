@@ -97,11 +97,21 @@ func runWatch(ctx context.Context, g *globalOptions, output, service string, std
 			return ov
 		}
 	}
-	src, err := etcd.NewCanaries(s.cli, etcd.WithPrefix(g.prefix), etcd.WithRequestTimeout(g.timeout))
+	// Follow the canary only if this user may read it (see canaries).
+	var canaries <-chan registry.Canary
+	rctx, cancel := context.WithTimeout(ctx, g.timeout)
+	initial, err := s.canaries(ctx, rctx, service, stderr)
+	cancel()
 	if err != nil {
 		return err
 	}
-	canaries := src.WatchCanary(ctx, service)
+	if initial != nil {
+		src, err := etcd.NewCanaries(s.cli, etcd.WithPrefix(g.prefix), etcd.WithRequestTimeout(g.timeout))
+		if err != nil {
+			return err
+		}
+		canaries = src.WatchCanary(ctx, service)
+	}
 
 	p.list(snap)
 	if snap.Stale() {
