@@ -17,11 +17,13 @@ var _ http.Handler = (*Server)(nil)
 
 // Server is the console: an http.Handler for the paths under /ui/.
 type Server struct {
-	cli  *clientv3.Client
-	d    *etcd.Discovery
-	opts options
-	mux  *http.ServeMux
-	auth *auth
+	cli *clientv3.Client
+	d   *etcd.Discovery
+	// canaries follows the services' canary settings for their pages.
+	canaries *etcd.Canaries
+	opts     options
+	mux      *http.ServeMux
+	auth     *auth
 	// fleet feeds every services page's stream.
 	fleet *fleetHub
 
@@ -48,8 +50,13 @@ func New(cli *clientv3.Client, opts ...Option) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("console: %w", err)
 	}
+	canaries, err := etcd.NewCanaries(cli, etcd.WithPrefix(o.prefix), etcd.WithRequestTimeout(o.requestTimeout),
+		etcd.WithLogger(o.log))
+	if err != nil {
+		return nil, fmt.Errorf("console: %w", err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Server{cli: cli, d: d, opts: o, ctx: ctx, cancel: cancel, auth: newAuth(o.adminToken, o.users)}
+	s := &Server{cli: cli, d: d, canaries: canaries, opts: o, ctx: ctx, cancel: cancel, auth: newAuth(o.adminToken, o.users)}
 	s.fleet = newFleetHub(s)
 	s.mux = s.routes()
 	return s, nil

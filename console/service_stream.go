@@ -47,6 +47,10 @@ func (s *Server) handleServiceEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	st := &serviceStream{s: s, name: name, es: es, last: lastEventID(r)}
+	// The canary setting, followed as clients follow it; each value
+	// (the first read too, which may differ from what a resumed page
+	// holds) is sent with the instances.
+	canaries := s.canaries.WatchCanary(ctx, name)
 	hb := time.NewTicker(heartbeat)
 	defer hb.Stop()
 	leaseTick := time.NewTicker(leaseRefresh)
@@ -70,6 +74,11 @@ func (s *Server) handleServiceEvents(w http.ResponseWriter, r *http.Request) {
 			if st.refreshLeases(ctx, wt.Snapshot()) != nil {
 				return
 			}
+		case c, ok := <-canaries:
+			if !ok {
+				return
+			}
+			st.canary = c
 		}
 	}
 }
@@ -81,9 +90,10 @@ type serviceStream struct {
 	es   *eventStream
 	last int64 // the client's Last-Event-ID
 
-	prev []*registry.Instance // the instances last sent
-	sent bool
-	det  details
+	prev   []*registry.Instance // the instances last sent
+	sent   bool
+	det    details
+	canary registry.Canary // the zero Canary: none
 }
 
 // publish sends snap to the page once it is loaded (or stale): "resumed" if
@@ -107,7 +117,7 @@ func (st *serviceStream) publish(ctx context.Context, snap registry.Snapshot) er
 		// which overrides exist.
 		st.det.overrides = st.s.overrides(ctx, st.name, st.det.overrides)
 	}
-	v := newServiceView(snap, st.det)
+	v := newServiceView(snap, st.det, st.canary)
 	if st.sent {
 		v.Changes = diff(st.prev, snap.Instances, time.Now())
 	}

@@ -5,15 +5,19 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/musterhq/muster/color"
 	"github.com/musterhq/muster/registry"
 )
 
 // instanceView is one instance as the service page shows it.
 type instanceView struct {
-	ID       string `json:"id"`
-	Addr     string `json:"addr"`
-	Zone     string `json:"zone,omitempty"`
-	Version  string `json:"version,omitempty"`
+	ID      string `json:"id"`
+	Addr    string `json:"addr"`
+	Zone    string `json:"zone,omitempty"`
+	Version string `json:"version,omitempty"`
+	// Color is the instance's metadata color.DefaultInstanceKey, the
+	// color balancers route by by default; empty for the base.
+	Color    string `json:"color,omitempty"`
 	Weight   int    `json:"weight"`
 	Draining bool   `json:"draining"`
 	// Override is true when an operator's override applies.
@@ -43,6 +47,9 @@ type serviceView struct {
 	StaleSince *time.Time     `json:"staleSince,omitempty"`
 	Error      string         `json:"error,omitempty"`
 	Instances  []instanceView `json:"instances"`
+	// Canary is the service's canary setting (muster canary); absent for
+	// none.
+	Canary *registry.Canary `json:"canary,omitempty"`
 	// Changes are the changes since the previous event of the stream,
 	// oldest first.
 	Changes []change `json:"changes,omitempty"`
@@ -55,10 +62,15 @@ type details struct {
 	expires   map[string]time.Time // lease expiry per instance ID
 }
 
-func newServiceView(snap registry.Snapshot, det details) serviceView {
+// newServiceView is the state of a service page: snap, det and canary (the
+// zero Canary: none).
+func newServiceView(snap registry.Snapshot, det details, canary registry.Canary) serviceView {
 	v := serviceView{
 		Service: snap.Service, Revision: snap.Revision, Generation: snap.Generation,
 		Loaded: snap.Loaded, Stale: snap.Stale(), Instances: make([]instanceView, 0, len(snap.Instances)),
+	}
+	if canary != (registry.Canary{}) {
+		v.Canary = &canary
 	}
 	if v.Stale {
 		t := snap.StaleSince
@@ -70,6 +82,7 @@ func newServiceView(snap registry.Snapshot, det details) serviceView {
 	for _, in := range snap.Instances {
 		iv := instanceView{
 			ID: in.ID, Addr: in.Addr, Zone: in.Zone, Version: in.Version,
+			Color:  in.Metadata[color.DefaultInstanceKey],
 			Weight: in.EffectiveWeight(), Draining: in.Draining, Override: det.overrides[in.ID],
 			Metadata: in.Metadata,
 		}
@@ -119,18 +132,30 @@ func describeChange(a, b *registry.Instance) string {
 		return "weight " + strconv.Itoa(a.EffectiveWeight()) + " → " + strconv.Itoa(b.EffectiveWeight())
 	case a.Version != b.Version:
 		return "version " + a.Version + " → " + b.Version
+	case a.Metadata[color.DefaultInstanceKey] != b.Metadata[color.DefaultInstanceKey]:
+		return "color " + colorName(a) + " → " + colorName(b)
 	default:
 		return "updated"
 	}
 }
 
+// colorName is in's color as the timeline names it: "base" for none.
+func colorName(in *registry.Instance) string {
+	if c := in.Metadata[color.DefaultInstanceKey]; c != "" {
+		return c
+	}
+	return "base"
+}
+
 // serviceRow is one service as the services page shows it.
 type serviceRow struct {
-	Name       string     `json:"name"`
-	Instances  int        `json:"instances"`
-	Draining   int        `json:"draining"`
-	Zones      []string   `json:"zones"`
-	Versions   []string   `json:"versions"`
+	Name      string   `json:"name"`
+	Instances int      `json:"instances"`
+	Draining  int      `json:"draining"`
+	Zones     []string `json:"zones"`
+	Versions  []string `json:"versions"`
+	// Colors are the colors of its instances (the base not included).
+	Colors     []string   `json:"colors"`
 	Loaded     bool       `json:"loaded"`
 	Stale      bool       `json:"stale"`
 	LastChange *time.Time `json:"lastChange,omitempty"`
@@ -147,7 +172,7 @@ type fleetView struct {
 // change last (zero: not since it started following it).
 func newServiceRow(snap registry.Snapshot, lastChange time.Time) serviceRow {
 	r := serviceRow{Name: snap.Service, Instances: len(snap.Instances), Loaded: snap.Loaded, Stale: snap.Stale()}
-	zones, versions := map[string]bool{}, map[string]bool{}
+	zones, versions, colors := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	var latest time.Time
 	for _, in := range snap.Instances {
 		if in.Draining {
@@ -158,6 +183,9 @@ func newServiceRow(snap registry.Snapshot, lastChange time.Time) serviceRow {
 		}
 		if in.Version != "" {
 			versions[in.Version] = true
+		}
+		if c := in.Metadata[color.DefaultInstanceKey]; c != "" {
+			colors[c] = true
 		}
 		if in.RegisteredAt.After(latest) {
 			latest = in.RegisteredAt
@@ -171,7 +199,7 @@ func newServiceRow(snap registry.Snapshot, lastChange time.Time) serviceRow {
 	if !latest.IsZero() {
 		r.LastChange = &latest
 	}
-	r.Zones, r.Versions = sortedKeys(zones), sortedKeys(versions)
+	r.Zones, r.Versions, r.Colors = sortedKeys(zones), sortedKeys(versions), sortedKeys(colors)
 	return r
 }
 

@@ -29,8 +29,13 @@ With --layout, ls reads one service as written by the framework it is
 migrating from (go-zero, Kratos or etcd naming; --legacy-name when its name
 there differs), the way Muster's merged Discovery reads it.
 
-JSON output is an array: for services, objects {"name", "instances"}; for
-instances, the values as stored in etcd.`,
+The COLOR column is an instance's metadata "color" (the key balancers read by
+default; "-" for the base). A service's canary (muster canary) shows in the
+CANARY column of the services and under the table of its instances.
+
+JSON output is an array: for services, objects {"name", "instances"} with
+"canary" ({"color", "percent"}) when one is set; for instances, the values as
+stored in etcd (the color is in "metadata").`,
 		Example: `  muster ls
   muster ls user
   muster ls user -o json --endpoints http://10.0.0.1:2379,http://10.0.0.2:2379
@@ -63,6 +68,8 @@ instances, the values as stored in etcd.`,
 type serviceRow struct {
 	Name      string `json:"name"`
 	Instances int    `json:"instances"`
+	// Canary is the service's canary setting, if any.
+	Canary *registry.Canary `json:"canary,omitempty"`
 }
 
 // runLs lists the services (service == "") or the instances of service in
@@ -77,7 +84,7 @@ func runLs(ctx context.Context, g *globalOptions, output, service string, stdout
 	tctx, cancel := context.WithTimeout(ctx, g.timeout+reportGrace)
 	defer cancel()
 	if service == "" {
-		rows, err := s.services(ctx, tctx)
+		rows, err := s.services(ctx, tctx, stderr)
 		if err != nil {
 			return err
 		}
@@ -88,12 +95,16 @@ func runLs(ctx context.Context, g *globalOptions, output, service string, stdout
 		return err
 	}
 	var overridden map[string]bool
+	var canary map[string]*registry.Canary
 	if output == outputTable && len(opts) == 0 {
 		if overridden, err = s.overridden(ctx, tctx, service, snap.Revision); err != nil {
 			return err
 		}
+		if canary, err = s.canaries(ctx, tctx, service, stderr); err != nil {
+			return err
+		}
 	}
-	return writeInstances(stdout, stderr, output, service, snap.Instances, overridden)
+	return writeInstances(stdout, stderr, output, service, snap.Instances, overridden, canary[service])
 }
 
 // overridden returns the IDs of service's instances whose weight an
@@ -138,9 +149,10 @@ func (s *session) snapshot(parent, ctx context.Context, service string) (registr
 	return snap, nil
 }
 
-// services lists every service with its number of valid instances. parent
-// is the command's context, ctx the same with the --timeout deadline.
-func (s *session) services(parent, ctx context.Context) ([]serviceRow, error) {
+// services lists every service with its number of valid instances and its
+// canary. parent is the command's context, ctx the same with the --timeout
+// deadline; stderr receives notes.
+func (s *session) services(parent, ctx context.Context, stderr io.Writer) ([]serviceRow, error) {
 	names, err := s.d.Services(ctx)
 	if err != nil {
 		return nil, s.g.etcdError(parent, "list services under "+s.g.prefix, err)
@@ -163,6 +175,13 @@ func (s *session) services(parent, ctx context.Context) ([]serviceRow, error) {
 		}
 		rows[i] = serviceRow{Name: names[i], Instances: len(snap.Instances)}
 	}
+	canaries, err := s.canaries(parent, ctx, "", stderr)
+	if err != nil {
+		return nil, err
+	}
+	for i := range rows {
+		rows[i].Canary = canaries[rows[i].Name]
+	}
 	return rows, nil
 }
 
@@ -175,14 +194,16 @@ func writeServices(stdout, stderr io.Writer, output, prefix string, rows []servi
 		return err
 	}
 	tw := newTable(stdout)
-	fmt.Fprintln(tw, "SERVICE\tINSTANCES")
+	fmt.Fprintln(tw, "SERVICE\tINSTANCES\tCANARY")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%d\n", r.Name, r.Instances)
+		fmt.Fprintf(tw, "%s\t%d\t%s\n", r.Name, r.Instances, canaryCell(r.Canary))
 	}
 	return tw.Flush()
 }
 
-func writeInstances(stdout, stderr io.Writer, output, service string, ins []*registry.Instance, overridden map[string]bool) error {
+// writeInstances writes the instances of service; in a table, canary (nil:
+// none) is told under it.
+func writeInstances(stdout, stderr io.Writer, output, service string, ins []*registry.Instance, overridden map[string]bool, canary *registry.Canary) error {
 	if output == outputJSON {
 		vals, err := instancesJSON(ins)
 		if err != nil {
@@ -192,7 +213,17 @@ func writeInstances(stdout, stderr io.Writer, output, service string, ins []*reg
 	}
 	if len(ins) == 0 {
 		_, err := fmt.Fprintf(stderr, "no instances of %s\n", service)
+		if err == nil && canary != nil {
+			_, err = fmt.Fprintf(stderr, "canary: %s\n", describeCanary(*canary))
+		}
 		return err
 	}
-	return writeInstanceTable(stdout, ins, overridden, timeNow())
+	if err := writeInstanceTable(stdout, ins, overridden, timeNow()); err != nil {
+		return err
+	}
+	if canary != nil {
+		_, err := fmt.Fprintf(stdout, "canary: %s\n", describeCanary(*canary))
+		return err
+	}
+	return nil
 }

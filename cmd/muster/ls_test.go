@@ -56,11 +56,11 @@ func TestLs(t *testing.T) {
 	t.Run("services table", func(t *testing.T) {
 		r := runOK(t, "ls", "--endpoints", f.endpoint)
 		want := "" +
-			"SERVICE     INSTANCES\n" +
-			"billing     1\n" +
-			"broken      0\n" +
-			"user        2\n" +
-			"user-admin  1\n"
+			"SERVICE     INSTANCES  CANARY\n" +
+			"billing     1          -\n" +
+			"broken      0          -\n" +
+			"user        2          -\n" +
+			"user-admin  1          -\n"
 		if r.stdout != want {
 			t.Fatalf("ls stdout:\n%s\nwant:\n%s", r.stdout, want)
 		}
@@ -91,9 +91,9 @@ func TestLs(t *testing.T) {
 	t.Run("instances table", func(t *testing.T) {
 		r := runOK(t, "ls", "user", "--endpoints", f.endpoint)
 		want := "" +
-			"ID      ADDR           VERSION  ZONE   WEIGHT  METADATA              AGE\n" +
-			"user-1  10.0.0.1:9000  v1.4.2   eu-1a  250     color=blue,tier=gold  3h\n" +
-			"user-2  10.0.0.2:9000  -        -      0       -                     42s\n"
+			"ID      ADDR           VERSION  ZONE   COLOR  WEIGHT  METADATA              AGE\n" +
+			"user-1  10.0.0.1:9000  v1.4.2   eu-1a  blue   250     color=blue,tier=gold  3h\n" +
+			"user-2  10.0.0.2:9000  -        -      -      0       -                     42s\n"
 		if r.stdout != want {
 			t.Fatalf("ls user stdout:\n%s\nwant:\n%s", r.stdout, want)
 		}
@@ -214,9 +214,9 @@ func TestTablesShowOverridesAndDistinctIDs(t *testing.T) {
 	w.expect(t, `~ 10\.0\.0\.1:9000 \(weight 100->0 by override\)`)
 
 	want := "" +
-		"ID  ADDR           VERSION  ZONE  WEIGHT  METADATA  AGE\n" +
-		"-   10.0.0.1:9000  -        -     0*      -         60s\n" +
-		"b   10.0.0.2:9000  -        -     250*    -         60s\n" +
+		"ID  ADDR           VERSION  ZONE  COLOR  WEIGHT  METADATA  AGE\n" +
+		"-   10.0.0.1:9000  -        -     -      0*      -         60s\n" +
+		"b   10.0.0.2:9000  -        -     -      250*    -         60s\n" +
 		overrideNote + "\n"
 	if got := runOK(t, append([]string{"ls", "user"}, ep...)...); got.stdout != want {
 		t.Fatalf("ls user:\n%s\nwant:\n%s", got.stdout, want)
@@ -225,8 +225,8 @@ func TestTablesShowOverridesAndDistinctIDs(t *testing.T) {
 	runOK(t, append([]string{"undrain", "user", "b"}, ep...)...)
 	w.expect(t, `~ b 10\.0\.0\.2:9000 \(weight 250->100, override removed\)`)
 	want = "" +
-		"ID  ADDR           VERSION  ZONE  WEIGHT  METADATA  AGE\n" +
-		"b   10.0.0.2:9000  -        -     100     -         60s\n"
+		"ID  ADDR           VERSION  ZONE  COLOR  WEIGHT  METADATA  AGE\n" +
+		"b   10.0.0.2:9000  -        -     -      100     -         60s\n"
 	if got := runOK(t, append([]string{"get", "user", "b"}, ep...)...); got.stdout != want {
 		t.Fatalf("get user b:\n%s\nwant:\n%s", got.stdout, want)
 	}

@@ -62,10 +62,10 @@ const overrideNote = "* weight set by an operator (muster weight or drain); must
 // writeInstanceTable writes one row per instance, in the given order. The
 // ID column shows "-" for an ID equal to the address; a weight set by an
 // operator's override (overridden holds the IDs) is marked "*" and
-// explained under the table.
+// explained under the table. COLOR is the instance's color ("-": base).
 func writeInstanceTable(w io.Writer, ins []*registry.Instance, overridden map[string]bool, now time.Time) error {
 	tw := newTable(w)
-	fmt.Fprintln(tw, "ID\tADDR\tVERSION\tZONE\tWEIGHT\tMETADATA\tAGE")
+	fmt.Fprintln(tw, "ID\tADDR\tVERSION\tZONE\tCOLOR\tWEIGHT\tMETADATA\tAGE")
 	marked := false
 	for _, in := range ins {
 		age := "-"
@@ -77,8 +77,8 @@ func writeInstanceTable(w io.Writer, ins []*registry.Instance, overridden map[st
 			weight += "*"
 			marked = true
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
-			idCell(in), cell(in.Addr), cell(in.Version), cell(in.Zone),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
+			idCell(in), cell(in.Addr), cell(in.Version), cell(in.Zone), cell(colorOf(in)),
 			weight, orDash(formatMetadata(in.Metadata)), age)
 	}
 	if err := tw.Flush(); err != nil {
@@ -163,7 +163,8 @@ func formatAge(d time.Duration) string {
 }
 
 // describeInstance renders the attributes of in after its ID and address,
-// as in "(version v1.4.2, zone eu-1a, weight 100, metadata color=blue)";
+// as in "(version v1.4.2, zone eu-1a, color blue, weight 100, metadata
+// color=blue)";
 // the weight is marked "(override)" when overridden.
 func describeInstance(in *registry.Instance, overridden bool) string {
 	var parts []string
@@ -172,6 +173,9 @@ func describeInstance(in *registry.Instance, overridden bool) string {
 	}
 	if in.Zone != "" {
 		parts = append(parts, "zone "+quoteIfNeeded(in.Zone))
+	}
+	if c := colorOf(in); c != "" {
+		parts = append(parts, "color "+quoteIfNeeded(c))
 	}
 	w := "weight " + strconv.Itoa(in.EffectiveWeight())
 	switch {
@@ -203,6 +207,7 @@ func describeChange(old, cur *registry.Instance, wasOverridden, overridden bool)
 	str("addr", old.Addr, cur.Addr)
 	str("version", old.Version, cur.Version)
 	str("zone", old.Zone, cur.Zone)
+	str("color", colorOf(old), colorOf(cur))
 	if ow, cw := old.EffectiveWeight(), cur.EffectiveWeight(); ow != cw {
 		w := fmt.Sprintf("weight %d->%d", ow, cw)
 		switch {

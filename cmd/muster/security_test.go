@@ -71,12 +71,17 @@ func TestTLSAndAuthFlags(t *testing.T) {
 	s := newSecureRegistry(t)
 
 	r := runOK(t, s.args([]string{"ls"}, "--user", "root:root-pw")...)
-	if want := "SERVICE  INSTANCES\nuser     1\n"; r.stdout != want {
+	if want := "SERVICE  INSTANCES  CANARY\nuser     1          -\n"; r.stdout != want {
 		t.Fatalf("ls as root over TLS:\n%s\nwant:\n%s", r.stdout, want)
 	}
 	r = runOK(t, s.args([]string{"ls", "user"}, "--user", "user-svc", "--password", "user-pw")...)
 	if !strings.Contains(r.stdout, "user-1  10.0.0.1:9000") {
 		t.Fatalf("ls user as user-svc over TLS:\n%s", r.stdout)
+	}
+	// A role limited to the service's instances does not cover its canary
+	// setting: ls says so and goes on.
+	if !strings.Contains(r.stderr, "canary: not shown: this user may not read /muster/services.canary/user") {
+		t.Fatalf("ls user as user-svc: stderr %q lacks the note on the canary", r.stderr)
 	}
 
 	w := start(t, s.args([]string{"watch", "user"}, "--user", "user-svc:user-pw")...)

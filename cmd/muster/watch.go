@@ -33,14 +33,20 @@ as clients see it, until interrupted:
   - id addr                   an instance was removed
   ~ id addr (weight 100->0)   an instance changed (the fields that did)
 
+  % canary 5% of uncolored calls to blue   the canary (muster canary) changed
+  % canary off                             the canary was removed
+
 An instance whose ID is its address is named by the address alone; a weight
-set by an operator (muster weight or drain) is marked "override".
+set by an operator (muster weight or drain) is marked "override"; an instance
+with metadata color=<c> shows "color <c>", a change of it "color -->blue". A
+canary set at the start is printed after the list.
   ! stale since ...           etcd stopped answering; the last known list stays
   ! fresh again ...           etcd answers again; changes missed meanwhile follow
 
 With -o json it prints one JSON object per event and line: "list" (with all
 instances) first, then "added", "removed", "changed" (with "previous"),
-"stale" and "fresh". Instances have the field names of the stored values.
+"stale", "fresh" and "canary" (with "canary": {"color", "percent"}, absent when
+removed). Instances have the field names of the stored values.
 
 If etcd does not answer within --timeout at the start, watch fails.`,
 		Example: `  muster watch user
@@ -91,15 +97,42 @@ func runWatch(ctx context.Context, g *globalOptions, output, service string, std
 			return ov
 		}
 	}
+	// Follow the canary only if this user may read it (see canaries).
+	var canaries <-chan registry.Canary
+	rctx, cancel := context.WithTimeout(ctx, g.timeout)
+	initial, err := s.canaries(ctx, rctx, service, stderr)
+	cancel()
+	if err != nil {
+		return err
+	}
+	if initial != nil {
+		src, err := etcd.NewCanaries(s.cli, etcd.WithPrefix(g.prefix), etcd.WithRequestTimeout(g.timeout))
+		if err != nil {
+			return err
+		}
+		canaries = src.WatchCanary(ctx, service)
+	}
+
 	p.list(snap)
 	if snap.Stale() {
 		p.stale(snap)
 	}
 	prev := snap
+	var canary registry.Canary
 	for p.err == nil {
 		select {
 		case <-ctx.Done():
 			return nil
+		case c, ok := <-canaries:
+			if !ok {
+				canaries = nil // ctx ended
+				continue
+			}
+			if c != canary {
+				p.canary(c)
+				canary = c
+			}
+			continue
 		case _, ok := <-w.Updates():
 			if !ok {
 				if ctx.Err() != nil {
@@ -126,6 +159,7 @@ type watchEvent struct {
 	Previous  json.RawMessage   `json:"previous,omitzero"`
 	Since     time.Time         `json:"since,omitzero"`
 	Error     string            `json:"error,omitzero"`
+	Canary    *registry.Canary  `json:"canary,omitzero"`
 }
 
 // watchPrinter writes watch's output. The first write error stops it and
@@ -206,6 +240,23 @@ func (p *watchPrinter) stale(s registry.Snapshot) {
 	}
 	p.line("! stale since %s: %s (showing the last known %s)",
 		s.StaleSince.UTC().Format(time.RFC3339), msg, plural(len(s.Instances), "instance"))
+}
+
+// canary prints a change of the canary setting; the zero Canary is none.
+func (p *watchPrinter) canary(c registry.Canary) {
+	if p.json {
+		ev := watchEvent{Event: "canary"}
+		if c != (registry.Canary{}) {
+			ev.Canary = &c
+		}
+		p.event(ev)
+		return
+	}
+	if c == (registry.Canary{}) {
+		p.line("%% canary off")
+		return
+	}
+	p.line("%% canary %s", describeCanary(c))
 }
 
 func (p *watchPrinter) fresh(s registry.Snapshot) {

@@ -23,7 +23,7 @@ func TestWatchPrintsChanges(t *testing.T) {
 	// etcd stopped answering stays silent before it is restarted.
 	w := start(t, "watch", "user", "--endpoints", s.endpoint, "--timeout", "2s")
 	w.expect(t, `# user: 1 instance at revision \d+; watching for changes`)
-	w.expect(t, `= user-1 10\.0\.0\.1:9000 \(version v1\.4\.2, zone eu-1a, weight 100, metadata color=blue\)`)
+	w.expect(t, `= user-1 10\.0\.0\.1:9000 \(version v1\.4\.2, zone eu-1a, color blue, weight 100, metadata color=blue\)`)
 
 	register(t, r, other)
 	u2 := registry.Instance{ID: "user-2", Name: "user", Addr: "10.0.0.2:9000", Weight: 300}

@@ -16,7 +16,10 @@
   let page = 0;
   const fZone = document.getElementById('f-zone');
   const fVersion = document.getElementById('f-version');
+  const fColor = document.getElementById('f-color');
   const fMeta = document.getElementById('f-meta');
+  // baseColor is the color filter's value for instances without a color.
+  const baseColor = '-';
 
   // metaFilter parses "k=v k2=v2" into pairs; every pair must match.
   function metaFilter() {
@@ -27,10 +30,11 @@
   }
 
   function matching() {
-    const zone = fZone.value, version = fVersion.value, meta = metaFilter();
+    const zone = fZone.value, version = fVersion.value, color = fColor.value, meta = metaFilter();
     return state.instances.filter((inst) => {
       if (zone && inst.zone !== zone) return false;
       if (version && inst.version !== version) return false;
+      if (color && (inst.color || baseColor) !== color) return false;
       const md = inst.metadata || {};
       return meta.every(([k, v]) => Object.prototype.hasOwnProperty.call(md, k) && (v === null || md[k] === v));
     });
@@ -91,6 +95,9 @@
     document.getElementById('batch').hidden = !admin;
     fillSelect(fZone, distinct('zone'));
     fillSelect(fVersion, distinct('version'));
+    fillSelect(fColor, [baseColor].concat(distinct('color')));
+    fColor.querySelector('option[value="' + baseColor + '"]').textContent = 'base (no color)';
+    renderCanary();
     const shown = matching();
     const pages = Math.max(1, Math.ceil(shown.length / pageSize));
     page = Math.min(page, pages - 1);
@@ -112,6 +119,9 @@
       tr.appendChild(el('td', inst.addr, 'addr'));
       tr.appendChild(el('td', inst.zone || '', 'zone'));
       tr.appendChild(el('td', inst.version || '', 'version'));
+      const c = el('td', inst.color || '', 'color');
+      if (inst.color) c.dataset.color = inst.color;
+      tr.appendChild(c);
       const w = el('td', inst.weight, 'weight');
       if (inst.override) {
         const m = el('span', ' ✎ override', 'override');
@@ -141,6 +151,16 @@
       : 'loading…';
     document.getElementById('matching').textContent = shown.length + ' of ' + state.instances.length + ' match';
     document.getElementById('matching').dataset.count = String(shown.length);
+  }
+
+  // renderCanary shows the service's canary setting, if any.
+  function renderCanary() {
+    const p = document.getElementById('canary');
+    const c = state.canary;
+    p.hidden = !c;
+    p.textContent = c ? 'Canary: ' + c.percent + '% of uncolored calls go to ' + c.color + ' (muster canary ' + name + ' off ends it)' : '';
+    p.dataset.color = c ? c.color : '';
+    p.dataset.percent = c ? String(c.percent) : '';
   }
 
   // tick refreshes the ages and the lease times without a full render.
@@ -216,7 +236,7 @@
   document.getElementById('batch-weight-set').addEventListener('click', () =>
     confirmBatch('weight', document.getElementById('batch-weight').value));
   const refilter = () => { page = 0; render(); };
-  for (const f of [fZone, fVersion]) f.addEventListener('change', refilter);
+  for (const f of [fZone, fVersion, fColor]) f.addEventListener('change', refilter);
   fMeta.addEventListener('input', refilter);
   document.getElementById('page-prev').addEventListener('click', () => { page--; render(); });
   document.getElementById('page-next').addEventListener('click', () => { page++; render(); });

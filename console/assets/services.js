@@ -13,7 +13,8 @@
     q = q.toLowerCase();
     return s.name.toLowerCase().includes(q) ||
       (s.zones || []).some((z) => z.toLowerCase().includes(q)) ||
-      (s.versions || []).some((v) => v.toLowerCase().includes(q));
+      (s.versions || []).some((v) => v.toLowerCase().includes(q)) ||
+      (s.colors || []).some((c) => c.toLowerCase().includes(q));
   }
 
   function render() {
@@ -33,6 +34,7 @@
       tr.appendChild(el('td', s.draining, 'draining'));
       tr.appendChild(el('td', (s.zones || []).join(', ')));
       tr.appendChild(el('td', (s.versions || []).join(', ')));
+      tr.appendChild(el('td', (s.colors || []).join(', '), 'colors'));
       tr.appendChild(s.stale ? el('td', 'stale', 'stale') : el('td', 'live', 'muted'));
       const lc = el('td', s.lastChange ? formatAge(now - Date.parse(s.lastChange)) + ' ago' : '');
       if (s.lastChange) lc.title = s.lastChange;
