@@ -91,7 +91,10 @@ func (r *Registrar) run() {
 			if r.ctx.Err() != nil {
 				return
 			}
-			r.log.Warn("lease lost; re-registering under a new lease", "error", r.ls.Err())
+			if r.ls.left(time.Now()) <= 0 {
+				// A revocation (TTL left) is logged by leaseLost.
+				r.log.Warn("lease lost; re-registering under a new lease", "error", r.ls.Err())
+			}
 			lost := time.Now()
 			if errors.Is(r.ls.Err(), errLeaseExpired) {
 				// No renewal answered for a whole TTL: the outage
@@ -204,22 +207,25 @@ func (r *Registrar) leaseLost() {
 		r.ls = nil
 	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if revoked > 0 && r.lease != 0 {
+	lease := r.lease
+	if revoked > 0 && lease != 0 {
 		// etcd ended the lease while the renewals it answered still
 		// kept it: a revocation, not an expiry.
 		r.status.Revocations++
-		r.log.Warn("etcd revoked this registrar's lease while it was kept alive; re-registering under a new lease "+
-			"(revoked by hand, or by a member that led the cluster and was paused for longer than the TTL: "+
-			"on resuming it revokes the leases it believes expired)",
-			"lease", fmt.Sprintf("%x", int64(r.lease)), "ttl_left", revoked.Round(time.Millisecond))
 	}
-	if r.lease != 0 {
-		r.orphan = r.lease
+	if lease != 0 {
+		r.orphan = lease
 	}
 	r.lease = 0
 	r.forgetWrittenLocked()
 	r.updateStatusLocked()
+	r.mu.Unlock()
+	if revoked > 0 && lease != 0 {
+		r.log.Warn("etcd revoked this registrar's lease while it was kept alive; re-registering under a new lease "+
+			"(revoked by hand, or by a member that led the cluster and was paused for longer than the TTL: "+
+			"on resuming it revokes the leases it believes expired)",
+			"lease", fmt.Sprintf("%x", int64(lease)), "ttl_left", revoked.Round(time.Millisecond))
+	}
 }
 
 // deleteRemoved deletes keys written under lease whose instance was
