@@ -33,7 +33,7 @@ const (
 func WithMaxTxnOps(n int) Option {
 	return func(o *options) {
 		if n < 1 {
-			o.invalid("WithMaxTxnOps: %d operations per transaction: must be at least 1", n)
+			o.invalid("WithMaxTxnOps(%d): a transaction must hold at least 1 operation", n)
 			return
 		}
 		o.maxTxnOps = n
