@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -184,7 +185,9 @@ func TestInstanceRefusedForItsOwnReasonDoesNotHoldBackOthers(t *testing.T) {
 func TestLeaseLossRewritesEveryInstanceInTransactions(t *testing.T) {
 	c := etcdtest.Start(t)
 	cli := c.Client(t)
-	r := newRegistrar(t, cli, fast("/p", etcd.WithMirror(copyUnder("/copy")))...)
+	logs := &lockedBuffer{}
+	r := newRegistrar(t, cli, fast("/p", etcd.WithMirror(copyUnder("/copy")),
+		etcd.WithLogger(slog.New(slog.NewTextHandler(logs, nil))))...)
 	ctx := ctxFor(t, 60*time.Second)
 	const n = 500
 	requireNoErrors(t, registerConcurrently(t, ctx, r, n))
@@ -213,6 +216,11 @@ func TestLeaseLossRewritesEveryInstanceInTransactions(t *testing.T) {
 	after := c.RPCStats().Calls
 	if writes := after[methodPut] + after[methodTxn] - before[methodPut] - before[methodTxn]; writes > n/10 {
 		t.Fatalf("re-registering %d instances took %d write requests, want at most %d", n, writes, n/10)
+	}
+	// The revocation deleted every key at once: a line per watch
+	// response, not one per key.
+	if lines := logs.count("deleted from etcd"); lines > 5 {
+		t.Fatalf("%d log lines about deleted keys for one revocation, want a few", lines)
 	}
 	ttl, err := cli.TimeToLive(ctx, old)
 	if err != nil {
