@@ -23,7 +23,11 @@
 // while etcd is unreachable: Register then returns an error matching
 // registry.ErrPending (at once while its last attempt failed) and the
 // instance appears as soon as etcd answers. Close revokes the lease,
-// removing every instance at once.
+// removing every instance at once. Many instances are written in one
+// transaction (up to WithMaxTxnOps operations, default 128), on first
+// registration and after a lost lease alike; a transaction etcd refuses
+// for what it holds is split, so an instance etcd refuses holds back no
+// other.
 //
 // The registrar owns its keys. It watches the deletions in each service it
 // has instances in and writes a deleted key again as soon as the event

@@ -36,6 +36,7 @@ type options struct {
 	logger         *slog.Logger
 	layout         Layout   // nil: Muster's own
 	mirrors        []Mirror // other layouts a Registrar also writes
+	maxTxnOps      int      // operations per transaction of a Registrar
 	// err collects the invalid options; a constructor given any fails.
 	err error
 }
@@ -50,6 +51,7 @@ func defaultOptions() options {
 		progressEvery:  defaultProgressEvery,
 		linger:         defaultLinger,
 		auditEvery:     defaultAuditEvery,
+		maxTxnOps:      defaultMaxTxnOps,
 		logger:         slog.Default(),
 	}
 }

@@ -36,6 +36,7 @@ func TestInvalidOptionsAreErrors(t *testing.T) {
 		{"negative linger", etcd.WithLinger(-time.Second), "WithLinger(-1s)"},
 		{"zero audit interval", etcd.WithAuditInterval(0), "WithAuditInterval(0s)"},
 		{"nil logger", etcd.WithLogger(nil), "WithLogger(nil)"},
+		{"no operations per transaction", etcd.WithMaxTxnOps(0), "WithMaxTxnOps(0)"},
 		{"empty prefix", etcd.WithPrefix(""), `WithPrefix("")`},
 		{"root prefix", etcd.WithPrefix("/"), `WithPrefix("/")`},
 	} {

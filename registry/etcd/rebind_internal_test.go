@@ -15,7 +15,7 @@ import (
 
 // A lease the registrar believes lost may still be alive in etcd; the
 // registrar then re-puts its keys under a new lease and revokes the old one.
-// rebindOverride must move an operator's override onto the new lease first,
+// rebindOverrides must move an operator's override onto the new lease first,
 // or the revocation would delete it while the instance never left.
 func TestRebindOverrideKeepsItAcrossALeaseChange(t *testing.T) {
 	c := etcdtest.Start(t)
@@ -43,9 +43,7 @@ func TestRebindOverrideKeepsItAcrossALeaseChange(t *testing.T) {
 	if _, err := cli.Put(ctx, key, "x", clientv3.WithLease(fresh.ID)); err != nil { // as putPending would
 		t.Fatal(err)
 	}
-	if err := r.rebindOverride(key, fresh.ID); err != nil {
-		t.Fatal(err)
-	}
+	rebind(t, ctx, r, key, fresh.ID)
 	if _, err := cli.Revoke(ctx, old); err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +58,18 @@ func TestRebindOverrideKeepsItAcrossALeaseChange(t *testing.T) {
 		t.Fatalf("override value changed: %s (%v)", resp.Kvs[0].Value, err)
 	}
 	// Already on the lease: nothing to do.
-	if err := r.rebindOverride(key, fresh.ID); err != nil {
+	rebind(t, ctx, r, key, fresh.ID)
+}
+
+// rebind reads the override of key in a transaction, as putBatch does, and
+// hands the answer to rebindOverrides.
+func rebind(t *testing.T, ctx context.Context, r *Registrar, key string, lease clientv3.LeaseID) {
+	t.Helper()
+	resp, err := r.cli.Txn(ctx).Then(clientv3.OpGet(overrideKey(key))).Commit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.rebindOverrides(lease, resp.Responses); err != nil {
 		t.Fatal(err)
 	}
 }

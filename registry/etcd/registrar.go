@@ -53,15 +53,22 @@ type Registrar struct {
 	wroteAt map[string]int64
 	// dirty holds exactly the keys where entries and written differ: the
 	// run loop's work list, so that a Register costs O(1) however many
-	// instances the registrar holds.
-	dirty map[string]struct{}
-	lease clientv3.LeaseID
+	// instances the registrar holds. The value is true for a key in
+	// entries (one to write), false for one to delete.
+	dirty map[string]bool
+	// pending counts the keys to write: those of dirty whose value is true.
+	pending int
+	lease   clientv3.LeaseID
 	// orphan is a lease the run loop believes lost but has not revoked:
 	// revoking it after the re-puts deletes keys deregistered meanwhile.
 	orphan  clientv3.LeaseID
 	status  registry.RegistrarStatus
 	changed chan struct{} // closed and replaced on every state change
-	closed  bool
+	// alarm is closed and replaced when the registrar closes or an
+	// attempt's outcome is recorded (setError): what every Register
+	// waiting for its own entry (entry.done) must also hear of.
+	alarm  chan struct{}
+	closed bool
 	// retrying is true while the run loop's last attempt failed because
 	// etcd did not answer, until an attempt succeeds: etcd is believed
 	// unreachable.
@@ -75,6 +82,9 @@ type Registrar struct {
 	// lease's loss, until every instance is written again.
 	down           outage
 	registeredOnce bool // every instance was written once; later recoveries are "again"
+	// txnOps is the most operations the loop puts in one transaction:
+	// WithMaxTxnOps, lowered when etcd refuses a transaction as too large.
+	txnOps int
 
 	closeOnce sync.Once
 	closeErr  error
@@ -89,6 +99,18 @@ type entry struct {
 	// err is set when etcd refused the entry for good; it is then removed
 	// from entries.
 	err error
+	// done is closed, under Registrar.mu, once the entry is written,
+	// replaced, deregistered or refused: what its Register waits for.
+	done    chan struct{}
+	settled bool // done is closed
+}
+
+// settleLocked closes e.done, once. Registrar.mu must be held.
+func (e *entry) settleLocked() {
+	if !e.settled {
+		e.settled = true
+		close(e.done)
+	}
 }
 
 // NewRegistrar returns a Registrar that uses cli. It does not contact etcd:
@@ -115,8 +137,10 @@ func NewRegistrar(cli *clientv3.Client, opts ...Option) (*Registrar, error) {
 		entries: make(map[string]*entry),
 		written: make(map[string]*entry),
 		wroteAt: make(map[string]int64),
-		dirty:   make(map[string]struct{}),
+		dirty:   make(map[string]bool),
 		changed: make(chan struct{}),
+		alarm:   make(chan struct{}),
+		txnOps:  o.maxTxnOps,
 	}
 	r.status.Since = time.Now()
 	go r.run()
@@ -163,18 +187,28 @@ func (r *Registrar) Register(ctx context.Context, in registry.Instance) error {
 		r.mu.Unlock()
 		return err
 	}
-	e := &entry{key: key, val: val, mirrors: mirrors}
+	e := &entry{key: key, val: val, mirrors: mirrors, done: make(chan struct{})}
 	if prev, ok := r.entries[key]; ok && string(prev.val) == string(val) {
 		e = prev // unchanged: nothing to rewrite
 	} else {
+		prev, replaced := r.entries[key]
+		if replaced {
+			prev.settleLocked()
+		}
 		r.entries[key] = e
 		r.syncKeyLocked(key)
-		r.updateStatusLocked()
+		// Waiters learn of a replaced value (their Register is
+		// superseded) and of a change of Registered; a new key concerns
+		// none of them, and waking them all on each of many concurrent
+		// Registers would cost O(n²).
+		if r.refreshStatusLocked() || replaced {
+			r.broadcastLocked()
+		}
 	}
 	r.mu.Unlock()
 	r.kick()
 
-	return r.await(ctx, func() (bool, error) {
+	return r.await(ctx, e, func() (bool, error) {
 		if r.written[key] == e {
 			return true, nil
 		}
@@ -205,28 +239,37 @@ func (r *Registrar) Deregister(ctx context.Context, name, id string) error {
 		r.mu.Unlock()
 		return registry.ErrClosed
 	}
-	if _, ok := r.entries[key]; ok {
+	if e, ok := r.entries[key]; ok {
+		e.settleLocked()
 		delete(r.entries, key)
 		r.syncKeyLocked(key)
 		r.updateStatusLocked()
 	}
 	r.mu.Unlock()
 	r.kick()
-	return r.await(ctx, func() (bool, error) {
+	return r.await(ctx, nil, func() (bool, error) {
 		_, ok := r.written[key]
 		return !ok, nil
 	})
 }
 
 // await waits until cond (called with r.mu held) reports done, ctx ends,
-// the request timeout passes or the registrar closes.
-func (r *Registrar) await(ctx context.Context, cond func() (bool, error)) error {
+// the request timeout passes or the registrar closes. Given e, the entry
+// cond concerns, it wakes when e settles or an alarm sounds, not on every
+// change of the registrar's state: with many Registers waiting, a write
+// wakes only its own. (An entry settled already, written before a lost
+// lease and registered again unchanged, waits for every change.)
+func (r *Registrar) await(ctx context.Context, e *entry, cond func() (bool, error)) error {
 	timer := time.NewTimer(r.opts.requestTimeout)
 	defer timer.Stop()
 	for {
 		r.mu.Lock()
 		ok, err := cond()
 		closed, changed, lastErr, retrying := r.closed, r.changed, r.status.LastError, r.retrying
+		var own <-chan struct{}
+		if e != nil && !e.settled {
+			own, changed = e.done, r.alarm
+		}
 		r.mu.Unlock()
 		switch {
 		case ok:
@@ -242,6 +285,7 @@ func (r *Registrar) await(ctx context.Context, cond func() (bool, error)) error 
 		}
 		select {
 		case <-changed:
+		case <-own:
 		case <-ctx.Done():
 			return pendingError(ctx.Err(), lastErr)
 		case <-timer.C:
@@ -315,6 +359,7 @@ func (r *Registrar) Close() error {
 		r.mu.Lock()
 		r.closed = true
 		r.broadcastLocked()
+		r.alarmLocked()
 		r.mu.Unlock()
 		r.cancel()
 		<-r.done
@@ -349,40 +394,57 @@ func (r *Registrar) kick() {
 	}
 }
 
-// broadcastLocked wakes every waiter. r.mu must be held.
+// broadcastLocked wakes every waiter of a state change. r.mu must be held.
 func (r *Registrar) broadcastLocked() {
 	close(r.changed)
 	r.changed = make(chan struct{})
 }
 
+// alarmLocked wakes every waiter, those waiting for their own entry too.
+// r.mu must be held.
+func (r *Registrar) alarmLocked() {
+	close(r.alarm)
+	r.alarm = make(chan struct{})
+}
+
 // updateStatusLocked recomputes the derived status fields and wakes
 // waiters. r.mu must be held.
 func (r *Registrar) updateStatusLocked() {
-	pending := 0
-	for k := range r.dirty {
-		if _, ok := r.entries[k]; ok {
-			pending++
-		}
-	}
+	r.refreshStatusLocked()
+	r.broadcastLocked()
+}
+
+// refreshStatusLocked recomputes the derived status fields and reports
+// whether Registered changed. r.mu must be held.
+func (r *Registrar) refreshStatusLocked() bool {
+	pending := r.pending
 	st := &r.status
 	st.Instances = len(r.entries)
 	st.Pending = pending
 	st.Session = int64(r.lease)
 	registered := r.lease != 0 && pending == 0 && len(r.entries) > 0
-	if registered != st.Registered {
-		st.Registered = registered
-		st.Since = time.Now()
+	if registered == st.Registered {
+		return false
 	}
-	r.broadcastLocked()
+	st.Registered = registered
+	st.Since = time.Now()
+	return true
 }
 
 // syncKeyLocked restores the dirty invariant for key after entries or
 // written changed. r.mu must be held.
 func (r *Registrar) syncKeyLocked(key string) {
-	if r.entries[key] != r.written[key] {
-		r.dirty[key] = struct{}{}
-	} else {
+	if r.dirty[key] {
+		r.pending--
+	}
+	e, wanted := r.entries[key]
+	if e == r.written[key] {
 		delete(r.dirty, key)
+		return
+	}
+	r.dirty[key] = wanted
+	if wanted {
+		r.pending++
 	}
 }
 
@@ -390,10 +452,11 @@ func (r *Registrar) syncKeyLocked(key string) {
 // any more: every desired key is dirty again. r.mu must be held.
 func (r *Registrar) forgetWrittenLocked() {
 	r.written = make(map[string]*entry)
-	r.dirty = make(map[string]struct{}, len(r.entries))
+	r.dirty = make(map[string]bool, len(r.entries))
 	for k := range r.entries {
-		r.dirty[k] = struct{}{}
+		r.dirty[k] = true
 	}
+	r.pending = len(r.entries)
 }
 
 func (r *Registrar) setError(err error) {
@@ -406,4 +469,5 @@ func (r *Registrar) setError(err error) {
 		r.status.Failures++
 	}
 	r.broadcastLocked()
+	r.alarmLocked()
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -230,165 +231,230 @@ func (r *Registrar) leaseLost() {
 
 // deleteRemoved deletes keys written under lease whose instance was
 // deregistered, with their overrides and their copies in other layouts
-// (WithMirror). A key, and each copy, is deleted only while it is still
-// bound to lease, so a key taken over by another process is left alone;
-// the copies still bound to lease go even when the key itself is gone or
-// taken over.
+// (WithMirror), many keys per transaction. A key, and each copy, is
+// deleted only while it is still bound to lease (a nested transaction per
+// key compares its lease), so a key taken over by another process is left
+// alone; the copies still bound to lease go even when the key itself is
+// gone or taken over.
 func (r *Registrar) deleteRemoved(lease clientv3.LeaseID) error {
-	for _, key := range r.removedKeys() {
-		r.mu.Lock()
-		written := r.written[key]
-		r.mu.Unlock()
-		copies := written.mirrorDeletes(lease)
-		ops := append([]clientv3.Op{clientv3.OpDelete(key), clientv3.OpDelete(key + "/" + registry.OverrideSuffix)},
-			copies...)
-		ctx, cancel := context.WithTimeout(r.ctx, r.opTimeout())
-		resp, err := r.cli.Txn(ctx).
-			If(clientv3.Compare(clientv3.LeaseValue(key), "=", lease)).
-			Then(ops...).
-			Else(copies...).
-			Commit()
-		cancel()
-		if err != nil {
-			return fmt.Errorf("etcd: delete %s: %w", key, err)
-		}
-		r.wrote(resp.Header)
-		r.mu.Lock()
+	return writeInBatches(r, r.removedEntries(), batchWrite[removal]{
+		cost: func(d removal) txnCost {
+			copies := len(d.written.mirrors)
+			return txnCost{ops: 1, depth: 2 + copies + min(copies, 1), bytes: 2 * len(d.key)}
+		},
+		commit:  func(b []removal) error { return r.deleteBatch(lease, b) },
+		refused: func(_ removal, err error) error { return err },
+	})
+}
+
+// removal is a key to delete and the entry last written there.
+type removal struct {
+	key     string
+	written *entry // nil if unknown
+}
+
+func (r *Registrar) deleteBatch(lease clientv3.LeaseID, b []removal) error {
+	ops := make([]clientv3.Op, 0, len(b))
+	keys := make([]string, 0, len(b))
+	for _, d := range b {
+		copies := d.written.mirrorDeletes(lease)
+		then := append([]clientv3.Op{clientv3.OpDelete(d.key), clientv3.OpDelete(overrideKey(d.key))}, copies...)
+		ops = append(ops, clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.LeaseValue(d.key), "=", lease)}, then, copies))
+		keys = append(keys, d.key)
+	}
+	ctx, cancel := context.WithTimeout(r.ctx, r.opTimeout())
+	resp, err := r.cli.Txn(ctx).Then(ops...).Commit()
+	cancel()
+	if err != nil {
+		return fmt.Errorf("etcd: delete %s: %w", describeKeys(keys), err)
+	}
+	r.wrote(resp.Header)
+	r.mu.Lock()
+	for _, key := range keys {
 		if _, wanted := r.entries[key]; !wanted {
 			delete(r.written, key)
 			r.syncKeyLocked(key)
 		}
-		r.updateStatusLocked()
-		r.mu.Unlock()
 	}
-	return nil
-}
-
-func (r *Registrar) removedKeys() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var keys []string
-	for k := range r.dirty {
-		if _, ok := r.entries[k]; !ok {
-			keys = append(keys, k)
-		}
-	}
-	return keys
-}
-
-// putPending writes every entry not yet written under lease.
-func (r *Registrar) putPending(lease clientv3.LeaseID) error {
-	r.mu.Lock()
-	rebind := r.orphan != 0 // re-registering after a lost lease
+	r.updateStatusLocked()
 	r.mu.Unlock()
-	for _, e := range r.pendingEntries() {
-		r.mu.Lock()
-		current := r.entries[e.key] == e
-		r.mu.Unlock()
-		if !current {
-			continue // replaced or deregistered since the list was taken
-		}
-		ctx, cancel := context.WithTimeout(r.ctx, r.opTimeout())
-		header, err := r.put(ctx, e, lease)
-		cancel()
-		switch {
-		case err == nil:
-			r.wrote(header)
-		case errors.Is(err, rpctypes.ErrLeaseNotFound):
-			r.leaseLost()
-			return fmt.Errorf("etcd: put %s: %w: %w", e.key, errLeaseLost, err)
-		case permanent(err):
-			r.log.Error("etcd refused the registration; dropping it", "key", e.key, "error", err)
-			r.mu.Lock()
-			if r.entries[e.key] == e {
-				e.err = fmt.Errorf("etcd: put %s: %w", e.key, err)
-				delete(r.entries, e.key)
-				r.syncKeyLocked(e.key)
-			}
-			r.updateStatusLocked()
-			r.mu.Unlock()
-			continue
-		default:
-			return fmt.Errorf("etcd: put %s: %w", e.key, err)
-		}
-		if rebind {
-			if err := r.rebindOverride(e.key, lease); err != nil {
-				return err
-			}
-		}
-		r.mu.Lock()
-		// Recorded even if the entry was deregistered meanwhile, so that
-		// deleteRemoved removes the key just written.
-		r.written[e.key] = e
-		r.wroteAt[e.key] = header.Revision
-		r.syncKeyLocked(e.key)
-		r.updateStatusLocked()
-		r.mu.Unlock()
-	}
 	return nil
 }
 
-// put writes e under lease: one Put, or with its copies in other layouts
-// (WithMirror) one transaction.
-func (r *Registrar) put(ctx context.Context, e *entry, lease clientv3.LeaseID) (*pb.ResponseHeader, error) {
-	if len(e.mirrors) == 0 {
-		resp, err := r.cli.Put(ctx, e.key, string(e.val), clientv3.WithLease(lease))
-		if err != nil {
-			return nil, err
-		}
-		return resp.Header, nil
-	}
-	resp, err := r.cli.Txn(ctx).Then(e.putOps(lease)...).Commit()
-	if err != nil {
-		return nil, err
-	}
-	return resp.Header, nil
-}
-
-// rebindOverride moves an operator's override of key, if there is one,
-// onto lease, the new lease the key was just written under, so that it
-// survives the re-registration (the lost lease is revoked next). The value
-// is kept as it is; an override changed meanwhile is left alone.
-func (r *Registrar) rebindOverride(key string, lease clientv3.LeaseID) error {
-	okey := key + "/" + registry.OverrideSuffix
-	ctx, cancel := context.WithTimeout(r.ctx, r.opTimeout())
-	defer cancel()
-	resp, err := r.cli.Get(ctx, okey)
-	if err != nil {
-		return fmt.Errorf("etcd: read override %s: %w", okey, err)
-	}
-	if len(resp.Kvs) == 0 || clientv3.LeaseID(resp.Kvs[0].Lease) == lease {
-		return nil
-	}
-	kv := resp.Kvs[0]
-	_, err = r.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.ModRevision(okey), "=", kv.ModRevision)).
-		Then(clientv3.OpPut(okey, string(kv.Value), clientv3.WithLease(lease))).
-		Commit()
-	if err != nil {
-		return fmt.Errorf("etcd: keep override %s: %w", okey, err)
-	}
-	return nil
-}
-
-func (r *Registrar) pendingEntries() []*entry {
+func (r *Registrar) removedEntries() []removal {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var out []*entry
-	for k := range r.dirty {
-		if e, ok := r.entries[k]; ok {
-			out = append(out, e)
+	var out []removal
+	for k, wanted := range r.dirty {
+		if !wanted {
+			out = append(out, removal{key: k, written: r.written[k]})
 		}
 	}
 	return out
 }
 
-// permanent reports whether etcd refused a write for a reason retrying
-// cannot fix.
+// putPending writes every entry not yet written under lease, many per
+// transaction, each with its copies in other layouts (WithMirror) in the
+// same transaction. An entry etcd refuses for good (permission denied,
+// value too large) is dropped, and its Register learns why.
+func (r *Registrar) putPending(lease clientv3.LeaseID) error {
+	r.mu.Lock()
+	rebind := r.orphan != 0 // re-registering after a lost lease
+	r.mu.Unlock()
+	return writeInBatches(r, r.pendingEntries(), batchWrite[*entry]{
+		cost: func(e *entry) txnCost {
+			c := txnCost{ops: 1 + len(e.mirrors), bytes: len(e.key) + len(e.val)}
+			for _, m := range e.mirrors {
+				c.bytes += len(m.key) + len(m.val)
+			}
+			if rebind {
+				c.ops++ // the read of its override
+			}
+			return c
+		},
+		commit:  func(b []*entry) error { return r.putBatch(lease, b, rebind) },
+		refused: r.drop,
+	})
+}
+
+// putBatch writes the entries of b that are still current in one
+// transaction. With rebind (re-registering after a lost lease) the same
+// transaction reads each entry's override, and overrides still bound to
+// another lease are moved onto lease.
+func (r *Registrar) putBatch(lease clientv3.LeaseID, b []*entry, rebind bool) error {
+	r.mu.Lock()
+	cur := make([]*entry, 0, len(b))
+	for _, e := range b {
+		if r.entries[e.key] == e {
+			cur = append(cur, e) // else replaced or deregistered since the list was taken
+		}
+	}
+	r.mu.Unlock()
+	if len(cur) == 0 {
+		return nil
+	}
+	ops := make([]clientv3.Op, 0, len(cur)*2)
+	keys := make([]string, 0, len(cur))
+	for _, e := range cur {
+		ops = append(ops, e.putOps(lease)...)
+		if rebind {
+			ops = append(ops, clientv3.OpGet(overrideKey(e.key)))
+		}
+		keys = append(keys, e.key)
+	}
+	ctx, cancel := context.WithTimeout(r.ctx, r.opTimeout())
+	resp, err := r.cli.Txn(ctx).Then(ops...).Commit()
+	cancel()
+	switch {
+	case errors.Is(err, rpctypes.ErrLeaseNotFound):
+		r.leaseLost()
+		return fmt.Errorf("etcd: put %s: %w: %w", describeKeys(keys), errLeaseLost, err)
+	case err != nil:
+		return fmt.Errorf("etcd: put %s: %w", describeKeys(keys), err)
+	}
+	r.wrote(resp.Header)
+	if rebind {
+		if err := r.rebindOverrides(lease, resp.Responses); err != nil {
+			return err
+		}
+	}
+	r.mu.Lock()
+	for _, e := range cur {
+		// Recorded even if the entry was deregistered meanwhile, so that
+		// deleteRemoved removes the key just written.
+		r.written[e.key] = e
+		r.wroteAt[e.key] = resp.Header.Revision
+		r.syncKeyLocked(e.key)
+		e.settleLocked()
+	}
+	r.updateStatusLocked()
+	r.mu.Unlock()
+	return nil
+}
+
+// drop removes e, which etcd refused for good (err), from the desired set;
+// its Register returns the error.
+func (r *Registrar) drop(e *entry, err error) error {
+	r.log.Error("etcd refused the registration; dropping it", "key", e.key, "error", err)
+	r.mu.Lock()
+	if r.entries[e.key] == e {
+		e.err = err
+		delete(r.entries, e.key)
+		r.syncKeyLocked(e.key)
+		e.settleLocked()
+	}
+	r.updateStatusLocked()
+	r.mu.Unlock()
+	return nil
+}
+
+// rebindOverrides moves the operators' overrides read in a transaction's
+// responses that are bound to another lease onto lease, the new lease
+// their keys were just written under, so that they survive the
+// re-registration (the lost lease is revoked next). A value is kept as it
+// is; an override changed meanwhile is left alone.
+func (r *Registrar) rebindOverrides(lease clientv3.LeaseID, responses []*pb.ResponseOp) error {
+	var moves []*mvccpb.KeyValue
+	for _, op := range responses {
+		rr := op.GetResponseRange()
+		if rr == nil {
+			continue
+		}
+		for _, kv := range rr.Kvs {
+			if clientv3.LeaseID(kv.Lease) != lease {
+				moves = append(moves, kv)
+			}
+		}
+	}
+	return writeInBatches(r, moves, batchWrite[*mvccpb.KeyValue]{
+		cost: func(kv *mvccpb.KeyValue) txnCost {
+			return txnCost{ops: 1, depth: 1, bytes: len(kv.Key) + len(kv.Value)}
+		},
+		commit: func(b []*mvccpb.KeyValue) error {
+			ops := make([]clientv3.Op, 0, len(b))
+			keys := make([]string, 0, len(b))
+			for _, kv := range b {
+				okey := string(kv.Key)
+				ops = append(ops, clientv3.OpTxn(
+					[]clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(okey), "=", kv.ModRevision)},
+					[]clientv3.Op{clientv3.OpPut(okey, string(kv.Value), clientv3.WithLease(lease))}, nil))
+				keys = append(keys, okey)
+			}
+			ctx, cancel := context.WithTimeout(r.ctx, r.opTimeout())
+			defer cancel()
+			if _, err := r.cli.Txn(ctx).Then(ops...).Commit(); err != nil {
+				return fmt.Errorf("etcd: keep override %s: %w", describeKeys(keys), err)
+			}
+			return nil
+		},
+		refused: func(_ *mvccpb.KeyValue, err error) error { return err },
+	})
+}
+
+// overrideKey returns the key of the operator's override of key.
+func overrideKey(key string) string { return key + "/" + registry.OverrideSuffix }
+
+func (r *Registrar) pendingEntries() []*entry {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]*entry, 0, r.pending)
+	for k, wanted := range r.dirty {
+		if wanted {
+			out = append(out, r.entries[k])
+		}
+	}
+	return out
+}
+
+// permanent reports whether etcd refused a write for what it holds, a
+// reason retrying the same request cannot fix: a transaction of several
+// instances is split (writeInBatches), a single one dropped.
 func permanent(err error) bool {
 	return errors.Is(err, rpctypes.ErrPermissionDenied) ||
 		errors.Is(err, rpctypes.ErrRequestTooLarge) ||
-		errors.Is(err, rpctypes.ErrKeyNotFound)
+		errors.Is(err, rpctypes.ErrKeyNotFound) ||
+		errors.Is(err, rpctypes.ErrTooManyOps) ||
+		errors.Is(err, rpctypes.ErrDuplicateKey)
 }
 
 // opTimeout bounds each etcd request of the run loop: the request timeout

@@ -132,22 +132,43 @@ func (r *Registrar) rewound(ctx context.Context, h *pb.ResponseHeader) (bool, st
 	return false, "", nil
 }
 
-// keyDeleted handles the deletion of key seen by a watch: if the registrar
-// wrote it and still wants it as written, it is written again.
-func (r *Registrar) keyDeleted(key string, rev int64) {
+// deletion is the deletion of a key seen by a watch, at revision rev.
+type deletion struct {
+	key string
+	rev int64
+}
+
+// keysDeleted handles the deletions seen in one watch response: each key
+// the registrar wrote and still wants as written is written again. A lease
+// revoked by hand deletes every key at once: one log line says so, not one
+// per key.
+func (r *Registrar) keysDeleted(dels []deletion) {
 	r.mu.Lock()
-	e, ok := r.written[key]
-	if !ok || r.entries[key] != e || r.lease == 0 || rev < r.wroteAt[key] {
-		r.mu.Unlock()
-		return
+	var repaired []deletion
+	for _, d := range dels {
+		e, ok := r.written[d.key]
+		if !ok || r.entries[d.key] != e || r.lease == 0 || d.rev < r.wroteAt[d.key] {
+			continue
+		}
+		delete(r.written, d.key)
+		r.syncKeyLocked(d.key)
+		repaired = append(repaired, d)
 	}
-	delete(r.written, key)
-	r.syncKeyLocked(key)
-	r.status.Repairs++
-	r.updateStatusLocked()
+	if len(repaired) > 0 {
+		r.status.Repairs += uint64(len(repaired))
+		r.updateStatusLocked()
+	}
 	r.mu.Unlock()
-	r.log.Warn("registered key deleted from etcd; writing it again (drain an instance to take it out of traffic)",
-		"key", key, "revision", rev)
+	switch len(repaired) {
+	case 0:
+		return
+	case 1:
+		r.log.Warn("registered key deleted from etcd; writing it again (drain an instance to take it out of traffic)",
+			"key", repaired[0].key, "revision", repaired[0].rev)
+	default:
+		r.log.Warn("registered keys deleted from etcd; writing them again (drain an instance to take it out of traffic)",
+			"keys", len(repaired), "first", repaired[0].key, "revision", repaired[0].rev)
+	}
 	r.kick()
 }
 
@@ -247,12 +268,14 @@ func (o *ownKeys) watch(ctx context.Context, prefix string, from int64) {
 				}
 			}
 			bo.Reset()
+			var dels []deletion
 			for _, ev := range resp.Events {
 				if ev.Type == mvccpb.DELETE {
-					r.keyDeleted(string(ev.Kv.Key), ev.Kv.ModRevision)
+					dels = append(dels, deletion{key: string(ev.Kv.Key), rev: ev.Kv.ModRevision})
 				}
 				from = ev.Kv.ModRevision + 1
 			}
+			r.keysDeleted(dels)
 		}
 		cancel()
 		if ctx.Err() != nil {

@@ -74,6 +74,8 @@ type options struct {
 	rootPassword string
 	tokenTTL     time.Duration
 	processes    bool
+	maxTxnOps    int  // 0: etcd's default
+	maxTxnOpsSet bool // WithMaxTxnOps was given
 }
 
 // WithSize sets the number of members. Supported sizes are 1 (the default)
@@ -123,6 +125,9 @@ func Start(t testing.TB, opts ...Option) *Cluster {
 	}
 	if o.size != 1 && o.size != 3 {
 		t.Fatalf("etcdtest: unsupported cluster size %d: use WithSize(1) or WithSize(3)", o.size)
+	}
+	if o.maxTxnOps < 0 || o.maxTxnOps == 0 && o.maxTxnOpsSet {
+		t.Fatalf("etcdtest: WithMaxTxnOps(%d): must be at least 1", o.maxTxnOps)
 	}
 	if o.auth && o.processes {
 		t.Fatalf("etcdtest: WithAuth is not supported with WithProcesses")
@@ -184,6 +189,7 @@ func start(t testing.TB, o options, tlsFiles *TLSFiles) (c *Cluster, err error) 
 			tls:        tlsFiles,
 			rpc:        c.rpc,
 			processes:  o.processes,
+			maxTxnOps:  o.maxTxnOps,
 		}
 		if o.auth {
 			m.auth, m.tokenTTL = true, tokenTTLSeconds(o.tokenTTL)

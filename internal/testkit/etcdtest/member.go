@@ -40,6 +40,7 @@ type Member struct {
 	tokenTTL       uint        // simple token TTL in seconds; 0 for etcd's default
 	rpc            *rpcCounter // the cluster's request counter
 	processes      bool        // run the server in a child process
+	maxTxnOps      int         // operations per transaction; 0 for etcd's default
 
 	proxy   *proxy // forwards proxyURL to clientURL, with faults
 	peerFwd *proxy // forwards peerFwdURL to peerURL

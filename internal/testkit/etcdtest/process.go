@@ -153,6 +153,7 @@ type memberConfig struct {
 	CertFile, KeyFile, TrustedCAFile string // client TLS; empty for plain
 	Auth                             bool
 	TokenTTL                         uint
+	MaxTxnOps                        int // 0: etcd's default
 }
 
 // memberConfig returns the configuration of m's server; state is the
@@ -171,6 +172,7 @@ func (m *Member) memberConfig(state string) memberConfig {
 		State:              state,
 		Auth:               m.auth,
 		TokenTTL:           m.tokenTTL,
+		MaxTxnOps:          m.maxTxnOps,
 	}
 	if m.tls != nil {
 		mc.CertFile, mc.KeyFile, mc.TrustedCAFile = m.tls.ServerCertFile, m.tls.ServerKeyFile, m.tls.CAFile
@@ -206,6 +208,9 @@ func (mc memberConfig) embedConfig() *embed.Config {
 			TrustedCAFile:  mc.TrustedCAFile,
 			ClientCertAuth: true,
 		}
+	}
+	if mc.MaxTxnOps > 0 {
+		cfg.MaxTxnOps = uint(mc.MaxTxnOps)
 	}
 	if mc.Auth {
 		cfg.AuthToken = "simple"

@@ -1,0 +1,285 @@
+package etcd_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/musterhq/muster/internal/testkit/etcdtest"
+	"github.com/musterhq/muster/registry"
+	"github.com/musterhq/muster/registry/etcd"
+)
+
+// Methods and errors of etcd counted by etcdtest.RPCStats.
+const (
+	methodPut   = "/etcdserverpb.KV/Put"
+	methodTxn   = "/etcdserverpb.KV/Txn"
+	tooManyOps  = "etcdserver: too many operations in txn request"
+	duplicateOp = "etcdserver: duplicate key given in txn request"
+)
+
+// mirrorFunc is a Mirror from a function.
+type mirrorFunc func(in registry.Instance) (string, []byte, error)
+
+func (f mirrorFunc) Mirror(in registry.Instance) (string, []byte, error) { return f(in) }
+
+// copyUnder mirrors every instance to <prefix>/<name>/<id> with the
+// address as its value.
+func copyUnder(prefix string) etcd.Mirror {
+	return mirrorFunc(func(in registry.Instance) (string, []byte, error) {
+		return prefix + "/" + in.Name + "/" + in.ID, []byte(in.Addr), nil
+	})
+}
+
+// registerConcurrently registers n instances i000... of service svc, each
+// from its own goroutine, and returns their errors by ID.
+func registerConcurrently(t *testing.T, ctx context.Context, r *etcd.Registrar, n int) map[string]error {
+	t.Helper()
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs = map[string]error{}
+	)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			in := instance("svc", fmt.Sprintf("i%03d", i), 10000+i)
+			err := r.Register(ctx, in)
+			mu.Lock()
+			errs[in.ID] = err
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return errs
+}
+
+func requireNoErrors(t *testing.T, errs map[string]error) {
+	t.Helper()
+	for id, err := range errs {
+		if err != nil {
+			t.Fatalf("Register %s: %v", id, err)
+		}
+	}
+}
+
+// requireBoundTo checks that prefix holds exactly want keys, each bound to
+// lease, and returns the keys.
+func requireBoundTo(t *testing.T, cli *clientv3.Client, prefix string, want int, lease int64) []string {
+	t.Helper()
+	keys, leases := rawKeys(t, cli, prefix)
+	if len(keys) != want {
+		t.Fatalf("%d keys under %s, want %d", len(keys), prefix, want)
+	}
+	for _, k := range keys {
+		if leases[k] != lease {
+			t.Fatalf("key %s is bound to lease %x, want %x", k, leases[k], lease)
+		}
+	}
+	return keys
+}
+
+func TestRegistrarWritesManyInstancesPerTransaction(t *testing.T) {
+	c := etcdtest.Start(t)
+	cli := c.Client(t)
+	r := newRegistrar(t, cli, fast("/p")...)
+	ctx := ctxFor(t, 60*time.Second)
+	const n = 1000
+	before := c.RPCStats().Calls
+	requireNoErrors(t, registerConcurrently(t, ctx, r, n))
+	after := c.RPCStats().Calls
+	st := r.Status()
+	if !st.Registered || st.Instances != n || st.Pending != 0 {
+		t.Fatalf("status %+v, want %d instances registered", st, n)
+	}
+	requireBoundTo(t, cli, "/p/svc/", n, st.Session)
+	writes := after[methodPut] + after[methodTxn] - before[methodPut] - before[methodTxn]
+	// 128 operations per transaction: 8 transactions at best; Registers
+	// arriving while one is in flight make the first ones smaller.
+	if writes > n/20 {
+		t.Fatalf("%d instances took %d write requests (Put %d, Txn %d); want at most %d: many instances per transaction",
+			n, writes, after[methodPut]-before[methodPut], after[methodTxn]-before[methodTxn], n/20)
+	}
+	t.Logf("%d instances in %d write requests", n, writes)
+}
+
+func TestRegistrarSplitsTransactionsEtcdRefusesAsTooLarge(t *testing.T) {
+	c := etcdtest.Start(t, etcdtest.WithMaxTxnOps(8))
+	cli := c.Client(t)
+	// Two operations per instance (its key and its copy): the default
+	// of 128 operations is 16 times what this etcd takes.
+	r := newRegistrar(t, cli, fast("/p", etcd.WithMirror(copyUnder("/copy")))...)
+	ctx := ctxFor(t, 60*time.Second)
+	requireNoErrors(t, registerConcurrently(t, ctx, r, 100))
+	lease := r.Status().Session
+	requireBoundTo(t, cli, "/p/svc/", 100, lease)
+	requireBoundTo(t, cli, "/copy/svc/", 100, lease)
+	refused := c.RPCStats().Errors[tooManyOps]
+	if refused == 0 {
+		t.Fatal("etcd refused no transaction: the test does not exercise the fallback")
+	}
+
+	// The registrar keeps to the smaller size: more instances, no more
+	// refusals.
+	more := make([]registry.Instance, 100)
+	for i := range more {
+		more[i] = instance("svc", fmt.Sprintf("j%03d", i), 11000+i)
+		done, stop := context.WithCancel(ctx)
+		stop() // queued, not waited for
+		if err := r.Register(done, more[i]); err != nil && !errors.Is(err, registry.ErrPending) {
+			t.Fatal(err)
+		}
+	}
+	if err := r.WaitRegistered(ctx); err != nil {
+		t.Fatal(err)
+	}
+	requireBoundTo(t, cli, "/p/svc/", 200, lease)
+	requireBoundTo(t, cli, "/copy/svc/", 200, lease)
+	if again := c.RPCStats().Errors[tooManyOps]; again != refused {
+		t.Fatalf("etcd refused %d more transactions as too large after the first %d: the registrar did not keep to a size etcd takes",
+			again-refused, refused)
+	}
+}
+
+func TestInstanceRefusedForItsOwnReasonDoesNotHoldBackOthers(t *testing.T) {
+	c := etcdtest.Start(t)
+	cli := c.Client(t)
+	// The copy of "bad" is its own key: etcd refuses any transaction
+	// that holds it (duplicate key), and only that instance's.
+	mirror := mirrorFunc(func(in registry.Instance) (string, []byte, error) {
+		if in.ID == "bad" {
+			return registry.Key("/p", in.Name, in.ID), []byte("x"), nil
+		}
+		return "/copy/" + in.Name + "/" + in.ID, []byte(in.Addr), nil
+	})
+	r := newRegistrar(t, cli, fast("/p", etcd.WithMirror(mirror))...)
+	ctx := ctxFor(t, 60*time.Second)
+	badErr := make(chan error, 1)
+	go func() { badErr <- r.Register(ctx, instance("svc", "bad", 9999)) }()
+	requireNoErrors(t, registerConcurrently(t, ctx, r, 100))
+	if err := <-badErr; !errors.Is(err, rpctypes.ErrDuplicateKey) {
+		t.Fatalf("Register of the instance etcd refuses: %v, want the duplicate key error", err)
+	}
+	st := r.Status()
+	if !st.Registered || st.Instances != 100 {
+		t.Fatalf("status %+v, want the 100 others registered", st)
+	}
+	keys := requireBoundTo(t, cli, "/p/svc/", 100, st.Session)
+	for _, k := range keys {
+		if strings.HasSuffix(k, "/bad") {
+			t.Fatalf("the refused instance has a key: %s", k)
+		}
+	}
+	requireBoundTo(t, cli, "/copy/svc/", 100, st.Session)
+}
+
+func TestLeaseLossRewritesEveryInstanceInTransactions(t *testing.T) {
+	c := etcdtest.Start(t)
+	cli := c.Client(t)
+	logs := &lockedBuffer{}
+	r := newRegistrar(t, cli, fast("/p", etcd.WithMirror(copyUnder("/copy")),
+		etcd.WithLogger(slog.New(slog.NewTextHandler(logs, nil))))...)
+	ctx := ctxFor(t, 60*time.Second)
+	const n = 500
+	requireNoErrors(t, registerConcurrently(t, ctx, r, n))
+	old := clientv3.LeaseID(r.Status().Session)
+
+	before := c.RPCStats().Calls
+	if _, err := cli.Revoke(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	// The revocation deletes every key; the registrar sees its keys go
+	// (or its keepalive fails), grants a new lease and writes them again.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		st := r.Status()
+		if st.Registered && st.Session != int64(old) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not registered again under a new lease 20s after the revocation: %+v", st)
+		}
+		time.Sleep(20 * time.Millisecond) // polling the status; no event to await
+	}
+	lease := r.Status().Session
+	requireBoundTo(t, cli, "/p/svc/", n, lease)
+	requireBoundTo(t, cli, "/copy/svc/", n, lease)
+	after := c.RPCStats().Calls
+	if writes := after[methodPut] + after[methodTxn] - before[methodPut] - before[methodTxn]; writes > n/10 {
+		t.Fatalf("re-registering %d instances took %d write requests, want at most %d", n, writes, n/10)
+	}
+	// The revocation deleted every key at once: a line per watch
+	// response, not one per key.
+	if lines := logs.count("deleted from etcd"); lines > 5 {
+		t.Fatalf("%d log lines about deleted keys for one revocation, want a few", lines)
+	}
+	ttl, err := cli.TimeToLive(ctx, old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ttl.TTL != -1 {
+		t.Fatalf("the lost lease %x still lives (TTL %d)", old, ttl.TTL)
+	}
+}
+
+func TestDeregisterWhileATransactionIsInFlight(t *testing.T) {
+	c := etcdtest.Start(t)
+	cli := c.Client(t)
+	r := newRegistrar(t, cli, fast("/p", etcd.WithMirror(copyUnder("/copy")), etcd.WithRequestTimeout(10*time.Second))...)
+	ctx := ctxFor(t, 60*time.Second)
+	// Every request takes 100ms longer: the Deregisters arrive while the
+	// registrar's transactions are on their way.
+	c.Members()[0].Delay(100 * time.Millisecond)
+	const n = 300
+	for i := 0; i < n; i++ {
+		done, stop := context.WithCancel(ctx)
+		stop() // queued, not waited for
+		if err := r.Register(done, instance("svc", fmt.Sprintf("i%03d", i), 10000+i)); err != nil && !errors.Is(err, registry.ErrPending) {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	deregistered := map[string]bool{}
+	errs := make(chan error, n)
+	for i := n - 1; i >= 0; i -= 3 {
+		id := fmt.Sprintf("i%03d", i)
+		deregistered[id] = true
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := r.Deregister(ctx, "svc", id); err != nil {
+				errs <- fmt.Errorf("Deregister %s: %w", id, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if err := r.WaitRegistered(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c.Members()[0].Heal()
+	st := r.Status()
+	want := n - len(deregistered)
+	if !st.Registered || st.Instances != want {
+		t.Fatalf("status %+v, want %d instances registered", st, want)
+	}
+	keys := requireBoundTo(t, cli, "/p/svc/", want, st.Session)
+	requireBoundTo(t, cli, "/copy/svc/", want, st.Session)
+	for _, k := range keys {
+		if deregistered[k[strings.LastIndexByte(k, '/')+1:]] {
+			t.Fatalf("deregistered instance still has its key %s", k)
+		}
+	}
+}
