@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -122,9 +123,11 @@ func massExpiry(b *testing.B, n, nServices, nChannels int, ttl time.Duration) {
 		f.served.wait(b, 2*time.Minute, f.name+": the channel's first full list", func(p point) bool { return p.n == per })
 	}
 	loaded := time.Now()
+	cpuLoaded := cpuTime(b)
 
 	timeout := ttl + time.Duration(n/200)*time.Second + 2*time.Minute
 	deletes.wait(b, timeout, fmt.Sprintf("%d deletes", n), func(p point) bool { return p.n >= n })
+	cpu := cpuTime(b) - cpuLoaded // the client's: etcd runs in another process
 	dels := deletes.all()
 	first, last := dels[0].at, dels[len(dels)-1].at
 	if first.Before(loaded) {
@@ -134,7 +137,8 @@ func massExpiry(b *testing.B, n, nServices, nChannels int, ttl time.Duration) {
 	b.Logf("%d keys over %d services: leases granted in %v (%.0f/s), keys written %v after the start, %d channels loaded %v after the start; first delete %v after that",
 		n, nServices, granted.Round(time.Millisecond), float64(n)/granted.Seconds(), written.Round(time.Millisecond), nChannels,
 		loaded.Sub(start).Round(time.Millisecond), first.Sub(loaded).Round(time.Millisecond))
-	b.Logf("trickle: %d deletes in %v (%.0f/s) over %d watch responses", n, trickle.Round(time.Millisecond), float64(n)/trickle.Seconds(), len(dels))
+	b.Logf("trickle: %d deletes in %v (%.0f/s) over %d watch responses; CPU of the client process (Discovery, resolver, channels, raw watch) %v (%.0f%% of one core)",
+		n, trickle.Round(time.Millisecond), float64(n)/trickle.Seconds(), len(dels), cpu.Round(time.Millisecond), 100*cpu.Seconds()/trickle.Seconds())
 
 	worst, stale := 1.0, 0
 	for _, f := range fs {
@@ -191,6 +195,7 @@ func massExpiry(b *testing.B, n, nServices, nChannels int, ttl time.Duration) {
 	b.ReportMetric(float64(bld.Stats().Protected), "withheld")
 	b.ReportMetric(float64(stale), "stale-snapshots")
 	b.ReportMetric(float64(n)/granted.Seconds(), "grants/s")
+	b.ReportMetric(float64(cpu.Microseconds())/float64(n), "client-cpu-µs/delete")
 	b.ReportMetric(0, "ns/op")
 }
 
@@ -205,6 +210,15 @@ func describe(from, to time.Time, n int, dels, lives, states []point) string {
 		fmt.Fprintf(&sb, "\n%4.0f  %7d  %5d  %6d", t.Seconds(), at(dels, x, 0), at(lives, x, n), at(states, x, n))
 	}
 	return sb.String()
+}
+
+// cpuTime returns the CPU time (user and system) the process has used.
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // grantLeases grants n leases of the given TTL, 32 at a time.
