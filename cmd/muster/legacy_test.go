@@ -94,6 +94,14 @@ func TestLsLegacy(t *testing.T) {
 		`SERVICE +INSTANCES +SOURCES +CANARY`,
 		`order +1 +go-zero:1 +-`,
 		`user +3 +muster:1,go-zero:1,kratos:1 +-`)
+	r = runOK(t, "ls", "--endpoints", endpoint, "--legacy", "order=go-zero:order.rpc", "-o", "json")
+	var rows []serviceRow
+	if err := json.Unmarshal([]byte(r.stdout), &rows); err != nil {
+		t.Fatalf("ls --legacy -o json: %v\n%s", err, r.stdout)
+	}
+	if len(rows) != 2 || rows[0].Name != "order" || rows[0].Sources["go-zero"] != 1 || rows[1].Sources["muster"] != 1 {
+		t.Fatalf("ls --legacy -o json: %s\nwant order with sources {go-zero: 1}, user with {muster: 1}", r.stdout)
+	}
 
 	for _, args := range [][]string{
 		{"ls", "user", "--legacy", "order=go-zero"},

@@ -43,8 +43,10 @@ default; "-" for the base). A service's canary (muster canary) shows in the
 CANARY column of the services and under the table of its instances.
 
 JSON output is an array: for services, objects {"name", "instances"} with
-"canary" ({"color", "percent"}) when one is set; for instances, the values as
-stored in etcd (the color is in "metadata").`,
+"canary" ({"color", "percent"}) when one is set and, with --legacy,
+"sources" (instances per source); for instances, the values as stored in
+etcd (the color is in "metadata", and with --legacy the source in
+"muster.source").`,
 		Example: `  muster ls
   muster ls user
   muster ls user -o json --endpoints http://10.0.0.1:2379,http://10.0.0.2:2379

@@ -131,6 +131,7 @@
       const tr = document.createElement('tr');
       tr.dataset.id = inst.id;
       tr.dataset.draining = inst.draining ? 'yes' : 'no';
+      tr.dataset.muster = fromMuster(inst) ? 'yes' : 'no';
       if (inst.draining) tr.className = 'draining';
       tr.appendChild(el('td', inst.id !== inst.addr ? inst.id : '', 'id'));
       tr.appendChild(el('td', inst.addr, 'addr'));
@@ -273,12 +274,14 @@
     render();
     renderTimeline();
   }, (expires) => {
+    // Leases are those of Muster's keys: a legacy source's instance with
+    // the same ID is not one of them.
     for (const inst of state.instances) {
-      if (expires[inst.id]) inst.leaseExpires = expires[inst.id];
+      if (expires[inst.id] && fromMuster(inst)) inst.leaseExpires = expires[inst.id];
     }
     document.querySelectorAll('#instances tbody tr').forEach((tr) => {
       const at = expires[tr.dataset.id];
-      if (at) tr.querySelector('td.ttl').dataset.until = at;
+      if (at && tr.dataset.muster === 'yes') tr.querySelector('td.ttl').dataset.until = at;
     });
     tick();
   });
