@@ -33,6 +33,8 @@ func TestConsoleServicePageShowsColorsAndCanary(t *testing.T) {
 		browsertest.WaitJS(colorCellIs("10.0.0.1:9001", "")),
 		browsertest.WaitJS(colorCellIs("10.0.0.1:9003", "<b>x</b>")),
 		browsertest.WaitJS(rowJS("10.0.0.1:9003")+`.querySelector('td.color b') === null`))
+	b.Do(browsertest.Timeout, "no source column without legacy sources",
+		browsertest.WaitJS(`document.querySelector('#instances th.source-col').hidden && `+rowJS("10.0.0.1:9001")+`.querySelector('td.source') === null`))
 	b.Do(browsertest.Timeout, "the color filter keeps the blue instance",
 		setField("#f-color", "blue", "change"),
 		browsertest.WaitJS(`document.querySelector('#matching').dataset.count === '1' && `+rowJS("10.0.0.1:9002")+` !== null`))

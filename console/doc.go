@@ -32,6 +32,11 @@
 // the last rejection with the client's error. Its stream reads the list
 // every second and sends it when it changed.
 //
+// Given legacy sources (WithLegacy), the console reads services the way
+// clients' legacy.Merged Discovery does: Muster's registry and the old
+// layouts, one instance per address, each with where it was found (a
+// Source column and filter); actions apply to Muster's instances only.
+//
 // Every value read from etcd or sent by an xDS client is rendered as text
 // by the page's script.
 //

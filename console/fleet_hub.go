@@ -92,7 +92,7 @@ func (h *fleetHub) publish(run int, st fleetState) {
 // follow is one run: it follows every service until ctx ends.
 func (h *fleetHub) follow(ctx context.Context, run int) {
 	defer h.runs.Done()
-	f := &fleet{d: h.s.d, followed: map[string]*followed{}, notify: make(chan struct{}, 1)}
+	f := &fleet{d: h.s.view, followed: map[string]*followed{}, notify: make(chan struct{}, 1)}
 	defer f.close()
 	relist := time.NewTicker(h.s.opts.relist)
 	defer relist.Stop()

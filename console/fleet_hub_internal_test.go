@@ -1,53 +1,20 @@
 package console
 
 import (
-	"bufio"
 	"context"
-	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/musterhq/muster/internal/testkit/etcdtest"
+	"github.com/musterhq/muster/internal/testkit/ssetest"
 	"github.com/musterhq/muster/registry"
 	"github.com/musterhq/muster/registry/etcd"
 )
 
-// openStream opens the services page's stream and returns a channel of its
-// event names and data ("state <data>"), closed when the stream ends.
-func openStream(ctx context.Context, t *testing.T, url string) <-chan string {
-	t.Helper()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("GET %s: %v", url, err)
-	}
-	events := make(chan string, 64)
-	go func() {
-		defer close(events)
-		defer resp.Body.Close()
-		sc := bufio.NewScanner(resp.Body)
-		sc.Buffer(nil, 1<<20)
-		name := ""
-		for sc.Scan() {
-			line := sc.Text()
-			switch {
-			case strings.HasPrefix(line, "event: "):
-				name = strings.TrimPrefix(line, "event: ")
-			case strings.HasPrefix(line, "data: "):
-				events <- name + " " + strings.TrimPrefix(line, "data: ")
-			}
-		}
-	}()
-	return events
-}
-
-// nextWith waits for an event of events containing want.
-func nextWith(t *testing.T, events <-chan string, want string) {
+// nextWith waits for an event of events whose data contains want.
+func nextWith(t *testing.T, events <-chan ssetest.Event, want string) {
 	t.Helper()
 	timeout := time.After(30 * time.Second)
 	for {
@@ -56,7 +23,7 @@ func nextWith(t *testing.T, events <-chan string, want string) {
 			if !ok {
 				t.Fatalf("stream ended before an event with %q", want)
 			}
-			if strings.Contains(ev, want) {
+			if strings.Contains(ev.Data, want) {
 				return
 			}
 		case <-timeout:
@@ -90,9 +57,9 @@ func TestFleetHubOneRunForAllPages(t *testing.T) {
 	})
 	url := hs.URL + "/ui/api/services/events"
 	pages, closePages := context.WithCancel(ctx)
-	var streams []<-chan string
+	var streams []<-chan ssetest.Event
 	for range 5 {
-		ev := openStream(pages, t, url)
+		ev := ssetest.Open(pages, t, url, nil)
 		nextWith(t, ev, `"name":"payments"`)
 		streams = append(streams, ev)
 	}
@@ -128,7 +95,7 @@ func TestFleetHubOneRunForAllPages(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond) // polling the hub's state: no event to wait on
 	}
-	nextWith(t, openStream(ctx, t, url), `"name":"users"`)
+	nextWith(t, ssetest.Open(ctx, t, url, nil), `"name":"users"`)
 	s.fleet.mu.Lock()
 	runs = s.fleet.run
 	s.fleet.mu.Unlock()

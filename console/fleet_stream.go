@@ -13,10 +13,7 @@ import (
 
 // fleet follows every service for the services pages (see fleetHub).
 type fleet struct {
-	d interface {
-		registry.Discovery
-		registry.ServiceLister
-	}
+	d        lister
 	followed map[string]*followed
 	notify   chan struct{}
 	wg       sync.WaitGroup

@@ -31,6 +31,7 @@ type options struct {
 	requestTimeout time.Duration
 	relist         time.Duration
 	xds            XDSClients
+	legacy         []legacySource
 	err            error
 }
 

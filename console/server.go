@@ -19,6 +19,10 @@ var _ http.Handler = (*Server)(nil)
 type Server struct {
 	cli *clientv3.Client
 	d   *etcd.Discovery
+	// view is d, or d merged with the WithLegacy sources.
+	view lister
+	// closers close what newView opened, in order.
+	closers []func() error
 	// canaries follows the services' canary settings for their pages.
 	canaries *etcd.Canaries
 	opts     options
@@ -45,10 +49,15 @@ func New(cli *clientv3.Client, opts ...Option) (*Server, error) {
 	if o.err != nil {
 		return nil, o.err
 	}
-	d, err := etcd.NewDiscovery(cli, etcd.WithPrefix(o.prefix), etcd.WithRequestTimeout(o.requestTimeout),
-		etcd.WithLogger(o.log))
+	dopts := []etcd.Option{etcd.WithPrefix(o.prefix), etcd.WithRequestTimeout(o.requestTimeout), etcd.WithLogger(o.log)}
+	d, err := etcd.NewDiscovery(cli, dopts...)
 	if err != nil {
 		return nil, fmt.Errorf("console: %w", err)
+	}
+	view, closers, err := newView(cli, d, o, dopts)
+	if err != nil {
+		_ = d.Close()
+		return nil, err
 	}
 	canaries, err := etcd.NewCanaries(cli, etcd.WithPrefix(o.prefix), etcd.WithRequestTimeout(o.requestTimeout),
 		etcd.WithLogger(o.log))
@@ -56,7 +65,7 @@ func New(cli *clientv3.Client, opts ...Option) (*Server, error) {
 		return nil, fmt.Errorf("console: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Server{cli: cli, d: d, canaries: canaries, opts: o, ctx: ctx, cancel: cancel, auth: newAuth(o.adminToken, o.users)}
+	s := &Server{cli: cli, d: d, view: view, closers: closers, canaries: canaries, opts: o, ctx: ctx, cancel: cancel, auth: newAuth(o.adminToken, o.users)}
 	s.fleet = newFleetHub(s)
 	s.mux = s.routes()
 	return s, nil
@@ -94,6 +103,9 @@ func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		s.cancel()
 		s.fleet.close()
+		for _, c := range s.closers {
+			_ = c()
+		}
 		_ = s.d.Close()
 	})
 	return nil

@@ -36,7 +36,7 @@ func (s *Server) handleServiceEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, stop := s.streamContext(r)
 	defer stop()
-	wt, err := s.d.Watch(ctx, name)
+	wt, err := s.view.Watch(ctx, name)
 	if err != nil {
 		http.Error(w, "console: "+err.Error(), http.StatusServiceUnavailable)
 		return

@@ -1,18 +1,23 @@
 package console
 
 import (
+	"maps"
 	"sort"
 	"strconv"
 	"time"
 
 	"github.com/musterhq/muster/color"
 	"github.com/musterhq/muster/registry"
+	"github.com/musterhq/muster/registry/legacy"
 )
 
 // instanceView is one instance as the service page shows it.
 type instanceView struct {
-	ID      string `json:"id"`
-	Addr    string `json:"addr"`
+	ID   string `json:"id"`
+	Addr string `json:"addr"`
+	// Source is where a merged view (WithLegacy) found the instance:
+	// "muster" or a legacy source's name; empty without WithLegacy.
+	Source  string `json:"source,omitempty"`
 	Zone    string `json:"zone,omitempty"`
 	Version string `json:"version,omitempty"`
 	// Color is the instance's metadata color.DefaultInstanceKey, the
@@ -21,7 +26,8 @@ type instanceView struct {
 	Weight   int    `json:"weight"`
 	Draining bool   `json:"draining"`
 	// Override is true when an operator's override applies.
-	Override     bool              `json:"override"`
+	Override bool `json:"override"`
+	// Metadata is the instance's, without the source (legacy.SourceKey).
 	Metadata     map[string]string `json:"metadata,omitempty"`
 	RegisteredAt *time.Time        `json:"registeredAt,omitempty"`
 	// LeaseExpires is when the lease holding the instance runs out unless
@@ -80,17 +86,22 @@ func newServiceView(snap registry.Snapshot, det details, canary registry.Canary)
 		}
 	}
 	for _, in := range snap.Instances {
+		muster := fromMuster(in)
 		iv := instanceView{
-			ID: in.ID, Addr: in.Addr, Zone: in.Zone, Version: in.Version,
+			ID: in.ID, Addr: in.Addr, Source: legacy.SourceOf(in), Zone: in.Zone, Version: in.Version,
 			Color:  in.Metadata[color.DefaultInstanceKey],
-			Weight: in.EffectiveWeight(), Draining: in.Draining, Override: det.overrides[in.ID],
+			Weight: in.EffectiveWeight(), Draining: in.Draining, Override: muster && det.overrides[in.ID],
 			Metadata: in.Metadata,
+		}
+		if iv.Source != "" {
+			iv.Metadata = maps.Clone(in.Metadata)
+			delete(iv.Metadata, legacy.SourceKey)
 		}
 		if !in.RegisteredAt.IsZero() {
 			t := in.RegisteredAt
 			iv.RegisteredAt = &t
 		}
-		if t, ok := det.expires[in.ID]; ok {
+		if t, ok := det.expires[in.ID]; ok && muster {
 			iv.LeaseExpires = &t
 		}
 		v.Instances = append(v.Instances, iv)
@@ -155,7 +166,10 @@ type serviceRow struct {
 	Zones     []string `json:"zones"`
 	Versions  []string `json:"versions"`
 	// Colors are the colors of its instances (the base not included).
-	Colors     []string   `json:"colors"`
+	Colors []string `json:"colors"`
+	// Sources are where a merged view (WithLegacy) found its instances;
+	// absent without WithLegacy or instances.
+	Sources    []string   `json:"sources,omitempty"`
 	Loaded     bool       `json:"loaded"`
 	Stale      bool       `json:"stale"`
 	LastChange *time.Time `json:"lastChange,omitempty"`
@@ -172,7 +186,7 @@ type fleetView struct {
 // change last (zero: not since it started following it).
 func newServiceRow(snap registry.Snapshot, lastChange time.Time) serviceRow {
 	r := serviceRow{Name: snap.Service, Instances: len(snap.Instances), Loaded: snap.Loaded, Stale: snap.Stale()}
-	zones, versions, colors := map[string]bool{}, map[string]bool{}, map[string]bool{}
+	zones, versions, colors, sources := map[string]bool{}, map[string]bool{}, map[string]bool{}, map[string]bool{}
 	var latest time.Time
 	for _, in := range snap.Instances {
 		if in.Draining {
@@ -187,6 +201,9 @@ func newServiceRow(snap registry.Snapshot, lastChange time.Time) serviceRow {
 		if c := in.Metadata[color.DefaultInstanceKey]; c != "" {
 			colors[c] = true
 		}
+		if src := legacy.SourceOf(in); src != "" {
+			sources[src] = true
+		}
 		if in.RegisteredAt.After(latest) {
 			latest = in.RegisteredAt
 		}
@@ -200,6 +217,9 @@ func newServiceRow(snap registry.Snapshot, lastChange time.Time) serviceRow {
 		r.LastChange = &latest
 	}
 	r.Zones, r.Versions, r.Colors = sortedKeys(zones), sortedKeys(versions), sortedKeys(colors)
+	if len(sources) > 0 {
+		r.Sources = sortedKeys(sources)
+	}
 	return r
 }
 

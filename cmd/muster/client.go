@@ -35,6 +35,19 @@ type session struct {
 	g   *globalOptions
 	cli *clientv3.Client
 	d   *etcd.Discovery
+	// opts are d's options.
+	opts []etcd.Option
+	// view is the Discovery the session reads services through: d, or
+	// d merged with legacy sources (mergeLegacy).
+	view lister
+	// closers close what mergeLegacy opened, in reverse order.
+	closers []func() error
+}
+
+// lister is a Discovery that lists its services.
+type lister interface {
+	registry.Discovery
+	registry.ServiceLister
 }
 
 // connect creates the session: the one place where the commands' etcd
@@ -67,7 +80,7 @@ func (g *globalOptions) connect(parent context.Context, stderr io.Writer, opts .
 		cli.Close()
 		return nil, err
 	}
-	return &session{g: g, cli: cli, d: d}, nil
+	return &session{g: g, cli: cli, d: d, opts: all, view: d}, nil
 }
 
 // clientConfig is the etcd client configuration the flags ask for.
@@ -84,8 +97,11 @@ func (g *globalOptions) clientConfig() (clientv3.Config, error) {
 	return cfg, nil
 }
 
-// Close closes the Discovery, then the client.
+// Close closes the Discoveries, then the client.
 func (s *session) Close() {
+	for i := len(s.closers) - 1; i >= 0; i-- {
+		_ = s.closers[i]()
+	}
 	_ = s.d.Close()
 	_ = s.cli.Close()
 }

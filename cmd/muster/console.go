@@ -39,6 +39,8 @@ type consoleFlags struct {
 	tokenFile string
 	// usersFile is an htpasswd file of bcrypt hashes; empty: none.
 	usersFile string
+	// legacy are the legacy sources the console merges (addLegacy).
+	legacy layoutFlags
 }
 
 func (c *consoleFlags) addFlags(cmd *cobra.Command) {
@@ -48,13 +50,19 @@ func (c *consoleFlags) addFlags(cmd *cobra.Command) {
 		"htpasswd file of bcrypt hashes (htpasswd -nB USER) of the operators who may log in to the web console's actions with a user name and password")
 }
 
-// enabled reports whether an admin credential is configured.
-func (c *consoleFlags) enabled() bool { return c.tokenFile != "" || c.usersFile != "" }
+// enabled reports whether an admin credential or a legacy source is
+// configured.
+func (c *consoleFlags) enabled() bool {
+	return c.tokenFile != "" || c.usersFile != "" || len(c.legacy.legacy) > 0
+}
 
 // options are the console options the flags ask for; reading the files'
 // errors are usage errors.
 func (c *consoleFlags) options() ([]console.Option, error) {
-	var opts []console.Option
+	opts, err := c.legacy.consoleOptions()
+	if err != nil {
+		return nil, err
+	}
 	if c.tokenFile != "" {
 		data, err := os.ReadFile(c.tokenFile)
 		if err != nil {
@@ -130,8 +138,16 @@ with the token, or as one of those users with their password, can drain,
 undrain and weigh instances, one or every instance matching a filter, as
 muster drain, undrain and weight do. Each action is logged on stderr with the
 session (and user) that asked.
-It listens on loopback by default; put it behind TLS before exposing it.`,
+It listens on loopback by default; put it behind TLS before exposing it.
+
+With --legacy (repeatable: [SERVICE=]LAYOUT[:NAME], as for ls and watch),
+the console merges legacy sources with Muster's registry, as clients' merged
+Discovery does: the services page also lists the services a --legacy value
+names and a Sources column, the service page a Source column and filter;
+actions apply to Muster's instances only. A --legacy value without SERVICE=
+applies to every service, by its Muster name.`,
 		Example: `  muster console --endpoints http://10.0.0.1:2379
+  muster console --legacy user=go-zero:user.rpc --legacy kratos
   muster console --listen 127.0.0.1:9090 --console-admin-token-file /etc/muster/console-token
   muster console --console-admin-basic-auth-file /etc/muster/console-users`,
 		Args: noArgs,
@@ -144,6 +160,7 @@ It listens on loopback by default; put it behind TLS before exposing it.`,
 	}
 	cmd.Flags().StringVar(&o.listen, "listen", defaultConsoleListen, "host:port to serve the console on")
 	o.addFlags(cmd)
+	o.legacy.addLegacy(cmd, "")
 	return cmd
 }
 

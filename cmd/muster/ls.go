@@ -29,17 +29,30 @@ With --layout, ls reads one service as written by the framework it is
 migrating from (go-zero, Kratos or etcd naming; --legacy-name when its name
 there differs), the way Muster's merged Discovery reads it.
 
+With --legacy (repeatable: [SERVICE=]LAYOUT[:NAME]), ls reads Muster's
+registry merged with those legacy sources as clients' merged Discovery does
+(the union by address, Muster's instance winning), and a SOURCE column says
+where each instance was found: muster, go-zero, kratos or etcd-naming (in
+JSON, the metadata "muster.source"). Without a service, the list has a
+SOURCES column (instances per source) and also names the services that a
+--legacy value names. A --legacy value without SERVICE= applies to every
+service, by its Muster name.
+
 The COLOR column is an instance's metadata "color" (the key balancers read by
 default; "-" for the base). A service's canary (muster canary) shows in the
 CANARY column of the services and under the table of its instances.
 
 JSON output is an array: for services, objects {"name", "instances"} with
-"canary" ({"color", "percent"}) when one is set; for instances, the values as
-stored in etcd (the color is in "metadata").`,
+"canary" ({"color", "percent"}) when one is set and, with --legacy,
+"sources" (instances per source); for instances, the values as stored in
+etcd (the color is in "metadata", and with --legacy the source in
+"muster.source").`,
 		Example: `  muster ls
   muster ls user
   muster ls user -o json --endpoints http://10.0.0.1:2379,http://10.0.0.2:2379
-  muster ls user --layout go-zero --legacy-name user.rpc`,
+  muster ls user --layout go-zero --legacy-name user.rpc
+  muster ls user --legacy go-zero:user.rpc --legacy kratos
+  muster ls --legacy user=go-zero:user.rpc --legacy kratos`,
 		Args: serviceArg(true),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := validateOutput(output); err != nil {
@@ -56,7 +69,11 @@ stored in etcd (the color is in "metadata").`,
 			if opts != nil && service == "" {
 				return usageErrorf("--layout %s lists one service: name it", layout.layout)
 			}
-			return runLs(cmd.Context(), g, output, service, cmd.OutOrStdout(), cmd.ErrOrStderr(), opts...)
+			srcs, err := layout.sources(service)
+			if err != nil {
+				return err
+			}
+			return runLs(cmd.Context(), g, output, service, cmd.OutOrStdout(), cmd.ErrOrStderr(), srcs, opts...)
 		},
 	}
 	addOutputFlag(cmd, &output)
@@ -70,17 +87,24 @@ type serviceRow struct {
 	Instances int    `json:"instances"`
 	// Canary is the service's canary setting, if any.
 	Canary *registry.Canary `json:"canary,omitempty"`
+	// Sources counts the instances per source (legacy.SourceOf) when
+	// legacy sources are merged (--legacy); nil otherwise.
+	Sources map[string]int `json:"sources,omitempty"`
 }
 
 // runLs lists the services (service == "") or the instances of service in
 // the given output format. It fails if etcd does not answer within
-// g.timeout. opts select another layout than Muster's (--layout).
-func runLs(ctx context.Context, g *globalOptions, output, service string, stdout, stderr io.Writer, opts ...etcd.Option) error {
+// g.timeout. srcs are merged with Muster's registry (--legacy); opts
+// select another layout than Muster's (--layout).
+func runLs(ctx context.Context, g *globalOptions, output, service string, stdout, stderr io.Writer, srcs []legacySource, opts ...etcd.Option) error {
 	s, err := g.connect(ctx, stderr, opts...)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
+	if err := s.mergeLegacy(srcs); err != nil {
+		return err
+	}
 	tctx, cancel := context.WithTimeout(ctx, g.timeout+reportGrace)
 	defer cancel()
 	if service == "" {
@@ -137,7 +161,7 @@ func (s *session) overridden(parent, ctx context.Context, service string, rev in
 // did not give it within ctx (the command's context with the --timeout
 // deadline; parent is the command's context).
 func (s *session) snapshot(parent, ctx context.Context, service string) (registry.Snapshot, error) {
-	w, err := s.d.Watch(ctx, service)
+	w, err := s.view.Watch(ctx, service)
 	if err != nil {
 		return registry.Snapshot{}, err
 	}
@@ -153,7 +177,7 @@ func (s *session) snapshot(parent, ctx context.Context, service string) (registr
 // canary. parent is the command's context, ctx the same with the --timeout
 // deadline; stderr receives notes.
 func (s *session) services(parent, ctx context.Context, stderr io.Writer) ([]serviceRow, error) {
-	names, err := s.d.Services(ctx)
+	names, err := s.view.Services(ctx)
 	if err != nil {
 		return nil, s.g.etcdError(parent, "list services under "+s.g.prefix, err)
 	}
@@ -161,7 +185,7 @@ func (s *session) services(parent, ctx context.Context, stderr io.Writer) ([]ser
 	// parallel.
 	watchers := make([]registry.Watcher, len(names))
 	for i, name := range names {
-		w, err := s.d.Watch(ctx, name)
+		w, err := s.view.Watch(ctx, name)
 		if err != nil {
 			return nil, err
 		}
@@ -174,6 +198,9 @@ func (s *session) services(parent, ctx context.Context, stderr io.Writer) ([]ser
 			return nil, s.g.etcdError(parent, "read service "+names[i], err)
 		}
 		rows[i] = serviceRow{Name: names[i], Instances: len(snap.Instances)}
+		if s.view != lister(s.d) {
+			rows[i].Sources = countSources(snap.Instances)
+		}
 	}
 	canaries, err := s.canaries(parent, ctx, "", stderr)
 	if err != nil {
@@ -194,9 +221,16 @@ func writeServices(stdout, stderr io.Writer, output, prefix string, rows []servi
 		return err
 	}
 	tw := newTable(stdout)
-	fmt.Fprintln(tw, "SERVICE\tINSTANCES\tCANARY")
+	if rows[0].Sources == nil {
+		fmt.Fprintln(tw, "SERVICE\tINSTANCES\tCANARY")
+		for _, r := range rows {
+			fmt.Fprintf(tw, "%s\t%d\t%s\n", r.Name, r.Instances, canaryCell(r.Canary))
+		}
+		return tw.Flush()
+	}
+	fmt.Fprintln(tw, "SERVICE\tINSTANCES\tSOURCES\tCANARY")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%d\t%s\n", r.Name, r.Instances, canaryCell(r.Canary))
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", r.Name, r.Instances, sourcesCell(r.Sources), canaryCell(r.Canary))
 	}
 	return tw.Flush()
 }

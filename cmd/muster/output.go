@@ -13,6 +13,7 @@ import (
 	"unicode"
 
 	"github.com/musterhq/muster/registry"
+	"github.com/musterhq/muster/registry/legacy"
 )
 
 // timeNow is the clock of the commands; tests replace it.
@@ -63,9 +64,16 @@ const overrideNote = "* weight set by an operator (muster weight or drain); must
 // ID column shows "-" for an ID equal to the address; a weight set by an
 // operator's override (overridden holds the IDs) is marked "*" and
 // explained under the table. COLOR is the instance's color ("-": base).
+// When the instances come from a merged Discovery (--legacy), a SOURCE
+// column after ADDR says where each was found.
 func writeInstanceTable(w io.Writer, ins []*registry.Instance, overridden map[string]bool, now time.Time) error {
 	tw := newTable(w)
-	fmt.Fprintln(tw, "ID\tADDR\tVERSION\tZONE\tCOLOR\tWEIGHT\tMETADATA\tAGE")
+	sources := hasSources(ins)
+	if sources {
+		fmt.Fprintln(tw, "ID\tADDR\tSOURCE\tVERSION\tZONE\tCOLOR\tWEIGHT\tMETADATA\tAGE")
+	} else {
+		fmt.Fprintln(tw, "ID\tADDR\tVERSION\tZONE\tCOLOR\tWEIGHT\tMETADATA\tAGE")
+	}
 	marked := false
 	for _, in := range ins {
 		age := "-"
@@ -73,13 +81,17 @@ func writeInstanceTable(w io.Writer, ins []*registry.Instance, overridden map[st
 			age = formatAge(now.Sub(in.RegisteredAt))
 		}
 		weight := strconv.Itoa(in.EffectiveWeight())
-		if overridden[in.ID] {
+		if isOverridden(overridden, in) {
 			weight += "*"
 			marked = true
 		}
+		addr := cell(in.Addr)
+		if sources {
+			addr += "\t" + cell(legacy.SourceOf(in))
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
-			idCell(in), cell(in.Addr), cell(in.Version), cell(in.Zone), cell(colorOf(in)),
-			weight, orDash(formatMetadata(in.Metadata)), age)
+			idCell(in), addr, cell(in.Version), cell(in.Zone), cell(colorOf(in)),
+			weight, orDash(formatMetadata(shownMetadata(in))), age)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -163,11 +175,14 @@ func formatAge(d time.Duration) string {
 }
 
 // describeInstance renders the attributes of in after its ID and address,
-// as in "(version v1.4.2, zone eu-1a, color blue, weight 100, metadata
-// color=blue)";
-// the weight is marked "(override)" when overridden.
+// as in "(source go-zero, version v1.4.2, zone eu-1a, color blue, weight
+// 100, metadata color=blue)", the source only for an instance from a merged
+// Discovery (--legacy); the weight is marked "(override)" when overridden.
 func describeInstance(in *registry.Instance, overridden bool) string {
 	var parts []string
+	if src := legacy.SourceOf(in); src != "" {
+		parts = append(parts, "source "+quoteIfNeeded(src))
+	}
 	if in.Version != "" {
 		parts = append(parts, "version "+quoteIfNeeded(in.Version))
 	}
@@ -187,8 +202,8 @@ func describeInstance(in *registry.Instance, overridden bool) string {
 		w += " (override)"
 	}
 	parts = append(parts, w)
-	if len(in.Metadata) > 0 {
-		parts = append(parts, "metadata "+formatMetadata(in.Metadata))
+	if md := shownMetadata(in); len(md) > 0 {
+		parts = append(parts, "metadata "+formatMetadata(md))
 	}
 	return "(" + strings.Join(parts, ", ") + ")"
 }
@@ -204,6 +219,7 @@ func describeChange(old, cur *registry.Instance, wasOverridden, overridden bool)
 			parts = append(parts, fmt.Sprintf("%s %s->%s", field, cell(a), cell(b)))
 		}
 	}
+	str("source", legacy.SourceOf(old), legacy.SourceOf(cur))
 	str("addr", old.Addr, cur.Addr)
 	str("version", old.Version, cur.Version)
 	str("zone", old.Zone, cur.Zone)
@@ -219,7 +235,7 @@ func describeChange(old, cur *registry.Instance, wasOverridden, overridden bool)
 			parts = append(parts, w)
 		}
 	}
-	if a, b := formatMetadata(old.Metadata), formatMetadata(cur.Metadata); a != b {
+	if a, b := formatMetadata(shownMetadata(old)), formatMetadata(shownMetadata(cur)); a != b {
 		parts = append(parts, fmt.Sprintf("metadata {%s}->{%s}", a, b))
 	}
 	if !old.RegisteredAt.Equal(cur.RegisteredAt) {

@@ -113,7 +113,10 @@ func (o *serveOptions) validate(dataDirSet bool) error {
 		return usageErrorf("--xds-cert, --xds-key and --xds-cacert need --xds-listen")
 	}
 	if o.console.enabled() && o.metricsAddr == "" {
-		return usageErrorf("--console-admin-token-file and --console-admin-basic-auth-file need --metrics-listen, where the console is served")
+		return usageErrorf("--console-admin-token-file, --console-admin-basic-auth-file and --console-legacy need --metrics-listen, where the console is served")
+	}
+	if _, err := o.console.legacy.sources(""); err != nil {
+		return err
 	}
 	return o.xdsTLS.validate()
 }
@@ -145,7 +148,9 @@ the web console at /ui/: the services and their instances, live (and, with
 --xds-listen, the connected xDS clients with their acknowledged versions);
 read-only unless --console-admin-token-file names a file holding the token that lets
 an operator drain, undrain and weigh instances, or --console-admin-basic-auth-file
-an htpasswd file of bcrypt hashes (htpasswd -nB USER) of the operators who may.`,
+an htpasswd file of bcrypt hashes (htpasswd -nB USER) of the operators who may.
+--console-legacy merges legacy sources into the console's views as muster
+console --legacy does.`,
 		Example: `  muster serve
   muster serve --data-dir /var/lib/muster --listen-client-url http://0.0.0.0:2379
   muster serve --xds-listen 127.0.0.1:18000`,
@@ -166,6 +171,7 @@ an htpasswd file of bcrypt hashes (htpasswd -nB USER) of the operators who may.`
 	f.StringVar(&o.xdsAddr, "xds-listen", "", "host:port to serve the registry to xDS clients on (ADS, plaintext unless --xds-cert); empty to not serve it")
 	o.xdsTLS.addFlags(cmd)
 	o.console.addFlags(cmd)
+	o.console.legacy.addLegacy(cmd, "console-")
 	return cmd
 }
 

@@ -21,6 +21,7 @@ var watchProgressInterval = 2 * time.Second
 
 func newWatchCmd(g *globalOptions) *cobra.Command {
 	var output string
+	var layout layoutFlags
 	cmd := &cobra.Command{
 		Use:   "watch <service>",
 		Short: "Print a service's instances, then every change",
@@ -48,31 +49,55 @@ instances) first, then "added", "removed", "changed" (with "previous"),
 "stale", "fresh" and "canary" (with "canary": {"color", "percent"}, absent when
 removed). Instances have the field names of the stored values.
 
+With --layout, watch follows the service as written by the framework it is
+migrating from (go-zero, Kratos or etcd naming; --legacy-name when its name
+there differs), as ls --layout lists it. With --legacy (repeatable:
+[SERVICE=]LAYOUT[:NAME]), it follows Muster's registry merged with those
+legacy sources, as clients' merged Discovery does, and each instance says
+where it was found: "source go-zero" (in JSON, the metadata
+"muster.source").
+
 If etcd does not answer within --timeout at the start, watch fails.`,
 		Example: `  muster watch user
-  muster watch user -o json | jq .`,
+  muster watch user -o json | jq .
+  muster watch user --layout go-zero --legacy-name user.rpc
+  muster watch user --legacy go-zero:user.rpc --legacy kratos`,
 		Args: serviceArg(false),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := validateOutput(output); err != nil {
 				return err
 			}
-			return runWatch(cmd.Context(), g, output, args[0], cmd.OutOrStdout(), cmd.ErrOrStderr())
+			opts, err := layout.options(args[0])
+			if err != nil {
+				return err
+			}
+			srcs, err := layout.sources(args[0])
+			if err != nil {
+				return err
+			}
+			return runWatch(cmd.Context(), g, output, args[0], cmd.OutOrStdout(), cmd.ErrOrStderr(), srcs, opts...)
 		},
 	}
 	addOutputFlag(cmd, &output)
+	layout.add(cmd)
 	return cmd
 }
 
 // runWatch prints service's instances and then its changes to stdout
 // until ctx ends, when it returns nil. It fails if etcd does not answer
-// within g.timeout at the start, or if stdout cannot be written.
-func runWatch(ctx context.Context, g *globalOptions, output, service string, stdout, stderr io.Writer) error {
-	s, err := g.connect(ctx, stderr, etcd.WithProgressInterval(watchProgressInterval))
+// within g.timeout at the start, or if stdout cannot be written. srcs are
+// merged with Muster's registry (--legacy); opts select another layout
+// than Muster's (--layout), which has no overrides and no canary.
+func runWatch(ctx context.Context, g *globalOptions, output, service string, stdout, stderr io.Writer, srcs []legacySource, opts ...etcd.Option) error {
+	s, err := g.connect(ctx, stderr, append([]etcd.Option{etcd.WithProgressInterval(watchProgressInterval)}, opts...)...)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	w, err := s.d.Watch(ctx, service)
+	if err := s.mergeLegacy(srcs); err != nil {
+		return err
+	}
+	w, err := s.view.Watch(ctx, service)
 	if err != nil {
 		return err
 	}
@@ -87,7 +112,7 @@ func runWatch(ctx context.Context, g *globalOptions, output, service string, std
 	}
 
 	p := &watchPrinter{w: stdout, json: output == outputJSON, service: service}
-	if !p.json {
+	if !p.json && len(opts) == 0 {
 		// Which weights are overrides; unknown (unmarked) if etcd does
 		// not say within --timeout.
 		p.readOverrides = func(rev int64) map[string]bool {
@@ -99,11 +124,14 @@ func runWatch(ctx context.Context, g *globalOptions, output, service string, std
 	}
 	// Follow the canary only if this user may read it (see canaries).
 	var canaries <-chan registry.Canary
-	rctx, cancel := context.WithTimeout(ctx, g.timeout)
-	initial, err := s.canaries(ctx, rctx, service, stderr)
-	cancel()
-	if err != nil {
-		return err
+	var initial map[string]*registry.Canary
+	if len(opts) == 0 {
+		rctx, cancel := context.WithTimeout(ctx, g.timeout)
+		initial, err = s.canaries(ctx, rctx, service, stderr)
+		cancel()
+		if err != nil {
+			return err
+		}
 	}
 	if initial != nil {
 		src, err := etcd.NewCanaries(s.cli, etcd.WithPrefix(g.prefix), etcd.WithRequestTimeout(g.timeout))
@@ -225,7 +253,7 @@ func (p *watchPrinter) list(s registry.Snapshot) {
 	p.line("# %s: %s at revision %d; watching for changes", p.service, plural(len(s.Instances), "instance"), s.Revision)
 	p.overrides(s.Revision)
 	for _, in := range s.Instances {
-		p.line("= %s %s", idAddr(in), describeInstance(in, p.overridden[in.ID]))
+		p.line("= %s %s", idAddr(in), describeInstance(in, isOverridden(p.overridden, in)))
 	}
 }
 
@@ -301,7 +329,7 @@ func (p *watchPrinter) changes(prev, cur registry.Snapshot) {
 			if p.json {
 				p.event(watchEvent{Event: "changed", Revision: cur.Revision, Instance: p.instance(in), Previous: p.instance(o)})
 			} else {
-				p.line("~ %s %s", idAddr(in), describeChange(o, in, was[in.ID], p.overridden[in.ID]))
+				p.line("~ %s %s", idAddr(in), describeChange(o, in, isOverridden(was, o), isOverridden(p.overridden, in)))
 			}
 		}
 	}
@@ -319,7 +347,7 @@ func (p *watchPrinter) changes(prev, cur registry.Snapshot) {
 		if p.json {
 			p.event(watchEvent{Event: "added", Revision: cur.Revision, Instance: p.instance(in)})
 		} else {
-			p.line("+ %s %s", idAddr(in), describeInstance(in, p.overridden[in.ID]))
+			p.line("+ %s %s", idAddr(in), describeInstance(in, isOverridden(p.overridden, in)))
 		}
 	}
 }

@@ -17,6 +17,7 @@
   const fZone = document.getElementById('f-zone');
   const fVersion = document.getElementById('f-version');
   const fColor = document.getElementById('f-color');
+  const fSource = document.getElementById('f-source');
   const fMeta = document.getElementById('f-meta');
   // baseColor is the color filter's value for instances without a color.
   const baseColor = '-';
@@ -30,9 +31,10 @@
   }
 
   function matching() {
-    const zone = fZone.value, version = fVersion.value, color = fColor.value, meta = metaFilter();
+    const zone = fZone.value, version = fVersion.value, color = fColor.value, source = fSource.value, meta = metaFilter();
     return state.instances.filter((inst) => {
       if (zone && inst.zone !== zone) return false;
+      if (source && inst.source !== source) return false;
       if (version && inst.version !== version) return false;
       if (color && (inst.color || baseColor) !== color) return false;
       const md = inst.metadata || {};
@@ -70,8 +72,19 @@
     return td;
   }
 
+  // fromMuster: actions apply to instances of Muster's registry, not to
+  // those a legacy source lists.
+  function fromMuster(inst) {
+    return !inst.source || inst.source === 'muster';
+  }
+
   function actionCell(inst) {
     const td = el('td', null, 'admin-only actions');
+    if (!fromMuster(inst)) {
+      td.textContent = 'in ' + inst.source + "'s registry";
+      td.className += ' muted';
+      return td;
+    }
     if (inst.draining) {
       const b = el('button', 'Undrain', 'undrain');
       b.addEventListener('click', () => run('undrain', [inst.id]));
@@ -97,6 +110,10 @@
     fillSelect(fVersion, distinct('version'));
     fillSelect(fColor, [baseColor].concat(distinct('color')));
     fColor.querySelector('option[value="' + baseColor + '"]').textContent = 'base (no color)';
+    // A Source column and filter when the console merges legacy sources.
+    const sources = distinct('source');
+    document.querySelectorAll('#service-view .source-col').forEach((e) => { e.hidden = sources.length === 0; });
+    fillSelect(fSource, sources);
     renderCanary();
     const shown = matching();
     const pages = Math.max(1, Math.ceil(shown.length / pageSize));
@@ -114,9 +131,15 @@
       const tr = document.createElement('tr');
       tr.dataset.id = inst.id;
       tr.dataset.draining = inst.draining ? 'yes' : 'no';
+      tr.dataset.muster = fromMuster(inst) ? 'yes' : 'no';
       if (inst.draining) tr.className = 'draining';
       tr.appendChild(el('td', inst.id !== inst.addr ? inst.id : '', 'id'));
       tr.appendChild(el('td', inst.addr, 'addr'));
+      if (sources.length) {
+        const src = el('td', inst.source || '', 'source');
+        src.dataset.source = inst.source || '';
+        tr.appendChild(src);
+      }
       tr.appendChild(el('td', inst.zone || '', 'zone'));
       tr.appendChild(el('td', inst.version || '', 'version'));
       const c = el('td', inst.color || '', 'color');
@@ -216,7 +239,7 @@
 
   // confirmBatch asks before acting on every matching instance.
   function confirmBatch(action, weight) {
-    const ids = matching().map((i) => i.id);
+    const ids = matching().filter(fromMuster).map((i) => i.id);
     if (ids.length === 0) return;
     const box = document.getElementById('confirm');
     document.getElementById('confirm-text').textContent =
@@ -236,7 +259,7 @@
   document.getElementById('batch-weight-set').addEventListener('click', () =>
     confirmBatch('weight', document.getElementById('batch-weight').value));
   const refilter = () => { page = 0; render(); };
-  for (const f of [fZone, fVersion, fColor]) f.addEventListener('change', refilter);
+  for (const f of [fZone, fVersion, fColor, fSource]) f.addEventListener('change', refilter);
   fMeta.addEventListener('input', refilter);
   document.getElementById('page-prev').addEventListener('click', () => { page--; render(); });
   document.getElementById('page-next').addEventListener('click', () => { page++; render(); });
@@ -251,12 +274,14 @@
     render();
     renderTimeline();
   }, (expires) => {
+    // Leases are those of Muster's keys: a legacy source's instance with
+    // the same ID is not one of them.
     for (const inst of state.instances) {
-      if (expires[inst.id]) inst.leaseExpires = expires[inst.id];
+      if (expires[inst.id] && fromMuster(inst)) inst.leaseExpires = expires[inst.id];
     }
     document.querySelectorAll('#instances tbody tr').forEach((tr) => {
       const at = expires[tr.dataset.id];
-      if (at) tr.querySelector('td.ttl').dataset.until = at;
+      if (at && tr.dataset.muster === 'yes') tr.querySelector('td.ttl').dataset.until = at;
     });
     tick();
   });

@@ -21,6 +21,9 @@
     const tbody = document.querySelector('#services tbody');
     const rows = [];
     const now = Date.now();
+    // A Sources column when the console merges legacy sources.
+    const sources = state.services.some((s) => s.sources);
+    document.querySelectorAll('#services .sources-col').forEach((e) => { e.hidden = !sources; });
     for (const s of state.services) {
       if (!matches(s, filter.value.trim())) continue;
       const tr = document.createElement('tr');
@@ -31,6 +34,7 @@
       name.appendChild(a);
       tr.appendChild(name);
       tr.appendChild(el('td', s.loaded ? s.instances : '…', 'count'));
+      if (sources) tr.appendChild(el('td', (s.sources || []).join(', '), 'sources'));
       tr.appendChild(el('td', s.draining, 'draining'));
       tr.appendChild(el('td', (s.zones || []).join(', ')));
       tr.appendChild(el('td', (s.versions || []).join(', ')));

@@ -77,7 +77,8 @@ func addrs(want ...string) func(registry.Snapshot) bool {
 
 // TestGoZeroLayout writes keys as go-zero's publisher does (key
 // "<Key>/<lease ID in decimal>", value "host:port", a 10 s lease) and
-// follows them, their deletion and the loss of their lease.
+// follows them, their deletion and the loss of their lease; a bad value is
+// skipped per key and counted, the others served.
 func TestGoZeroLayout(t *testing.T) {
 	c := etcdtest.Start(t)
 	cli := c.Client(t)
@@ -89,9 +90,14 @@ func TestGoZeroLayout(t *testing.T) {
 	d := newDiscovery(t, cli, g)
 	l1, l2 := grant(t, ctx, cli, 10), grant(t, ctx, cli, 10)
 	put(t, ctx, cli, fmt.Sprintf("user.rpc/%d", l1), "127.0.0.1:9001", clientv3.WithLease(l1))
-	put(t, ctx, cli, "user.rpcx/1", "127.0.0.1:9999") // another service sharing the prefix's start
+	put(t, ctx, cli, "user.rpcx/1", "127.0.0.1:9999")                   // another service sharing the prefix's start
+	put(t, ctx, cli, "user.rpc/3", "127.0.0.1", clientv3.WithLease(l1)) // no port
+	put(t, ctx, cli, "user.rpc/4", "garbage", clientv3.WithLease(l1))   // not an address
 	w := watch(t, ctx, d, "user")
 	registrytest.WaitFor(t, w, "the first go-zero instance", addrs("127.0.0.1:9001"))
+	if got := d.Stats().SkippedValues; got != 2 {
+		t.Fatalf("skipped %d values, want 2 (no port, garbage)", got)
+	}
 
 	put(t, ctx, cli, fmt.Sprintf("user.rpc/%d", l2), "127.0.0.1:9002", clientv3.WithLease(l2))
 	s := registrytest.WaitFor(t, w, "both go-zero instances", func(s registry.Snapshot) bool { return len(s.Instances) == 2 })

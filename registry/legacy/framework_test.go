@@ -50,7 +50,8 @@ func onlyCalls(t *testing.T, conn *grpc.ClientConn, addr, what string) {
 
 // TestMusterChannelCallsNamingBackends registers backends with etcd's own
 // endpoints.Manager and calls them through a Muster channel on the merged
-// service, which follows their deregistration and lease expiry.
+// service, which follows their deregistration and lease expiry; a channel
+// filtering on the source calls Muster's backend only.
 func TestMusterChannelCallsNamingBackends(t *testing.T) {
 	c := etcdtest.Start(t)
 	cli := c.Client(t)
@@ -81,8 +82,12 @@ func TestMusterChannelCallsNamingBackends(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = merged.Close() })
-	conn := dial(t, "muster:///echo", resolver.NewBuilder(merged, resolver.WithProtection(0, time.Second), resolver.WithLogger(quiet)))
+	builder := resolver.NewBuilder(merged, resolver.WithProtection(0, time.Second), resolver.WithLogger(quiet))
+	conn := dial(t, "muster:///echo", builder)
 	testbackend.CallUntil(t, conn, 10*time.Second, "every backend called", testbackend.HasAll(a.Addr, b.Addr, m.Addr))
+	// The source is metadata: a target can keep the migrated servers.
+	onlyCalls(t, dial(t, "muster:///echo?meta."+legacy.SourceKey+"="+legacy.PrimarySource, builder), m.Addr,
+		"only the Muster backend called through a filter on its source")
 	// b's lease expires (TTL 2s, never renewed) and a is deleted.
 	if err := em.DeleteEndpoint(ctx, "echo/"+a.Addr); err != nil {
 		t.Fatal(err)

@@ -10,13 +10,16 @@ import (
 
 // mergeSnapshots returns the snapshot of service made of parts, the first
 // being Muster's own registry and the others legacy sources in order of
-// preference. It is pure.
+// preference; names[i] names part i. It is pure (t is the memo of the
+// previous merges).
 //
 //   - Instances: the union by address; an address present in several
-//     parts is served with the instance of the first (Muster's wins).
-//     Sorted by ID, then address (IDs of different sources may collide).
-//     The instances are the parts' own pointers, so an unchanged instance
-//     keeps its pointer from one snapshot to the next.
+//     parts is served with the instance of the first (Muster's wins),
+//     with the name of its part in its SourceKey metadata. Sorted by ID,
+//     then address (IDs of different sources may collide). The instances
+//     are t's copies of the parts' own, kept while the part's instance
+//     is the same pointer, so an unchanged instance keeps its pointer
+//     from one snapshot to the next.
 //   - Loaded once every part is loaded, or at least one is and the others
 //     are stale (their backend could not be read): a source that cannot
 //     be read does not hold back the others.
@@ -24,7 +27,7 @@ import (
 //   - Revision: the highest of the parts' (they normally share one etcd
 //     store); Generation: the sum of theirs, so it changes whenever one
 //     part's history changes.
-func mergeSnapshots(service string, parts []registry.Snapshot) registry.Snapshot {
+func mergeSnapshots(service string, names []string, parts []registry.Snapshot, t *tagger) registry.Snapshot {
 	out := registry.Snapshot{Service: service}
 	loaded, waiting := 0, 0
 	var errs []error
@@ -50,14 +53,15 @@ func mergeSnapshots(service string, parts []registry.Snapshot) registry.Snapshot
 	out.Err = errors.Join(errs...)
 	seen := make(map[string]bool, n)
 	list := make([]*registry.Instance, 0, n)
-	for _, p := range parts {
+	for i, p := range parts {
 		for _, in := range p.Instances {
 			if !seen[in.Addr] {
 				seen[in.Addr] = true
-				list = append(list, in)
+				list = append(list, t.tag(in, names[i]))
 			}
 		}
 	}
+	t.done()
 	slices.SortFunc(list, func(a, b *registry.Instance) int {
 		if c := strings.Compare(a.ID, b.ID); c != 0 {
 			return c

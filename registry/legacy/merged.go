@@ -11,13 +11,16 @@ import (
 )
 
 var (
-	_ registry.Discovery = (*Merged)(nil)
-	_ registry.Watcher   = (*mergedWatcher)(nil)
+	_ registry.Discovery     = (*Merged)(nil)
+	_ registry.ServiceLister = (*Merged)(nil)
+	_ registry.Watcher       = (*mergedWatcher)(nil)
 )
 
 // Source is a legacy registry merged into Muster's (NewMerged).
 type Source struct {
-	// Name names the source in errors and logs, such as "go-zero".
+	// Name names the source in errors and logs, such as "go-zero", and
+	// is the SourceKey metadata of the instances found in it. It must
+	// not be empty nor PrimarySource.
 	Name string
 	// Discovery follows the source: normally an etcd.Discovery with
 	// etcd.WithLayout(a GoZero, Kratos or Naming layout).
@@ -30,7 +33,9 @@ type Source struct {
 // Merged is a Discovery that serves, for each service, the instances of
 // Muster's own registry and of the legacy sources that list the service:
 // the union by address, Muster's instance winning when an address is in
-// both (see the package documentation for staleness and loading).
+// both (see the package documentation for staleness and loading). Every
+// instance it serves carries where it was found in its SourceKey metadata
+// (SourceOf): a copy of the part's instance, made once per change of it.
 //
 // Each part keeps its own shared watch; a Merged watcher follows its parts
 // with one goroutine. Merged does not own its parts: Close closes the
@@ -47,7 +52,8 @@ type Merged struct {
 
 // NewMerged returns a Discovery merging primary (Muster's registry) with
 // sources, in order of preference. A nil Discovery, a source without a
-// name, or an invalid service name in a source is an error.
+// name or named PrimarySource, or an invalid service name in a source is
+// an error.
 func NewMerged(primary registry.Discovery, sources ...Source) (*Merged, error) {
 	if primary == nil {
 		return nil, errors.New("legacy: NewMerged: nil primary Discovery")
@@ -55,6 +61,9 @@ func NewMerged(primary registry.Discovery, sources ...Source) (*Merged, error) {
 	for i, s := range sources {
 		if s.Discovery == nil || s.Name == "" {
 			return nil, fmt.Errorf("legacy: NewMerged: source %d needs a Name and a Discovery", i)
+		}
+		if s.Name == PrimarySource {
+			return nil, fmt.Errorf("legacy: NewMerged: source %d: the name %q is Muster's own registry's", i, PrimarySource)
 		}
 		for _, name := range s.Services {
 			if err := registry.ValidateName(name); err != nil {
@@ -78,6 +87,7 @@ func (m *Merged) Watch(ctx context.Context, service string) (registry.Watcher, e
 		return nil, registry.ErrClosed
 	}
 	parts := make([]registry.Watcher, 0, 1+len(m.sources))
+	names := make([]string, 0, 1+len(m.sources))
 	closeAll := func() {
 		for _, p := range parts {
 			_ = p.Close()
@@ -87,7 +97,7 @@ func (m *Merged) Watch(ctx context.Context, service string) (registry.Watcher, e
 	if err != nil {
 		return nil, err
 	}
-	parts = append(parts, w)
+	parts, names = append(parts, w), append(names, PrimarySource)
 	for _, s := range m.sources {
 		if len(s.Services) > 0 && !slices.Contains(s.Services, service) {
 			continue
@@ -97,9 +107,9 @@ func (m *Merged) Watch(ctx context.Context, service string) (registry.Watcher, e
 			closeAll()
 			return nil, fmt.Errorf("legacy: watch %s in %s: %w", service, s.Name, err)
 		}
-		parts = append(parts, w)
+		parts, names = append(parts, w), append(names, s.Name)
 	}
-	mw := newMergedWatcher(m, service, parts)
+	mw := newMergedWatcher(m, service, parts, names)
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
@@ -113,6 +123,26 @@ func (m *Merged) Watch(ctx context.Context, service string) (registry.Watcher, e
 		go func() { <-mw.done; stop() }()
 	}
 	return mw, nil
+}
+
+// Services returns the services of Muster's registry (if the primary
+// Discovery is a registry.ServiceLister) and those the sources list in
+// their Services, sorted and without duplicates: the services m merges. A
+// service only in a source that names no services is not listed, since a
+// legacy layout cannot list its services.
+func (m *Merged) Services(ctx context.Context) ([]string, error) {
+	var names []string
+	if l, ok := m.primary.(registry.ServiceLister); ok {
+		var err error
+		if names, err = l.Services(ctx); err != nil {
+			return nil, err
+		}
+	}
+	for _, s := range m.sources {
+		names = append(names, s.Services...)
+	}
+	slices.Sort(names)
+	return slices.Compact(names), nil
 }
 
 // Close closes every watcher opened through m. It is idempotent; the

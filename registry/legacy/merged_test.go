@@ -79,9 +79,13 @@ func TestMergedUnionMusterWins(t *testing.T) {
 
 	w := watch(t, ctx, m, "user")
 	s := registrytest.WaitFor(t, w, "the union of the four layouts", registrytest.HasIDs("2", "k1", "m1", "n1"))
+	wantSource := map[string]string{"2": "go-zero", "k1": "kratos", "m1": legacy.PrimarySource, "n1": "etcd-naming"}
 	for _, in := range s.Instances {
 		if in.Addr == "127.0.0.1:9001" && in.Version != "muster" {
 			t.Fatalf("the shared address is served with %+v, want Muster's instance", *in)
+		}
+		if got := legacy.SourceOf(in); got != wantSource[in.ID] {
+			t.Errorf("instance %s: source %q, want %q", in.ID, got, wantSource[in.ID])
 		}
 	}
 	if _, err := cli.Delete(ctx, "user.rpc/2"); err != nil {
@@ -91,7 +95,10 @@ func TestMergedUnionMusterWins(t *testing.T) {
 	if err := r.Deregister(ctx, "user", "m1"); err != nil {
 		t.Fatal(err)
 	}
-	registrytest.WaitFor(t, w, "go-zero's entry for the address once Muster's is gone", registrytest.HasIDs("1", "k1", "n1"))
+	s = registrytest.WaitFor(t, w, "go-zero's entry for the address once Muster's is gone", registrytest.HasIDs("1", "k1", "n1"))
+	if got := legacy.SourceOf(s.Instances[0]); got != "go-zero" {
+		t.Fatalf("the address left by Muster: source %q, want go-zero", got)
+	}
 	if _, err := cli.Revoke(ctx, lease); err != nil {
 		t.Fatal(err)
 	}
@@ -110,6 +117,9 @@ func TestMergedSourcesByService(t *testing.T) {
 	}
 	put(t, ctx, cli, "a/1", "127.0.0.1:9001")
 	put(t, ctx, cli, "b/1", "127.0.0.1:9002")
+	if names, err := m.Services(ctx); err != nil || len(names) != 1 || names[0] != "a" {
+		t.Fatalf("Services: %v, %v; want [a], the service go-zero is asked for", names, err)
+	}
 	wa, wb := watch(t, ctx, m, "a"), watch(t, ctx, m, "b")
 	registrytest.WaitFor(t, wa, "a from go-zero", registrytest.HasIDs("1"))
 	registrytest.WaitFor(t, wb, "b loaded without go-zero", registrytest.HasIDs())
@@ -129,5 +139,8 @@ func TestMergedSourcesByService(t *testing.T) {
 	}
 	if _, err := legacy.NewMerged(primary, legacy.Source{Name: "x"}); err == nil {
 		t.Fatal("a source without a Discovery: want an error")
+	}
+	if _, err := legacy.NewMerged(primary, legacy.Source{Name: legacy.PrimarySource, Discovery: primary}); err == nil {
+		t.Fatal("a source named as Muster's registry: want an error")
 	}
 }

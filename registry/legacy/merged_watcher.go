@@ -13,18 +13,22 @@ type mergedWatcher struct {
 	m       *Merged
 	service string
 	parts   []registry.Watcher
-	ch      chan struct{}
-	stop    chan struct{}
-	done    chan struct{}
-	once    sync.Once
+	names   []string // of the parts, for SourceKey
+	// tags is only used by update, which runs in newMergedWatcher and
+	// then in run's goroutine.
+	tags tagger
+	ch   chan struct{}
+	stop chan struct{}
+	done chan struct{}
+	once sync.Once
 
 	mu   sync.Mutex
 	snap registry.Snapshot
 }
 
-func newMergedWatcher(m *Merged, service string, parts []registry.Watcher) *mergedWatcher {
+func newMergedWatcher(m *Merged, service string, parts []registry.Watcher, names []string) *mergedWatcher {
 	w := &mergedWatcher{
-		m: m, service: service, parts: parts,
+		m: m, service: service, parts: parts, names: names,
 		ch: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	w.update()
@@ -58,7 +62,7 @@ func (w *mergedWatcher) update() {
 	for i, p := range w.parts {
 		parts[i] = p.Snapshot()
 	}
-	next := mergeSnapshots(w.service, parts)
+	next := mergeSnapshots(w.service, w.names, parts, &w.tags)
 	w.mu.Lock()
 	changed := !sameSnapshot(w.snap, next)
 	if changed {
@@ -74,8 +78,8 @@ func (w *mergedWatcher) update() {
 }
 
 // sameSnapshot reports whether a reader would see no difference between
-// two merged snapshots: the same instances (pointers: the parts keep them)
-// and state.
+// two merged snapshots: the same instances (pointers: the parts and the
+// tagger keep them) and state.
 func sameSnapshot(a, b registry.Snapshot) bool {
 	if a.Loaded != b.Loaded || !a.StaleSince.Equal(b.StaleSince) || a.Revision != b.Revision ||
 		a.Generation != b.Generation || (a.Err == nil) != (b.Err == nil) ||
