@@ -34,6 +34,8 @@ type Builder struct {
 	opts  options
 	log   *slog.Logger
 	snaps *snapshotStore
+	// states are shared by the channels of a target.
+	states sharedStates
 
 	updates   atomic.Uint64
 	protected atomic.Uint64
@@ -98,6 +100,7 @@ func (b *Builder) Build(target grpcresolver.Target, cc grpcresolver.ClientConn, 
 		done:    make(chan struct{}),
 		log:     b.log.With("service", q.service),
 		protect: protector{fraction: b.opts.protectFraction, window: b.opts.protectWindow},
+		states:  b.states.join(q.key()),
 	}
 	if b.opts.canaries != nil {
 		r.canaries = b.opts.canaries.WatchCanary(ctx, q.service)

@@ -28,10 +28,9 @@ type musterResolver struct {
 	protect   protector
 	delivered bool                 // a state or error reached the channel
 	live      bool                 // the last state came from the registry, not the disk
-	sent      []*registry.Instance // the list last pushed
-	sentEPs   []grpcresolver.Endpoint
-	withheld  bool                   // protection is withholding the live list
-	spare     stateArrays            // the next state's arrays
+	states    *targetStates // shared with the Builder's other channels of the target
+	sent      *builtState   // the state last pushed
+	withheld  bool          // protection is withholding the live list
 	canaries  <-chan registry.Canary // nil without WithCanaries
 	canary    registry.Canary        // the service's setting, sent with every state
 }
@@ -45,6 +44,7 @@ func (r *musterResolver) Close() {
 	r.cancel()
 	_ = r.w.Close()
 	<-r.done
+	r.b.states.leave(r.q.key())
 }
 
 func (r *musterResolver) run(ctx context.Context) {
@@ -131,9 +131,9 @@ func (r *musterResolver) update(now time.Time) {
 			"withheld_for", now.Sub(since))
 	}
 	r.withheld = withheld
-	list := r.choose(serve)
-	if !(r.delivered && r.live && sameInstances(list, r.sent)) {
-		r.push(list)
+	st := r.states.state(serve, r.choose)
+	if !(r.delivered && r.live && r.sent != nil && sameList(st.list, r.sent.list)) {
+		r.push(st)
 	}
 	r.live = true
 	if r.b.snaps != nil && !withheld && !snap.Stale() {
@@ -159,7 +159,7 @@ func (r *musterResolver) startFromDisk() {
 	}
 	r.log.Warn("registry not loaded yet; starting from the disk snapshot",
 		"instances", len(list), "saved_at", savedAt, "age", time.Since(savedAt).Round(time.Second))
-	r.push(r.choose(list))
+	r.push(r.states.state(list, r.choose))
 }
 
 // choose applies the target's filters, then subsetting, to a service's
@@ -169,20 +169,15 @@ func (r *musterResolver) choose(list []*registry.Instance) []*registry.Instance 
 	return subset(r.q.filter(list, r.q.zone, o.zoneFallback), o.clientID, o.subsetSize)
 }
 
-func (r *musterResolver) push(list []*registry.Instance) {
-	eps, addrs := r.spare.take(len(list))
-	reuseEndpoints(eps, list, r.sent, r.sentEPs)
-	// Addresses too, for balancers that read only them (balancer/base).
-	for i, ep := range eps {
-		addrs[i] = ep.Addresses[0]
-	}
+// push hands st to the channel, with the service's canary setting.
+func (r *musterResolver) push(st *builtState) {
 	// An error here (for example: no endpoints for round_robin) makes gRPC
 	// call ResolveNow with backoff; the next change is pushed anyway.
-	_ = r.cc.UpdateState(grpcresolver.State{Endpoints: eps, Addresses: addrs, Attributes: withCanary(r.canary)})
+	_ = r.cc.UpdateState(grpcresolver.State{Endpoints: st.eps, Addresses: st.addrs, Attributes: withCanary(r.canary)})
 	r.b.updates.Add(1)
 	r.delivered = true
-	r.sent, r.sentEPs = list, eps
-	r.spare.prepare(len(list))
+	r.sent = st
+	r.states.prepare()
 }
 
 // stateArrays holds the arrays of the next state, allocated after a push
