@@ -86,21 +86,19 @@ func (b *Builder) Build(target grpcresolver.Target, cc grpcresolver.ClientConn, 
 		q.zone = b.opts.zone
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	w, err := b.d.Watch(ctx, q.service)
-	if err != nil {
-		cancel()
-		return nil, fmt.Errorf("resolver: watch %s: %w", q.service, err)
-	}
 	r := &musterResolver{
 		b:       b,
 		cc:      cc,
 		q:       q,
-		w:       w,
 		cancel:  cancel,
 		done:    make(chan struct{}),
+		rearm:   make(chan struct{}, 1),
 		log:     b.log.With("service", q.service),
 		protect: protector{fraction: b.opts.protectFraction, window: b.opts.protectWindow},
-		states:  b.states.join(q.key()),
+	}
+	if err := b.states.join(b, r); err != nil {
+		cancel()
+		return nil, err
 	}
 	if b.opts.canaries != nil {
 		r.canaries = b.opts.canaries.WatchCanary(ctx, q.service)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	grpcresolver "google.golang.org/grpc/resolver"
@@ -12,39 +13,47 @@ import (
 	"github.com/musterhq/muster/registry"
 )
 
-// musterResolver feeds one channel from one registry.Watcher. One goroutine
-// (run) does all the work; ResolveNow is a no-op because the watch pushes
-// every change.
+// musterResolver feeds one channel. Its target's feed (feed.go) hands it
+// each change of the registry; its own goroutine (run) delivers its first
+// state and runs its timers and canary setting. ResolveNow is a no-op
+// because the watch pushes every change.
 type musterResolver struct {
 	b      *Builder
 	cc     grpcresolver.ClientConn
 	q      query
-	w      registry.Watcher
+	w      registry.Watcher // the target's, shared
 	cancel context.CancelFunc
 	done   chan struct{}
 	log    *slog.Logger
+	// rearm tells run that the feed changed the protection state, so that
+	// the lift timer is set again.
+	rearm    chan struct{}
+	canaries <-chan registry.Canary // nil without WithCanaries
 
-	// Owned by run.
+	mu        sync.Mutex // guards what follows; held while calling the channel
+	closed    bool
 	protect   protector
-	delivered bool                 // a state or error reached the channel
-	live      bool                 // the last state came from the registry, not the disk
+	delivered bool          // a state or error reached the channel
+	live      bool          // the last state came from the registry, not the disk
 	states    *targetStates // shared with the Builder's other channels of the target
 	sent      *builtState   // the state last pushed
 	withheld  bool          // protection is withholding the live list
-	canaries  <-chan registry.Canary // nil without WithCanaries
-	canary    registry.Canary        // the service's setting, sent with every state
+	canary    registry.Canary
 }
 
 // ResolveNow does nothing: the channel already gets every change as it
 // happens. It is cheap and starts no goroutine.
 func (r *musterResolver) ResolveNow(grpcresolver.ResolveNowOptions) {}
 
-// Close stops the resolver and its watcher and waits for its goroutine.
+// Close stops the resolver and waits for its goroutine; once it returns,
+// the channel is called no more.
 func (r *musterResolver) Close() {
 	r.cancel()
-	_ = r.w.Close()
 	<-r.done
-	r.b.states.leave(r.q.key())
+	r.mu.Lock()
+	r.closed = true
+	r.mu.Unlock()
+	r.b.states.leave(r)
 }
 
 func (r *musterResolver) run(ctx context.Context) {
@@ -57,39 +66,63 @@ func (r *musterResolver) run(ctx context.Context) {
 	lift := time.NewTimer(time.Hour)
 	lift.Stop()
 	defer lift.Stop()
-	r.update(time.Now())
+	r.mu.Lock()
+	r.update(time.Now(), r.w.Snapshot())
 	if !r.delivered {
 		r.startFromDisk()
 	}
+	r.mu.Unlock()
 	for {
+		r.mu.Lock()
 		if r.delivered && r.live {
 			firstC = nil
 		}
 		liftC := r.armLift(lift)
+		r.mu.Unlock()
 		select {
 		case <-ctx.Done():
 			return
-		case _, ok := <-r.w.Updates():
-			if !ok {
-				return
-			}
-			r.update(time.Now())
+		case <-r.rearm:
 		case <-liftC:
-			r.update(time.Now())
+			r.mu.Lock()
+			r.update(time.Now(), r.w.Snapshot())
+			r.mu.Unlock()
 		case c, ok := <-r.canaries:
 			if !ok {
 				r.canaries = nil // ctx ended: the next turn returns
 				continue
 			}
+			r.mu.Lock()
 			r.canary = c
 			if r.delivered && r.sent != nil {
 				r.push(r.sent) // the same endpoints, the new setting
 			}
+			r.mu.Unlock()
 		case <-firstC:
 			firstC = nil
+			r.mu.Lock()
 			if !r.delivered {
 				r.reportError(fmt.Errorf("first load not complete after %v", r.b.opts.firstState))
 			}
+			r.mu.Unlock()
+		}
+	}
+}
+
+// updateFromFeed is the feed's delivery of snap to the channel.
+func (r *musterResolver) updateFromFeed(now time.Time, snap registry.Snapshot) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return
+	}
+	was := r.withheld
+	r.update(now, snap)
+	if was || r.withheld {
+		// The lift time moved; run sets its timer again.
+		select {
+		case r.rearm <- struct{}{}:
+		default:
 		}
 	}
 }
@@ -106,10 +139,9 @@ func (r *musterResolver) armLift(t *time.Timer) <-chan time.Time {
 	return t.C
 }
 
-// update pushes the watcher's current snapshot to the channel, through
-// protection and the target's filters.
-func (r *musterResolver) update(now time.Time) {
-	snap := r.w.Snapshot()
+// update pushes snap, the watcher's snapshot, to the channel, through
+// protection and the target's filters. r.mu is held.
+func (r *musterResolver) update(now time.Time, snap registry.Snapshot) {
 	if !snap.Loaded {
 		if snap.Err != nil && !r.delivered {
 			r.reportError(snap.Err)

@@ -26,9 +26,14 @@ type sharedStates struct {
 	targets map[string]*targetStates
 }
 
-// targetStates holds the latest states built for one target.
+// targetStates holds, for one target, the watcher and feed its channels
+// share and the latest states built for it.
 type targetStates struct {
-	users int // channels resolving the target; guarded by sharedStates.mu
+	// chans are the channels resolving the target; guarded by
+	// sharedStates.mu, replaced (never written) when one joins or leaves,
+	// so that the feed reads it without holding the lock.
+	chans []*musterResolver
+	feed  *feed
 
 	mu sync.Mutex
 	// recent are the states built last, newest first: two, so that
@@ -47,9 +52,11 @@ type builtState struct {
 	addrs []grpcresolver.Address
 }
 
-// join returns the states of the target named key, counting one more
-// channel on it.
-func (s *sharedStates) join(key string) *targetStates {
+// join adds r to the channels of its target, starting the target's feed
+// (one Discovery watcher) with the first one, and sets r's target and
+// watcher.
+func (s *sharedStates) join(b *Builder, r *musterResolver) error {
+	key := r.q.key()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.targets == nil {
@@ -58,24 +65,45 @@ func (s *sharedStates) join(key string) *targetStates {
 	t := s.targets[key]
 	if t == nil {
 		t = &targetStates{}
+		f, err := startFeed(b, s, t, r.q.service)
+		if err != nil {
+			return err
+		}
+		t.feed = f
 		s.targets[key] = t
 	}
-	t.users++
-	return t
+	// Set before the feed can see r (it reads chans under s.mu).
+	r.states, r.w = t, t.feed.w
+	t.chans = append(slices.Clip(t.chans), r)
+	return nil
 }
 
-// leave counts one channel less on the target named key, forgetting its
-// states with the last one.
-func (s *sharedStates) leave(key string) {
+// leave removes r from the channels of its target; the last one stops the
+// target's feed and closes its watcher.
+func (s *sharedStates) leave(r *musterResolver) {
+	key := r.q.key()
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	t := s.targets[key]
-	if t == nil {
+	if t == nil || t != r.states {
+		s.mu.Unlock()
 		return
 	}
-	if t.users--; t.users <= 0 {
+	t.chans = slices.DeleteFunc(slices.Clone(t.chans), func(c *musterResolver) bool { return c == r })
+	last := len(t.chans) == 0
+	if last {
 		delete(s.targets, key)
 	}
+	s.mu.Unlock()
+	if last {
+		t.feed.stop()
+	}
+}
+
+// channels returns the target's channels, a slice never written.
+func (s *sharedStates) channels(t *targetStates) []*musterResolver {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return t.chans
 }
 
 // state returns the state for the served list from: a recent one built

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"testing"
 	"time"
 
@@ -41,9 +42,16 @@ func BenchmarkResolverUpdate(b *testing.B) {
 			bld := NewBuilder(nil, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 			r := &musterResolver{b: bld, cc: discardCC{}, w: w, log: bld.log, states: &targetStates{},
 				protect: protector{fraction: bld.opts.protectFraction, window: bld.opts.protectWindow}}
+			// Each snapshot is a list of its own, as the Discovery publishes
+			// (the unchanged instances are the same pointers): four in
+			// turn, so that no state built before is found again.
+			var lists [4][]*registry.Instance
+			for k := range lists {
+				lists[k] = slices.Clone(all[:n+k%2])
+			}
 			for i := 0; b.Loop(); i++ {
-				w.snap = registry.Snapshot{Loaded: true, Revision: int64(i + 1), Instances: all[:n+i%2]}
-				r.update(time.Now())
+				w.snap = registry.Snapshot{Loaded: true, Revision: int64(i + 1), Instances: lists[i%len(lists)]}
+				r.update(time.Now(), w.snap)
 			}
 		})
 		b.Run(fmt.Sprintf("instances=%d/copy", n), func(b *testing.B) {
