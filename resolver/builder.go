@@ -75,8 +75,10 @@ func (b *Builder) Stats() Stats {
 // longer than the first-state timeout. gRPC calls Build for a channel; a
 // program that wants the states a channel would get (after protection and
 // the target's filters) may call it with a ClientConn of its own, as the
-// xds package does: UpdateState and ReportError are then called from the
-// resolver's goroutine, one at a time, and count in Stats.
+// xds package does: UpdateState and ReportError are then called one at a
+// time, from the resolver's goroutines (the target's and the channel's
+// own), and count in Stats; they should return promptly, since the other
+// channels of the target wait meanwhile.
 func (b *Builder) Build(target grpcresolver.Target, cc grpcresolver.ClientConn, _ grpcresolver.BuildOptions) (grpcresolver.Resolver, error) {
 	q, err := parseTarget(target.URL)
 	if err != nil {

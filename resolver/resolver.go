@@ -242,27 +242,31 @@ func (a *stateArrays) prepare(n int) {
 	a.addrs = make([]grpcresolver.Address, size)
 }
 
-// reuseEndpoints fills eps (of len(list)) with the endpoints of list,
-// reusing those built for prev (whose endpoints are prevEPs) for unchanged
-// instances. Both lists are sorted by ID, so one merge pass finds them, and
-// an unchanged instance is the same pointer in both: an update touching a
-// few instances of a large service builds only those.
-func reuseEndpoints(eps []grpcresolver.Endpoint, list, prev []*registry.Instance, prevEPs []grpcresolver.Endpoint) {
+// reuseEndpoints fills eps and addrs (of len(list)) with the endpoints of
+// list and their addresses (for balancers that read only addresses, such
+// as balancer/base), reusing those built for prev (whose endpoints are
+// prevEPs) for unchanged instances. Both lists are sorted by ID, so one
+// merge pass finds them, and an unchanged instance is the same pointer in
+// both: an update touching a few instances of a large service builds only
+// those, and the rest of the pass is the copy gRPC requires.
+func reuseEndpoints(eps []grpcresolver.Endpoint, addrs []grpcresolver.Address, list, prev []*registry.Instance, prevEPs []grpcresolver.Endpoint) {
 	j := 0
 	for i, in := range list {
-		if j < len(prev) && prev[j] == in {
+		switch {
+		case j < len(prev) && prev[j] == in:
 			eps[i] = prevEPs[j] // the common case: no string compared
 			j++
-			continue
+		default:
+			for j < len(prev) && prev[j].ID < in.ID {
+				j++
+			}
+			if j < len(prev) && prev[j].ID == in.ID && prev[j].Equal(*in) {
+				eps[i] = prevEPs[j]
+			} else {
+				eps[i] = endpointOf(in)
+			}
 		}
-		for j < len(prev) && prev[j].ID < in.ID {
-			j++
-		}
-		if j < len(prev) && prev[j].ID == in.ID && prev[j].Equal(*in) {
-			eps[i] = prevEPs[j]
-			continue
-		}
-		eps[i] = endpointOf(in)
+		addrs[i] = eps[i].Addresses[0]
 	}
 }
 

@@ -31,7 +31,7 @@ type sharedStates struct {
 type targetStates struct {
 	// chans are the channels resolving the target; guarded by
 	// sharedStates.mu, replaced (never written) when one joins or leaves,
-	// so that the feed reads it without holding the lock.
+	// so that the feed takes it under the lock and walks it without.
 	chans []*musterResolver
 	feed  *feed
 
@@ -132,11 +132,7 @@ func (t *targetStates) state(from []*registry.Instance, choose func([]*registry.
 		if prev != nil {
 			prevList, prevEPs = prev.list, prev.eps
 		}
-		reuseEndpoints(st.eps, list, prevList, prevEPs)
-		// Addresses too, for balancers that read only them (balancer/base).
-		for i, ep := range st.eps {
-			st.addrs[i] = ep.Addresses[0]
-		}
+		reuseEndpoints(st.eps, st.addrs, list, prevList, prevEPs)
 	}
 	t.recent[1], t.recent[0] = prev, st
 	return st

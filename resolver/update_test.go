@@ -27,7 +27,9 @@ func (discardCC) UpdateState(grpcresolver.State) error { return nil }
 // service of n instances that differs from the previous one by one
 // instance (alternately added and removed): protection, filters, endpoint
 // reuse and the state handed to the channel (here one that discards it).
-// Beside it, in the same run, "copy" is the part gRPC requires: fresh
+// "100-channels" is the same change delivered to 100 channels of one
+// target (as the target's feed does). Beside them, in the same run,
+// "copy" is the part gRPC requires: fresh
 // arrays of n endpoints and n addresses filled from endpoints already
 // made (allocation, zeroing, copy), as a state handed to a channel must not
 // be written again.
@@ -49,9 +51,35 @@ func BenchmarkResolverUpdate(b *testing.B) {
 			for k := range lists {
 				lists[k] = slices.Clone(all[:n+k%2])
 			}
+			w.snap = registry.Snapshot{Loaded: true, Instances: lists[len(lists)-1]}
+			r.update(time.Now(), w.snap) // the endpoints are made before the loop
 			for i := 0; b.Loop(); i++ {
 				w.snap = registry.Snapshot{Loaded: true, Revision: int64(i + 1), Instances: lists[i%len(lists)]}
 				r.update(time.Now(), w.snap)
+			}
+		})
+		b.Run(fmt.Sprintf("instances=%d/100-channels", n), func(b *testing.B) {
+			w := &fixedWatcher{}
+			bld := NewBuilder(nil, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+			t := &targetStates{}
+			chans := make([]*musterResolver, 100)
+			for k := range chans {
+				chans[k] = &musterResolver{b: bld, cc: discardCC{}, w: w, log: bld.log, states: t,
+					protect: protector{fraction: bld.opts.protectFraction, window: bld.opts.protectWindow}}
+			}
+			var lists [4][]*registry.Instance
+			for k := range lists {
+				lists[k] = slices.Clone(all[:n+k%2])
+			}
+			w.snap = registry.Snapshot{Loaded: true, Instances: lists[len(lists)-1]}
+			for _, r := range chans {
+				r.update(time.Now(), w.snap) // the endpoints are made before the loop
+			}
+			for i := 0; b.Loop(); i++ {
+				w.snap = registry.Snapshot{Loaded: true, Revision: int64(i + 1), Instances: lists[i%len(lists)]}
+				for _, r := range chans {
+					r.update(time.Now(), w.snap)
+				}
 			}
 		})
 		b.Run(fmt.Sprintf("instances=%d/copy", n), func(b *testing.B) {
