@@ -39,6 +39,8 @@ const fanOutChannels = 1000
 // p99 over every delivery ("each") and over each change's last delivery
 // ("all"), the p50 and p99 of each change's first delivery ("first": for
 // muster, mostly the way through etcd, which the floor does not take), the
+// p50 and p99 of the time from each change's first delivery to its last
+// ("fan": the fan-out alone, without the way to the first channel), the
 // process CPU per change, and the ratios muster/floor; and the etcd
 // watches the server holds (Muster's channels and the registrar).
 func BenchmarkFanOut(b *testing.B) {
@@ -116,6 +118,7 @@ type fanOutSide struct {
 	each  []time.Duration // every delivery
 	all   []time.Duration // the last delivery of each change
 	first []time.Duration // the first delivery of each change
+	fan   []time.Duration // from the first delivery of each change to its last
 	cpu   time.Duration   // process CPU over every change
 }
 
@@ -140,6 +143,7 @@ func (s *fanOutSide) measure(b *testing.B, n int, change func()) {
 	}
 	s.all = append(s.all, last)
 	s.first = append(s.first, first)
+	s.fan = append(s.fan, last-first)
 	s.cpu += processCPU(b) - cpu0
 }
 
@@ -153,6 +157,8 @@ func (s *fanOutSide) report(b *testing.B, name string) map[string]float64 {
 		"all-p99":   registrytest.Micros(registrytest.Percentile(s.all, 0.99)),
 		"first-p50": registrytest.Micros(registrytest.Percentile(s.first, 0.50)),
 		"first-p99": registrytest.Micros(registrytest.Percentile(s.first, 0.99)),
+		"fan-p50":   registrytest.Micros(registrytest.Percentile(s.fan, 0.50)),
+		"fan-p99":   registrytest.Micros(registrytest.Percentile(s.fan, 0.99)),
 		"cpu":       registrytest.Micros(s.cpu / time.Duration(len(s.all))),
 	}
 	for k, v := range m {
