@@ -59,10 +59,16 @@ func TestChannelsOfATargetShareAWatcherAndStates(t *testing.T) {
 	rA.Close()
 	register("c", "v1", 1003)
 	awaitEndpoints(t, ccB, 3)
-	select {
-	case s := <-ccA.states:
-		t.Fatalf("closed channel handed a state of %d endpoints", len(s.Endpoints))
-	default:
+	for {
+		select {
+		case s := <-ccA.states:
+			if len(s.Endpoints) == 3 {
+				t.Fatal("channel closed before c registered was handed a state with c")
+			}
+			continue
+		default:
+		}
+		break
 	}
 }
 
