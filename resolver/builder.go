@@ -34,6 +34,8 @@ type Builder struct {
 	opts  options
 	log   *slog.Logger
 	snaps *snapshotStore
+	// states are shared by the channels of a target.
+	states sharedStates
 
 	updates   atomic.Uint64
 	protected atomic.Uint64
@@ -73,8 +75,10 @@ func (b *Builder) Stats() Stats {
 // longer than the first-state timeout. gRPC calls Build for a channel; a
 // program that wants the states a channel would get (after protection and
 // the target's filters) may call it with a ClientConn of its own, as the
-// xds package does: UpdateState and ReportError are then called from the
-// resolver's goroutine, one at a time, and count in Stats.
+// xds package does: UpdateState and ReportError are then called one at a
+// time, from the resolver's goroutines (the target's and the channel's
+// own), and count in Stats; they should return promptly, since the other
+// channels of the target wait meanwhile.
 func (b *Builder) Build(target grpcresolver.Target, cc grpcresolver.ClientConn, _ grpcresolver.BuildOptions) (grpcresolver.Resolver, error) {
 	q, err := parseTarget(target.URL)
 	if err != nil {
@@ -84,20 +88,19 @@ func (b *Builder) Build(target grpcresolver.Target, cc grpcresolver.ClientConn, 
 		q.zone = b.opts.zone
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	w, err := b.d.Watch(ctx, q.service)
-	if err != nil {
-		cancel()
-		return nil, fmt.Errorf("resolver: watch %s: %w", q.service, err)
-	}
 	r := &musterResolver{
 		b:       b,
 		cc:      cc,
 		q:       q,
-		w:       w,
 		cancel:  cancel,
 		done:    make(chan struct{}),
+		rearm:   make(chan struct{}, 1),
 		log:     b.log.With("service", q.service),
 		protect: protector{fraction: b.opts.protectFraction, window: b.opts.protectWindow},
+	}
+	if err := b.states.join(b, r); err != nil {
+		cancel()
+		return nil, err
 	}
 	if b.opts.canaries != nil {
 		r.canaries = b.opts.canaries.WatchCanary(ctx, q.service)

@@ -35,10 +35,13 @@
 // Each Discovery snapshot becomes one UpdateState: endpoints sorted by
 // instance ID, each carrying its registry.Instance as a comparable
 // attribute (InstanceOf reads it), with the same endpoints in Addresses for
-// address-based balancers (grpc's balancer/base). Endpoints of unchanged
-// instances are reused; the arrays of the next state are allocated after
-// each update, off the path of the next change, so each channel holds
-// about 100 bytes per instance of its list beyond what gRPC keeps.
+// address-based balancers (grpc's balancer/base). The channels of a
+// Builder that resolve the same target (service and filters) share one
+// Discovery watcher, one goroutine that hands each change to each of them
+// in turn, and the state itself: a change costs the target one list's
+// arrays, in which only the endpoints of changed instances are new, however
+// many channels follow it. A channel whose balancer blocks in
+// UpdateClientConnState therefore delays the other channels of its target.
 // ResolveNow is a no-op: the watch pushes every change. Empty-list
 // protection (WithProtection) withholds an update that would shrink the
 // list below a fraction of the largest list served in a recent window, and
@@ -50,10 +53,11 @@
 //
 // # Idle channels
 //
-// A channel in gRPC's idle mode closes its resolver, and with it its
-// watcher; on waking it builds a new one. Give the Discovery a linger time
-// (registry/etcd.WithLinger) at least as long as the channels' idle timeout
-// so that the woken channel finds the service's watch and cache warm.
+// A channel in gRPC's idle mode closes its resolver (the last channel of a
+// target closes the target's watcher); on waking it builds a new one. Give
+// the Discovery a linger time (registry/etcd.WithLinger) at least as long
+// as the channels' idle timeout so that the woken channel finds the
+// service's watch and cache warm.
 //
 // All types are safe for concurrent use.
 package resolver

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	grpcresolver "google.golang.org/grpc/resolver"
@@ -12,39 +13,47 @@ import (
 	"github.com/musterhq/muster/registry"
 )
 
-// musterResolver feeds one channel from one registry.Watcher. One goroutine
-// (run) does all the work; ResolveNow is a no-op because the watch pushes
-// every change.
+// musterResolver feeds one channel. Its target's feed (feed.go) hands it
+// each change of the registry; its own goroutine (run) delivers its first
+// state and runs its timers and canary setting. ResolveNow is a no-op
+// because the watch pushes every change.
 type musterResolver struct {
 	b      *Builder
 	cc     grpcresolver.ClientConn
 	q      query
-	w      registry.Watcher
+	w      registry.Watcher // the target's, shared
 	cancel context.CancelFunc
 	done   chan struct{}
 	log    *slog.Logger
+	// rearm tells run that the feed changed the protection state, so that
+	// the lift timer is set again.
+	rearm    chan struct{}
+	canaries <-chan registry.Canary // nil without WithCanaries
 
-	// Owned by run.
+	mu        sync.Mutex // guards what follows; held while calling the channel
+	closed    bool
 	protect   protector
-	delivered bool                 // a state or error reached the channel
-	live      bool                 // the last state came from the registry, not the disk
-	sent      []*registry.Instance // the list last pushed
-	sentEPs   []grpcresolver.Endpoint
-	withheld  bool                   // protection is withholding the live list
-	spare     stateArrays            // the next state's arrays
-	canaries  <-chan registry.Canary // nil without WithCanaries
-	canary    registry.Canary        // the service's setting, sent with every state
+	delivered bool          // a state or error reached the channel
+	live      bool          // the last state came from the registry, not the disk
+	states    *targetStates // shared with the Builder's other channels of the target
+	sent      *builtState   // the state last pushed
+	withheld  bool          // protection is withholding the live list
+	canary    registry.Canary
 }
 
 // ResolveNow does nothing: the channel already gets every change as it
 // happens. It is cheap and starts no goroutine.
 func (r *musterResolver) ResolveNow(grpcresolver.ResolveNowOptions) {}
 
-// Close stops the resolver and its watcher and waits for its goroutine.
+// Close stops the resolver and waits for its goroutine; once it returns,
+// the channel is called no more.
 func (r *musterResolver) Close() {
 	r.cancel()
-	_ = r.w.Close()
 	<-r.done
+	r.mu.Lock()
+	r.closed = true
+	r.mu.Unlock()
+	r.b.states.leave(r)
 }
 
 func (r *musterResolver) run(ctx context.Context) {
@@ -57,39 +66,63 @@ func (r *musterResolver) run(ctx context.Context) {
 	lift := time.NewTimer(time.Hour)
 	lift.Stop()
 	defer lift.Stop()
-	r.update(time.Now())
+	r.mu.Lock()
+	r.update(time.Now(), r.w.Snapshot())
 	if !r.delivered {
 		r.startFromDisk()
 	}
+	r.mu.Unlock()
 	for {
+		r.mu.Lock()
 		if r.delivered && r.live {
 			firstC = nil
 		}
 		liftC := r.armLift(lift)
+		r.mu.Unlock()
 		select {
 		case <-ctx.Done():
 			return
-		case _, ok := <-r.w.Updates():
-			if !ok {
-				return
-			}
-			r.update(time.Now())
+		case <-r.rearm:
 		case <-liftC:
-			r.update(time.Now())
+			r.mu.Lock()
+			r.update(time.Now(), r.w.Snapshot())
+			r.mu.Unlock()
 		case c, ok := <-r.canaries:
 			if !ok {
 				r.canaries = nil // ctx ended: the next turn returns
 				continue
 			}
+			r.mu.Lock()
 			r.canary = c
 			if r.delivered && r.sent != nil {
 				r.push(r.sent) // the same endpoints, the new setting
 			}
+			r.mu.Unlock()
 		case <-firstC:
 			firstC = nil
+			r.mu.Lock()
 			if !r.delivered {
 				r.reportError(fmt.Errorf("first load not complete after %v", r.b.opts.firstState))
 			}
+			r.mu.Unlock()
+		}
+	}
+}
+
+// updateFromFeed is the feed's delivery of snap to the channel.
+func (r *musterResolver) updateFromFeed(now time.Time, snap registry.Snapshot) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return
+	}
+	was := r.withheld
+	r.update(now, snap)
+	if was || r.withheld {
+		// The lift time moved; run sets its timer again.
+		select {
+		case r.rearm <- struct{}{}:
+		default:
 		}
 	}
 }
@@ -106,10 +139,9 @@ func (r *musterResolver) armLift(t *time.Timer) <-chan time.Time {
 	return t.C
 }
 
-// update pushes the watcher's current snapshot to the channel, through
-// protection and the target's filters.
-func (r *musterResolver) update(now time.Time) {
-	snap := r.w.Snapshot()
+// update pushes snap, the watcher's snapshot, to the channel, through
+// protection and the target's filters. r.mu is held.
+func (r *musterResolver) update(now time.Time, snap registry.Snapshot) {
 	if !snap.Loaded {
 		if snap.Err != nil && !r.delivered {
 			r.reportError(snap.Err)
@@ -131,9 +163,9 @@ func (r *musterResolver) update(now time.Time) {
 			"withheld_for", now.Sub(since))
 	}
 	r.withheld = withheld
-	list := r.choose(serve)
-	if !(r.delivered && r.live && sameInstances(list, r.sent)) {
-		r.push(list)
+	st := r.states.state(serve, r.choose)
+	if !(r.delivered && r.live && r.sent != nil && sameList(st.list, r.sent.list)) {
+		r.push(st)
 	}
 	r.live = true
 	if r.b.snaps != nil && !withheld && !snap.Stale() {
@@ -159,7 +191,7 @@ func (r *musterResolver) startFromDisk() {
 	}
 	r.log.Warn("registry not loaded yet; starting from the disk snapshot",
 		"instances", len(list), "saved_at", savedAt, "age", time.Since(savedAt).Round(time.Second))
-	r.push(r.choose(list))
+	r.push(r.states.state(list, r.choose))
 }
 
 // choose applies the target's filters, then subsetting, to a service's
@@ -169,20 +201,15 @@ func (r *musterResolver) choose(list []*registry.Instance) []*registry.Instance 
 	return subset(r.q.filter(list, r.q.zone, o.zoneFallback), o.clientID, o.subsetSize)
 }
 
-func (r *musterResolver) push(list []*registry.Instance) {
-	eps, addrs := r.spare.take(len(list))
-	reuseEndpoints(eps, list, r.sent, r.sentEPs)
-	// Addresses too, for balancers that read only them (balancer/base).
-	for i, ep := range eps {
-		addrs[i] = ep.Addresses[0]
-	}
+// push hands st to the channel, with the service's canary setting.
+func (r *musterResolver) push(st *builtState) {
 	// An error here (for example: no endpoints for round_robin) makes gRPC
 	// call ResolveNow with backoff; the next change is pushed anyway.
-	_ = r.cc.UpdateState(grpcresolver.State{Endpoints: eps, Addresses: addrs, Attributes: withCanary(r.canary)})
+	_ = r.cc.UpdateState(grpcresolver.State{Endpoints: st.eps, Addresses: st.addrs, Attributes: withCanary(r.canary)})
 	r.b.updates.Add(1)
 	r.delivered = true
-	r.sent, r.sentEPs = list, eps
-	r.spare.prepare(len(list))
+	r.sent = st
+	r.states.prepare()
 }
 
 // stateArrays holds the arrays of the next state, allocated after a push
@@ -215,27 +242,31 @@ func (a *stateArrays) prepare(n int) {
 	a.addrs = make([]grpcresolver.Address, size)
 }
 
-// reuseEndpoints fills eps (of len(list)) with the endpoints of list,
-// reusing those built for prev (whose endpoints are prevEPs) for unchanged
-// instances. Both lists are sorted by ID, so one merge pass finds them, and
-// an unchanged instance is the same pointer in both: an update touching a
-// few instances of a large service builds only those.
-func reuseEndpoints(eps []grpcresolver.Endpoint, list, prev []*registry.Instance, prevEPs []grpcresolver.Endpoint) {
+// reuseEndpoints fills eps and addrs (of len(list)) with the endpoints of
+// list and their addresses (for balancers that read only addresses, such
+// as balancer/base), reusing those built for prev (whose endpoints are
+// prevEPs) for unchanged instances. Both lists are sorted by ID, so one
+// merge pass finds them, and an unchanged instance is the same pointer in
+// both: an update touching a few instances of a large service builds only
+// those, and the rest of the pass is the copy gRPC requires.
+func reuseEndpoints(eps []grpcresolver.Endpoint, addrs []grpcresolver.Address, list, prev []*registry.Instance, prevEPs []grpcresolver.Endpoint) {
 	j := 0
 	for i, in := range list {
-		if j < len(prev) && prev[j] == in {
+		switch {
+		case j < len(prev) && prev[j] == in:
 			eps[i] = prevEPs[j] // the common case: no string compared
 			j++
-			continue
+		default:
+			for j < len(prev) && prev[j].ID < in.ID {
+				j++
+			}
+			if j < len(prev) && prev[j].ID == in.ID && prev[j].Equal(*in) {
+				eps[i] = prevEPs[j]
+			} else {
+				eps[i] = endpointOf(in)
+			}
 		}
-		for j < len(prev) && prev[j].ID < in.ID {
-			j++
-		}
-		if j < len(prev) && prev[j].ID == in.ID && prev[j].Equal(*in) {
-			eps[i] = prevEPs[j]
-			continue
-		}
-		eps[i] = endpointOf(in)
+		addrs[i] = eps[i].Addresses[0]
 	}
 }
 

@@ -19,29 +19,25 @@ func subset(list []*registry.Instance, clientID string, size int) []*registry.In
 	if size <= 0 || len(list) <= size {
 		return list
 	}
-	type scored struct {
-		score uint64
-		index int
-	}
 	base := hash.FNV64a(hash.Offset64, clientID)
 	base = hash.FNV64a(base, "\x00")
-	all := make([]scored, len(list))
+	// The size best-ranked instances seen so far, in a heap whose root is
+	// the worst of them: one pass over the list, O(n log size), instead
+	// of sorting every score.
+	top := make(rankHeap, 0, size)
 	for i, in := range list {
-		all[i] = scored{score: hash.Mix64(hash.FNV64a(base, in.ID)), index: i}
-	}
-	slices.SortFunc(all, func(a, b scored) int {
+		s := scored{score: hash.Mix64(hash.FNV64a(base, in.ID)), index: i}
 		switch {
-		case a.score > b.score:
-			return -1
-		case a.score < b.score:
-			return 1
-		default:
-			return a.index - b.index
+		case len(top) < size:
+			top.push(s)
+		case top[0].below(s):
+			top[0] = s
+			top.down(0)
 		}
-	})
+	}
 	chosen := make([]int, size)
-	for i := range chosen {
-		chosen[i] = all[i].index
+	for i, s := range top {
+		chosen[i] = s.index
 	}
 	slices.Sort(chosen)
 	out := make([]*registry.Instance, size)
@@ -49,4 +45,53 @@ func subset(list []*registry.Instance, clientID string, size int) []*registry.In
 		out[i] = list[idx]
 	}
 	return out
+}
+
+// scored is an instance's rendezvous score and its index in the list.
+type scored struct {
+	score uint64
+	index int
+}
+
+// below reports whether s ranks below o: a lower score, or the same
+// score and a later index.
+func (s scored) below(o scored) bool {
+	if s.score != o.score {
+		return s.score < o.score
+	}
+	return s.index > o.index
+}
+
+// rankHeap is a binary heap of scores whose root ranks lowest.
+type rankHeap []scored
+
+// push adds s.
+func (h *rankHeap) push(s scored) {
+	*h = append(*h, s)
+	a := *h
+	for i := len(a) - 1; i > 0; {
+		parent := (i - 1) / 2
+		if !a[i].below(a[parent]) {
+			break
+		}
+		a[i], a[parent] = a[parent], a[i]
+		i = parent
+	}
+}
+
+// down restores the heap after a[i] rose in rank.
+func (h rankHeap) down(i int) {
+	for {
+		low := i
+		for _, c := range [2]int{2*i + 1, 2*i + 2} {
+			if c < len(h) && h[c].below(h[low]) {
+				low = c
+			}
+		}
+		if low == i {
+			return
+		}
+		h[i], h[low] = h[low], h[i]
+		i = low
+	}
 }

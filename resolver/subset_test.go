@@ -2,7 +2,11 @@ package resolver
 
 import (
 	"fmt"
+	"math/rand/v2"
+	"slices"
 	"testing"
+
+	"github.com/musterhq/muster/internal/hash"
 
 	"github.com/musterhq/muster/registry"
 )
@@ -116,4 +120,65 @@ func BenchmarkSubset1000(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		subset(all, "client-7", 25)
 	}
+}
+
+// subsetBySort is the definition subset implements: every score sorted,
+// the best size kept (ties: the earlier instance), returned in list order.
+func subsetBySort(list []*registry.Instance, clientID string, size int) []*registry.Instance {
+	if size <= 0 || len(list) <= size {
+		return list
+	}
+	base := hash.FNV64a(hash.FNV64a(hash.Offset64, clientID), "\x00")
+	all := make([]scored, len(list))
+	for i, in := range list {
+		all[i] = scored{score: hash.Mix64(hash.FNV64a(base, in.ID)), index: i}
+	}
+	slices.SortFunc(all, func(a, b scored) int {
+		switch {
+		case a.score > b.score:
+			return -1
+		case a.score < b.score:
+			return 1
+		default:
+			return a.index - b.index
+		}
+	})
+	chosen := make([]int, size)
+	for i := range chosen {
+		chosen[i] = all[i].index
+	}
+	slices.Sort(chosen)
+	out := make([]*registry.Instance, size)
+	for i, idx := range chosen {
+		out[i] = list[idx]
+	}
+	return out
+}
+
+// The heap selection chooses what sorting every score chooses, for lists
+// and subset sizes of every shape, duplicate IDs (equal scores) included.
+func TestSubsetMatchesSortingEveryScore(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for round := 0; round < 2000; round++ {
+		n := rng.IntN(200)
+		list := make([]*registry.Instance, n)
+		for i := range list {
+			list[i] = &registry.Instance{ID: fmt.Sprintf("i-%d", rng.IntN(n+1))}
+		}
+		size := rng.IntN(n + 2)
+		client := fmt.Sprintf("client-%d", rng.IntN(10))
+		got, want := subset(list, client, size), subsetBySort(list, client, size)
+		if !slices.Equal(got, want) {
+			t.Fatalf("round %d: %d instances, size %d: heap chose %v, sorting chose %v", round, n, size, idsOf(got), idsOf(want))
+		}
+	}
+}
+
+// idsOf returns the instances' IDs.
+func idsOf(list []*registry.Instance) []string {
+	out := make([]string, len(list))
+	for i, in := range list {
+		out[i] = in.ID
+	}
+	return out
 }

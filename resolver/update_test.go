@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"testing"
 	"time"
 
@@ -26,20 +27,76 @@ func (discardCC) UpdateState(grpcresolver.State) error { return nil }
 // service of n instances that differs from the previous one by one
 // instance (alternately added and removed): protection, filters, endpoint
 // reuse and the state handed to the channel (here one that discards it).
+// "100-channels" is the same change delivered to 100 channels of one
+// target (as the target's feed does). Beside them, in the same run,
+// "copy" is the part gRPC requires: fresh
+// arrays of n endpoints and n addresses filled from endpoints already
+// made (allocation, zeroing, copy), as a state handed to a channel must not
+// be written again.
 func BenchmarkResolverUpdate(b *testing.B) {
-	for _, n := range []int{150, 1000, 10000} {
-		b.Run(fmt.Sprintf("instances=%d", n), func(b *testing.B) {
-			all := make([]*registry.Instance, n+1)
-			for i := range all {
-				all[i] = &registry.Instance{Name: "svc", ID: fmt.Sprintf("%06d", i), Addr: fmt.Sprintf("127.0.0.1:%d", 20000+i%40000), Weight: 100}
-			}
+	for _, n := range []int{150, 1000, 10000, 20000} {
+		all := make([]*registry.Instance, n+1)
+		for i := range all {
+			all[i] = &registry.Instance{Name: "svc", ID: fmt.Sprintf("%06d", i), Addr: fmt.Sprintf("127.0.0.1:%d", 20000+i%40000), Weight: 100}
+		}
+		b.Run(fmt.Sprintf("instances=%d/resolver", n), func(b *testing.B) {
 			w := &fixedWatcher{}
 			bld := NewBuilder(nil, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
-			r := &musterResolver{b: bld, cc: discardCC{}, w: w, log: bld.log,
+			r := &musterResolver{b: bld, cc: discardCC{}, w: w, log: bld.log, states: &targetStates{},
 				protect: protector{fraction: bld.opts.protectFraction, window: bld.opts.protectWindow}}
+			// Each snapshot is a list of its own, as the Discovery publishes
+			// (the unchanged instances are the same pointers): four in
+			// turn, so that no state built before is found again.
+			var lists [4][]*registry.Instance
+			for k := range lists {
+				lists[k] = slices.Clone(all[:n+k%2])
+			}
+			w.snap = registry.Snapshot{Loaded: true, Instances: lists[len(lists)-1]}
+			r.update(time.Now(), w.snap) // the endpoints are made before the loop
 			for i := 0; b.Loop(); i++ {
-				w.snap = registry.Snapshot{Loaded: true, Revision: int64(i + 1), Instances: all[:n+i%2]}
-				r.update(time.Now())
+				w.snap = registry.Snapshot{Loaded: true, Revision: int64(i + 1), Instances: lists[i%len(lists)]}
+				r.update(time.Now(), w.snap)
+			}
+		})
+		b.Run(fmt.Sprintf("instances=%d/100-channels", n), func(b *testing.B) {
+			w := &fixedWatcher{}
+			bld := NewBuilder(nil, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+			t := &targetStates{}
+			chans := make([]*musterResolver, 100)
+			for k := range chans {
+				chans[k] = &musterResolver{b: bld, cc: discardCC{}, w: w, log: bld.log, states: t,
+					protect: protector{fraction: bld.opts.protectFraction, window: bld.opts.protectWindow}}
+			}
+			var lists [4][]*registry.Instance
+			for k := range lists {
+				lists[k] = slices.Clone(all[:n+k%2])
+			}
+			w.snap = registry.Snapshot{Loaded: true, Instances: lists[len(lists)-1]}
+			for _, r := range chans {
+				r.update(time.Now(), w.snap) // the endpoints are made before the loop
+			}
+			for i := 0; b.Loop(); i++ {
+				w.snap = registry.Snapshot{Loaded: true, Revision: int64(i + 1), Instances: lists[i%len(lists)]}
+				for _, r := range chans {
+					r.update(time.Now(), w.snap)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("instances=%d/copy", n), func(b *testing.B) {
+			made := make([]grpcresolver.Endpoint, n+1)
+			for i, in := range all {
+				made[i] = endpointOf(in)
+			}
+			cc := discardCC{}
+			for i := 0; b.Loop(); i++ {
+				m := n + i%2
+				eps := make([]grpcresolver.Endpoint, m)
+				addrs := make([]grpcresolver.Address, m)
+				copy(eps, made)
+				for j, ep := range eps {
+					addrs[j] = ep.Addresses[0]
+				}
+				_ = cc.UpdateState(grpcresolver.State{Endpoints: eps, Addresses: addrs})
 			}
 		})
 	}
@@ -55,8 +112,10 @@ func (c *keepingCC) UpdateState(s grpcresolver.State) error {
 	return nil
 }
 
-// A state handed to the channel is never written again: each update gets
-// fresh arrays (prepared after the previous one), capped at their length.
+// A state handed to the channel is never written again: each new list gets
+// fresh arrays (prepared after the previous one), capped at their length,
+// and the arrays of every state handed over still hold their list after
+// all the later ones.
 func TestStatesHandedOverAreNeverReused(t *testing.T) {
 	all := make([]*registry.Instance, 40)
 	for i := range all {
@@ -64,10 +123,10 @@ func TestStatesHandedOverAreNeverReused(t *testing.T) {
 	}
 	cc := &keepingCC{}
 	bld := NewBuilder(nil, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
-	r := &musterResolver{b: bld, cc: cc, log: bld.log}
-	lists := [][]*registry.Instance{all[:10], all[:11], all[5:11], all[:40], all[:3], all[:3:3]}
+	r := &musterResolver{b: bld, cc: cc, log: bld.log, states: &targetStates{}}
+	lists := [][]*registry.Instance{all[:10], all[:11], all[5:11], all[:40], all[:3], all[:3:3], all[1:4]}
 	for _, l := range lists {
-		r.push(l)
+		r.push(r.states.state(l, r.choose))
 	}
 	for i, s := range cc.states {
 		l := lists[i]
@@ -82,7 +141,8 @@ func TestStatesHandedOverAreNeverReused(t *testing.T) {
 			}
 		}
 		for k := 0; k < i; k++ {
-			if len(l) > 0 && len(lists[k]) > 0 && (&s.Endpoints[0] == &cc.states[k].Endpoints[0] || &s.Addresses[0] == &cc.states[k].Addresses[0]) {
+			if !sameList(lists[k], l) && len(l) > 0 && len(lists[k]) > 0 &&
+				(&s.Endpoints[0] == &cc.states[k].Endpoints[0] || &s.Addresses[0] == &cc.states[k].Addresses[0]) {
 				t.Fatalf("states %d and %d share an array", k, i)
 			}
 		}

@@ -1,0 +1,68 @@
+package resolver
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/musterhq/muster/registry"
+)
+
+// feed delivers a target's snapshots to its channels: one Discovery
+// watcher and one goroutine per target (service and filters) of a
+// Builder, however many channels resolve it. On each change the goroutine
+// reads the snapshot once and, for each channel in turn, decides what the
+// channel serves (its own empty-list protection) and hands it the target's
+// shared state, as one goroutine feeding many channels with gRPC's manual
+// resolver would: no goroutine is woken per channel, no lock is contended.
+//
+// A channel's own goroutine keeps what is the channel's alone: its first
+// state, the first-state timeout, the protection lift timer and the canary
+// setting. Both goroutines act on the channel under its lock, each reading
+// the snapshot current at that moment, so the channel always ends with the
+// latest one.
+type feed struct {
+	sh     *sharedStates
+	t      *targetStates
+	w      registry.Watcher
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// startFeed opens the target's watcher and starts its goroutine.
+func startFeed(b *Builder, sh *sharedStates, t *targetStates, service string) (*feed, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	w, err := b.d.Watch(ctx, service)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("resolver: watch %s: %w", service, err)
+	}
+	f := &feed{sh: sh, t: t, w: w, cancel: cancel, done: make(chan struct{})}
+	go f.run(ctx)
+	return f, nil
+}
+
+func (f *feed) run(ctx context.Context) {
+	defer close(f.done)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case _, ok := <-f.w.Updates():
+			if !ok {
+				return
+			}
+			snap, now := f.w.Snapshot(), time.Now()
+			for _, r := range f.sh.channels(f.t) {
+				r.updateFromFeed(now, snap)
+			}
+		}
+	}
+}
+
+// stop ends the goroutine and closes the watcher.
+func (f *feed) stop() {
+	f.cancel()
+	_ = f.w.Close()
+	<-f.done
+}
