@@ -260,8 +260,11 @@ func reuseEndpoints(eps []grpcresolver.Endpoint, addrs []grpcresolver.Address, l
 			for j < len(prev) && prev[j].ID < in.ID {
 				j++
 			}
-			if j < len(prev) && prev[j].ID == in.ID && prev[j].Equal(*in) {
+			if j < len(prev) && prev[j].ID == in.ID && (prev[j] == in || prev[j].Equal(*in)) {
+				// Back in step after an instance left or joined: the
+				// ones after it take the common case again.
 				eps[i] = prevEPs[j]
+				j++
 			} else {
 				eps[i] = endpointOf(in)
 			}

@@ -39,25 +39,14 @@ func BenchmarkResolverUpdate(b *testing.B) {
 		for i := range all {
 			all[i] = &registry.Instance{Name: "svc", ID: fmt.Sprintf("%06d", i), Addr: fmt.Sprintf("127.0.0.1:%d", 20000+i%40000), Weight: 100}
 		}
-		b.Run(fmt.Sprintf("instances=%d/resolver", n), func(b *testing.B) {
-			w := &fixedWatcher{}
-			bld := NewBuilder(nil, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
-			r := &musterResolver{b: bld, cc: discardCC{}, w: w, log: bld.log, states: &targetStates{},
-				protect: protector{fraction: bld.opts.protectFraction, window: bld.opts.protectWindow}}
-			// Each snapshot is a list of its own, as the Discovery publishes
-			// (the unchanged instances are the same pointers): four in
-			// turn, so that no state built before is found again.
-			var lists [4][]*registry.Instance
-			for k := range lists {
-				lists[k] = slices.Clone(all[:n+k%2])
-			}
-			w.snap = registry.Snapshot{Loaded: true, Instances: lists[len(lists)-1]}
-			r.update(time.Now(), w.snap) // the endpoints are made before the loop
-			for i := 0; b.Loop(); i++ {
-				w.snap = registry.Snapshot{Loaded: true, Revision: int64(i + 1), Instances: lists[i%len(lists)]}
-				r.update(time.Now(), w.snap)
-			}
-		})
+		// "resolver" adds and removes the last instance, "resolver-middle"
+		// the one in the middle (the instances after it must still be
+		// matched by pointer, not compared field by field).
+		for _, where := range []string{"resolver", "resolver-middle"} {
+			b.Run(fmt.Sprintf("instances=%d/%s", n, where), func(b *testing.B) {
+				benchOneChannel(b, all, n, where == "resolver-middle")
+			})
+		}
 		b.Run(fmt.Sprintf("instances=%d/100-channels", n), func(b *testing.B) {
 			w := &fixedWatcher{}
 			bld := NewBuilder(nil, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
@@ -99,6 +88,35 @@ func BenchmarkResolverUpdate(b *testing.B) {
 				_ = cc.UpdateState(grpcresolver.State{Endpoints: eps, Addresses: addrs})
 			}
 		})
+	}
+}
+
+// benchOneChannel is one channel's work per change: n instances, one
+// more or one fewer, at the end or in the middle.
+func benchOneChannel(b *testing.B, all []*registry.Instance, n int, middle bool) {
+	w := &fixedWatcher{}
+	bld := NewBuilder(nil, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	r := &musterResolver{b: bld, cc: discardCC{}, w: w, log: bld.log, states: &targetStates{},
+		protect: protector{fraction: bld.opts.protectFraction, window: bld.opts.protectWindow}}
+	// Each snapshot is a list of its own, as the Discovery publishes
+	// (the unchanged instances are the same pointers): four in turn, so
+	// that no state built before is found again.
+	var lists [4][]*registry.Instance
+	for k := range lists {
+		switch {
+		case k%2 == 0:
+			lists[k] = slices.Clone(all[:n])
+		case middle:
+			lists[k] = slices.Concat(all[:n/2], all[n/2+1:n+1])
+		default:
+			lists[k] = slices.Clone(all[:n+1])
+		}
+	}
+	w.snap = registry.Snapshot{Loaded: true, Instances: lists[len(lists)-1]}
+	r.update(time.Now(), w.snap) // the endpoints are made before the loop
+	for i := 0; b.Loop(); i++ {
+		w.snap = registry.Snapshot{Loaded: true, Revision: int64(i + 1), Instances: lists[i%len(lists)]}
+		r.update(time.Now(), w.snap)
 	}
 }
 
