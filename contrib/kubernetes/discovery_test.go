@@ -22,7 +22,7 @@ func TestSlicesAreAggregated(t *testing.T) {
 		slice("other-1", "other", 9000, ep("10.0.1.1", "x", "z1", isReady)),
 	)
 	d := newDiscovery(t, c)
-	w := watch(t, d, "web")
+	w := follow(t, d, "web")
 	s := registrytest.WaitFor(t, w, "both slices", registrytest.HasIDs("a", "b", "c"))
 	a := byID(s, "a")
 	if a.Addr != "10.0.0.1:9000" || a.Zone != "z1" || a.Name != "web.default" || a.EffectiveWeight() != registry.DefaultWeight ||
@@ -45,7 +45,7 @@ func TestSlicesAreAggregated(t *testing.T) {
 func TestTerminatingPodDrains(t *testing.T) {
 	c := fake.NewClientset(slice("web-1", "web", 9000, ep("10.0.0.1", "a", "z1", isReady), ep("10.0.0.2", "b", "z1", isReady)))
 	d := newDiscovery(t, c)
-	w := watch(t, d, "web.default")
+	w := follow(t, d, "web.default")
 	registrytest.WaitFor(t, w, "two ready", registrytest.HasIDs("a", "b"))
 	apply(t, c, slice("web-1", "web", 9000, ep("10.0.0.1", "a", "z1", isReady), ep("10.0.0.2", "b", "z1", isTerminating)))
 	s := registrytest.WaitFor(t, w, "b draining", func(s registry.Snapshot) bool {
@@ -69,22 +69,22 @@ func TestTerminatingPodDrains(t *testing.T) {
 // a slice removes only its endpoints.
 func TestSliceReplacedAndDeleted(t *testing.T) {
 	c := fake.NewClientset(
-		slice("web-old", "web", 9000, ep("10.0.0.1", "a", "z1", isReady), ep("10.0.0.2", "b", "z1", isTerminating)),
+		slice("web-1old", "web", 9000, ep("10.0.0.1", "a", "z1", isReady), ep("10.0.0.2", "b", "z1", isTerminating)),
 		slice("web-x", "web", 9000, ep("10.0.0.9", "x", "z1", isReady)),
 	)
 	d := newDiscovery(t, c)
-	w := watch(t, d, "web")
+	w := follow(t, d, "web")
 	registrytest.WaitFor(t, w, "the old slices", registrytest.HasIDs("a", "b", "x"))
-	apply(t, c, slice("web-new", "web", 9000, ep("10.0.0.2", "b", "z1", isReady), ep("10.0.0.3", "c", "z1", isReady)))
+	apply(t, c, slice("web-2new", "web", 9000, ep("10.0.0.2", "b", "z1", isReady), ep("10.0.0.3", "c", "z1", isReady)))
 	s := registrytest.WaitFor(t, w, "both slices, b once", registrytest.HasIDs("a", "b", "c", "x"))
 	if b := byID(s, "b"); b.Draining {
 		t.Fatalf("b is ready in the new slice and draining in the old: want ready, got %+v", *b)
 	}
-	remove(t, c, "web-old")
+	remove(t, c, "web-1old")
 	registrytest.WaitFor(t, w, "the old slice's endpoints gone", registrytest.HasIDs("b", "c", "x"))
 	remove(t, c, "web-x")
 	registrytest.WaitFor(t, w, "x's slice deleted", registrytest.HasIDs("b", "c"))
-	remove(t, c, "web-new")
+	remove(t, c, "web-2new")
 	registrytest.WaitFor(t, w, "no slice left", registrytest.HasIDs())
 }
 
@@ -96,7 +96,7 @@ func TestSliceRelabelled(t *testing.T) {
 		slice("web-2", "web", 9000, ep("10.0.0.2", "b", "z1", isReady)),
 	)
 	d := newDiscovery(t, c)
-	w := watch(t, d, "web")
+	w := follow(t, d, "web")
 	registrytest.WaitFor(t, w, "both", registrytest.HasIDs("a", "b"))
 	apply(t, c, slice("web-2", "api", 9000, ep("10.0.0.2", "b", "z1", isReady)))
 	registrytest.WaitFor(t, w, "b gone with its slice's label", registrytest.HasIDs("a"))
@@ -113,7 +113,7 @@ func TestPortByName(t *testing.T) {
 	c := fake.NewClientset(two, one)
 
 	named := newDiscovery(t, c, kubernetes.WithPort("grpc"))
-	s := registrytest.WaitFor(t, watch(t, named, "web"), "all three", registrytest.HasIDs("a", "b", "c"))
+	s := registrytest.WaitFor(t, follow(t, named, "web"), "all three", registrytest.HasIDs("a", "b", "c"))
 	if a, c := byID(s, "a"), byID(s, "c"); a.Addr != "10.0.0.1:9000" || c.Addr != "10.0.0.3:9001" {
 		t.Fatalf("addresses %s and %s", a.Addr, c.Addr)
 	}
@@ -122,12 +122,12 @@ func TestPortByName(t *testing.T) {
 	}
 
 	only := newDiscovery(t, c)
-	registrytest.WaitFor(t, watch(t, only, "web"), "the one-port slice only", registrytest.HasIDs("c"))
+	registrytest.WaitFor(t, follow(t, only, "web"), "the one-port slice only", registrytest.HasIDs("c"))
 	if n := only.Stats().SkippedEndpoints; n != 2 {
 		t.Fatalf("SkippedEndpoints = %d, want the 2 endpoints of the two-port slice", n)
 	}
 	wrong := newDiscovery(t, c, kubernetes.WithPort("admin"))
-	registrytest.WaitFor(t, watch(t, wrong, "web"), "no slice has port admin", registrytest.HasIDs())
+	registrytest.WaitFor(t, follow(t, wrong, "web"), "no slice has port admin", registrytest.HasIDs())
 	if n := wrong.Stats().SkippedEndpoints; n != 3 {
 		t.Fatalf("SkippedEndpoints = %d, want 3", n)
 	}
@@ -139,7 +139,7 @@ func TestVersionLabel(t *testing.T) {
 	sl.Labels["app.kubernetes.io/version"] = "v1.4.2"
 	c := fake.NewClientset(sl)
 	d := newDiscovery(t, c, kubernetes.WithVersionLabel("app.kubernetes.io/version"))
-	s := registrytest.WaitFor(t, watch(t, d, "web"), "a", registrytest.HasIDs("a"))
+	s := registrytest.WaitFor(t, follow(t, d, "web"), "a", registrytest.HasIDs("a"))
 	if v := s.Instances[0].Version; v != "v1.4.2" {
 		t.Fatalf("Version = %q", v)
 	}
@@ -150,9 +150,9 @@ func TestVersionLabel(t *testing.T) {
 func TestOneInformerPerService(t *testing.T) {
 	c := fake.NewClientset(slice("web-1", "web", 9000, ep("10.0.0.1", "a", "z1", isReady)))
 	d := newDiscovery(t, c)
-	w1 := watch(t, d, "web")
-	w2 := watch(t, d, "web.default")
-	w3 := watch(t, d, "web")
+	w1 := follow(t, d, "web")
+	w2 := follow(t, d, "web.default")
+	w3 := follow(t, d, "web")
 	for _, w := range []registry.Watcher{w1, w2, w3} {
 		registrytest.WaitFor(t, w, "a", registrytest.HasIDs("a"))
 	}
@@ -190,7 +190,7 @@ func TestOneInformerPerService(t *testing.T) {
 func TestClose(t *testing.T) {
 	c := fake.NewClientset(slice("web-1", "web", 9000, ep("10.0.0.1", "a", "z1", isReady)))
 	d := newDiscovery(t, c)
-	w := watch(t, d, "web")
+	w := follow(t, d, "web")
 	registrytest.WaitFor(t, w, "a", registrytest.HasIDs("a"))
 	if err := d.Close(); err != nil {
 		t.Fatal(err)
@@ -219,8 +219,8 @@ func TestNames(t *testing.T) {
 	}
 	c := fake.NewClientset(slice("web-1", "web", 9000, ep("10.0.0.1", "a", "z1", isReady)))
 	ns := newDiscovery(t, c, kubernetes.WithNamespace("prod"))
-	registrytest.WaitFor(t, watch(t, ns, "web"), "nothing in namespace prod", registrytest.HasIDs())
-	registrytest.WaitFor(t, watch(t, ns, "web.default"), "a in default", registrytest.HasIDs("a"))
+	registrytest.WaitFor(t, follow(t, ns, "web"), "nothing in namespace prod", registrytest.HasIDs())
+	registrytest.WaitFor(t, follow(t, ns, "web.default"), "a in default", registrytest.HasIDs("a"))
 }
 
 func TestInvalidOptions(t *testing.T) {

@@ -96,7 +96,7 @@ func newDiscovery(t *testing.T, c *fake.Clientset, opts ...kubernetes.Option) *k
 	return d
 }
 
-func watch(t *testing.T, d registry.Discovery, service string) registry.Watcher {
+func follow(t *testing.T, d registry.Discovery, service string) registry.Watcher {
 	t.Helper()
 	w, err := d.Watch(ctxT(t), service)
 	if err != nil {
