@@ -4,19 +4,16 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"sort"
 	"sync"
 	"sync/atomic"
 
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/musterhq/muster/internal/watchhub"
 	"github.com/musterhq/muster/registry"
 )
 
-var (
-	_ registry.Discovery = (*Discovery)(nil)
-	_ registry.Watcher   = (*watcher)(nil)
-)
+var _ registry.Discovery = (*Discovery)(nil)
 
 // Discovery follows Kubernetes services through their EndpointSlices. It
 // is read-only: instances come and go as Kubernetes manages the pods.
@@ -99,19 +96,8 @@ func (d *Discovery) Watch(ctx context.Context, service string) (registry.Watcher
 		s = d.startService(ref)
 		d.services[ref.key()] = s
 	}
-	w := &watcher{s: s, name: service, ch: make(chan struct{}, 1)}
-	s.addWatcher(w)
+	w := s.hub.Watch(ctx, service)
 	d.mu.Unlock()
-	if ctx.Done() != nil {
-		stop := context.AfterFunc(ctx, func() { _ = w.Close() })
-		s.mu.Lock()
-		if w.closed {
-			stop()
-		} else {
-			w.stopAfter = stop
-		}
-		s.mu.Unlock()
-	}
 	return w, nil
 }
 
@@ -120,27 +106,12 @@ func (d *Discovery) Stats() Stats {
 	d.mu.Lock()
 	st := Stats{Services: len(d.services)}
 	for _, s := range d.services {
-		s.mu.Lock()
-		st.Watchers += len(s.watchers)
-		s.mu.Unlock()
+		st.Watchers += s.hub.Watchers()
 	}
 	d.mu.Unlock()
 	st.SkippedEndpoints = d.skipped.Load()
 	st.ListWatchErrors = d.listErrors.Load()
 	return st
-}
-
-// Services returns the names ("name.namespace") of the services followed
-// now, sorted.
-func (d *Discovery) Services() []string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	names := make([]string, 0, len(d.services))
-	for k := range d.services {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	return names
 }
 
 // Close stops every informer, waits for their goroutines, and closes every
@@ -156,7 +127,7 @@ func (d *Discovery) Close() error {
 	d.services = map[string]*service{}
 	d.mu.Unlock()
 	for _, s := range services {
-		s.closeWatchers()
+		s.hub.CloseAll()
 		s.stop()
 	}
 	return nil
@@ -175,22 +146,21 @@ func (d *Discovery) startService(ref serviceRef) *service {
 			port:         d.opts.port,
 			versionLabel: d.opts.versionLabel,
 		},
-		log:      d.log.With("service", ref.key()),
-		cancel:   cancel,
-		done:     make(chan struct{}),
-		dirty:    make(chan struct{}, 1),
-		watchers: map[*watcher]struct{}{},
-		snap:     registry.Snapshot{Service: ref.key()},
-		logged:   map[string]string{},
+		log:    d.log.With("service", ref.key()),
+		cancel: cancel,
+		done:   make(chan struct{}),
+		dirty:  make(chan struct{}, 1),
+		logged: map[string]string{},
 	}
+	s.hub = watchhub.New(ref.key(), func() { d.release(s) })
 	go s.run(ctx)
 	return s
 }
 
-// release closes w; the last watcher of a service stops it.
-func (d *Discovery) release(s *service, w *watcher) {
+// release stops s when its last watcher closed and none was added since.
+func (d *Discovery) release(s *service) {
 	d.mu.Lock()
-	last := s.removeWatcher(w) && d.services[s.ref.key()] == s
+	last := s.hub.Watchers() == 0 && d.services[s.ref.key()] == s
 	if last {
 		delete(d.services, s.ref.key())
 	}

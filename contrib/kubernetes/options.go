@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 )
@@ -32,6 +33,18 @@ func (o *options) invalid(format string, args ...any) {
 	o.err = errors.Join(o.err, fmt.Errorf("kubernetes: "+format, args...))
 }
 
+// checked is an option that applies set, or records that the option
+// named name was given an invalid value (errs says why).
+func checked(name, value string, errs []string, set func(*options)) Option {
+	return func(o *options) {
+		if len(errs) > 0 {
+			o.invalid("%s(%q): %s", name, value, strings.Join(errs, "; "))
+			return
+		}
+		set(o)
+	}
+}
+
 // Option configures a Discovery. An invalid option makes NewDiscovery fail
 // with an error naming it.
 type Option func(*options)
@@ -40,13 +53,7 @@ type Option func(*options)
 // ("name" rather than "name.namespace"). The default is "default". A value
 // that is not a valid namespace name (an RFC 1123 label) is an error.
 func WithNamespace(ns string) Option {
-	return func(o *options) {
-		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
-			o.invalid("WithNamespace(%q): %v", ns, errs)
-			return
-		}
-		o.namespace = ns
-	}
+	return checked("WithNamespace", ns, validation.IsDNS1123Label(ns), func(o *options) { o.namespace = ns })
 }
 
 // WithPort selects, in each EndpointSlice, the port named name: an
@@ -57,13 +64,7 @@ func WithNamespace(ns string) Option {
 // is not a valid port name (at most 15 characters of a-z, 0-9 and '-') is
 // an error.
 func WithPort(name string) Option {
-	return func(o *options) {
-		if errs := validation.IsValidPortName(name); len(errs) > 0 {
-			o.invalid("WithPort(%q): %v", name, errs)
-			return
-		}
-		o.port = name
-	}
+	return checked("WithPort", name, validation.IsValidPortName(name), func(o *options) { o.port = name })
 }
 
 // WithVersionLabel makes an instance's Version the value of the label key
@@ -71,13 +72,7 @@ func WithPort(name string) Option {
 // controller that manages them sets). The default is no version. An empty
 // or invalid label key is an error.
 func WithVersionLabel(key string) Option {
-	return func(o *options) {
-		if errs := validation.IsQualifiedName(key); len(errs) > 0 {
-			o.invalid("WithVersionLabel(%q): %v", key, errs)
-			return
-		}
-		o.versionLabel = key
-	}
+	return checked("WithVersionLabel", key, validation.IsQualifiedName(key), func(o *options) { o.versionLabel = key })
 }
 
 // WithLogger sets the logger for skipped endpoints and list or watch

@@ -3,6 +3,7 @@ package kubernetes
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/musterhq/muster/internal/watchhub"
 	"github.com/musterhq/muster/registry"
 )
 
@@ -31,46 +33,12 @@ type service struct {
 	// endpoints were logged and counted. Only run uses it.
 	logged map[string]string
 
+	// hub holds the snapshot and the watchers; only run publishes.
+	hub *watchhub.Hub
+
 	mu         sync.Mutex
-	snap       registry.Snapshot
-	watchers   map[*watcher]struct{}
 	staleSince time.Time // when list and watch started failing
 	lastErr    error
-}
-
-func (s *service) addWatcher(w *watcher) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.watchers[w] = struct{}{}
-	if s.snap.Loaded || s.snap.Stale() {
-		w.ch <- struct{}{}
-	}
-}
-
-// removeWatcher closes w and reports whether it was the last watcher.
-func (s *service) removeWatcher(w *watcher) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if w.closed {
-		return false
-	}
-	w.closed = true
-	close(w.ch)
-	delete(s.watchers, w)
-	return len(s.watchers) == 0
-}
-
-func (s *service) closeWatchers() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for w := range s.watchers {
-		w.closed = true
-		close(w.ch)
-		if w.stopAfter != nil {
-			w.stopAfter()
-		}
-	}
-	s.watchers = map[*watcher]struct{}{}
 }
 
 // stop ends the informer and the run goroutine and waits for both.
@@ -170,9 +138,9 @@ func (s *service) answered(ctx context.Context, err error) {
 // informer has listed them) and the staleness, and wakes the watchers if
 // anything changed.
 func (s *service) publish(objs []any, loaded bool) {
-	s.mu.Lock()
-	prev := s.snap
+	prev := s.hub.Snapshot()
 	next := prev
+	s.mu.Lock()
 	next.StaleSince, next.Err = s.staleSince, s.lastErr
 	s.mu.Unlock()
 	if loaded {
@@ -188,7 +156,7 @@ func (s *service) publish(objs []any, loaded bool) {
 		}
 		list, skips := s.m.instances(all, prev.Instances)
 		s.report(all, skips)
-		if !prev.Loaded || !samePointers(list, prev.Instances) {
+		if !prev.Loaded || !slices.Equal(list, prev.Instances) {
 			next.Instances = list
 			next.Revision++
 		}
@@ -198,15 +166,10 @@ func (s *service) publish(objs []any, loaded bool) {
 		next.StaleSince.Equal(prev.StaleSince) && next.Err == prev.Err {
 		return
 	}
-	s.mu.Lock()
-	s.snap = next
-	for w := range s.watchers {
-		select {
-		case w.ch <- struct{}{}:
-		default:
-		}
-	}
-	s.mu.Unlock()
+	s.hub.Update(func(snap *registry.Snapshot) bool {
+		*snap = next
+		return true
+	})
 }
 
 // report logs and counts skipped endpoints once per slice version.
@@ -226,17 +189,4 @@ func (s *service) report(all []*discoveryv1.EndpointSlice, skips []skip) {
 	for _, sk := range skips {
 		s.logged[sk.slice] = versions[sk.slice]
 	}
-}
-
-// samePointers reports whether two lists hold the same instances.
-func samePointers(a, b []*registry.Instance) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
