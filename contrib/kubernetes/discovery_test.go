@@ -156,6 +156,11 @@ func TestOneInformerPerService(t *testing.T) {
 	for _, w := range []registry.Watcher{w1, w2, w3} {
 		registrytest.WaitFor(t, w, "a", registrytest.HasIDs("a"))
 	}
+	// A change arrives only through the watch, so the watch is open now.
+	apply(t, c, slice("web-2", "web", 9000, ep("10.0.0.2", "b", "z1", isReady)))
+	for _, w := range []registry.Watcher{w1, w2, w3} {
+		registrytest.WaitFor(t, w, "b through the watch", registrytest.HasIDs("a", "b"))
+	}
 	if got := w2.Snapshot().Service; got != "web.default" {
 		t.Fatalf("Snapshot().Service = %q, want the name watched", got)
 	}
