@@ -9,6 +9,7 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/musterhq/muster/internal/watchhub"
 	"github.com/musterhq/muster/registry"
 )
 
@@ -22,7 +23,7 @@ func BenchmarkWatchEventToSnapshot(b *testing.B) {
 			o := buildOptions([]Option{WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))})
 			d := &Discovery{opts: o, log: o.logger}
 			s := &service{d: d, name: "svc", prefix: registry.ServicePrefix(o.prefix, "svc"), log: d.log,
-				watchers: map[*watcher]struct{}{}, cache: newCache(o.prefix, "svc", nil)}
+				hub: watchhub.New("svc", nil), cache: newCache(o.prefix, "svc", nil)}
 			put := func(i int) *clientv3.Event {
 				in := registry.Instance{Name: "svc", ID: fmt.Sprintf("%06d", i), Addr: fmt.Sprintf("127.0.0.1:%d", 20000+i%40000)}
 				v, err := registry.Marshal(in)

@@ -11,13 +11,13 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/musterhq/muster/internal/watchhub"
 	"github.com/musterhq/muster/registry"
 )
 
 var (
 	_ registry.Discovery     = (*Discovery)(nil)
 	_ registry.ServiceLister = (*Discovery)(nil)
-	_ registry.Watcher       = (*watcher)(nil)
 )
 
 // Discovery follows services in etcd. For each service it runs one
@@ -152,15 +152,9 @@ func (d *Discovery) Watch(ctx context.Context, name string) (registry.Watcher, e
 		s = d.startService(name)
 		d.services[name] = s
 	}
-	w := &watcher{s: s, ch: make(chan struct{}, 1)}
-	s.addWatcher(w)
+	s.stopLinger()
+	w := s.hub.Watch(ctx, name)
 	d.mu.Unlock()
-	if ctx.Done() != nil {
-		stop := context.AfterFunc(ctx, func() { _ = w.Close() })
-		s.mu.Lock()
-		w.stopAfter = stop
-		s.mu.Unlock()
-	}
 	return w, nil
 }
 
@@ -198,14 +192,13 @@ func (d *Discovery) Stats() Stats {
 	d.mu.Lock()
 	st := Stats{Services: len(d.services)}
 	for _, s := range d.services {
-		s.mu.Lock()
-		st.Watchers += len(s.watchers)
+		snap, watchers := s.hub.Snapshot(), s.hub.Watchers()
+		st.Watchers += watchers
 		st.PerService = append(st.PerService, ServiceStats{
-			Name: s.name, Instances: len(s.snap.Instances), Watchers: len(s.watchers),
-			StaleSince: s.snap.StaleSince, Loaded: s.snap.Loaded,
-			Generation: s.snap.Generation, WatchMember: s.watchMember.Load(),
+			Name: s.name, Instances: len(snap.Instances), Watchers: watchers,
+			StaleSince: snap.StaleSince, Loaded: snap.Loaded,
+			Generation: snap.Generation, WatchMember: s.watchMember.Load(),
 		})
-		s.mu.Unlock()
 	}
 	d.mu.Unlock()
 	sort.Slice(st.PerService, func(i, j int) bool { return st.PerService[i].Name < st.PerService[j].Name })
@@ -229,10 +222,13 @@ func (d *Discovery) Close() error {
 	d.closed = true
 	services := d.services
 	d.services = map[string]*service{}
+	for _, s := range services {
+		s.stopLinger()
+	}
 	d.mu.Unlock()
 	for _, s := range services {
 		s.stop()
-		s.closeWatchers()
+		s.hub.CloseAll()
 	}
 	return nil
 }
@@ -242,33 +238,30 @@ func (d *Discovery) startService(name string) *service {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := newCache(d.opts.prefix, name, d.opts.layout)
 	s := &service{
-		d:        d,
-		name:     name,
-		prefix:   c.service,
-		log:      d.log.With("service", name),
-		cancel:   cancel,
-		done:     make(chan struct{}),
-		watchers: make(map[*watcher]struct{}),
-		snap:     registry.Snapshot{Service: name},
-		cache:    c,
+		d:      d,
+		name:   name,
+		prefix: c.service,
+		log:    d.log.With("service", name),
+		cancel: cancel,
+		done:   make(chan struct{}),
+		cache:  c,
 	}
+	s.hub = watchhub.New(name, func() { d.release(s) })
 	go s.run(ctx)
 	return s
 }
 
-// release is called when w closes. The last watcher of a service stops it,
-// at once or after the linger time.
-func (d *Discovery) release(s *service, w *watcher) {
+// release is called when a watcher's Close left s with none. Unless a
+// watcher was added since, it stops s, at once or after the linger time.
+func (d *Discovery) release(s *service) {
 	d.mu.Lock()
-	last := s.removeWatcher(w) && d.services[s.name] == s
-	if !last {
+	if s.hub.Watchers() > 0 || d.services[s.name] != s {
 		d.mu.Unlock()
 		return
 	}
 	if d.opts.linger > 0 {
-		s.mu.Lock()
+		s.stopLinger()
 		s.linger = time.AfterFunc(d.opts.linger, func() { d.expire(s) })
-		s.mu.Unlock()
 		d.mu.Unlock()
 		return
 	}
@@ -280,41 +273,11 @@ func (d *Discovery) release(s *service, w *watcher) {
 // expire stops a lingering service that gained no watcher meanwhile.
 func (d *Discovery) expire(s *service) {
 	d.mu.Lock()
-	s.mu.Lock()
-	idle := len(s.watchers) == 0
-	s.mu.Unlock()
-	if !idle || d.services[s.name] != s {
+	if s.hub.Watchers() > 0 || d.services[s.name] != s {
 		d.mu.Unlock()
 		return
 	}
 	delete(d.services, s.name)
 	d.mu.Unlock()
 	s.stop()
-}
-
-// watcher is one consumer of a service's snapshots.
-type watcher struct {
-	s         *service
-	ch        chan struct{}
-	stopAfter func() bool // guarded by s.mu
-	closed    bool        // guarded by s.mu
-}
-
-func (w *watcher) Updates() <-chan struct{} { return w.ch }
-
-func (w *watcher) Snapshot() registry.Snapshot {
-	w.s.mu.Lock()
-	defer w.s.mu.Unlock()
-	return w.s.snap
-}
-
-func (w *watcher) Close() error {
-	w.s.mu.Lock()
-	stop := w.stopAfter
-	w.s.mu.Unlock()
-	if stop != nil {
-		stop()
-	}
-	w.s.d.release(w.s, w)
-	return nil
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/musterhq/muster/internal/backoff"
+	"github.com/musterhq/muster/internal/watchhub"
 	"github.com/musterhq/muster/registry"
 )
 
@@ -26,10 +26,11 @@ type service struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
-	mu       sync.Mutex
-	snap     registry.Snapshot
-	watchers map[*watcher]struct{}
-	linger   *time.Timer
+	// hub holds the snapshot and the watchers; only run publishes.
+	hub *watchhub.Hub
+	// linger stops the service after its last watcher left
+	// (WithLinger); guarded by d.mu.
+	linger *time.Timer
 
 	// Owned by the run goroutine.
 	cache *cache  // the instances by key, and the list last published
@@ -46,53 +47,16 @@ type service struct {
 	quickFailed int    // attempts failed while recovering; each doubles the next bound
 }
 
-func (s *service) addWatcher(w *watcher) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// stopLinger cancels a pending linger stop. d.mu must be held.
+func (s *service) stopLinger() {
 	if s.linger != nil {
 		s.linger.Stop()
 		s.linger = nil
 	}
-	s.watchers[w] = struct{}{}
-	if s.snap.Loaded || s.snap.Stale() {
-		w.ch <- struct{}{}
-	}
-}
-
-// removeWatcher closes w and reports whether it was the last watcher.
-func (s *service) removeWatcher(w *watcher) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if w.closed {
-		return false
-	}
-	w.closed = true
-	close(w.ch)
-	delete(s.watchers, w)
-	return len(s.watchers) == 0
-}
-
-func (s *service) closeWatchers() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for w := range s.watchers {
-		w.closed = true
-		close(w.ch)
-		if w.stopAfter != nil {
-			w.stopAfter()
-		}
-	}
-	s.watchers = map[*watcher]struct{}{}
 }
 
 // stop ends the run goroutine and waits for it.
 func (s *service) stop() {
-	s.mu.Lock()
-	if s.linger != nil {
-		s.linger.Stop()
-		s.linger = nil
-	}
-	s.mu.Unlock()
 	s.cancel()
 	<-s.done
 }
@@ -361,25 +325,27 @@ func (s *service) skipped(bad []badValue) {
 func (s *service) publish(rev int64) {
 	// Built outside the lock: only this goroutine writes the instances.
 	instances, changed := s.cache.next()
-	s.mu.Lock()
-	if s.snap.Stale() {
-		// Logged after the unlock: a handler may be slow.
-		stale, loaded := time.Since(s.snap.StaleSince), s.snap.Loaded
-		defer s.logRecovery(stale, loaded, len(instances))
-	}
-	defer s.mu.Unlock()
-	notify := changed || !s.snap.Loaded || s.snap.Stale()
-	notify = notify || s.snap.Generation != s.hist.gen
-	s.snap.Revision = rev
-	s.snap.Generation = s.hist.gen
-	s.snap.Loaded = true
-	s.snap.StaleSince = time.Time{}
-	s.snap.Err = nil
-	if changed {
-		s.snap.Instances = instances
-	}
-	if notify {
-		s.notifyLocked()
+	var stale time.Duration
+	wasStale, loaded := false, false
+	s.hub.Update(func(snap *registry.Snapshot) bool {
+		if snap.Stale() {
+			wasStale, stale, loaded = true, time.Since(snap.StaleSince), snap.Loaded
+		}
+		notify := changed || !snap.Loaded || snap.Stale()
+		notify = notify || snap.Generation != s.hist.gen
+		snap.Revision = rev
+		snap.Generation = s.hist.gen
+		snap.Loaded = true
+		snap.StaleSince = time.Time{}
+		snap.Err = nil
+		if changed {
+			snap.Instances = instances
+		}
+		return notify
+	})
+	if wasStale {
+		// Logged outside the hub's lock: a handler may be slow.
+		s.logRecovery(stale, loaded, len(instances))
 	}
 }
 
@@ -396,40 +362,28 @@ func (s *service) logRecovery(stale time.Duration, loaded bool, instances int) {
 
 // staleFor is how long the snapshot has been stale, 0 if it is not.
 func (s *service) staleFor() time.Duration {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.snap.Stale() {
+	snap := s.hub.Snapshot()
+	if !snap.Stale() {
 		return 0
 	}
-	return time.Since(s.snap.StaleSince)
+	return time.Since(snap.StaleSince)
 }
 
 // markStale records that the snapshot may be behind etcd, keeping its
 // instances. Watchers are woken when it becomes stale and when the reason
 // changes.
 func (s *service) markStale(err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	changed := s.snap.Err == nil || err == nil || s.snap.Err.Error() != err.Error()
-	s.snap.Err = err
-	if !s.snap.Stale() {
-		s.snap.StaleSince = time.Now()
-		changed = true
-	}
-	if changed {
+	s.hub.Update(func(snap *registry.Snapshot) bool {
 		// A new reason (a TLS or permission error after a timeout, say)
 		// wakes watchers too.
-		s.notifyLocked()
-	}
-}
-
-func (s *service) notifyLocked() {
-	for w := range s.watchers {
-		select {
-		case w.ch <- struct{}{}:
-		default:
+		changed := snap.Err == nil || err == nil || snap.Err.Error() != err.Error()
+		snap.Err = err
+		if !snap.Stale() {
+			snap.StaleSince = time.Now()
+			changed = true
 		}
-	}
+		return changed
+	})
 }
 
 // watchStreamKey is the gRPC metadata key that selects the watch stream.
