@@ -25,7 +25,10 @@ type options struct {
 	requestTimeout time.Duration
 	auditEvery     time.Duration
 	logger         *slog.Logger
-	err            error
+	// noNodeWatches leaves the audit as a Registrar's only repair (set by
+	// tests, to check the audit alone).
+	noNodeWatches bool
+	err           error
 }
 
 func buildOptions(opts []Option) options {

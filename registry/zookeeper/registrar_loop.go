@@ -89,7 +89,7 @@ func (r *Registrar) pass() error {
 	var todo []work
 	for p, e := range r.entries {
 		if e.session != sid || e.written < e.gen || e.dirty {
-			todo = append(todo, work{path: p, value: e.value, gen: e.gen, watch: e.watched != sid, e: e})
+			todo = append(todo, work{path: p, value: e.value, gen: e.gen, watch: e.watched != sid && !r.o.noNodeWatches, e: e})
 			e.dirty = false
 		}
 	}
@@ -167,7 +167,7 @@ func (r *Registrar) write(p string, value []byte, sid int64, watch bool) (change
 			if errors.Is(err, zk.ErrNodeExists) {
 				continue
 			}
-			if err == nil {
+			if err == nil && !r.o.noNodeWatches {
 				// Watch the new node (its deletion, a change by hand).
 				_, _, _, err = r.conn.ExistsW(p)
 			}

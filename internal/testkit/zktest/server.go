@@ -196,10 +196,14 @@ func (s *Server) Freeze(t testing.TB) {
 	s.signal(t, syscall.SIGSTOP, true)
 }
 
-// Thaw resumes a frozen server (SIGCONT).
+// Thaw resumes a frozen server (SIGCONT) and returns once it serves again
+// (in an ensemble: once it is back in a quorum).
 func (s *Server) Thaw(t testing.TB) {
 	t.Helper()
 	s.signal(t, syscall.SIGCONT, false)
+	if err := s.waitServing(StartTimeout); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func (s *Server) signal(t testing.TB, sig syscall.Signal, stopped bool) {
