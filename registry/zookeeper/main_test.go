@@ -10,10 +10,12 @@ import (
 	"github.com/go-zookeeper/zk"
 	"go.uber.org/goleak"
 
+	"github.com/musterhq/muster/internal/testkit/etcdtest"
+
 	"github.com/musterhq/muster/registry/zookeeper"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, etcdtest.LeakOptions()...) }
 
 // quiet discards the library's logs; failures are reported by assertions.
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))

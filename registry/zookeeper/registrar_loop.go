@@ -66,6 +66,7 @@ type work struct {
 	value []byte
 	gen   uint64
 	watch bool // arm a watch on the node
+	fresh bool // not written under this session yet
 	e     *entry
 }
 
@@ -89,7 +90,7 @@ func (r *Registrar) pass() error {
 	var todo []work
 	for p, e := range r.entries {
 		if e.session != sid || e.written < e.gen || e.dirty {
-			todo = append(todo, work{path: p, value: e.value, gen: e.gen, watch: e.watched != sid && !r.o.noNodeWatches, e: e})
+			todo = append(todo, work{path: p, value: e.value, gen: e.gen, watch: e.watched != sid && !r.o.noNodeWatches, fresh: e.session != sid, e: e})
 			e.dirty = false
 		}
 	}
@@ -112,7 +113,7 @@ func (r *Registrar) pass() error {
 		r.mu.Unlock()
 	}
 	for _, w := range todo {
-		changed, err := r.write(w.path, w.value, sid, w.watch)
+		changed, err := r.write(w.path, w.value, sid, w.watch, w.fresh)
 		r.mu.Lock()
 		switch {
 		case err != nil && !retryable(err) && w.e.session != sid && w.e.written == 0:
@@ -146,14 +147,18 @@ func (r *Registrar) pass() error {
 // write makes p an ephemeral node of session sid holding value, with a
 // watch on it if watch is set (one per session: the library keeps a watch
 // until it fires, and re-arms it after a reconnection). It reports whether
-// the node had to be created or changed.
-func (r *Registrar) write(p string, value []byte, sid int64, watch bool) (changed bool, err error) {
+// the node had to be created or changed. A fresh node (not written under
+// this session yet) is created first and read only if it exists.
+func (r *Registrar) write(p string, value []byte, sid int64, watch, fresh bool) (changed bool, err error) {
 	for attempt := 0; attempt < 3; attempt++ {
 		var data []byte
 		var stat *zk.Stat
-		if watch {
+		switch {
+		case fresh && attempt == 0:
+			err = zk.ErrNoNode // try creating first: one round trip less
+		case watch:
 			data, stat, _, err = r.conn.GetW(p)
-		} else {
+		default:
 			data, stat, err = r.conn.Get(p)
 		}
 		switch {

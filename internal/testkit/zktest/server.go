@@ -119,7 +119,7 @@ func Start(t testing.TB, opts ...Option) *Cluster {
 		s.logFile = filepath.Join(s.dir, "server.log")
 		ticks := int(o.tickTime / time.Millisecond)
 		cfg := fmt.Sprintf("tickTime=%d\ninitLimit=50\nsyncLimit=10\ndataDir=%s\nclientPort=%d\nclientPortAddress=127.0.0.1\n"+
-			"admin.enableServer=false\n4lw.commands.whitelist=srvr,ruok\nminSessionTimeout=%d\nmaxSessionTimeout=%d\n%s",
+			"admin.enableServer=false\n4lw.commands.whitelist=srvr,ruok\nforceSync=no\nminSessionTimeout=%d\nmaxSessionTimeout=%d\n%s",
 			ticks, filepath.Join(s.dir, "data"), s.client, 2*ticks, 600*ticks, quorum.String())
 		if err := os.WriteFile(s.cfg, []byte(cfg), 0o644); err != nil {
 			t.Fatal(err)
