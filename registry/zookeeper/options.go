@@ -89,13 +89,7 @@ func WithSessionTimeout(d time.Duration) Option {
 // the override functions. The default is 5s; a non-positive value is an
 // error.
 func WithRequestTimeout(d time.Duration) Option {
-	return func(o *options) {
-		if d <= 0 {
-			o.invalid("WithRequestTimeout(%v): the timeout must be positive", d)
-			return
-		}
-		o.requestTimeout = d
-	}
+	return positive("WithRequestTimeout", d, func(o *options) { o.requestTimeout = d })
 }
 
 // WithAuditInterval sets how often a Registrar reads back every node it
@@ -103,13 +97,7 @@ func WithRequestTimeout(d time.Duration) Option {
 // that notices deletions at once). The default is 5s; a non-positive value
 // is an error.
 func WithAuditInterval(d time.Duration) Option {
-	return func(o *options) {
-		if d <= 0 {
-			o.invalid("WithAuditInterval(%v): the interval must be positive", d)
-			return
-		}
-		o.auditEvery = d
-	}
+	return positive("WithAuditInterval", d, func(o *options) { o.auditEvery = d })
 }
 
 // WithLogger sets the logger (default slog.Default()). The ZooKeeper
@@ -122,5 +110,17 @@ func WithLogger(l *slog.Logger) Option {
 			return
 		}
 		o.logger = l
+	}
+}
+
+// positive returns an option that applies set when d is positive and is
+// invalid, naming the option, otherwise.
+func positive(name string, d time.Duration, set func(*options)) Option {
+	return func(o *options) {
+		if d <= 0 {
+			o.invalid("%s(%v): the duration must be positive", name, d)
+			return
+		}
+		set(o)
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/musterhq/muster/internal/testkit/proctest"
 )
 
 // Jar is the ZooKeeper server jar of Debian's zookeeper package (its
@@ -216,7 +218,7 @@ func (s *Server) signal(t testing.TB, sig syscall.Signal, stopped bool) {
 	if err := cmd.Process.Signal(sig); err != nil {
 		t.Fatalf("zktest: signal server %d: %v", s.id, err)
 	}
-	if err := waitState(cmd.Process.Pid, stopped, 10*time.Second); err != nil {
+	if err := proctest.WaitState(cmd.Process.Pid, stopped, 10*time.Second); err != nil {
 		t.Fatalf("zktest: server %d: %v", s.id, err)
 	}
 }
@@ -257,7 +259,7 @@ func (s *Server) start() error {
 		"-Dzookeeper.admin.enableServer=false",
 		"-cp", Jar+":"+SLF4JBinding, mainClass, s.cfg)
 	cmd.Dir = s.dir
-	cmd.SysProcAttr = sysProcAttr()
+	cmd.SysProcAttr = proctest.SysProcAttr()
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("zktest: start server %d: %w", s.id, err)
 	}
