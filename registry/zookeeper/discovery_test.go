@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/go-zookeeper/zk"
 
@@ -66,6 +67,9 @@ func TestOverrides(t *testing.T) {
 		return registrytest.HasIDs("a", "b")(s) && s.Instances[0].EffectiveWeight() == 0 && s.Instances[1].EffectiveWeight() == registry.DefaultWeight
 	}
 	registrytest.WaitFor(t, w, "a drained", drained)
+	if ov, err := d.Overrides(ctx, "svc"); err != nil || len(ov) != 1 || ov["a"].Weight == nil || *ov["a"].Weight != 0 {
+		t.Fatalf("Overrides = %v, %v; want a at weight 0", ov, err)
+	}
 	// The node deleted by hand is written again with the same
 	// registration: the override still applies.
 	if err := raw.Delete(root+"/svc/a", -1); err != nil {
@@ -81,6 +85,25 @@ func TestOverrides(t *testing.T) {
 	}
 	registrytest.WaitFor(t, w, "a serving again", func(s registry.Snapshot) bool {
 		return registrytest.HasIDs("a", "b")(s) && s.Instances[0].EffectiveWeight() == registry.DefaultWeight
+	})
+
+	// A new registration of the same ID (another process: a new
+	// RegisteredAt) is not drained by the old override.
+	if err := zookeeper.SetOverride(ctx, c.Addrs(), "svc", "b", registry.Override{Weight: &zero}, fast(root)...); err != nil {
+		t.Fatal(err)
+	}
+	registrytest.WaitFor(t, w, "b drained", func(s registry.Snapshot) bool {
+		return len(s.Instances) == 2 && s.Instances[1].EffectiveWeight() == 0
+	})
+	if err := r.Deregister(ctx, "svc", "b"); err != nil {
+		t.Fatal(err)
+	}
+	r2 := newRegistrar(t, c.Addrs(), fast(root)...)
+	later := inst("b", 2)
+	later.RegisteredAt = time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+	register(t, r2, later)
+	registrytest.WaitFor(t, w, "the new b, not drained", func(s registry.Snapshot) bool {
+		return registrytest.HasIDs("a", "b")(s) && s.Instances[1].RegisteredAt.Equal(later.RegisteredAt) && s.Instances[1].EffectiveWeight() == registry.DefaultWeight
 	})
 }
 

@@ -163,3 +163,45 @@ func editOverrides(ctx context.Context, servers []string, service, id string, op
 		return ctx.Err()
 	})
 }
+
+// Overrides returns the operators' overrides that apply to the current
+// instances of service, by instance ID (what SetOverride wrote for each
+// instance's current registration).
+func (d *Discovery) Overrides(ctx context.Context, service string) (map[string]registry.Override, error) {
+	if err := registry.ValidateName(service); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, d.o.requestTimeout)
+	defer cancel()
+	out := map[string]registry.Override{}
+	err := call(ctx, func() error {
+		data, _, err := d.conn.Get(servicePath(d.o.root, service))
+		if errors.Is(err, zk.ErrNoNode) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		all, err := parseOverrides(data)
+		if err != nil {
+			return err
+		}
+		for id, o := range all {
+			value, _, err := d.conn.Get(nodePath(d.o.root, service, id))
+			if errors.Is(err, zk.ErrNoNode) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			if in, err := registry.Unmarshal(value); err == nil && o.appliesTo(in) {
+				out[id] = o.Override
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("zookeeper: overrides of %s: %w", service, err)
+	}
+	return out, nil
+}
