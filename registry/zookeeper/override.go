@@ -205,3 +205,27 @@ func (d *Discovery) Overrides(ctx context.Context, service string) (map[string]r
 	}
 	return out, nil
 }
+
+// Registered returns the value instance id of service was registered with
+// (without overrides). It fails with ErrNoInstance if there is no such
+// node.
+func (d *Discovery) Registered(ctx context.Context, service, id string) (registry.Instance, error) {
+	if err := registry.ValidateName(service); err != nil {
+		return registry.Instance{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, d.o.requestTimeout)
+	defer cancel()
+	var value []byte
+	err := call(ctx, func() error {
+		var err error
+		value, _, err = d.conn.Get(nodePath(d.o.root, service, id))
+		return err
+	})
+	if errors.Is(err, zk.ErrNoNode) {
+		return registry.Instance{}, fmt.Errorf("%w: %s/%s", ErrNoInstance, service, id)
+	}
+	if err != nil {
+		return registry.Instance{}, fmt.Errorf("zookeeper: read %s/%s: %w", service, id, err)
+	}
+	return registry.Unmarshal(value)
+}
