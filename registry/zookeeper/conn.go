@@ -37,7 +37,12 @@ func dial(servers []string, o options, onEvent func(zk.Event)) (*conn, error) {
 			return nil, fmt.Errorf("zookeeper: empty server address in %q", servers)
 		}
 	}
+	// The library detects a silent server after 2/3 of the session
+	// timeout; a handshake bounded to 1/6 leaves time to try two more
+	// servers (and its one-second pause after a round) before the
+	// session expires.
 	c, events, err := zk.Connect(servers, o.sessionTimeout,
+		zk.WithDialer(handshakeDialer(o.sessionTimeout/6)),
 		zk.WithLogger(zkLogger{o.logger.With("component", "zk")}),
 		zk.WithLogInfo(false),
 		zk.WithEventCallback(onEvent))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -215,5 +216,75 @@ func TestFrozenServerLosesNoInstance(t *testing.T) {
 	}
 	if st := r.Status(); st.Reregistrations != 0 || st.Session != session {
 		t.Fatalf("status %+v, want the first session kept", st)
+	}
+}
+
+// frozenServer listens like a frozen server: its kernel accepts
+// connections, nothing ever answers. It returns the address.
+func frozenServer(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		<-done
+		for _, c := range held {
+			_ = c.Close()
+		}
+	})
+	return ln.Addr().String()
+}
+
+// A client that has to reconnect while its other servers are frozen (their
+// kernels accept connections, nothing answers) reaches the live one before
+// its session expires: its handshakes with the frozen ones give up early.
+func TestReconnectPastFrozenServers(t *testing.T) {
+	c := zktest.Start(t)
+	srv := c.Servers()[0]
+	const timeout = 6 * time.Second
+	servers := []string{frozenServer(t), frozenServer(t), srv.Addr()}
+	r := newRegistrar(t, servers, fast(root, zookeeper.WithSessionTimeout(timeout), zookeeper.WithAuditInterval(time.Hour))...)
+	d := newDiscovery(t, c.DirectAddrs(), fast(root)...)
+	raw := rawConn(t, c.DirectAddrs())
+	w := watch(t, d, "svc")
+	register(t, r, inst("a", 1))
+	registrytest.WaitFor(t, w, "a", registrytest.HasIDs("a"))
+	session := r.Status().Session
+
+	var lost atomic.Value
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range w.Updates() {
+			if s := w.Snapshot(); !registrytest.HasIDs("a")(s) {
+				lost.CompareAndSwap(nil, registrytest.Describe(s))
+			}
+		}
+	}()
+	// The live server's connection breaks: the client goes through both
+	// frozen servers (round robin) before it is back.
+	srv.Reset()
+	time.Sleep(2 * timeout) // the window: a stuck session would expire in it
+	_ = w.Close()
+	<-done
+	if v := lost.Load(); v != nil {
+		t.Fatalf("the session expired: a Discovery snapshot lost the instance: %s", v)
+	}
+	if _, owners := rawNodes(t, raw, root, "svc"); owners["a"] != session {
+		t.Fatalf("node a owned by %#x, want the first session %#x", owners["a"], session)
 	}
 }

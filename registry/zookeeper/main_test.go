@@ -72,6 +72,11 @@ func (nopLogger) Printf(string, ...any) {}
 func rawNodes(t testing.TB, c *zk.Conn, root, service string) (ids []string, owners map[string]int64) {
 	t.Helper()
 	p := root + "/" + service
+	// Reads are served by the server the client is connected to, which
+	// may lag: catch up with the leader first.
+	if _, err := c.Sync(p); err != nil && err != zk.ErrNoNode {
+		t.Fatalf("sync %s: %v", p, err)
+	}
 	kids, _, err := c.Children(p)
 	if err == zk.ErrNoNode {
 		return nil, nil

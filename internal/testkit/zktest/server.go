@@ -191,6 +191,10 @@ func (s *Server) Stall() { s.proxy.stall() }
 // Heal ends a Stall.
 func (s *Server) Heal() { s.proxy.heal() }
 
+// Reset resets every client connection through the proxy (as a crash of
+// the link or a firewall reject would); new connections are accepted.
+func (s *Server) Reset() { s.proxy.resetConns() }
+
 // Freeze stops the server's process (SIGSTOP) and returns once the kernel
 // reports it stopped.
 func (s *Server) Freeze(t testing.TB) {
