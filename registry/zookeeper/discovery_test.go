@@ -75,7 +75,7 @@ func TestOverrides(t *testing.T) {
 	if err := raw.Delete(root+"/svc/a", -1); err != nil {
 		t.Fatal(err)
 	}
-	registrytest.WaitFor(t, w, "a back", func(registry.Snapshot) bool { return r.Status().Repairs == 1 })
+	waitStatus(t, r, "a repaired", func(st registry.RegistrarStatus) bool { return st.Repairs == 1 })
 	registrytest.WaitFor(t, w, "a back and still drained", drained)
 	if err := zookeeper.SetOverride(ctx, c.Addrs(), "svc", "nope", registry.Override{Weight: &zero}, fast(root)...); !errors.Is(err, zookeeper.ErrNoInstance) {
 		t.Fatalf("override of an unknown instance = %v, want ErrNoInstance", err)

@@ -101,15 +101,18 @@ func TestNodeDeletedByHandIsWrittenAgain(t *testing.T) {
 		if err := raw.Delete(root+"/svc/a", -1); err != nil {
 			t.Fatal(err)
 		}
-		registrytest.WaitFor(t, w, "a written again", func(s registry.Snapshot) bool {
-			return registrytest.HasIDs("a", "b")(s) && r.Status().Repairs == uint64(round)
-		})
+		waitStatus(t, r, fmt.Sprintf("repair %d", round), func(st registry.RegistrarStatus) bool { return st.Repairs == uint64(round) })
+		registrytest.WaitFor(t, w, "a written again", registrytest.HasIDs("a", "b"))
+		if st := r.Status(); st.Reregistrations != 0 {
+			t.Fatalf("the session changed: %+v", st)
+		}
 	}
 	if _, err := raw.Set(root+"/svc/b", []byte(`{"v":1,"id":"b","name":"svc","addr":"10.0.0.1:1"}`), -1); err != nil {
 		t.Fatal(err)
 	}
+	waitStatus(t, r, "repair 3", func(st registry.RegistrarStatus) bool { return st.Repairs == 3 })
 	registrytest.WaitFor(t, w, "b's own value back", func(s registry.Snapshot) bool {
-		return len(s.Instances) == 2 && s.Instances[1].Addr == "127.0.0.1:2" && r.Status().Repairs == 3
+		return len(s.Instances) == 2 && s.Instances[1].Addr == "127.0.0.1:2"
 	})
 }
 
@@ -123,15 +126,15 @@ func TestAuditRewritesAlteredNode(t *testing.T) {
 	w := watch(t, d, "svc")
 	register(t, r, inst("a", 1))
 	registrytest.WaitFor(t, w, "a", registrytest.HasIDs("a"))
-	if err := raw.Delete(root+"/svc/a", -1); err != nil {
+	// In one transaction, so that the audit cannot come between.
+	if _, err := raw.Multi(
+		&zk.DeleteRequest{Path: root + "/svc/a", Version: -1},
+		&zk.CreateRequest{Path: root + "/svc/a", Data: []byte("junk"), Acl: zk.WorldACL(zk.PermAll)},
+	); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := raw.Create(root+"/svc/a", []byte("junk"), 0, zk.WorldACL(zk.PermAll)); err != nil {
-		t.Fatal(err)
-	}
-	registrytest.WaitFor(t, w, "a written again by the audit", func(s registry.Snapshot) bool {
-		return registrytest.HasIDs("a")(s) && r.Status().Repairs == 1
-	})
+	waitStatus(t, r, "a repair by the audit", func(st registry.RegistrarStatus) bool { return st.Repairs == 1 })
+	registrytest.WaitFor(t, w, "a written again by the audit", registrytest.HasIDs("a"))
 	if _, owners := rawNodes(t, raw, root, "svc"); owners["a"] != r.Status().Session {
 		t.Fatalf("node a owned by %#x, want the registrar's session %#x", owners["a"], r.Status().Session)
 	}
@@ -286,5 +289,18 @@ func TestReconnectPastFrozenServers(t *testing.T) {
 	}
 	if _, owners := rawNodes(t, raw, root, "svc"); owners["a"] != session {
 		t.Fatalf("node a owned by %#x, want the first session %#x", owners["a"], session)
+	}
+}
+
+// waitStatus waits until cond holds for r's status, polling: no event
+// announces a change of its counters.
+func waitStatus(t *testing.T, r *zookeeper.Registrar, what string, cond func(registry.RegistrarStatus) bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond(r.Status()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s; status %+v", what, r.Status())
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -24,7 +24,7 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 func fast(root string, extra ...zookeeper.Option) []zookeeper.Option {
 	return append([]zookeeper.Option{
 		zookeeper.WithRoot(root), zookeeper.WithLogger(quiet),
-		zookeeper.WithSessionTimeout(2 * time.Second), zookeeper.WithAuditInterval(time.Second),
+		zookeeper.WithSessionTimeout(5 * time.Second), zookeeper.WithAuditInterval(time.Second),
 	}, extra...)
 }
 

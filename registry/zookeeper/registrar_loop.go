@@ -32,12 +32,13 @@ func (r *Registrar) run() {
 			return
 		case <-r.wake:
 		case <-retryC:
+			retry, retryC = nil, nil
 		case <-audit.C:
 			r.markAll()
 		}
 		if err := r.pass(); err != nil {
 			r.failed(err)
-			if retry == nil || retryC == nil {
+			if retry == nil {
 				retry = time.NewTimer(bo.Next())
 				retryC = retry.C
 			}

@@ -103,6 +103,9 @@ func Start(t testing.TB, opts ...Option) *Cluster {
 		t.Fatalf("zktest: WithServers(%d): at least one server", o.servers)
 	}
 	ports := freePorts(t, 3*o.servers)
+	// TempDir's removal is a cleanup too: made first, it runs after the
+	// servers are killed (cleanups run last-in first-out).
+	root := t.TempDir()
 	c := &Cluster{}
 	t.Cleanup(c.close)
 	var quorum strings.Builder
@@ -111,7 +114,6 @@ func Start(t testing.TB, opts ...Option) *Cluster {
 			fmt.Fprintf(&quorum, "server.%d=127.0.0.1:%d:%d\n", i+1, ports[3*i+1], ports[3*i+2])
 		}
 	}
-	root := t.TempDir()
 	for i := 0; i < o.servers; i++ {
 		s := &Server{id: i + 1, dir: filepath.Join(root, fmt.Sprintf("zk%d", i+1)), client: ports[3*i]}
 		if err := os.MkdirAll(filepath.Join(s.dir, "data"), 0o755); err != nil {
