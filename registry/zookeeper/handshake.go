@@ -15,20 +15,74 @@ import (
 // the connect response (a 4-byte length and that many bytes) has been
 // read, every deadline the library sets is brought forward to at most
 // limit from now; after it, deadlines are the library's own.
+//
+// It also works around a data race of the library (go-zookeeper/zk v1.0.4,
+// its pull request 35): after a reconnection the connection's goroutine
+// reads the last zxid seen to re-arm the watches while the new receiving
+// goroutine may already write it for a response. Here the receiving side
+// reads nothing after the handshake until the library has written its
+// set-watches request (which it builds after that read), or at most
+// gateWait (a connection with no watch to re-arm sends none).
 type handshakeConn struct {
 	net.Conn
 	limit time.Duration
 
 	mu sync.Mutex
 	hs handshake
+
+	gate     chan struct{} // closed when the receiving side may go on
+	gateOnce sync.Once
+	timedOut bool // the gate opened after gateWait; guarded by mu
 }
 
+// gateWait bounds how long the first read after the handshake waits for
+// the set-watches request.
+const gateWait = 200 * time.Millisecond
+
+// opSetWatches is the opcode of ZooKeeper's set-watches request.
+const opSetWatches = 101
+
 func (c *handshakeConn) Read(p []byte) (int, error) {
+	c.mu.Lock()
+	done := c.hs.done()
+	c.mu.Unlock()
+	if done {
+		c.waitGate()
+	}
 	n, err := c.Conn.Read(p)
 	c.mu.Lock()
 	c.hs.read(p[:n])
 	c.mu.Unlock()
 	return n, err
+}
+
+func (c *handshakeConn) Write(p []byte) (int, error) {
+	// A request is written whole: length, xid, opcode, body. It was
+	// built after the read the gate waits for.
+	if len(p) >= 12 && binary.BigEndian.Uint32(p[8:12]) == opSetWatches {
+		c.openGate()
+	}
+	return c.Conn.Write(p)
+}
+
+func (c *handshakeConn) openGate() { c.gateOnce.Do(func() { close(c.gate) }) }
+
+func (c *handshakeConn) waitGate() {
+	select {
+	case <-c.gate:
+		return
+	default:
+	}
+	t := time.NewTimer(gateWait)
+	defer t.Stop()
+	select {
+	case <-c.gate:
+	case <-t.C:
+		c.mu.Lock()
+		c.timedOut = true
+		c.mu.Unlock()
+		c.openGate()
+	}
 }
 
 func (c *handshakeConn) SetDeadline(t time.Time) error {
@@ -96,6 +150,6 @@ func handshakeDialer(limit time.Duration) func(network, address string, timeout 
 		if err != nil {
 			return nil, err
 		}
-		return &handshakeConn{Conn: c, limit: limit}, nil
+		return &handshakeConn{Conn: c, limit: limit, gate: make(chan struct{})}, nil
 	}
 }

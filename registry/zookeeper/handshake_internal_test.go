@@ -1,6 +1,8 @@
 package zookeeper
 
 import (
+	"io"
+	"net"
 	"testing"
 	"time"
 )
@@ -37,5 +39,52 @@ func TestBoundDeadline(t *testing.T) {
 	}
 	if got := boundDeadline(far, now, 2*time.Second, true); !got.Equal(far) {
 		t.Fatalf("far deadline after the handshake: %v", got)
+	}
+}
+
+// After the handshake, the receiving side reads nothing until the
+// set-watches request is written (or gateWait passed).
+func TestReadsWaitForSetWatches(t *testing.T) {
+	for _, setWatches := range []bool{true, false} {
+		client, server := net.Pipe()
+		c := &handshakeConn{Conn: client, limit: time.Minute, gate: make(chan struct{})}
+		go func() { _, _ = io.Copy(io.Discard, server) }()
+		go func() {
+			_, _ = server.Write([]byte{0, 0, 0, 1, 'x'}) // the connect response
+			_, _ = server.Write([]byte{0, 0, 0, 1, 'y'}) // a response
+		}()
+		buf := make([]byte, 5)
+		if _, err := io.ReadFull(c, buf); err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan time.Time, 1)
+		start := time.Now()
+		go func() {
+			_, _ = io.ReadFull(c, buf)
+			got <- time.Now()
+		}()
+		select {
+		case <-got:
+			t.Fatalf("a read after the handshake returned before the set-watches request")
+		case <-time.After(gateWait / 4):
+		}
+		if setWatches {
+			req := []byte{0, 0, 0, 8, 0, 0, 0, 7, 0, 0, 0, opSetWatches}
+			if _, err := c.Write(req); err != nil {
+				t.Fatal(err)
+			}
+		}
+		at := <-got
+		if !setWatches && at.Sub(start) < gateWait {
+			t.Fatalf("without set-watches the read went on after %v, before %v", at.Sub(start), gateWait)
+		}
+		c.mu.Lock()
+		timedOut := c.timedOut
+		c.mu.Unlock()
+		if timedOut == setWatches {
+			t.Fatalf("set-watches request written: %v; the gate opened by timeout: %v", setWatches, timedOut)
+		}
+		_ = c.Close()
+		_ = server.Close()
 	}
 }
