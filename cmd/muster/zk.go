@@ -126,6 +126,9 @@ type zkSession struct {
 }
 
 func (z *zkSession) fail(what string, err error) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%s: ZooKeeper at %s did not answer within --timeout %v: %w", what, strings.Join(z.servers, ","), z.g.timeout, err)
+	}
 	return fmt.Errorf("%s (ZooKeeper at %s): %w", what, strings.Join(z.servers, ","), err)
 }
 

@@ -56,6 +56,9 @@ func TestZooKeeperRegistry(t *testing.T) {
 	if r := run(append([]string{"deregister", "user", "a"}, reg...)...); r.code != exitUsage {
 		t.Fatalf("deregister with a ZooKeeper registry: exit %d, want %d; stderr %q", r.code, exitUsage, r.stderr)
 	}
+	if r := run("ls", "user", "--registry", "zk://127.0.0.1:1", "--timeout", "500ms"); r.code != 1 || !strings.Contains(r.stderr, "did not answer within --timeout 500ms") {
+		t.Fatalf("ls of an unreachable ZooKeeper: exit %d, stderr %q", r.code, r.stderr)
+	}
 	if r := run("ls", "--registry", "zk://"); r.code != exitUsage {
 		t.Fatalf("ls --registry zk:// : exit %d, want %d", r.code, exitUsage)
 	}
