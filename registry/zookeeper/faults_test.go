@@ -187,16 +187,7 @@ func TestFrozenServerLosesNoInstance(t *testing.T) {
 	raw := rawConn(t, c.DirectAddrs())
 
 	// Every snapshot Discovery publishes must hold a.
-	var lost atomic.Value
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for range w.Updates() {
-			if s := w.Snapshot(); !registrytest.HasIDs("a")(s) {
-				lost.CompareAndSwap(nil, registrytest.Describe(s))
-			}
-		}
-	}()
+	lost := watchLoss(w, "a")
 	for _, srv := range c.Servers() {
 		srv.Freeze(t)
 		// The window: longer than the session timeout, so that a session
@@ -212,9 +203,7 @@ func TestFrozenServerLosesNoInstance(t *testing.T) {
 			t.Fatalf("after freezing %s: node a owned by %#x, want the first session %#x", srv.DirectAddr(), owners["a"], session)
 		}
 	}
-	_ = w.Close()
-	<-done
-	if v := lost.Load(); v != nil {
+	if v := lost(); v != "" {
 		t.Fatalf("a Discovery snapshot lost the live instance: %s", v)
 	}
 	if st := r.Status(); st.Reregistrations != 0 || st.Session != session {
@@ -268,23 +257,12 @@ func TestReconnectPastFrozenServers(t *testing.T) {
 	registrytest.WaitFor(t, w, "a", registrytest.HasIDs("a"))
 	session := r.Status().Session
 
-	var lost atomic.Value
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for range w.Updates() {
-			if s := w.Snapshot(); !registrytest.HasIDs("a")(s) {
-				lost.CompareAndSwap(nil, registrytest.Describe(s))
-			}
-		}
-	}()
+	lost := watchLoss(w, "a")
 	// The live server's connection breaks: the client goes through both
 	// frozen servers (round robin) before it is back.
 	srv.Reset()
 	time.Sleep(2 * timeout) // the window: a stuck session would expire in it
-	_ = w.Close()
-	<-done
-	if v := lost.Load(); v != nil {
+	if v := lost(); v != "" {
 		t.Fatalf("the session expired: a Discovery snapshot lost the instance: %s", v)
 	}
 	if _, owners := rawNodes(t, raw, root, "svc"); owners["a"] != session {
@@ -302,5 +280,27 @@ func waitStatus(t *testing.T, r *zookeeper.Registrar, what string, cond func(reg
 			t.Fatalf("timed out waiting for %s; status %+v", what, r.Status())
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// watchLoss follows w until the returned function is called; it closes w
+// and returns the first snapshot published without every one of ids
+// (described), or "".
+func watchLoss(w registry.Watcher, ids ...string) func() string {
+	var lost atomic.Value
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range w.Updates() {
+			if s := w.Snapshot(); !registrytest.HasIDs(ids...)(s) {
+				lost.CompareAndSwap(nil, registrytest.Describe(s))
+			}
+		}
+	}()
+	return func() string {
+		_ = w.Close()
+		<-done
+		v, _ := lost.Load().(string)
+		return v
 	}
 }
