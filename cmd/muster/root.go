@@ -31,6 +31,8 @@ const (
 // globalOptions are the etcd flags, shared by every command that talks to
 // a registry (see addFlags).
 type globalOptions struct {
+	// registry is --registry: "" for etcd at endpoints, or zk://... (zk.go).
+	registry  string
 	endpoints []string
 	prefix    string
 	timeout   time.Duration
@@ -84,6 +86,8 @@ Start a registry with "muster serve", then look at it with "muster ls" and
 deregister, drain, undrain, weight, register, xds) talk to the etcd given by
 --endpoints: over TLS for https:// endpoints (--cacert, --cert, --key), and
 as the etcd user given by --user when etcd has authentication enabled.
+With --registry zk://host:port,... ls, get, watch, drain, undrain and weight
+work on a ZooKeeper registry instead (--prefix is its root path).
 Serve runs an etcd; demo runs its own; version and xds-bootstrap need none.`,
 		// Cobra reports errors and usage itself unless told not to; execute
 		// does it, to choose the exit code.
@@ -131,6 +135,7 @@ Serve runs an etcd; demo runs its own; version and xds-bootstrap need none.`,
 		newConsoleCmd(g),
 	} {
 		g.addFlags(cmd)
+		g.addRegistryFlag(cmd)
 		root.AddCommand(cmd)
 	}
 	return root

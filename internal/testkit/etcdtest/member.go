@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/musterhq/muster/internal/embedetcd"
+	"github.com/musterhq/muster/internal/testkit/proctest"
 )
 
 // Member is one etcd server of a Cluster together with the proxy in front
@@ -216,7 +217,7 @@ func (m *Member) freeze(t testing.TB, op string, freeze bool) {
 	if err := ch.cmd.Process.Signal(sig); err != nil {
 		t.Fatalf("etcdtest: %s %s: %v", op, m.name, err)
 	}
-	if err := waitState(ch.cmd.Process.Pid, freeze, stopTimeout); err != nil {
+	if err := proctest.WaitState(ch.cmd.Process.Pid, freeze, stopTimeout); err != nil {
 		t.Fatalf("etcdtest: %s %s: %v", op, m.name, err)
 	}
 	m.mu.Lock()

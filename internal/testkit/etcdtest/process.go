@@ -22,6 +22,7 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 
 	"github.com/musterhq/muster/internal/embedetcd"
+	"github.com/musterhq/muster/internal/testkit/proctest"
 )
 
 const (
@@ -256,7 +257,7 @@ func startChild(mc memberConfig) (*child, error) {
 	// RunMemberIfChild runs no test and exits (and Start says why).
 	cmd := exec.Command(exe, "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"="+string(js))
-	cmd.SysProcAttr = sysProcAttr()
+	cmd.SysProcAttr = proctest.SysProcAttr()
 	ch := &child{cmd: cmd, stderr: &tailBuffer{max: stderrTail}, ready: make(chan uint64, 1), exited: make(chan struct{})}
 	cmd.Stdout = &readyWriter{ready: ch.ready}
 	cmd.Stderr = ch.stderr

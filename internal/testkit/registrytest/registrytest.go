@@ -1,6 +1,11 @@
 // Package registrytest holds the behaviour every registry backend must
 // share, as a conformance suite each backend's tests run, and small helpers
 // for waiting on a Watcher.
+//
+// The etcd backend (registry/etcd) and the ZooKeeper backend
+// (registry/zookeeper, standalone and on an ensemble) run the suite as it
+// is: their semantics differ in how they keep instances (a lease, a
+// session) and store overrides, not in anything the suite checks.
 package registrytest
 
 import (

@@ -1,4 +1,4 @@
-package etcdtest
+package proctest
 
 import (
 	"fmt"
@@ -8,16 +8,16 @@ import (
 	"time"
 )
 
-// sysProcAttr makes the kernel kill a child process when its parent dies.
-func sysProcAttr() *syscall.SysProcAttr {
+// SysProcAttr makes the kernel kill a child process when its parent dies.
+func SysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 }
 
-// waitState waits until the process pid is stopped (stopped true) or not
+// WaitState waits until the process pid is stopped (stopped true) or not
 // (false), as /proc/<pid>/stat reports it, for at most timeout: a signal
 // is delivered asynchronously, and a process keeps answering until the
 // kernel has stopped all of its threads.
-func waitState(pid int, stopped bool, timeout time.Duration) error {
+func WaitState(pid int, stopped bool, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))

@@ -1,0 +1,4 @@
+// Package proctest holds what tests need to run servers as child
+// processes and freeze them: a child that dies with the test process, and
+// a wait for a signal (SIGSTOP, SIGCONT) to take effect.
+package proctest

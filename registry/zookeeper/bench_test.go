@@ -1,0 +1,115 @@
+package zookeeper_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	grpcresolver "google.golang.org/grpc/resolver"
+
+	"github.com/musterhq/muster/internal/testkit/etcdtest"
+	"github.com/musterhq/muster/internal/testkit/registrytest"
+	"github.com/musterhq/muster/internal/testkit/resolvertest"
+	"github.com/musterhq/muster/internal/testkit/zktest"
+	"github.com/musterhq/muster/registry"
+	"github.com/musterhq/muster/registry/etcd"
+	"github.com/musterhq/muster/registry/zookeeper"
+	"github.com/musterhq/muster/resolver"
+)
+
+// BenchmarkRegisterToChannel measures how long Registrar.Register takes to
+// reach a gRPC channel resolving "muster:///svc" through a Discovery, one
+// registration at a time, for ZooKeeper (a standalone server) and etcd (an
+// embedded member) on the same machine in the same run: the two paths take
+// turns within each iteration, in a rotating order. It reports p50 and
+// p99 per path and the ratio of the p50s. Run with -benchtime 300x or
+// more.
+func BenchmarkRegisterToChannel(b *testing.B) {
+	zc := zktest.Start(b)
+	ec := etcdtest.Start(b)
+	cli := ec.Client(b, ec.DirectEndpoints()...)
+	prefix := fmt.Sprintf("/bench-%d", time.Now().UnixNano())
+
+	zr, err := zookeeper.NewRegistrar(zc.DirectAddrs(), zookeeper.WithRoot(prefix), zookeeper.WithLogger(quiet))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = zr.Close() })
+	zd, err := zookeeper.NewDiscovery(zc.DirectAddrs(), zookeeper.WithRoot(prefix), zookeeper.WithLogger(quiet))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = zd.Close() })
+	er, err := etcd.NewRegistrar(cli, etcd.WithPrefix(prefix), etcd.WithLogger(quiet))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = er.Close() })
+	ed, err := etcd.NewDiscovery(cli, etcd.WithPrefix(prefix), etcd.WithLogger(quiet))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = ed.Close() })
+
+	p50 := registrytest.SideBySide(b,
+		registrytest.Path{Name: "zk-floor", Once: zkFloor(b, zc.DirectAddrs(), prefix+"-floor")},
+		registrytest.Path{Name: "zookeeper", Once: channelPath(b, zr, zd)},
+		registrytest.Path{Name: "etcd", Once: channelPath(b, er, ed)},
+	)
+	b.ReportMetric(float64(p50["zookeeper"])/float64(p50["etcd"]), "zookeeper/etcd")
+	b.ReportMetric(float64(p50["zookeeper"])/float64(p50["zk-floor"]), "zookeeper/zk-floor")
+}
+
+// zkFloor is the floor of the ZooKeeper path: a raw ephemeral Create seen
+// by a raw children watch of the same client (armed again after each
+// event).
+func zkFloor(b *testing.B, servers []string, parent string) func(int) time.Duration {
+	c := rawConn(b, servers)
+	if _, err := c.Create(parent, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+		b.Fatal(err)
+	}
+	return func(i int) time.Duration {
+		_, _, ch, err := c.ChildrenW(parent)
+		if err != nil {
+			b.Fatal(err)
+		}
+		start := time.Now()
+		if _, err := c.Create(fmt.Sprintf("%s/%06d", parent, i), []byte("x"), zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); err != nil {
+			b.Fatal(err)
+		}
+		select {
+		case <-ch:
+		case <-time.After(10 * time.Second):
+			b.Fatalf("child %d not seen within 10s", i)
+		}
+		return time.Since(start)
+	}
+}
+
+// channelPath opens a channel on muster:///svc through d and returns the
+// once function that registers instance i with r and waits for the
+// channel's state with i+1 endpoints.
+func channelPath(b *testing.B, r registry.Registrar, d registry.Discovery) func(int) time.Duration {
+	seen := registrytest.NewArrivals()
+	bld := resolvertest.RecordingBuilder{Builder: resolver.NewBuilder(d, resolver.WithLogger(quiet)), OnUpdate: seen.Mark}
+	conn, err := grpc.NewClient("muster:///svc", grpc.WithResolvers(grpcresolver.Builder(bld)),
+		grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	conn.Connect()
+	b.Cleanup(func() { _ = conn.Close() })
+	seen.Wait(b, 0)
+	return func(i int) time.Duration {
+		start := time.Now()
+		in := registry.Instance{Name: "svc", ID: fmt.Sprintf("%06d", i), Addr: fmt.Sprintf("127.0.0.1:%d", 20000+i)}
+		if err := r.Register(context.Background(), in); err != nil {
+			b.Fatal(err)
+		}
+		return seen.Wait(b, i+1).Sub(start)
+	}
+}

@@ -1,0 +1,231 @@
+package zookeeper
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/musterhq/muster/registry"
+)
+
+// ErrNoInstance is returned by SetOverride when the instance is not
+// registered.
+var ErrNoInstance = errors.New("zookeeper: no such instance")
+
+// override is an operator's override of one instance, bound to the
+// instance's registration by its RegisteredAt: a new process registering
+// the same ID (a new RegisteredAt) is not affected, while a registrar that
+// writes its nodes again under a new session keeps the override.
+type override struct {
+	registry.Override
+	RegisteredAt time.Time `json:"registered_at"`
+}
+
+func (o override) appliesTo(in registry.Instance) bool {
+	return o.RegisteredAt.Equal(in.RegisteredAt)
+}
+
+// wireOverrides is the value of a service's persistent node:
+// {"v":1,"overrides":{"<id>":{"weight":N,"registered_at":"..."}}}.
+type wireOverrides struct {
+	V         int                 `json:"v"`
+	Overrides map[string]override `json:"overrides,omitempty"`
+}
+
+// parseOverrides decodes a service node's value; an empty value has none.
+func parseOverrides(data []byte) (map[string]override, error) {
+	if len(data) == 0 {
+		return nil, nil
+	}
+	var w wireOverrides
+	if err := json.Unmarshal(data, &w); err != nil {
+		return nil, fmt.Errorf("%w: overrides: %v", registry.ErrMalformedValue, err)
+	}
+	if w.V != registry.SchemaVersion {
+		return nil, fmt.Errorf("%w: overrides have v=%d, this code reads v=%d", registry.ErrUnsupportedVersion, w.V, registry.SchemaVersion)
+	}
+	for id, o := range w.Overrides {
+		if _, err := registry.MarshalOverride(o.Override); err != nil {
+			return nil, fmt.Errorf("override of %s: %w", id, err)
+		}
+	}
+	return w.Overrides, nil
+}
+
+// SetOverride writes an operator's override of one registered instance
+// (registry.Override: weight, 0 drains) into the value of the service's
+// persistent node, where every Discovery's watch of the service sees it.
+// It applies to the instance's current registration only (by its
+// RegisteredAt) and is dropped when the instance is gone. It fails with
+// ErrNoInstance if the instance is not registered. Of the options only
+// WithRoot, WithSessionTimeout, WithRequestTimeout and WithLogger apply.
+func SetOverride(ctx context.Context, servers []string, service, id string, o registry.Override, opts ...Option) error {
+	if _, err := registry.MarshalOverride(o); err != nil {
+		return err
+	}
+	return editOverrides(ctx, servers, service, id, opts, func(c *zk.Conn, all map[string]override, op string) error {
+		data, _, err := c.Get(op)
+		if errors.Is(err, zk.ErrNoNode) {
+			return fmt.Errorf("%w: %s/%s", ErrNoInstance, service, id)
+		}
+		if err != nil {
+			return err
+		}
+		in, err := registry.Unmarshal(data)
+		if err != nil {
+			return err
+		}
+		all[id] = override{Override: o, RegisteredAt: in.RegisteredAt}
+		return nil
+	})
+}
+
+// ClearOverride removes an operator's override of an instance, if any. Of
+// the options only WithRoot, WithSessionTimeout, WithRequestTimeout and
+// WithLogger apply.
+func ClearOverride(ctx context.Context, servers []string, service, id string, opts ...Option) error {
+	return editOverrides(ctx, servers, service, id, opts, func(_ *zk.Conn, all map[string]override, _ string) error {
+		delete(all, id)
+		return nil
+	})
+}
+
+// editOverrides reads the service's overrides, drops those whose instance
+// is gone, applies edit and writes them back if the node did not change
+// meanwhile (retrying otherwise).
+func editOverrides(ctx context.Context, servers []string, service, id string, opts []Option,
+	edit func(c *zk.Conn, all map[string]override, instancePath string) error) error {
+	if err := registry.ValidateName(service); err != nil {
+		return err
+	}
+	if err := registry.ValidateID(id); err != nil {
+		return err
+	}
+	o := buildOptions(opts)
+	if o.err != nil {
+		return o.err
+	}
+	c, err := dial(servers, o, func(zk.Event) {})
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	ctx, cancel := context.WithTimeout(ctx, o.requestTimeout)
+	defer cancel()
+	sp := servicePath(o.root, service)
+	return call(ctx, func() error {
+		for ctx.Err() == nil {
+			data, stat, err := c.Get(sp)
+			if errors.Is(err, zk.ErrNoNode) {
+				return fmt.Errorf("%w: %s/%s", ErrNoInstance, service, id)
+			}
+			if err != nil {
+				return err
+			}
+			all, err := parseOverrides(data)
+			if err != nil {
+				all = nil // a bad value is replaced
+			}
+			if all == nil {
+				all = map[string]override{}
+			}
+			children, _, err := c.Children(sp)
+			if err != nil {
+				return err
+			}
+			live := map[string]bool{}
+			for _, ch := range children {
+				live[ch] = true
+			}
+			for k := range all {
+				if !live[k] {
+					delete(all, k)
+				}
+			}
+			if err := edit(c.Conn, all, nodePath(o.root, service, id)); err != nil {
+				return err
+			}
+			val, err := json.Marshal(wireOverrides{V: registry.SchemaVersion, Overrides: all})
+			if err != nil {
+				return err
+			}
+			if _, err := c.Set(sp, val, stat.Version); errors.Is(err, zk.ErrBadVersion) {
+				continue
+			} else if err != nil {
+				return fmt.Errorf("zookeeper: write overrides of %s: %w", service, err)
+			}
+			return nil
+		}
+		return ctx.Err()
+	})
+}
+
+// Overrides returns the operators' overrides that apply to the current
+// instances of service, by instance ID (what SetOverride wrote for each
+// instance's current registration).
+func (d *Discovery) Overrides(ctx context.Context, service string) (map[string]registry.Override, error) {
+	if err := registry.ValidateName(service); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, d.o.requestTimeout)
+	defer cancel()
+	out := map[string]registry.Override{}
+	err := call(ctx, func() error {
+		data, _, err := d.conn.Get(servicePath(d.o.root, service))
+		if errors.Is(err, zk.ErrNoNode) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		all, err := parseOverrides(data)
+		if err != nil {
+			return err
+		}
+		for id, o := range all {
+			value, _, err := d.conn.Get(nodePath(d.o.root, service, id))
+			if errors.Is(err, zk.ErrNoNode) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			if in, err := registry.Unmarshal(value); err == nil && o.appliesTo(in) {
+				out[id] = o.Override
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("zookeeper: overrides of %s: %w", service, err)
+	}
+	return out, nil
+}
+
+// Registered returns the value instance id of service was registered with
+// (without overrides). It fails with ErrNoInstance if there is no such
+// node.
+func (d *Discovery) Registered(ctx context.Context, service, id string) (registry.Instance, error) {
+	if err := registry.ValidateName(service); err != nil {
+		return registry.Instance{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, d.o.requestTimeout)
+	defer cancel()
+	var value []byte
+	err := call(ctx, func() error {
+		var err error
+		value, _, err = d.conn.Get(nodePath(d.o.root, service, id))
+		return err
+	})
+	if errors.Is(err, zk.ErrNoNode) {
+		return registry.Instance{}, fmt.Errorf("%w: %s/%s", ErrNoInstance, service, id)
+	}
+	if err != nil {
+		return registry.Instance{}, fmt.Errorf("zookeeper: read %s/%s: %w", service, id, err)
+	}
+	return registry.Unmarshal(value)
+}
