@@ -28,7 +28,8 @@ func FuzzMirrorDecode(f *testing.F) {
 		if in.Validate() != nil {
 			return
 		}
-		in = in.Normalize()
+		in = in.Normalize() // an empty ID becomes the address
+		id = in.ID
 		g, k, n := mustLayouts(t)
 		for _, c := range []struct {
 			name string
