@@ -8,6 +8,10 @@ import (
 	"github.com/musterhq/muster/registry/etcd"
 )
 
+// Each layout reads a mirrored instance back with the ID it was written
+// under, but for '%': the layouts take IDs from key suffixes, where '%'
+// is escaped as "%25" (see instanceID), so an ID with a '%' reads back
+// escaped. The merged view matches instances by address, not ID.
 var (
 	_ etcd.Mirror = (*GoZero)(nil)
 	_ etcd.Mirror = (*Kratos)(nil)
