@@ -45,7 +45,7 @@ const defaultWindow = 30 * time.Second
 // It fails if a channel is served fewer than half its service's instances
 // before the last delete, and reports the trickle's length and rate, the
 // smallest share of a service served during it, the updates protection
-// withheld, and when protection lifted (a window after it started, as
+// withheld, and when protection lifted (a window after the last delete, as
 // designed, since no server comes back). Run with -benchtime 1x -v (-v
 // shows the whole timeline).
 func BenchmarkMassExpiry(b *testing.B) {
@@ -163,7 +163,7 @@ func massExpiry(b *testing.B, n, nServices, nChannels int, ttl time.Duration) {
 	for _, f := range fs {
 		if worst >= 0.5 {
 			// With no server coming back, protection lifts a window after
-			// it started: the channel is then served the empty list.
+			// the last loss: the channel is then served the empty list.
 			f.lift = f.served.wait(b, trickle+defaultWindow+time.Minute, f.name+": protection lifting to the empty list", func(p point) bool { return p.n == 0 })
 		}
 		lifted := "protection not waited for"
