@@ -36,6 +36,7 @@ type cache struct {
 	overrides map[string]registry.Override  // operators' overrides
 	served    map[string]*registry.Instance // raw with overrides applied: what is served
 	bad       map[string]int64              // key (of either kind) -> mod revision of a skipped value
+	metadata  metadataPool                  // equal metadata maps, shared among instances
 
 	list    []*registry.Instance // the list next returned last; never modified
 	all     bool                 // since then, any key may have changed
@@ -97,6 +98,7 @@ func (c *cache) load(kvs []*mvccpb.KeyValue) []badValue {
 		var in registry.Instance
 		var ok bool
 		if in, ok, bad = c.decode(kv, bad); ok {
+			in.Metadata = c.metadata.share(in.Metadata)
 			raw[key] = &in
 		}
 	}
@@ -144,6 +146,7 @@ func (c *cache) apply(ev *mvccpb.Event, bad []badValue) []badValue {
 		var in registry.Instance
 		var ok bool
 		if in, ok, bad = c.decode(ev.Kv, bad); ok {
+			in.Metadata = c.metadata.share(in.Metadata)
 			delete(c.bad, key)
 			c.raw[key] = &in
 		}
