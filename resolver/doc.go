@@ -44,10 +44,12 @@
 // UpdateClientConnState therefore delays the other channels of its target.
 // ResolveNow is a no-op: the watch pushes every change. Empty-list
 // protection (WithProtection) withholds an update that would shrink the
-// list below a fraction of the largest list served in a recent window, and
-// keeps serving the last good list; it lifts when the list grows back, or
-// by itself a window after it started (a timer, so also when the registry
-// stays quiet), and both its start and its lift are logged.
+// list below a fraction of the largest list served in a recent window (held
+// at the window before a run of losses, so a long trickle of expiries is
+// judged against the size before it), and keeps serving the last good list;
+// it lifts when the list grows back, or by itself a window after the last
+// loss (a timer, so also when the registry stays quiet), and both its start
+// and its lift are logged.
 //
 // DirectBuilder resolves static "direct:///host:port,host:port" targets.
 //

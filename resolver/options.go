@@ -95,11 +95,15 @@ func WithFirstStateTimeout(d time.Duration) Option {
 
 // WithProtection configures empty-list protection. An update that would
 // leave fewer than fraction times the largest list served within the last
-// window is withheld, and the last accepted list keeps being served; the
-// protection lifts when the list grows back, or a window after it started
-// even if the registry reports nothing more (a service that really shrank
-// is then served as it is). Judging over a
-// window catches a mass expiry that etcd delivers as a trickle of deletes.
+// window is withheld, and the last accepted list keeps being served. Judging
+// over a window catches a mass expiry that etcd delivers as a trickle of
+// deletes (about 1,000 a second); during a run of losses (each within a
+// window of the previous one, with no growth in between) the window is held
+// at the one before the run began, so a trickle longer than the window is
+// judged against the size before it too. Protection lifts when the list
+// grows back, or a window after the last loss (and at least a window after
+// it started) even if the registry reports nothing more: a service that
+// really shrank is then served as it is.
 //
 // The default is fraction 0.5 over 30s: losing more than half of a service
 // at once is far likelier a registry-side failure (leases expiring while

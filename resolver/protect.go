@@ -1,6 +1,7 @@
 package resolver
 
 import (
+	"sort"
 	"time"
 
 	"github.com/musterhq/muster/registry"
@@ -12,10 +13,20 @@ import (
 // size; then the last accepted list keeps being served. The reference is the
 // largest list served at any moment of the last window, so a loss that
 // arrives as a trickle of deletes (etcd expires leases at a bounded rate) is
-// judged against the size before the trickle, not the previous update. A
-// list kept by protection stops counting toward the reference from the
-// moment protection starts, so protection lifts by itself once a window has
-// passed: a service that really shrank is served as it is after that.
+// judged against the size before the trickle, not the previous update.
+//
+// A trickle can last longer than the window (etcd revokes about 1,000 leases
+// a second, so 50,000 expiring keys take ~50 s): during a run of losses
+// (live lists each smaller than the one before, each within a window of the
+// previous loss, with no growth in between) the window is held at the one
+// before the run began, so the reference stays the size before the run.
+// The run ends a window after its last loss, or when a live list grows.
+//
+// A list kept by protection counts toward the reference while it is in the
+// window: a window after protection started, or a window after the last loss
+// of the run if that is later. Protection therefore lifts by itself then: a
+// service that really shrank is served as it is a window after it stopped
+// shrinking.
 //
 // The protector is pure: it reads no clock (each call is given the time)
 // and starts nothing. Its owner asks next when, with no new list, the
@@ -36,6 +47,10 @@ type protector struct {
 	// added). The front is the largest; each update costs O(1) amortized
 	// however many updates the window holds.
 	past []servedSize
+
+	lastLive int       // size of the last live list decided on
+	runStart time.Time // first loss of the current run; zero when none
+	lastLoss time.Time // last loss of the run
 }
 
 type servedSize struct {
@@ -46,10 +61,13 @@ type servedSize struct {
 // decide returns the list to serve for the live list and whether
 // protection withheld the live list.
 func (p *protector) decide(now time.Time, live []*registry.Instance) ([]*registry.Instance, bool) {
+	if p.good != nil {
+		p.track(now, len(live))
+	}
+	p.lastLive = len(live)
 	p.decidedAt = now
 	if p.fraction > 0 && p.good != nil {
-		ref := p.reference(now)
-		if float64(len(live)) < p.fraction*float64(ref) {
+		if !p.accepts(len(live), p.reference(now)) {
 			if p.goodSince.IsZero() {
 				p.goodSince = now
 			}
@@ -69,6 +87,41 @@ func (p *protector) decide(now time.Time, live []*registry.Instance) ([]*registr
 	return live, false
 }
 
+// track follows runs of losses: a live list smaller than the previous one
+// starts a run, or extends the one in progress; a larger one ends it.
+func (p *protector) track(now time.Time, n int) {
+	switch {
+	case n < p.lastLive:
+		if !p.inRun(now) {
+			p.runStart = now
+		}
+		p.lastLoss = now
+	case n > p.lastLive:
+		p.runStart = time.Time{}
+	}
+}
+
+// inRun reports whether a run of losses is in progress at t.
+func (p *protector) inRun(t time.Time) bool {
+	return !p.runStart.IsZero() && !t.After(p.lastLoss.Add(p.window))
+}
+
+// accepts reports whether a live list of n instances is served against a
+// reference of ref.
+func (p *protector) accepts(n, ref int) bool {
+	return float64(n) >= p.fraction*float64(ref)
+}
+
+// from is the start of the window the reference is taken over at t: the
+// window before the run of losses in progress at t, else the window before
+// t. It never decreases as t grows, so sizes that left it never return.
+func (p *protector) from(t time.Time) time.Time {
+	if p.inRun(t) {
+		return p.runStart.Add(-p.window)
+	}
+	return t.Add(-p.window)
+}
+
 // remember adds the size of a list that stopped being served.
 func (p *protector) remember(s servedSize) {
 	i := len(p.past)
@@ -78,9 +131,10 @@ func (p *protector) remember(s servedSize) {
 	p.past = append(p.past[:i], s)
 }
 
-// reference is the largest list size served within the window before now.
+// reference is the largest list size served within the window that
+// applies at now (see from), dropping the sizes that left it.
 func (p *protector) reference(now time.Time) int {
-	from := now.Add(-p.window)
+	from := p.from(now)
 	drop := 0
 	for drop < len(p.past) && p.past[drop].end.Before(from) {
 		drop++
@@ -88,12 +142,21 @@ func (p *protector) reference(now time.Time) int {
 	if drop > 0 {
 		p.past = append(p.past[:0], p.past[drop:]...)
 	}
+	return p.referenceFrom(from)
+}
+
+// referenceFrom is the largest size served at or after from, without
+// dropping anything.
+func (p *protector) referenceFrom(from time.Time) int {
 	ref := 0
 	if p.goodSince.IsZero() || !p.goodSince.Before(from) {
 		ref = len(p.good)
 	}
-	if len(p.past) > 0 {
-		ref = max(ref, p.past[0].n)
+	// Sizes decrease and ends increase along past: the first one still in
+	// the window is the largest in it.
+	i := sort.Search(len(p.past), func(i int) bool { return !p.past[i].end.Before(from) })
+	if i < len(p.past) {
+		ref = max(ref, p.past[i].n)
 	}
 	return ref
 }
@@ -103,52 +166,41 @@ func (p *protector) reference(now time.Time) int {
 func (p *protector) since() time.Time { return p.goodSince }
 
 // next returns the earliest time at which decide, given the list it last
-// withheld, would serve that list: the first moment a size leaves the
-// window and leaves a reference small enough. ok is false while not
-// protecting. It is never later than a window after protection started,
-// when the withheld-for list stops counting. It changes nothing.
+// withheld, would serve that list. ok is false while not protecting. It is
+// never later than a window after the later of the start of protection and
+// the last loss of the run, when the withheld-for list and every earlier
+// size have left the window. It changes nothing.
 func (p *protector) next() (at time.Time, ok bool) {
 	if p.goodSince.IsZero() {
 		return time.Time{}, false
 	}
-	// The reference only falls as time passes, one step each time a size
-	// leaves the window: a past size a window after its end (past is in
-	// increasing end order), the withheld-for list a window after
-	// protection started. A size leaves just after (not at) that time.
-	lifts := func(t time.Time) bool {
-		return t.After(p.decidedAt) && float64(p.withheld) >= p.fraction*float64(p.referenceAt(t))
+	// With no new list, the reference only falls as time passes: not at
+	// all while the run of losses in progress at the last decide lasts
+	// (the window is held), then one step each time a size leaves the
+	// window: a past size a window after its end, the withheld-for list a
+	// window after protection started. A size leaves just after (not at)
+	// that time. So the answer is the first moment from the end of the
+	// run at which the reference is small enough.
+	earliest := p.decidedAt.Add(time.Nanosecond)
+	if p.inRun(p.decidedAt) {
+		earliest = p.lastLoss.Add(p.window + time.Nanosecond)
 	}
-	for _, s := range p.past {
-		if t := s.end.Add(p.window + time.Nanosecond); lifts(t) {
-			return t, true
-		}
+	leaves := func(end time.Time) time.Time { return end.Add(p.window + time.Nanosecond) }
+	if p.accepts(p.withheld, p.referenceFrom(earliest.Add(-p.window))) {
+		return earliest, true
 	}
-	// No size outlives this one (past sizes ended before protection
-	// started), so the reference is 0 after it.
-	t := p.goodSince.Add(p.window + time.Nanosecond)
-	if !t.After(p.decidedAt) {
-		// Cannot happen while protecting; never ask for a decision at
-		// once, which would be asked again and again.
-		t = p.decidedAt.Add(p.window)
+	if !p.accepts(p.withheld, len(p.good)) {
+		// Past sizes ended before protection started: the reference
+		// is 0 once the withheld-for list leaves.
+		return leaves(p.goodSince), true
 	}
-	return t, true
-}
-
-// referenceAt is the reference at t (not before the last decide) as
-// reference would compute it, without dropping anything.
-func (p *protector) referenceAt(t time.Time) int {
-	from := t.Add(-p.window)
-	ref := 0
-	if p.goodSince.IsZero() || !p.goodSince.Before(from) {
-		ref = len(p.good)
+	// The reference is the first past size in the window, once it is no
+	// larger than the withheld-for list's: find the first past size
+	// small enough; the answer is when the one before it leaves.
+	j := sort.Search(len(p.past), func(i int) bool { return p.accepts(p.withheld, p.past[i].n) })
+	if j == 0 {
+		// Cannot happen: the reference at earliest would accept.
+		return earliest, true
 	}
-	// Sizes decrease and ends increase along past: the first one still in
-	// the window is the largest in it.
-	for _, s := range p.past {
-		if !s.end.Before(from) {
-			ref = max(ref, s.n)
-			break
-		}
-	}
-	return ref
+	return leaves(p.past[j-1].end), true
 }

@@ -42,7 +42,8 @@ func TestProtectorLiftsOnAQuietRegistry(t *testing.T) {
 }
 
 // The reference can fall before the withheld-for list leaves the window,
-// when a larger list that ended earlier leaves it: next finds that moment.
+// when a larger list that ended earlier leaves it after a growth ended the
+// run of losses: next finds that moment.
 func TestProtectorNextWhenALargerPastListLeaves(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	p := &protector{fraction: 0.5, window: 30 * time.Second}
@@ -52,18 +53,29 @@ func TestProtectorNextWhenALargerPastListLeaves(t *testing.T) {
 		t.Fatalf("40 of a reference of 100 not protected")
 	}
 	at, ok := p.next()
-	if want := t0.Add(31*time.Second + time.Nanosecond); !ok || !at.Equal(want) {
-		t.Fatalf("next = %v, %v; want %v (when the 100 leaves the window, 40 >= 60/2)", at, ok, want)
+	if want := t0.Add(32*time.Second + time.Nanosecond); !ok || !at.Equal(want) {
+		t.Fatalf("next during a run of losses = %v, %v; want %v (a window after the last loss)", at, ok, want)
 	}
-	if got, prot := p.decide(at, list(40)); prot || len(got) != 40 {
-		t.Fatalf("at next: served %d, protected %v; want the 40", len(got), prot)
+	// A growth ends the run: the window is no longer held.
+	if _, prot := p.decide(t0.Add(3*time.Second), list(45)); !prot {
+		t.Fatalf("45 of a reference of 100 not protected")
+	}
+	at, ok = p.next()
+	if want := t0.Add(31*time.Second + time.Nanosecond); !ok || !at.Equal(want) {
+		t.Fatalf("next = %v, %v; want %v (when the 100 leaves the window, 45 >= 60/2)", at, ok, want)
+	}
+	if got, prot := clone(p).decide(at.Add(-time.Nanosecond), list(45)); !prot || len(got) != 60 {
+		t.Fatalf("just before next: served %d, protected %v; want the 60 kept", len(got), prot)
+	}
+	if got, prot := p.decide(at, list(45)); prot || len(got) != 45 {
+		t.Fatalf("at next: served %d, protected %v; want the 45", len(got), prot)
 	}
 }
 
 // Against the protector itself over random histories: whenever it
-// withholds, next is after now, no later than a window after protection
-// started, decide with the same list still withholds just before it and
-// serves the list at it.
+// withholds, next is after now, no later than a window after the later of
+// the start of protection and the last loss, decide with the same list
+// still withholds just before it and serves the list at it.
 func TestProtectorNextIsWhenTheDecisionChanges(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	for _, fraction := range []float64{0.3, 0.5, 0.9, 1} {
@@ -85,8 +97,12 @@ func TestProtectorNextIsWhenTheDecisionChanges(t *testing.T) {
 			if !at.After(now) {
 				t.Fatalf("fraction %v, update %d: next %v is not after now %v", fraction, i, at, now)
 			}
-			if limit := p.since().Add(p.window + time.Nanosecond); at.After(limit) {
-				t.Fatalf("fraction %v, update %d: next %v is later than a window after protection started (%v)", fraction, i, at, limit)
+			last := p.since()
+			if p.lastLoss.After(last) {
+				last = p.lastLoss
+			}
+			if limit := last.Add(p.window + time.Nanosecond); at.After(limit) {
+				t.Fatalf("fraction %v, update %d: next %v is later than a window after protection started or the last loss (%v)", fraction, i, at, limit)
 			}
 			if _, prot := clone(p).decide(at.Add(-time.Nanosecond), live); !prot {
 				t.Fatalf("fraction %v, update %d: the list is served before next (%v)", fraction, i, at)

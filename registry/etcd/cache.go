@@ -1,6 +1,7 @@
 package etcd
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -35,6 +36,7 @@ type cache struct {
 	overrides map[string]registry.Override  // operators' overrides
 	served    map[string]*registry.Instance // raw with overrides applied: what is served
 	bad       map[string]int64              // key (of either kind) -> mod revision of a skipped value
+	metadata  metadataPool                  // equal metadata maps, shared among instances
 
 	list    []*registry.Instance // the list next returned last; never modified
 	all     bool                 // since then, any key may have changed
@@ -96,6 +98,7 @@ func (c *cache) load(kvs []*mvccpb.KeyValue) []badValue {
 		var in registry.Instance
 		var ok bool
 		if in, ok, bad = c.decode(kv, bad); ok {
+			in.Metadata = c.metadata.share(in.Metadata)
 			raw[key] = &in
 		}
 	}
@@ -143,6 +146,7 @@ func (c *cache) apply(ev *mvccpb.Event, bad []badValue) []badValue {
 		var in registry.Instance
 		var ok bool
 		if in, ok, bad = c.decode(ev.Kv, bad); ok {
+			in.Metadata = c.metadata.share(in.Metadata)
 			delete(c.bad, key)
 			c.raw[key] = &in
 		}
@@ -255,18 +259,15 @@ func (c *cache) skip(kv *mvccpb.KeyValue, err error, bad []badValue) []badValue 
 	return bad
 }
 
-// patchLimit is the most changed keys applied to the previous list one by
-// one; more are rebuilt from the cache with a sort.
-const patchLimit = 16
-
 // next returns the sorted list of the instances served, and whether it
 // changed (some served instance did) since the last call; unchanged, it is
-// the same slice. After a few changed keys it is a patched copy of the
-// previous list (O(n) instead of O(n log n) per watch response), after more
-// a full rebuild. A returned list is never modified: watchers may hold it.
+// the same slice. After changed keys it is a patched copy of the previous
+// list (O(n + k log k) for k changed keys, instead of O(n log n)), after a
+// load a full rebuild. A returned list is never modified: watchers may hold
+// it.
 func (c *cache) next() ([]*registry.Instance, bool) {
 	switch {
-	case c.all || len(c.touched) > patchLimit:
+	case c.all:
 		c.list = sortedInstances(c.served)
 	case len(c.touched) > 0:
 		c.list = c.patched(c.list, c.touched)
@@ -277,26 +278,31 @@ func (c *cache) next() ([]*registry.Instance, bool) {
 	return c.list, true
 }
 
-// patched returns a copy of prev with the keys in touched updated from the
-// cache.
+// patched returns a copy of prev with the keys in changes updated from the
+// cache, in one merge pass: the changes sorted by ID, the runs of prev
+// between them copied whole. A mass expiry's thousands of deletes batched
+// into one list cost one copy of it, not one shift of its tail each.
 func (c *cache) patched(prev []*registry.Instance, changes []change) []*registry.Instance {
-	next := make([]*registry.Instance, len(prev), len(prev)+len(changes))
-	copy(next, prev)
+	slices.SortFunc(changes, func(a, b change) int {
+		return cmp.Or(strings.Compare(a.id, b.id), strings.Compare(a.key, b.key))
+	})
+	changes = slices.Compact(changes) // a key touched twice is read once
+	next := make([]*registry.Instance, 0, len(prev)+len(changes))
+	i := 0
 	for _, t := range changes {
-		i, found := slices.BinarySearchFunc(next, t.id, func(in *registry.Instance, id string) int {
+		j, found := slices.BinarySearchFunc(prev[i:], t.id, func(in *registry.Instance, id string) int {
 			return strings.Compare(in.ID, id)
 		})
-		in, present := c.served[t.key]
-		switch {
-		case present && found:
-			next[i] = in
-		case present:
-			next = slices.Insert(next, i, in)
-		case found:
-			next = slices.Delete(next, i, i+1)
+		next = append(next, prev[i:i+j]...)
+		i += j
+		if found {
+			i++ // replaced or removed
+		}
+		if in, present := c.served[t.key]; present {
+			next = append(next, in)
 		}
 	}
-	return next
+	return append(next, prev[i:]...)
 }
 
 func sortedInstances(served map[string]*registry.Instance) []*registry.Instance {

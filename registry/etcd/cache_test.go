@@ -196,18 +196,18 @@ func badKeys(bad []badValue) []string {
 	return out
 }
 
-func TestCachePatchesFewKeysAndRebuildsMany(t *testing.T) {
+func TestCachePatchesBatchesOfKeys(t *testing.T) {
+	const batch = 16
 	c := newCache(registry.DefaultPrefix, cacheTestService, nil)
 	var evs []*mvccpb.Event
-	for i := range 3 * patchLimit {
+	for i := range 3 * batch {
 		in := registry.Instance{Name: cacheTestService, ID: fmt.Sprintf("i%03d", i), Addr: fmt.Sprintf("10.0.0.%d:80", i)}
 		evs = append(evs, put(instanceKeyOf(in.ID), mustMarshal(t, in), int64(2+i)))
 	}
-	// More than patchLimit keys in one response: a rebuild.
-	applyAll(c, evs[:2*patchLimit]...)
+	// Many keys in one response, then one response per key: patches.
+	applyAll(c, evs[:2*batch]...)
 	prev, _ := c.next()
-	// Then one response per key: patches.
-	for _, ev := range evs[2*patchLimit:] {
+	for _, ev := range evs[2*batch:] {
 		applyAll(c, ev)
 		list, changed := c.next()
 		if !changed || len(list) != len(prev)+1 {

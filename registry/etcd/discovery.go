@@ -57,6 +57,8 @@ type Discovery struct {
 
 	compactionReloads atomic.Uint64
 	silenceReloads    atomic.Uint64
+	watchResponses    atomic.Uint64
+	changes           atomic.Uint64
 	rewinds           atomic.Uint64
 }
 
@@ -88,6 +90,14 @@ type Stats struct {
 	// backup, restarted empty, replaced); each starts a new snapshot
 	// Generation.
 	Rewinds uint64
+	// WatchResponses counts the watch responses with events applied.
+	WatchResponses uint64
+	// Changes counts the snapshots published with a changed list. The
+	// responses already queued when one is applied are applied with it
+	// and published once, so a Discovery that falls behind a burst or
+	// a trickle of changes (a mass expiry) catches up: Changes is then
+	// well below WatchResponses.
+	Changes uint64
 	// PerService describes each followed service, sorted by name.
 	PerService []ServiceStats
 }
@@ -208,6 +218,8 @@ func (d *Discovery) Stats() Stats {
 	st.CompactionReloads = d.compactionReloads.Load()
 	st.SilenceReloads = d.silenceReloads.Load()
 	st.Rewinds = d.rewinds.Load()
+	st.WatchResponses = d.watchResponses.Load()
+	st.Changes = d.changes.Load()
 	return st
 }
 

@@ -49,8 +49,10 @@
 //
 // A Discovery loads a service with one linearizable Get at revision R and
 // follows it with one Watch from R (WithRequireLeader, progress
-// notifications), applying each watch response to its cache and publishing
-// one sorted snapshot per response. Every watcher of the service in the
+// notifications), applying each watch response to its cache, with the
+// responses already queued behind it, and publishing one sorted snapshot of
+// them (so a Discovery behind a trickle of changes, such as a mass expiry,
+// catches up in batches). Every watcher of the service in the
 // process shares that watch. After a watch error, a compaction, a
 // cancellation or a silence (no event nor progress notification for 2.5
 // progress intervals, 5s by default), it reads the service again,

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -237,16 +238,75 @@ func (s *service) follow(ctx context.Context, rev int64) (healthy bool, err erro
 			continue
 		}
 		healthy = true
-		var bad []badValue
-		for _, ev := range wresp.Events {
-			bad = s.cache.apply(ev, bad)
+		bad := s.applyEvents(wresp, nil)
+		rev = max(rev, wresp.Header.Revision)
+		// Responses already queued are applied before the one snapshot
+		// of them all is published: a mass expiry arrives as a trickle
+		// of responses (etcd revokes about 1,000 leases a second), and a
+		// list copied per response would let the Discovery fall behind.
+		for range drainLimit {
+			more, ok := queued(wch)
+			if !ok {
+				break
+			}
+			if !eventsOnly(more) {
+				pending = []clientv3.WatchResponse{more} // handled above, next
+				break
+			}
+			if rw, ok := s.hist.observe(more.Header.ClusterId, more.Header.Revision, true); ok {
+				s.skipped(bad)
+				s.rewound(rw, "watch")
+				return healthy, errRewound
+			}
+			bad = s.applyEvents(more, bad)
+			rev = max(rev, more.Header.Revision)
+			s.watchMember.Store(more.Header.MemberId)
 		}
+		lastHeard = time.Now()
+		nextProbe = lastHeard.Add(every)
 		s.skipped(bad)
-		if wresp.Header.Revision > rev {
-			rev = wresp.Header.Revision
-		}
 		s.publish(rev)
 	}
+}
+
+// drainLimit bounds the queued watch responses applied with one before a
+// snapshot is published, so that a steady flood is still published
+// regularly.
+const drainLimit = 1024
+
+// applyEvents applies a watch response's events to the cache, adding the
+// values skipped to bad.
+func (s *service) applyEvents(wresp clientv3.WatchResponse, bad []badValue) []badValue {
+	s.d.watchResponses.Add(1)
+	for _, ev := range wresp.Events {
+		bad = s.cache.apply(ev, bad)
+	}
+	return bad
+}
+
+// queued returns a watch response already waiting on wch, without
+// blocking; ok is false when there is none (or wch is closed, which the
+// next blocking receive reports). The etcd client hands its buffered
+// responses over one at a time, so a first miss yields once to let it.
+func queued(wch clientv3.WatchChan) (wresp clientv3.WatchResponse, ok bool) {
+	for yielded := false; ; yielded = true {
+		select {
+		case wresp, ok = <-wch:
+			return wresp, ok
+		default:
+		}
+		if yielded {
+			return wresp, false
+		}
+		runtime.Gosched()
+	}
+}
+
+// eventsOnly reports whether a watch response carries nothing but events
+// (or a progress notification): no error, cancellation, compaction or
+// creation, which the watch loop handles one by one.
+func eventsOnly(wresp clientv3.WatchResponse) bool {
+	return wresp.CompactRevision == 0 && wresp.Err() == nil && !wresp.Canceled && !wresp.Created
 }
 
 // landedOnAvoided reports whether a watch just created on member should be
@@ -325,6 +385,9 @@ func (s *service) skipped(bad []badValue) {
 func (s *service) publish(rev int64) {
 	// Built outside the lock: only this goroutine writes the instances.
 	instances, changed := s.cache.next()
+	if changed {
+		s.d.changes.Add(1)
+	}
 	var stale time.Duration
 	wasStale, loaded := false, false
 	s.hub.Update(func(snap *registry.Snapshot) bool {
