@@ -103,7 +103,11 @@ func WithFirstStateTimeout(d time.Duration) Option {
 // judged against the size before it too. Protection lifts when the list
 // grows back, or a window after the last loss (and at least a window after
 // it started) even if the registry reports nothing more: a service that
-// really shrank is then served as it is.
+// really shrank is then served as it is. The price: a scale-down that sheds
+// more than that share without a pause (each removal within a window of the
+// previous) is held too, until a window after its last removal; meanwhile
+// the removed instances stay listed, their connections fail, and Muster's
+// balancers (and gRPC's) pick only ready endpoints.
 //
 // The default is fraction 0.5 over 30s: losing more than half of a service
 // at once is far likelier a registry-side failure (leases expiring while
