@@ -62,6 +62,10 @@ func New(cli *clientv3.Client, opts ...Option) (*Server, error) {
 	canaries, err := etcd.NewCanaries(cli, etcd.WithPrefix(o.prefix), etcd.WithRequestTimeout(o.requestTimeout),
 		etcd.WithLogger(o.log))
 	if err != nil {
+		for _, c := range closers {
+			_ = c()
+		}
+		_ = d.Close()
 		return nil, fmt.Errorf("console: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -3,7 +3,6 @@ package resolver
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/musterhq/muster/registry"
 )
@@ -52,9 +51,8 @@ func (f *feed) run(ctx context.Context) {
 			if !ok {
 				return
 			}
-			snap, now := f.w.Snapshot(), time.Now()
 			for _, r := range f.sh.channels(f.t) {
-				r.updateFromFeed(now, snap)
+				r.updateFromFeed()
 			}
 		}
 	}

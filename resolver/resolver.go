@@ -109,15 +109,18 @@ func (r *musterResolver) run(ctx context.Context) {
 	}
 }
 
-// updateFromFeed is the feed's delivery of snap to the channel.
-func (r *musterResolver) updateFromFeed(now time.Time, snap registry.Snapshot) {
+// updateFromFeed is the feed's delivery of a change to the channel. It
+// reads the snapshot and the clock under the channel's lock, as the
+// channel's own goroutine does: a lift in between may have served a newer
+// snapshot, and protection's decisions must not go back in time.
+func (r *musterResolver) updateFromFeed() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
 		return
 	}
 	was := r.withheld
-	r.update(now, snap)
+	r.update(time.Now(), r.w.Snapshot())
 	if was || r.withheld {
 		// The lift time moved; run sets its timer again.
 		select {

@@ -90,7 +90,8 @@ type Stats struct {
 	// backup, restarted empty, replaced); each starts a new snapshot
 	// Generation.
 	Rewinds uint64
-	// WatchResponses counts the watch responses with events applied.
+	// WatchResponses counts the watch responses with events applied
+	// (progress notifications, which carry none, are not counted).
 	WatchResponses uint64
 	// Changes counts the snapshots published with a changed list. The
 	// responses already queued when one is applied are applied with it

@@ -48,6 +48,10 @@ type Registrar struct {
 	// written holds what the run loop wrote under the current lease, by
 	// key. A key in written but not in entries is still to be deleted.
 	written map[string]*entry
+	// inflight counts, per key, the transactions in flight that write it:
+	// a Deregister waits for them, so that its key is not written after it
+	// returned.
+	inflight map[string]int
 	// wroteAt is the revision of the last write of each key, so that a
 	// deletion older than it (a watch replaying events) is not repaired.
 	wroteAt map[string]int64
@@ -127,20 +131,21 @@ func NewRegistrar(cli *clientv3.Client, opts ...Option) (*Registrar, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &Registrar{
-		cli:     cli,
-		opts:    o,
-		log:     o.logger.With("component", "muster.registrar"),
-		ctx:     ctx,
-		cancel:  cancel,
-		wake:    make(chan struct{}, 1),
-		done:    make(chan struct{}),
-		entries: make(map[string]*entry),
-		written: make(map[string]*entry),
-		wroteAt: make(map[string]int64),
-		dirty:   make(map[string]bool),
-		changed: make(chan struct{}),
-		alarm:   make(chan struct{}),
-		txnOps:  o.maxTxnOps,
+		cli:      cli,
+		opts:     o,
+		log:      o.logger.With("component", "muster.registrar"),
+		ctx:      ctx,
+		cancel:   cancel,
+		wake:     make(chan struct{}, 1),
+		done:     make(chan struct{}),
+		entries:  make(map[string]*entry),
+		written:  make(map[string]*entry),
+		inflight: make(map[string]int),
+		wroteAt:  make(map[string]int64),
+		dirty:    make(map[string]bool),
+		changed:  make(chan struct{}),
+		alarm:    make(chan struct{}),
+		txnOps:   o.maxTxnOps,
 	}
 	r.status.Since = time.Now()
 	go r.run()
@@ -249,7 +254,7 @@ func (r *Registrar) Deregister(ctx context.Context, name, id string) error {
 	r.kick()
 	return r.await(ctx, nil, func() (bool, error) {
 		_, ok := r.written[key]
-		return !ok, nil
+		return !ok && r.inflight[key] == 0, nil
 	})
 }
 

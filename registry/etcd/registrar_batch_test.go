@@ -247,8 +247,12 @@ func TestDeregisterWhileATransactionIsInFlight(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Once the lease is granted, the first transaction is on its way.
+	waitStatus(t, r, 10*time.Second, "a lease granted", func(st registry.RegistrarStatus) bool { return st.Session != 0 })
 	var wg sync.WaitGroup
 	deregistered := map[string]bool{}
+	var mu sync.Mutex
+	returnedAt := map[string]int64{} // etcd's revision once Deregister returned
 	errs := make(chan error, n)
 	for i := n - 1; i >= 0; i -= 3 {
 		id := fmt.Sprintf("i%03d", i)
@@ -258,7 +262,16 @@ func TestDeregisterWhileATransactionIsInFlight(t *testing.T) {
 			defer wg.Done()
 			if err := r.Deregister(ctx, "svc", id); err != nil {
 				errs <- fmt.Errorf("Deregister %s: %w", id, err)
+				return
 			}
+			resp, err := cli.Get(ctx, "/p/svc/"+id)
+			if err != nil {
+				errs <- err
+				return
+			}
+			mu.Lock()
+			returnedAt[id] = resp.Header.Revision
+			mu.Unlock()
 		}()
 	}
 	wg.Wait()
@@ -281,5 +294,75 @@ func TestDeregisterWhileATransactionIsInFlight(t *testing.T) {
 		if deregistered[k[strings.LastIndexByte(k, '/')+1:]] {
 			t.Fatalf("deregistered instance still has its key %s", k)
 		}
+	}
+	// Deregister returns once the key is gone: no transaction in flight
+	// writes it afterwards. The history of the prefix says.
+	for _, ev := range historyOf(t, ctx, cli, "/p/svc/") {
+		if at, ok := returnedAt[string(ev.Kv.Key[len("/p/svc/"):])]; ok && ev.Type == clientv3.EventTypePut && ev.Kv.ModRevision > at {
+			t.Fatalf("%s written at revision %d, after its Deregister returned (revision %d)", ev.Kv.Key, ev.Kv.ModRevision, at)
+		}
+	}
+}
+
+// historyOf returns every event under prefix from the first revision to
+// now, in order: it reads the watch history up to a key it writes beside
+// the prefix.
+func historyOf(t *testing.T, ctx context.Context, cli *clientv3.Client, prefix string) []*clientv3.Event {
+	t.Helper()
+	end := strings.TrimSuffix(prefix, "/") + "~end"
+	if _, err := cli.Put(ctx, end, ""); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var evs []*clientv3.Event
+	for wr := range cli.Watch(wctx, strings.TrimSuffix(prefix, "/"), clientv3.WithPrefix(), clientv3.WithRev(1)) {
+		if err := wr.Err(); err != nil {
+			t.Fatalf("reading the history of %s: %v", prefix, err)
+		}
+		for _, ev := range wr.Events {
+			if string(ev.Kv.Key) == end {
+				return evs
+			}
+			if strings.HasPrefix(string(ev.Kv.Key), prefix) {
+				evs = append(evs, ev)
+			}
+		}
+	}
+	t.Fatalf("the watch of %s ended before reaching %s", prefix, end)
+	return nil
+}
+
+func TestDeletionEtcdRefusesHoldsBackNoRegistration(t *testing.T) {
+	// Seven copies per instance: a put (the key and its copies, 8
+	// operations) fits etcd's limit of 8, the deletion (the key, its
+	// override and the copies, 9 in one nested transaction) never does.
+	c := etcdtest.Start(t, etcdtest.WithMaxTxnOps(8))
+	cli := c.Client(t)
+	var mirrors []etcd.Mirror
+	for i := range 7 {
+		mirrors = append(mirrors, copyUnder(fmt.Sprintf("/copy%d", i)))
+	}
+	r := newRegistrar(t, cli, fast("/p", etcd.WithMirror(mirrors...))...)
+	ctx := ctxFor(t, 60*time.Second)
+	if err := r.Register(ctx, instance("svc", "a", 9000)); err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, time.Second)
+	err := r.Deregister(short, "svc", "a")
+	cancel()
+	if err == nil {
+		t.Fatal("Deregister of a key whose deletion etcd refuses returned nil")
+	}
+	if c.RPCStats().Errors[tooManyOps] == 0 {
+		t.Fatal("etcd refused no transaction: the test does not exercise a refused deletion")
+	}
+	// The refused deletion is retried, and holds back no registration.
+	if err := r.Register(ctx, instance("svc", "b", 9001)); err != nil {
+		t.Fatalf("Register after a deletion etcd refuses: %v", err)
+	}
+	resp, err := cli.Get(ctx, "/p/svc/b")
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("the key of b: %v, %v", resp, err)
 	}
 }

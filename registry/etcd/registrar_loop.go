@@ -152,15 +152,23 @@ func (r *Registrar) reconcile() error {
 			return err
 		}
 	}
-	if err := r.deleteRemoved(lease); err != nil {
-		return err
+	// A deletion etcd refuses (a narrowed role, a limit of operations too
+	// low for the key's copies) is retried on every attempt, and holds back
+	// no write: only an error that stops every write (a lost lease, an
+	// unreachable etcd, Close) ends the attempt here.
+	delErr := r.deleteRemoved(lease)
+	if delErr != nil && stopsWrites(delErr) {
+		return delErr
 	}
 	if err := r.putPending(lease); err != nil {
-		return err
+		return errors.Join(err, delErr)
 	}
 	// A Deregister that raced with a put above left a key to delete.
 	if err := r.deleteRemoved(lease); err != nil {
 		return err
+	}
+	if delErr != nil {
+		return delErr
 	}
 	if orphan != 0 {
 		// Keys re-put above are bound to the new lease; what is still
@@ -327,12 +335,14 @@ func (r *Registrar) putBatch(lease clientv3.LeaseID, b []*entry, rebind bool) er
 	for _, e := range b {
 		if r.entries[e.key] == e {
 			cur = append(cur, e) // else replaced or deregistered since the list was taken
+			r.inflight[e.key]++
 		}
 	}
 	r.mu.Unlock()
 	if len(cur) == 0 {
 		return nil
 	}
+	defer r.landed(cur)
 	ops := make([]clientv3.Op, 0, len(cur)*2)
 	keys := make([]string, 0, len(cur))
 	for _, e := range cur {
@@ -370,6 +380,19 @@ func (r *Registrar) putBatch(lease clientv3.LeaseID, b []*entry, rebind bool) er
 	r.updateStatusLocked()
 	r.mu.Unlock()
 	return nil
+}
+
+// landed ends the transaction in flight for cur's keys, written or not,
+// and wakes the Deregisters waiting for it.
+func (r *Registrar) landed(cur []*entry) {
+	r.mu.Lock()
+	for _, e := range cur {
+		if r.inflight[e.key]--; r.inflight[e.key] <= 0 {
+			delete(r.inflight, e.key)
+		}
+	}
+	r.broadcastLocked()
+	r.mu.Unlock()
 }
 
 // drop removes e, which etcd refused for good (err), from the desired set;

@@ -277,7 +277,9 @@ const drainLimit = 1024
 // applyEvents applies a watch response's events to the cache, adding the
 // values skipped to bad.
 func (s *service) applyEvents(wresp clientv3.WatchResponse, bad []badValue) []badValue {
-	s.d.watchResponses.Add(1)
+	if len(wresp.Events) > 0 {
+		s.d.watchResponses.Add(1) // progress notifications not counted
+	}
 	for _, ev := range wresp.Events {
 		bad = s.cache.apply(ev, bad)
 	}
