@@ -10,6 +10,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/musterhq/muster/internal/backoff"
+	"github.com/musterhq/muster/internal/watchhub"
 	"github.com/musterhq/muster/registry"
 )
 
@@ -28,9 +29,9 @@ type service struct {
 	done chan struct{}
 	once sync.Once
 
-	mu       sync.Mutex
-	watchers map[*watcher]struct{}
-	snap     registry.Snapshot
+	hub *watchhub.Hub
+
+	mu sync.Mutex
 	// What the events marked to read again.
 	reload    bool            // everything
 	children  bool            // the list of instance nodes
@@ -41,15 +42,14 @@ type service struct {
 func newService(d *Discovery, name string) *service {
 	s := &service{
 		d: d, name: name, path: servicePath(d.o.root, name),
-		log:      d.log.With("service", name),
-		wake:     make(chan struct{}, 1),
-		quit:     make(chan struct{}),
-		done:     make(chan struct{}),
-		watchers: map[*watcher]struct{}{},
-		snap:     registry.Snapshot{Service: name},
-		reload:   true,
-		dirty:    map[string]bool{},
+		log:    d.log.With("service", name),
+		wake:   make(chan struct{}, 1),
+		quit:   make(chan struct{}),
+		done:   make(chan struct{}),
+		reload: true,
+		dirty:  map[string]bool{},
 	}
+	s.hub = watchhub.New(name, func() { d.release(s) })
 	s.poke() // the first load
 	return s
 }
@@ -64,17 +64,20 @@ func (s *service) poke() {
 // sessionEvent reacts to the connection's state (called under d.mu): a
 // lost connection marks the snapshot stale, a (new) session reloads.
 func (s *service) sessionEvent(ev zk.Event) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	switch {
 	case ev.Type == zk.EventNotWatching, ev.State == zk.StateHasSession:
+		s.mu.Lock()
 		s.reload = true
+		s.mu.Unlock()
 		s.poke()
 	case ev.State == zk.StateDisconnected, ev.State == zk.StateExpired:
-		if !s.snap.Stale() {
-			s.snap.StaleSince, s.snap.Err = time.Now(), errDisconnected
-			s.notifyLocked()
-		}
+		s.hub.Update(func(snap *registry.Snapshot) bool {
+			if snap.Stale() {
+				return false
+			}
+			snap.StaleSince, snap.Err = time.Now(), errDisconnected
+			return true
+		})
 	}
 }
 
@@ -103,24 +106,6 @@ func (s *service) stop() {
 	<-s.done
 }
 
-func (s *service) closeWatchers() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for w := range s.watchers {
-		close(w.ch)
-		delete(s.watchers, w)
-	}
-}
-
-func (s *service) notifyLocked() {
-	for w := range s.watchers {
-		select {
-		case w.ch <- struct{}{}:
-		default:
-		}
-	}
-}
-
 // run reads and publishes until stop, retrying failed reads with backoff.
 func (s *service) run() {
 	defer close(s.done)
@@ -147,37 +132,47 @@ func (s *service) run() {
 		if err != nil {
 			s.mu.Lock()
 			s.reload = true
-			if !s.snap.Stale() {
-				s.snap.StaleSince = time.Now()
-			}
-			s.snap.Err = err
-			s.notifyLocked()
 			s.mu.Unlock()
+			s.hub.Update(func(snap *registry.Snapshot) bool {
+				if !snap.Stale() {
+					snap.StaleSince = time.Now()
+				}
+				snap.Err = err
+				return true
+			})
 			s.log.Debug("reading the service failed; retrying", "err", err)
 			retry = time.After(bo.Next())
 			continue
 		}
 		bo.Reset()
 		list := c.build()
-		s.mu.Lock()
-		if s.snap.Stale() && s.d.conn.State() == zk.StateHasSession && reload {
-			s.log.Info("service read again; list current", "stale_for", time.Since(s.snap.StaleSince).Round(time.Millisecond))
-			s.snap.StaleSince, s.snap.Err = time.Time{}, nil
-		}
-		if rev < s.snap.Revision && reload {
-			s.snap.Generation++
-			s.log.Warn("zookeeper history went back (restored or restarted empty); new generation",
-				"old_revision", s.snap.Revision, "revision", rev)
-		}
-		if !s.snap.Loaded {
-			s.snap.Generation = 1
-		}
-		s.snap.Instances, s.snap.Loaded = list, true
-		if rev > s.snap.Revision || reload {
-			s.snap.Revision = rev
-		}
-		s.notifyLocked()
-		s.mu.Unlock()
+		session := s.d.conn.State() == zk.StateHasSession
+		s.hub.Update(func(snap *registry.Snapshot) bool {
+			s.publish(snap, list, rev, reload, session)
+			return true
+		})
+	}
+}
+
+// publish records a successful read in snap (under the hub's lock): list
+// and rev as read, reload when the read was a full one, session when the
+// connection has a session.
+func (s *service) publish(snap *registry.Snapshot, list []*registry.Instance, rev int64, reload, session bool) {
+	if snap.Stale() && session && reload {
+		s.log.Info("service read again; list current", "stale_for", time.Since(snap.StaleSince).Round(time.Millisecond))
+		snap.StaleSince, snap.Err = time.Time{}, nil
+	}
+	if rev < snap.Revision && reload {
+		snap.Generation++
+		s.log.Warn("zookeeper history went back (restored or restarted empty); new generation",
+			"old_revision", snap.Revision, "revision", rev)
+	}
+	if !snap.Loaded {
+		snap.Generation = 1
+	}
+	snap.Instances, snap.Loaded = list, true
+	if rev > snap.Revision || reload {
+		snap.Revision = rev
 	}
 }
 
