@@ -35,8 +35,9 @@ type Discovery struct {
 	services map[string]*service
 	closed   bool
 
-	skipped atomic.Uint64
-	loads   atomic.Uint64
+	skipped       atomic.Uint64
+	loads         atomic.Uint64
+	watchRequests atomic.Uint64
 }
 
 // Stats counts what a Discovery did.
@@ -51,6 +52,12 @@ type Stats struct {
 	// Loads counts full reads of a service (the first, and one after each
 	// reconnection or error).
 	Loads uint64
+	// WatchRequests counts the requests that set a watch. A watch is
+	// asked for only when none is armed on the node (the client library
+	// keeps every one until it fires, and sets them all again after a
+	// reconnection), so this stays near the number of nodes followed
+	// while the session lasts, however often the connection drops.
+	WatchRequests uint64
 }
 
 // NewDiscovery connects to the ZooKeeper servers (host:port each); it
@@ -160,6 +167,7 @@ func (d *Discovery) Stats() Stats {
 	d.mu.Unlock()
 	st.SkippedValues = d.skipped.Load()
 	st.Loads = d.loads.Load()
+	st.WatchRequests = d.watchRequests.Load()
 	return st
 }
 

@@ -37,6 +37,7 @@ type service struct {
 	children  bool            // the list of instance nodes
 	overrides bool            // the service node's value
 	dirty     map[string]bool // instance nodes' values
+	armed     armed           // watches set and not fired
 }
 
 func newService(d *Discovery, name string) *service {
@@ -48,6 +49,7 @@ func newService(d *Discovery, name string) *service {
 		done:   make(chan struct{}),
 		reload: true,
 		dirty:  map[string]bool{},
+		armed:  armed{},
 	}
 	s.hub = watchhub.New(name, func() { d.release(s) })
 	s.poke() // the first load
@@ -64,6 +66,11 @@ func (s *service) poke() {
 // sessionEvent reacts to the connection's state (called under d.mu): a
 // lost connection marks the snapshot stale, a (new) session reloads.
 func (s *service) sessionEvent(ev zk.Event) {
+	if ev.Type == zk.EventNotWatching || ev.State == zk.StateExpired {
+		s.mu.Lock()
+		clear(s.armed) // the library dropped every watch
+		s.mu.Unlock()
+	}
 	switch {
 	case ev.Type == zk.EventNotWatching, ev.State == zk.StateHasSession:
 		s.mu.Lock()
@@ -86,6 +93,7 @@ func (s *service) sessionEvent(ev zk.Event) {
 func (s *service) nodeEvent(ev zk.Event, id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.armed.fired(id, ev.Type)
 	switch {
 	case id == "" && ev.Type == zk.EventNodeChildrenChanged:
 		s.children = true
@@ -182,10 +190,17 @@ func (s *service) read(c *cache, logged map[string]int64, reload, children, over
 	conn := s.d.conn
 	var rev int64
 	if reload || overrides {
-		data, stat, _, err := conn.GetW(s.path)
+		data, stat, err := s.get(watchKey{}, s.path)
 		if errors.Is(err, zk.ErrNoNode) {
 			// No service node yet: empty, and a watch for its creation.
-			ok, _, _, err := conn.ExistsW(s.path)
+			var ok bool
+			err := s.watched(watchKey{}, func() (err error) {
+				ok, _, _, err = conn.ExistsW(s.path)
+				return err
+			}, func() (err error) {
+				ok, _, err = conn.Exists(s.path)
+				return err
+			})
 			if err != nil {
 				return 0, err
 			}
@@ -207,7 +222,15 @@ func (s *service) read(c *cache, logged map[string]int64, reload, children, over
 		c.setOverrides(o)
 	}
 	if reload || children {
-		ids, stat, _, err := conn.ChildrenW(s.path)
+		var ids []string
+		var stat *zk.Stat
+		err := s.watched(watchKey{children: true}, func() (err error) {
+			ids, stat, _, err = conn.ChildrenW(s.path)
+			return err
+		}, func() (err error) {
+			ids, stat, err = conn.Children(s.path)
+			return err
+		})
 		if err != nil {
 			return 0, err
 		}
@@ -220,7 +243,7 @@ func (s *service) read(c *cache, logged map[string]int64, reload, children, over
 		}
 	}
 	for id := range dirty {
-		data, stat, _, err := conn.GetW(nodePath(s.d.o.root, s.name, id))
+		data, stat, err := s.get(watchKey{id: id}, nodePath(s.d.o.root, s.name, id))
 		if errors.Is(err, zk.ErrNoNode) {
 			c.remove(id)
 			continue
@@ -236,4 +259,36 @@ func (s *service) read(c *cache, logged map[string]int64, reload, children, over
 		}
 	}
 	return rev, nil
+}
+
+// watched runs set, a request that sets the watch k, when k is not armed
+// (and counts it), else plain, the same request without a watch.
+func (s *service) watched(k watchKey, set, plain func() error) error {
+	s.mu.Lock()
+	arm := s.armed.arm(k)
+	s.mu.Unlock()
+	if !arm {
+		return plain()
+	}
+	err := set()
+	if err != nil { // no watch set
+		s.mu.Lock()
+		delete(s.armed, k)
+		s.mu.Unlock()
+		return err
+	}
+	s.d.watchRequests.Add(1)
+	return nil
+}
+
+// get reads the value of the node at path, with the data watch k.
+func (s *service) get(k watchKey, path string) (data []byte, stat *zk.Stat, err error) {
+	err = s.watched(k, func() (err error) {
+		data, stat, _, err = s.d.conn.GetW(path)
+		return err
+	}, func() (err error) {
+		data, stat, err = s.d.conn.Get(path)
+		return err
+	})
+	return data, stat, err
 }
