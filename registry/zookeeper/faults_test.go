@@ -337,3 +337,31 @@ func TestReconnectionsDoNotStackWatches(t *testing.T) {
 		return registrytest.HasIDs("a", "b", "c", "d")(s) && s.Instances[0].Addr == "127.0.0.1:11"
 	})
 }
+
+// A service node deleted by hand (with its last instance gone) is a
+// change, not history going back: the snapshot keeps its generation and
+// its revision does not fall.
+func TestServiceNodeDeletedByHandKeepsGeneration(t *testing.T) {
+	c := zktest.Start(t)
+	r := newRegistrar(t, c.Addrs(), fast(root)...)
+	d := newDiscovery(t, c.Addrs(), fast(root)...)
+	raw := rawConn(t, c.DirectAddrs())
+	w := watch(t, d, "svc")
+	register(t, r, inst("a", 1))
+	registrytest.WaitFor(t, w, "a", registrytest.HasIDs("a"))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := r.Deregister(ctx, "svc", "a"); err != nil {
+		t.Fatal(err)
+	}
+	before := registrytest.WaitFor(t, w, "a gone", registrytest.HasIDs())
+	loads := d.Stats().Loads
+	if err := raw.Delete(root+"/svc", -1); err != nil {
+		t.Fatal(err)
+	}
+	after := registrytest.WaitFor(t, w, "the service read again", func(registry.Snapshot) bool { return d.Stats().Loads > loads })
+	if after.Generation != before.Generation || after.Revision < before.Revision {
+		t.Fatalf("after the service node was deleted: generation %d rev %d, before: generation %d rev %d",
+			after.Generation, after.Revision, before.Generation, before.Revision)
+	}
+}

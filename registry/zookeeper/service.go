@@ -209,7 +209,14 @@ func (s *service) read(c *cache, logged map[string]int64, reload, children, over
 			}
 			c.keep(nil)
 			c.setOverrides(nil)
-			return 0, nil
+			// The root's pzxid: the zxid of the service node's
+			// deletion, if it was deleted, so that a node deleted by
+			// hand does not look like history going back.
+			ok, stat, err := conn.Exists(s.d.o.root)
+			if err != nil || !ok {
+				return 0, err
+			}
+			return stat.Pzxid, nil
 		}
 		if err != nil {
 			return 0, err
