@@ -17,7 +17,6 @@ import (
 var (
 	_ registry.Discovery     = (*Discovery)(nil)
 	_ registry.ServiceLister = (*Discovery)(nil)
-	_ registry.Watcher       = (*watcher)(nil)
 )
 
 // Discovery follows services in ZooKeeper over one connection: one
@@ -36,8 +35,9 @@ type Discovery struct {
 	services map[string]*service
 	closed   bool
 
-	skipped atomic.Uint64
-	loads   atomic.Uint64
+	skipped       atomic.Uint64
+	loads         atomic.Uint64
+	watchRequests atomic.Uint64
 }
 
 // Stats counts what a Discovery did.
@@ -52,6 +52,12 @@ type Stats struct {
 	// Loads counts full reads of a service (the first, and one after each
 	// reconnection or error).
 	Loads uint64
+	// WatchRequests counts the requests that set a watch. A watch is
+	// asked for only when none is armed on the node (the client library
+	// keeps every one until it fires, and sets them all again after a
+	// reconnection), so this stays near the number of nodes followed
+	// while the session lasts, however often the connection drops.
+	WatchRequests uint64
 }
 
 // NewDiscovery connects to the ZooKeeper servers (host:port each); it
@@ -114,17 +120,8 @@ func (d *Discovery) Watch(ctx context.Context, name string) (registry.Watcher, e
 		d.services[name] = s
 		go s.run()
 	}
-	w := &watcher{s: s, ch: make(chan struct{}, 1)}
-	s.mu.Lock()
-	s.watchers[w] = struct{}{}
-	s.mu.Unlock()
+	w := s.hub.Watch(ctx, name)
 	d.mu.Unlock()
-	if ctx.Done() != nil {
-		stop := context.AfterFunc(ctx, func() { _ = w.Close() })
-		s.mu.Lock()
-		w.stop = stop
-		s.mu.Unlock()
-	}
 	return w, nil
 }
 
@@ -165,13 +162,12 @@ func (d *Discovery) Stats() Stats {
 	d.mu.Lock()
 	st := Stats{Services: len(d.services)}
 	for _, s := range d.services {
-		s.mu.Lock()
-		st.Watchers += len(s.watchers)
-		s.mu.Unlock()
+		st.Watchers += s.hub.Watchers()
 	}
 	d.mu.Unlock()
 	st.SkippedValues = d.skipped.Load()
 	st.Loads = d.loads.Load()
+	st.WatchRequests = d.watchRequests.Load()
 	return st
 }
 
@@ -189,56 +185,21 @@ func (d *Discovery) Close() error {
 	d.mu.Unlock()
 	for _, s := range services {
 		s.stop()
-		s.closeWatchers()
+		s.hub.CloseAll()
 	}
 	d.conn.close()
 	return nil
 }
 
-// release removes w from its service and stops the service after its last
-// watcher.
-func (d *Discovery) release(s *service, w *watcher) {
+// release is called when a watcher's Close left s with none; unless a
+// watcher was added since, it stops s.
+func (d *Discovery) release(s *service) {
 	d.mu.Lock()
-	s.mu.Lock()
-	if _, ok := s.watchers[w]; !ok {
-		s.mu.Unlock()
+	if s.hub.Watchers() > 0 || d.services[s.name] != s {
 		d.mu.Unlock()
 		return
 	}
-	delete(s.watchers, w)
-	close(w.ch)
-	last := len(s.watchers) == 0 && d.services[s.name] == s
-	if last {
-		delete(d.services, s.name)
-	}
-	s.mu.Unlock()
+	delete(d.services, s.name)
 	d.mu.Unlock()
-	if last {
-		s.stop()
-	}
-}
-
-type watcher struct {
-	s    *service
-	ch   chan struct{}
-	stop func() bool // guarded by s.mu
-}
-
-func (w *watcher) Updates() <-chan struct{} { return w.ch }
-
-func (w *watcher) Snapshot() registry.Snapshot {
-	w.s.mu.Lock()
-	defer w.s.mu.Unlock()
-	return w.s.snap
-}
-
-func (w *watcher) Close() error {
-	w.s.mu.Lock()
-	stop := w.stop
-	w.s.mu.Unlock()
-	if stop != nil {
-		stop()
-	}
-	w.s.d.release(w.s, w)
-	return nil
+	s.stop()
 }

@@ -83,6 +83,22 @@ func TestOverrides(t *testing.T) {
 	if err := zookeeper.ClearOverride(ctx, c.Addrs(), "svc", "a", fast(root)...); err != nil {
 		t.Fatal(err)
 	}
+	_, before, err := raw.Get(root + "/svc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := zookeeper.ClearOverride(ctx, c.Addrs(), "svc", "a", fast(root)...); err != nil {
+		t.Fatalf("ClearOverride with no override: %v", err)
+	}
+	if _, after, err := raw.Get(root + "/svc"); err != nil || after.Version != before.Version {
+		t.Fatalf("ClearOverride with no override wrote the service node (version %d -> %d, %v)", before.Version, after.Version, err)
+	}
+	if err := zookeeper.ClearOverride(ctx, c.Addrs(), "none", "a", fast(root)...); err != nil {
+		t.Fatalf("ClearOverride of a service with no node = %v, want nil", err)
+	}
+	if _, err := d.Registered(ctx, "svc", "a/b"); !errors.Is(err, registry.ErrInvalidInstance) {
+		t.Fatalf("Registered with a bad ID = %v, want ErrInvalidInstance", err)
+	}
 	registrytest.WaitFor(t, w, "a serving again", func(s registry.Snapshot) bool {
 		return registrytest.HasIDs("a", "b")(s) && s.Instances[0].EffectiveWeight() == registry.DefaultWeight
 	})

@@ -304,3 +304,64 @@ func watchLoss(w registry.Watcher, ids ...string) func() string {
 		return v
 	}
 }
+
+// Each reconnection (the session kept) reads the service again; it must
+// not ask for the watches again that the client library still holds (it
+// keeps a channel per request until the watch fires: a flapping link would
+// grow them without bound). The watches still work afterwards.
+func TestReconnectionsDoNotStackWatches(t *testing.T) {
+	c := zktest.Start(t)
+	srv := c.Servers()[0]
+	r := newRegistrar(t, c.DirectAddrs(), fast(root)...)
+	d := newDiscovery(t, c.Addrs(), fast(root)...) // through the proxy
+	w := watch(t, d, "svc")
+	register(t, r, inst("a", 1), inst("b", 2), inst("c", 3))
+	registrytest.WaitFor(t, w, "three instances", registrytest.HasIDs("a", "b", "c"))
+	base := d.Stats().WatchRequests
+
+	const resets = 5
+	for i := 1; i <= resets; i++ {
+		loads := d.Stats().Loads
+		srv.Reset()
+		registrytest.WaitForWithin(t, w, 60*time.Second, fmt.Sprintf("read again after reset %d", i), func(s registry.Snapshot) bool {
+			return d.Stats().Loads > loads && !s.Stale() && registrytest.HasIDs("a", "b", "c")(s)
+		})
+	}
+	// One session expiry in a slow run re-arms every watch once (5 nodes
+	// here); asking again on every reconnection would add 5 per reset.
+	if got := d.Stats().WatchRequests - base; got > 5 {
+		t.Fatalf("%d reconnections set %d more watches; want at most 5 (one expiry's worth)", resets, got)
+	}
+	register(t, r, inst("a", 11), inst("d", 4))
+	registrytest.WaitFor(t, w, "a moved and d added, seen by the watches kept", func(s registry.Snapshot) bool {
+		return registrytest.HasIDs("a", "b", "c", "d")(s) && s.Instances[0].Addr == "127.0.0.1:11"
+	})
+}
+
+// A service node deleted by hand (with its last instance gone) is a
+// change, not history going back: the snapshot keeps its generation and
+// its revision does not fall.
+func TestServiceNodeDeletedByHandKeepsGeneration(t *testing.T) {
+	c := zktest.Start(t)
+	r := newRegistrar(t, c.Addrs(), fast(root)...)
+	d := newDiscovery(t, c.Addrs(), fast(root)...)
+	raw := rawConn(t, c.DirectAddrs())
+	w := watch(t, d, "svc")
+	register(t, r, inst("a", 1))
+	registrytest.WaitFor(t, w, "a", registrytest.HasIDs("a"))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := r.Deregister(ctx, "svc", "a"); err != nil {
+		t.Fatal(err)
+	}
+	before := registrytest.WaitFor(t, w, "a gone", registrytest.HasIDs())
+	loads := d.Stats().Loads
+	if err := raw.Delete(root+"/svc", -1); err != nil {
+		t.Fatal(err)
+	}
+	after := registrytest.WaitFor(t, w, "the service read again", func(registry.Snapshot) bool { return d.Stats().Loads > loads })
+	if after.Generation != before.Generation || after.Revision < before.Revision {
+		t.Fatalf("after the service node was deleted: generation %d rev %d, before: generation %d rev %d",
+			after.Generation, after.Revision, before.Generation, before.Revision)
+	}
+}

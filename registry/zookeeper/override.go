@@ -67,38 +67,49 @@ func SetOverride(ctx context.Context, servers []string, service, id string, o re
 	if _, err := registry.MarshalOverride(o); err != nil {
 		return err
 	}
-	return editOverrides(ctx, servers, service, id, opts, func(c *zk.Conn, all map[string]override, op string) error {
+	return editOverrides(ctx, servers, service, id, opts, func(c *zk.Conn, all map[string]override, op string) (bool, error) {
 		data, _, err := c.Get(op)
 		if errors.Is(err, zk.ErrNoNode) {
-			return fmt.Errorf("%w: %s/%s", ErrNoInstance, service, id)
+			return false, fmt.Errorf("%w: %s/%s", ErrNoInstance, service, id)
 		}
 		if err != nil {
-			return err
+			return false, err
 		}
 		in, err := registry.Unmarshal(data)
 		if err != nil {
-			return err
+			return false, err
 		}
 		all[id] = override{Override: o, RegisteredAt: in.RegisteredAt}
-		return nil
+		return true, nil
 	})
 }
 
-// ClearOverride removes an operator's override of an instance, if any. Of
-// the options only WithRoot, WithSessionTimeout, WithRequestTimeout and
-// WithLogger apply.
+// ClearOverride removes an operator's override of an instance, if any: it
+// writes nothing (and returns nil) when there is none, even when the
+// service has no node. Of the options only WithRoot, WithSessionTimeout,
+// WithRequestTimeout and WithLogger apply.
 func ClearOverride(ctx context.Context, servers []string, service, id string, opts ...Option) error {
-	return editOverrides(ctx, servers, service, id, opts, func(_ *zk.Conn, all map[string]override, _ string) error {
+	err := editOverrides(ctx, servers, service, id, opts, func(_ *zk.Conn, all map[string]override, _ string) (bool, error) {
+		_, had := all[id]
 		delete(all, id)
-		return nil
+		return had, nil
 	})
+	if errors.Is(err, errNoServiceNode) {
+		return nil
+	}
+	return err
 }
+
+// errNoServiceNode is editOverrides' error when the service has no node.
+var errNoServiceNode = fmt.Errorf("%w: no service node", ErrNoInstance)
 
 // editOverrides reads the service's overrides, drops those whose instance
-// is gone, applies edit and writes them back if the node did not change
-// meanwhile (retrying otherwise).
+// is gone, applies edit and, when edit or the drop changed anything (edit
+// reports whether it did), writes them back if the node did not change
+// meanwhile (retrying otherwise). It fails with errNoServiceNode when the
+// service has no node.
 func editOverrides(ctx context.Context, servers []string, service, id string, opts []Option,
-	edit func(c *zk.Conn, all map[string]override, instancePath string) error) error {
+	edit func(c *zk.Conn, all map[string]override, instancePath string) (bool, error)) error {
 	if err := registry.ValidateName(service); err != nil {
 		return err
 	}
@@ -121,14 +132,15 @@ func editOverrides(ctx context.Context, servers []string, service, id string, op
 		for ctx.Err() == nil {
 			data, stat, err := c.Get(sp)
 			if errors.Is(err, zk.ErrNoNode) {
-				return fmt.Errorf("%w: %s/%s", ErrNoInstance, service, id)
+				return fmt.Errorf("%w: %s/%s", errNoServiceNode, service, id)
 			}
 			if err != nil {
 				return err
 			}
 			all, err := parseOverrides(data)
+			changed := err != nil // a bad value is replaced
 			if err != nil {
-				all = nil // a bad value is replaced
+				all = nil
 			}
 			if all == nil {
 				all = map[string]override{}
@@ -144,10 +156,15 @@ func editOverrides(ctx context.Context, servers []string, service, id string, op
 			for k := range all {
 				if !live[k] {
 					delete(all, k)
+					changed = true
 				}
 			}
-			if err := edit(c.Conn, all, nodePath(o.root, service, id)); err != nil {
+			edited, err := edit(c.Conn, all, nodePath(o.root, service, id))
+			if err != nil {
 				return err
+			}
+			if !edited && !changed {
+				return nil
 			}
 			val, err := json.Marshal(wireOverrides{V: registry.SchemaVersion, Overrides: all})
 			if err != nil {
@@ -211,6 +228,9 @@ func (d *Discovery) Overrides(ctx context.Context, service string) (map[string]r
 // node.
 func (d *Discovery) Registered(ctx context.Context, service, id string) (registry.Instance, error) {
 	if err := registry.ValidateName(service); err != nil {
+		return registry.Instance{}, err
+	}
+	if err := registry.ValidateID(id); err != nil {
 		return registry.Instance{}, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, d.o.requestTimeout)

@@ -39,7 +39,6 @@ type Registrar struct {
 	removing map[string]struct{} // paths deregistered, not yet deleted
 	changed  chan struct{}       // closed and replaced after each pass
 	closed   bool
-	closeErr error
 	st       registry.RegistrarStatus
 	session  int64 // the session every entry was last checked under
 }
@@ -225,7 +224,7 @@ func (r *Registrar) Close() error {
 	if r.closed {
 		r.mu.Unlock()
 		<-r.done
-		return r.closeErr
+		return nil
 	}
 	r.closed = true
 	close(r.closing)

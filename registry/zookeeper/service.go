@@ -10,6 +10,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/musterhq/muster/internal/backoff"
+	"github.com/musterhq/muster/internal/watchhub"
 	"github.com/musterhq/muster/registry"
 )
 
@@ -28,28 +29,29 @@ type service struct {
 	done chan struct{}
 	once sync.Once
 
-	mu       sync.Mutex
-	watchers map[*watcher]struct{}
-	snap     registry.Snapshot
+	hub *watchhub.Hub
+
+	mu sync.Mutex
 	// What the events marked to read again.
 	reload    bool            // everything
 	children  bool            // the list of instance nodes
 	overrides bool            // the service node's value
 	dirty     map[string]bool // instance nodes' values
+	armed     armed           // watches set and not fired
 }
 
 func newService(d *Discovery, name string) *service {
 	s := &service{
 		d: d, name: name, path: servicePath(d.o.root, name),
-		log:      d.log.With("service", name),
-		wake:     make(chan struct{}, 1),
-		quit:     make(chan struct{}),
-		done:     make(chan struct{}),
-		watchers: map[*watcher]struct{}{},
-		snap:     registry.Snapshot{Service: name},
-		reload:   true,
-		dirty:    map[string]bool{},
+		log:    d.log.With("service", name),
+		wake:   make(chan struct{}, 1),
+		quit:   make(chan struct{}),
+		done:   make(chan struct{}),
+		reload: true,
+		dirty:  map[string]bool{},
+		armed:  armed{},
 	}
+	s.hub = watchhub.New(name, func() { d.release(s) })
 	s.poke() // the first load
 	return s
 }
@@ -64,17 +66,25 @@ func (s *service) poke() {
 // sessionEvent reacts to the connection's state (called under d.mu): a
 // lost connection marks the snapshot stale, a (new) session reloads.
 func (s *service) sessionEvent(ev zk.Event) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	if ev.Type == zk.EventNotWatching || ev.State == zk.StateExpired {
+		s.mu.Lock()
+		clear(s.armed) // the library dropped every watch
+		s.mu.Unlock()
+	}
 	switch {
 	case ev.Type == zk.EventNotWatching, ev.State == zk.StateHasSession:
+		s.mu.Lock()
 		s.reload = true
+		s.mu.Unlock()
 		s.poke()
 	case ev.State == zk.StateDisconnected, ev.State == zk.StateExpired:
-		if !s.snap.Stale() {
-			s.snap.StaleSince, s.snap.Err = time.Now(), errDisconnected
-			s.notifyLocked()
-		}
+		s.hub.Update(func(snap *registry.Snapshot) bool {
+			if snap.Stale() {
+				return false
+			}
+			snap.StaleSince, snap.Err = time.Now(), errDisconnected
+			return true
+		})
 	}
 }
 
@@ -83,6 +93,7 @@ func (s *service) sessionEvent(ev zk.Event) {
 func (s *service) nodeEvent(ev zk.Event, id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.armed.fired(id, ev.Type)
 	switch {
 	case id == "" && ev.Type == zk.EventNodeChildrenChanged:
 		s.children = true
@@ -101,24 +112,6 @@ func (s *service) nodeEvent(ev zk.Event, id string) {
 func (s *service) stop() {
 	s.once.Do(func() { close(s.quit) })
 	<-s.done
-}
-
-func (s *service) closeWatchers() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for w := range s.watchers {
-		close(w.ch)
-		delete(s.watchers, w)
-	}
-}
-
-func (s *service) notifyLocked() {
-	for w := range s.watchers {
-		select {
-		case w.ch <- struct{}{}:
-		default:
-		}
-	}
 }
 
 // run reads and publishes until stop, retrying failed reads with backoff.
@@ -147,37 +140,47 @@ func (s *service) run() {
 		if err != nil {
 			s.mu.Lock()
 			s.reload = true
-			if !s.snap.Stale() {
-				s.snap.StaleSince = time.Now()
-			}
-			s.snap.Err = err
-			s.notifyLocked()
 			s.mu.Unlock()
+			s.hub.Update(func(snap *registry.Snapshot) bool {
+				if !snap.Stale() {
+					snap.StaleSince = time.Now()
+				}
+				snap.Err = err
+				return true
+			})
 			s.log.Debug("reading the service failed; retrying", "err", err)
 			retry = time.After(bo.Next())
 			continue
 		}
 		bo.Reset()
 		list := c.build()
-		s.mu.Lock()
-		if s.snap.Stale() && s.d.conn.State() == zk.StateHasSession && reload {
-			s.log.Info("service read again; list current", "stale_for", time.Since(s.snap.StaleSince).Round(time.Millisecond))
-			s.snap.StaleSince, s.snap.Err = time.Time{}, nil
-		}
-		if rev < s.snap.Revision && reload {
-			s.snap.Generation++
-			s.log.Warn("zookeeper history went back (restored or restarted empty); new generation",
-				"old_revision", s.snap.Revision, "revision", rev)
-		}
-		if !s.snap.Loaded {
-			s.snap.Generation = 1
-		}
-		s.snap.Instances, s.snap.Loaded = list, true
-		if rev > s.snap.Revision || reload {
-			s.snap.Revision = rev
-		}
-		s.notifyLocked()
-		s.mu.Unlock()
+		session := s.d.conn.State() == zk.StateHasSession
+		s.hub.Update(func(snap *registry.Snapshot) bool {
+			s.publish(snap, list, rev, reload, session)
+			return true
+		})
+	}
+}
+
+// publish records a successful read in snap (under the hub's lock): list
+// and rev as read, reload when the read was a full one, session when the
+// connection has a session.
+func (s *service) publish(snap *registry.Snapshot, list []*registry.Instance, rev int64, reload, session bool) {
+	if snap.Stale() && session && reload {
+		s.log.Info("service read again; list current", "stale_for", time.Since(snap.StaleSince).Round(time.Millisecond))
+		snap.StaleSince, snap.Err = time.Time{}, nil
+	}
+	if rev < snap.Revision && reload {
+		snap.Generation++
+		s.log.Warn("zookeeper history went back (restored or restarted empty); new generation",
+			"old_revision", snap.Revision, "revision", rev)
+	}
+	if !snap.Loaded {
+		snap.Generation = 1
+	}
+	snap.Instances, snap.Loaded = list, true
+	if rev > snap.Revision || reload {
+		snap.Revision = rev
 	}
 }
 
@@ -187,10 +190,17 @@ func (s *service) read(c *cache, logged map[string]int64, reload, children, over
 	conn := s.d.conn
 	var rev int64
 	if reload || overrides {
-		data, stat, _, err := conn.GetW(s.path)
+		data, stat, err := s.get(watchKey{}, s.path)
 		if errors.Is(err, zk.ErrNoNode) {
 			// No service node yet: empty, and a watch for its creation.
-			ok, _, _, err := conn.ExistsW(s.path)
+			var ok bool
+			err := s.watched(watchKey{}, func() (err error) {
+				ok, _, _, err = conn.ExistsW(s.path)
+				return err
+			}, func() (err error) {
+				ok, _, err = conn.Exists(s.path)
+				return err
+			})
 			if err != nil {
 				return 0, err
 			}
@@ -199,7 +209,14 @@ func (s *service) read(c *cache, logged map[string]int64, reload, children, over
 			}
 			c.keep(nil)
 			c.setOverrides(nil)
-			return 0, nil
+			// The root's pzxid: the zxid of the service node's
+			// deletion, if it was deleted, so that a node deleted by
+			// hand does not look like history going back.
+			ok, stat, err := conn.Exists(s.d.o.root)
+			if err != nil || !ok {
+				return 0, err
+			}
+			return stat.Pzxid, nil
 		}
 		if err != nil {
 			return 0, err
@@ -212,7 +229,15 @@ func (s *service) read(c *cache, logged map[string]int64, reload, children, over
 		c.setOverrides(o)
 	}
 	if reload || children {
-		ids, stat, _, err := conn.ChildrenW(s.path)
+		var ids []string
+		var stat *zk.Stat
+		err := s.watched(watchKey{children: true}, func() (err error) {
+			ids, stat, _, err = conn.ChildrenW(s.path)
+			return err
+		}, func() (err error) {
+			ids, stat, err = conn.Children(s.path)
+			return err
+		})
 		if err != nil {
 			return 0, err
 		}
@@ -225,7 +250,7 @@ func (s *service) read(c *cache, logged map[string]int64, reload, children, over
 		}
 	}
 	for id := range dirty {
-		data, stat, _, err := conn.GetW(nodePath(s.d.o.root, s.name, id))
+		data, stat, err := s.get(watchKey{id: id}, nodePath(s.d.o.root, s.name, id))
 		if errors.Is(err, zk.ErrNoNode) {
 			c.remove(id)
 			continue
@@ -241,4 +266,36 @@ func (s *service) read(c *cache, logged map[string]int64, reload, children, over
 		}
 	}
 	return rev, nil
+}
+
+// watched runs set, a request that sets the watch k, when k is not armed
+// (and counts it), else plain, the same request without a watch.
+func (s *service) watched(k watchKey, set, plain func() error) error {
+	s.mu.Lock()
+	arm := s.armed.arm(k)
+	s.mu.Unlock()
+	if !arm {
+		return plain()
+	}
+	err := set()
+	if err != nil { // no watch set
+		s.mu.Lock()
+		delete(s.armed, k)
+		s.mu.Unlock()
+		return err
+	}
+	s.d.watchRequests.Add(1)
+	return nil
+}
+
+// get reads the value of the node at path, with the data watch k.
+func (s *service) get(k watchKey, path string) (data []byte, stat *zk.Stat, err error) {
+	err = s.watched(k, func() (err error) {
+		data, stat, _, err = s.d.conn.GetW(path)
+		return err
+	}, func() (err error) {
+		data, stat, err = s.d.conn.Get(path)
+		return err
+	})
+	return data, stat, err
 }

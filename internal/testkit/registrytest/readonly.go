@@ -33,6 +33,10 @@ func RunReadOnly(t *testing.T, newBackend func(t *testing.T) ReadOnlyBackend) {
 	t.Run("PrefixNamesAreIsolated", func(t *testing.T) { testReadOnlyIsolation(t, newBackend(t)) })
 	t.Run("Draining", func(t *testing.T) { testReadOnlyDraining(t, newBackend(t)) })
 	t.Run("WatcherLifecycle", func(t *testing.T) { testWatcher(t, Backend{Discovery: newBackend(t).Discovery}) })
+	t.Run("LateWatcherWoken", func(t *testing.T) {
+		b := newBackend(t)
+		testLateWatcher(t, b.Discovery, func(in registry.Instance) { b.Publish(t, "late", in) })
+	})
 }
 
 func testPublish(t *testing.T, b ReadOnlyBackend) {

@@ -96,6 +96,16 @@ func Run(t *testing.T, newBackend func(t *testing.T) Backend) {
 	t.Run("PrefixNamesAreIsolated", func(t *testing.T) { testIsolation(t, newBackend(t)) })
 	t.Run("UpdateAndIdempotentRegister", func(t *testing.T) { testUpdate(t, newBackend(t)) })
 	t.Run("WatcherLifecycle", func(t *testing.T) { testWatcher(t, newBackend(t)) })
+	t.Run("LateWatcherWoken", func(t *testing.T) {
+		b := newBackend(t)
+		r := b.NewRegistrar(t)
+		defer r.Close()
+		testLateWatcher(t, b.Discovery, func(in registry.Instance) {
+			if err := r.Register(ctxT(t), in); err != nil {
+				t.Fatal(err)
+			}
+		})
+	})
 }
 
 func inst(name, id string, port int) registry.Instance {

@@ -9,22 +9,24 @@ import (
 // partition does: bytes wait (in the proxy or the kernel's buffers), none
 // is lost.
 type proxy struct {
-	ln     net.Listener
-	target string
+	ln net.Listener
 
 	mu      sync.Mutex
+	target  string // set by retarget before the first connection
 	stalled bool
 	healed  chan struct{} // closed when a stall ends; replaced by stall
 	conns   map[net.Conn]struct{}
 	wg      sync.WaitGroup
 }
 
-func newProxy(target string) (*proxy, error) {
+// newProxy listens on a port of its own at once, so that the ports picked
+// afterwards for the servers cannot be its own.
+func newProxy() (*proxy, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	p := &proxy{ln: ln, target: target, healed: make(chan struct{}), conns: map[net.Conn]struct{}{}}
+	p := &proxy{ln: ln, healed: make(chan struct{}), conns: map[net.Conn]struct{}{}}
 	close(p.healed)
 	p.wg.Add(1)
 	go p.serve()
@@ -32,6 +34,13 @@ func newProxy(target string) (*proxy, error) {
 }
 
 func (p *proxy) addr() string { return p.ln.Addr().String() }
+
+// retarget makes new connections go to target.
+func (p *proxy) retarget(target string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.target = target
+}
 
 // gate returns a channel that is closed when bytes may flow.
 func (p *proxy) gate() <-chan struct{} {
@@ -110,7 +119,10 @@ func (p *proxy) serve() {
 func (p *proxy) handle(c net.Conn) {
 	defer p.wg.Done()
 	<-p.gate()
-	out, err := net.Dial("tcp", p.target)
+	p.mu.Lock()
+	target := p.target
+	p.mu.Unlock()
+	out, err := net.Dial("tcp", target)
 	if err != nil || !p.track(out) {
 		_ = c.Close()
 		if out != nil {

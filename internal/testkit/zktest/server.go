@@ -102,53 +102,99 @@ func Start(t testing.TB, opts ...Option) *Cluster {
 	if o.servers < 1 {
 		t.Fatalf("zktest: WithServers(%d): at least one server", o.servers)
 	}
-	ports := freePorts(t, 3*o.servers)
 	// TempDir's removal is a cleanup too: made first, it runs after the
 	// servers are killed (cleanups run last-in first-out).
 	root := t.TempDir()
 	c := &Cluster{}
 	t.Cleanup(c.close)
+	for i := 0; i < o.servers; i++ {
+		// The proxies bind their own ports first, so that freePorts
+		// cannot pick them.
+		p, err := newProxy()
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := &Server{id: i + 1, dir: filepath.Join(root, fmt.Sprintf("zk%d", i+1)), proxy: p}
+		s.cfg = filepath.Join(s.dir, "zoo.cfg")
+		s.logFile = filepath.Join(s.dir, "server.log")
+		c.servers = append(c.servers, s)
+	}
+	// freePorts must close its listeners before the servers bind, so
+	// another process can take a port meanwhile: then start again on
+	// fresh ports.
+	for attempt := 1; ; attempt++ {
+		if err := c.configure(o, freePorts(t, 3*o.servers)); err != nil {
+			t.Fatal(err)
+		}
+		err := c.startAll()
+		if err == nil {
+			return c
+		}
+		if !errors.Is(err, errPortTaken) || attempt == maxStartAttempts {
+			t.Fatal(err)
+		}
+		t.Logf("%v; starting again on fresh ports", err)
+		for _, s := range c.servers {
+			s.kill()
+		}
+	}
+}
+
+// maxStartAttempts bounds Start's attempts on fresh ports.
+const maxStartAttempts = 3
+
+// errPortTaken marks a server that exited because a port of its
+// configuration was taken.
+var errPortTaken = errors.New("zktest: a server's port was taken")
+
+// configure writes every server's configuration and empty data directory
+// for ports (3 per server: client, quorum, election) and points the
+// proxies at the client ports.
+func (c *Cluster) configure(o options, ports []int) error {
 	var quorum strings.Builder
-	if o.servers > 1 {
-		for i := 0; i < o.servers; i++ {
+	if len(c.servers) > 1 {
+		for i := range c.servers {
 			fmt.Fprintf(&quorum, "server.%d=127.0.0.1:%d:%d\n", i+1, ports[3*i+1], ports[3*i+2])
 		}
 	}
-	for i := 0; i < o.servers; i++ {
-		s := &Server{id: i + 1, dir: filepath.Join(root, fmt.Sprintf("zk%d", i+1)), client: ports[3*i]}
-		if err := os.MkdirAll(filepath.Join(s.dir, "data"), 0o755); err != nil {
-			t.Fatal(err)
+	for i, s := range c.servers {
+		s.client = ports[3*i]
+		s.proxy.retarget(s.DirectAddr())
+		if err := os.RemoveAll(s.dir); err != nil {
+			return err
 		}
-		s.cfg = filepath.Join(s.dir, "zoo.cfg")
-		s.logFile = filepath.Join(s.dir, "server.log")
+		if err := os.MkdirAll(filepath.Join(s.dir, "data"), 0o755); err != nil {
+			return err
+		}
 		ticks := int(o.tickTime / time.Millisecond)
 		cfg := fmt.Sprintf("tickTime=%d\ninitLimit=50\nsyncLimit=10\ndataDir=%s\nclientPort=%d\nclientPortAddress=127.0.0.1\n"+
 			"admin.enableServer=false\n4lw.commands.whitelist=srvr,ruok\nforceSync=no\nminSessionTimeout=%d\nmaxSessionTimeout=%d\n%s",
 			ticks, filepath.Join(s.dir, "data"), s.client, 2*ticks, 600*ticks, quorum.String())
 		if err := os.WriteFile(s.cfg, []byte(cfg), 0o644); err != nil {
-			t.Fatal(err)
+			return err
 		}
 		if err := os.WriteFile(filepath.Join(s.dir, "data", "myid"), []byte(fmt.Sprint(s.id)), 0o644); err != nil {
-			t.Fatal(err)
+			return err
 		}
-		p, err := newProxy(fmt.Sprintf("127.0.0.1:%d", s.client))
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.proxy = p
-		c.servers = append(c.servers, s)
 	}
+	return nil
+}
+
+// startAll starts every server and waits until each serves; its error
+// wraps errPortTaken when a server exited for a taken port.
+func (c *Cluster) startAll() error {
 	for _, s := range c.servers {
 		if err := s.start(); err != nil {
-			t.Fatal(err)
+			return err
 		}
 	}
+	deadline := time.Now().Add(StartTimeout)
 	for _, s := range c.servers {
-		if err := s.waitServing(StartTimeout); err != nil {
-			t.Fatal(err)
+		if err := s.waitServing(time.Until(deadline), c.servers...); err != nil {
+			return err
 		}
 	}
-	return c
+	return nil
 }
 
 // Servers returns the servers, in the order of their IDs (1..n).
@@ -281,18 +327,19 @@ func (s *Server) start() error {
 }
 
 // waitServing polls the server's srvr command until it reports a mode
-// (standalone, leader or follower): no event announces it.
-func (s *Server) waitServing(timeout time.Duration) error {
+// (standalone, leader or follower): no event announces it. It fails as
+// soon as the server, or one of peers it needs, has exited.
+func (s *Server) waitServing(timeout time.Duration, peers ...*Server) error {
 	deadline := time.Now().Add(timeout)
 	var last error
 	for time.Now().Before(deadline) {
-		s.mu.Lock()
-		done := s.done
-		s.mu.Unlock()
-		select {
-		case <-done:
-			return fmt.Errorf("zktest: server %d exited while starting; log: %s", s.id, s.logTail())
-		default:
+		if err := s.exited(); err != nil {
+			return err
+		}
+		for _, p := range peers {
+			if err := p.exited(); err != nil {
+				return err
+			}
 		}
 		mode, err := s.mode()
 		if err == nil && mode != "" {
@@ -330,6 +377,24 @@ func (s *Server) mode() (string, error) {
 func (s *Server) Mode() string {
 	m, _ := s.mode()
 	return m
+}
+
+// exited returns an error when the server's process has exited, wrapping
+// errPortTaken when its log says a port was taken.
+func (s *Server) exited() error {
+	s.mu.Lock()
+	done := s.done
+	s.mu.Unlock()
+	select {
+	case <-done:
+	default:
+		return nil
+	}
+	data, _ := os.ReadFile(s.logFile)
+	if strings.Contains(string(data), "Address already in use") {
+		return fmt.Errorf("%w: server %d exited while starting; log: %s", errPortTaken, s.id, s.logTail())
+	}
+	return fmt.Errorf("zktest: server %d exited while starting; log: %s", s.id, s.logTail())
 }
 
 func (s *Server) logTail() string {
