@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -205,6 +206,38 @@ func TestConsoleBatchDrainDrainsExactlyTheFilteredSet(t *testing.T) {
 		if drained != strings.Contains(got, `"weight":0`) || (!drained && got != "") {
 			t.Errorf("override of %s = %q, want drained=%v", id, got, drained)
 		}
+	}
+}
+
+// TestConsoleUpdateKeepsRowsBeingEdited checks that a change to one
+// instance leaves the other rows as they are: a weight being typed keeps
+// its text and its focus, and the row stays the same element.
+func TestConsoleUpdateKeepsRowsBeingEdited(t *testing.T) {
+	f := newFixture(t, console.WithAdminToken(adminToken))
+	f.register(instance("payments", 9001, "eu-1a", "v1", nil))
+	f.register(instance("payments", 9002, "eu-1a", "v1", nil))
+	b := browsertest.Start(t)
+	openService(t, b, f, "payments", rowJS("10.0.0.1:9002")+` !== null`)
+	login(t, b)
+	input := row("10.0.0.1:9002") + " input.weight-input"
+	b.Do(browsertest.Timeout, "type a weight for 10.0.0.1:9002",
+		chromedp.WaitVisible(chromedp.CSS(input)),
+		chromedp.Focus(chromedp.CSS(input)),
+		chromedp.SendKeys(chromedp.CSS(input), "35"),
+		chromedp.Evaluate[chromedp.Void](`window.editedRow = `+rowJS("10.0.0.1:9002")),
+	)
+	rev := browsertest.Eval[string](b, `document.body.dataset.revision`)
+	f.register(instance("payments", 9003, "eu-1b", "v2", nil))
+	b.Do(browsertest.Timeout, "see the new instance",
+		browsertest.WaitJS(rowJS("10.0.0.1:9003")+` !== null && document.body.dataset.revision !== `+strconv.Quote(rev)))
+	if !browsertest.Eval[bool](b, `window.editedRow === `+rowJS("10.0.0.1:9002")) {
+		t.Error("the row being edited was replaced by an update to another instance")
+	}
+	if got := browsertest.Eval[string](b, `document.querySelector(`+strconv.Quote(input)+`).value`); got != "35" {
+		t.Errorf("weight being typed = %q after an update, want %q", got, "35")
+	}
+	if !browsertest.Eval[bool](b, `document.activeElement === document.querySelector(`+strconv.Quote(input)+`)`) {
+		t.Error("the weight input lost its focus on an update to another instance")
 	}
 }
 

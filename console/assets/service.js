@@ -127,45 +127,26 @@
     document.getElementById('page-prev').disabled = page === 0;
     document.getElementById('page-next').disabled = page === pages - 1;
     const now = Date.now();
+    const seen = new Map();
     const rows = pageRows.map((inst) => {
-      const tr = document.createElement('tr');
-      tr.dataset.id = inst.id;
-      tr.dataset.draining = inst.draining ? 'yes' : 'no';
-      tr.dataset.muster = fromMuster(inst) ? 'yes' : 'no';
-      if (inst.draining) tr.className = 'draining';
-      tr.appendChild(el('td', inst.id !== inst.addr ? inst.id : '', 'id'));
-      tr.appendChild(el('td', inst.addr, 'addr'));
-      if (sources.length) {
-        const src = el('td', inst.source || '', 'source');
-        src.dataset.source = inst.source || '';
-        tr.appendChild(src);
+      // A row whose instance and layout did not change is kept as it is,
+      // so an update elsewhere in the list leaves a weight being typed,
+      // the focus and a pending click alone.
+      // The lease time is left out of the key: tick shows it from the
+      // cell's data, refreshed here and when new lease times arrive.
+      const key = JSON.stringify([admin, sources.length > 0, { ...inst, leaseExpires: undefined }]);
+      const old = rowCache.get(inst.id);
+      if (old && old.key === key) {
+        if (inst.leaseExpires) old.tr.querySelector('td.ttl').dataset.until = inst.leaseExpires;
+        seen.set(inst.id, old);
+        return old.tr;
       }
-      tr.appendChild(el('td', inst.zone || '', 'zone'));
-      tr.appendChild(el('td', inst.version || '', 'version'));
-      const c = el('td', inst.color || '', 'color');
-      if (inst.color) c.dataset.color = inst.color;
-      tr.appendChild(c);
-      const w = el('td', inst.weight, 'weight');
-      if (inst.override) {
-        const m = el('span', ' ✎ override', 'override');
-        m.title = 'set by an operator (muster drain/weight); undrain removes it';
-        w.appendChild(m);
-      }
-      tr.appendChild(w);
-      tr.appendChild(el('td', inst.draining ? 'draining' : '', 'drain-state'));
-      const md = el('td', null, 'metadata');
-      for (const k of Object.keys(inst.metadata || {}).sort()) {
-        md.appendChild(el('span', k + '=' + inst.metadata[k], 'tag'));
-      }
-      tr.appendChild(md);
-      tr.appendChild(ageCell(inst.registeredAt, now));
-      const ttl = el('td', '', 'ttl');
-      if (inst.leaseExpires) ttl.dataset.until = inst.leaseExpires;
-      tr.appendChild(ttl);
-      if (admin) tr.appendChild(actionCell(inst));
+      const tr = buildRow(inst, admin, sources, now);
+      seen.set(inst.id, { key, tr });
       return tr;
     });
-    document.querySelector('#instances tbody').replaceChildren(...rows);
+    rowCache = seen;
+    placeRows(document.querySelector('#instances tbody'), rows);
     tick();
     document.getElementById('no-instances').hidden = state.instances.length > 0;
     const drained = state.instances.filter((i) => i.draining).length;
@@ -174,6 +155,60 @@
       : 'loading…';
     document.getElementById('matching').textContent = shown.length + ' of ' + state.instances.length + ' match';
     document.getElementById('matching').dataset.count = String(shown.length);
+  }
+
+  // rowCache maps an instance ID to its rendered row and the key it was
+  // rendered from.
+  let rowCache = new Map();
+
+  // placeRows makes body's children exactly rows, moving only the nodes
+  // that are out of place (a moved or removed node loses its focus).
+  function placeRows(body, rows) {
+    rows.forEach((tr, i) => {
+      const at = body.children[i];
+      if (at !== tr) body.insertBefore(tr, at || null);
+    });
+    while (body.children.length > rows.length) body.lastElementChild.remove();
+  }
+
+  // buildRow renders one instance's row.
+  function buildRow(inst, admin, sources, now) {
+    const tr = document.createElement('tr');
+    tr.dataset.id = inst.id;
+    tr.dataset.draining = inst.draining ? 'yes' : 'no';
+    tr.dataset.muster = fromMuster(inst) ? 'yes' : 'no';
+    if (inst.draining) tr.className = 'draining';
+    tr.appendChild(el('td', inst.id !== inst.addr ? inst.id : '', 'id'));
+    tr.appendChild(el('td', inst.addr, 'addr'));
+    if (sources.length) {
+      const src = el('td', inst.source || '', 'source');
+      src.dataset.source = inst.source || '';
+      tr.appendChild(src);
+    }
+    tr.appendChild(el('td', inst.zone || '', 'zone'));
+    tr.appendChild(el('td', inst.version || '', 'version'));
+    const c = el('td', inst.color || '', 'color');
+    if (inst.color) c.dataset.color = inst.color;
+    tr.appendChild(c);
+    const w = el('td', inst.weight, 'weight');
+    if (inst.override) {
+      const m = el('span', ' ✎ override', 'override');
+      m.title = 'set by an operator (muster drain/weight); undrain removes it';
+      w.appendChild(m);
+    }
+    tr.appendChild(w);
+    tr.appendChild(el('td', inst.draining ? 'draining' : '', 'drain-state'));
+    const md = el('td', null, 'metadata');
+    for (const k of Object.keys(inst.metadata || {}).sort()) {
+      md.appendChild(el('span', k + '=' + inst.metadata[k], 'tag'));
+    }
+    tr.appendChild(md);
+    tr.appendChild(ageCell(inst.registeredAt, now));
+    const ttl = el('td', '', 'ttl');
+    if (inst.leaseExpires) ttl.dataset.until = inst.leaseExpires;
+    tr.appendChild(ttl);
+    if (admin) tr.appendChild(actionCell(inst));
+    return tr;
   }
 
   // renderCanary shows the service's canary setting, if any.

@@ -11,6 +11,7 @@ package browsertest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -152,16 +153,35 @@ func Eval[T any](b *Browser, expr string) T {
 	return v
 }
 
-// Text returns the text content of the element sel selects.
+// Text returns the text content of the element sel selects, waiting
+// (up to Timeout) until one exists. The element is found and read in one
+// evaluation in the page, so a re-render that replaces it between the two
+// (the pages update live) cannot fail the read.
 func (b *Browser) Text(sel string) string {
 	b.t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, Timeout)
-	defer cancel()
-	s, err := chromedp.Run(ctx, chromedp.TextContent(chromedp.CSS(sel)))
+	q, err := json.Marshal(sel)
 	if err != nil {
 		b.t.Fatalf("read %s: %v", sel, err)
 	}
-	return s
+	found := "document.querySelector(" + string(q) + ") !== null"
+	read := "(() => { const e = document.querySelector(" + string(q) + "); return e === null ? null : e.textContent; })()"
+	ctx, cancel := context.WithTimeout(b.ctx, Timeout)
+	defer cancel()
+	for {
+		err := chromedp.Do(ctx, WaitJS(found))
+		var s *string
+		if err == nil {
+			s, err = chromedp.Run(ctx, chromedp.Evaluate[*string](read))
+		}
+		if err != nil {
+			b.Screenshot("failed")
+			b.t.Fatalf("read %s: %v", sel, err)
+		}
+		if s != nil {
+			return *s
+		}
+		// Removed between the wait and the read: wait for it again.
+	}
 }
 
 // Screenshot saves the page as <test name>-name.png in the test's
