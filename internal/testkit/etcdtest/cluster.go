@@ -21,6 +21,8 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+
+	"github.com/musterhq/muster/internal/testkit/proctest"
 )
 
 const (
@@ -567,40 +569,27 @@ func minTime(a, b time.Time) time.Time {
 // portSet is the ports of one member.
 type portSet struct{ client, peer, peerFwd, proxy int }
 
-// reservePorts picks distinct free ports for n members. The member ports
-// are free on 127.0.0.1, the proxy ports on all interfaces (the proxy
-// listens on ":port"). All probe listeners stay open until every port is
-// picked, so the ports are distinct; someone else may still take one before
-// it is used, which Start handles by retrying.
+// reservePorts picks distinct free ports for n members, below the
+// kernel's ephemeral range (proctest.Ports) so that no connection takes a
+// member's port while it restarts. The member ports are free on 127.0.0.1,
+// the proxy ports on all interfaces (the proxy listens on ":port"). All
+// probe listeners stay open until every port is picked, so the ports are
+// distinct; someone else may still take one before it is used, which
+// Start handles by retrying.
 func reservePorts(n int) ([]portSet, error) {
-	var lns []net.Listener
-	defer func() {
-		for _, ln := range lns {
-			ln.Close()
-		}
-	}()
-	pick := func(addr string) (int, error) {
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			return 0, fmt.Errorf("reserve a free port: %w", err)
-		}
-		lns = append(lns, ln)
-		return ln.Addr().(*net.TCPAddr).Port, nil
-	}
+	var res proctest.Ports
+	defer res.Release()
 	ports := make([]portSet, n)
 	for i := range ports {
-		var err error
-		if ports[i].client, err = pick("127.0.0.1:0"); err != nil {
-			return nil, err
-		}
-		if ports[i].peer, err = pick("127.0.0.1:0"); err != nil {
-			return nil, err
-		}
-		if ports[i].peerFwd, err = pick("127.0.0.1:0"); err != nil {
-			return nil, err
-		}
-		if ports[i].proxy, err = pick(":0"); err != nil {
-			return nil, err
+		for _, pick := range []struct {
+			port *int
+			host string
+		}{{&ports[i].client, "127.0.0.1"}, {&ports[i].peer, "127.0.0.1"}, {&ports[i].peerFwd, "127.0.0.1"}, {&ports[i].proxy, ""}} {
+			p, err := res.Pick(pick.host)
+			if err != nil {
+				return nil, fmt.Errorf("reserve a free port: %w", err)
+			}
+			*pick.port = p
 		}
 	}
 	return ports, nil

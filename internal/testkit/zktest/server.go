@@ -406,23 +406,20 @@ func (s *Server) logTail() string {
 	return string(data)
 }
 
-// freePorts returns n distinct free loopback ports.
+// freePorts returns n distinct free loopback ports, below the kernel's
+// ephemeral range (proctest.Ports) so that no connection takes a server's
+// port while it restarts.
 func freePorts(t testing.TB, n int) []int {
 	t.Helper()
-	var lns []net.Listener
-	defer func() {
-		for _, ln := range lns {
-			_ = ln.Close()
-		}
-	}()
+	var res proctest.Ports
+	defer res.Release()
 	ports := make([]int, n)
 	for i := range ports {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		p, err := res.Pick("127.0.0.1")
 		if err != nil {
 			t.Fatal(err)
 		}
-		lns = append(lns, ln)
-		ports[i] = ln.Addr().(*net.TCPAddr).Port
+		ports[i] = p
 	}
 	return ports
 }
