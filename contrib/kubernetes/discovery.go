@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 
 	"k8s.io/client-go/kubernetes"
@@ -27,9 +26,7 @@ type Discovery struct {
 	opts   options
 	log    *slog.Logger
 
-	mu       sync.Mutex
-	services map[string]*service // by "name.namespace"
-	closed   bool
+	services *watchhub.Services[*service] // by "name.namespace"
 
 	skipped    atomic.Uint64
 	listErrors atomic.Uint64
@@ -68,47 +65,30 @@ func NewDiscovery(client kubernetes.Interface, opts ...Option) (*Discovery, erro
 		client:   client,
 		opts:     o,
 		log:      o.logger.With("component", "muster.kubernetes"),
-		services: map[string]*service{},
+		services: watchhub.NewServices((*service).stop, 0),
 	}, nil
 }
 
-// Watch starts following the Kubernetes service named by service,
+// Watch starts following the Kubernetes service named by target,
 // "name.namespace" or "name" (in the namespace of WithNamespace), and
 // returns at once; see registry.Discovery. The first snapshot is Loaded
 // once the service's informer has listed its slices. A name that is not
 // a Kubernetes service name (with an optional namespace) is an error
 // matching registry.ErrInvalidInstance.
-func (d *Discovery) Watch(ctx context.Context, service string) (registry.Watcher, error) {
-	ref, err := parseService(service, d.opts.namespace)
+func (d *Discovery) Watch(ctx context.Context, target string) (registry.Watcher, error) {
+	ref, err := parseService(target, d.opts.namespace)
 	if err != nil {
 		return nil, err
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	d.mu.Lock()
-	if d.closed {
-		d.mu.Unlock()
-		return nil, registry.ErrClosed
-	}
-	s := d.services[ref.key()]
-	if s == nil {
-		s = d.startService(ref)
-		d.services[ref.key()] = s
-	}
-	w := s.hub.Watch(ctx, service)
-	d.mu.Unlock()
-	return w, nil
+	return d.services.Watch(ctx, ref.key(), target, func(hub *watchhub.Hub) *service {
+		return d.startService(ref, hub)
+	})
 }
 
 // Stats returns the Discovery's counters.
 func (d *Discovery) Stats() Stats {
-	d.mu.Lock()
-	st := Stats{Services: len(d.services)}
-	for _, s := range d.services {
-		st.Watchers += s.hub.Watchers()
-	}
-	d.mu.Unlock()
+	var st Stats
+	st.Services, st.Watchers = d.services.Counts()
 	st.SkippedEndpoints = d.skipped.Load()
 	st.ListWatchErrors = d.listErrors.Load()
 	return st
@@ -117,25 +97,13 @@ func (d *Discovery) Stats() Stats {
 // Close stops every informer, waits for their goroutines, and closes every
 // watcher. It is idempotent.
 func (d *Discovery) Close() error {
-	d.mu.Lock()
-	if d.closed {
-		d.mu.Unlock()
-		return nil
-	}
-	d.closed = true
-	services := d.services
-	d.services = map[string]*service{}
-	d.mu.Unlock()
-	for _, s := range services {
-		s.hub.CloseAll()
-		s.stop()
-	}
+	d.services.Close()
 	return nil
 }
 
-// startService starts the informer and goroutine of ref. d.mu must be
-// held.
-func (d *Discovery) startService(ref serviceRef) *service {
+// startService starts the informer and goroutine of ref, which publish to
+// hub. It is called under the lock of d.services.
+func (d *Discovery) startService(ref serviceRef, hub *watchhub.Hub) *service {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &service{
 		d:   d,
@@ -151,21 +119,8 @@ func (d *Discovery) startService(ref serviceRef) *service {
 		done:   make(chan struct{}),
 		dirty:  make(chan struct{}, 1),
 		logged: map[string]string{},
+		hub:    hub,
 	}
-	s.hub = watchhub.New(ref.key(), func() { d.release(s) })
 	go s.run(ctx)
 	return s
-}
-
-// release stops s when its last watcher closed and none was added since.
-func (d *Discovery) release(s *service) {
-	d.mu.Lock()
-	last := s.hub.Watchers() == 0 && d.services[s.ref.key()] == s
-	if last {
-		delete(d.services, s.ref.key())
-	}
-	d.mu.Unlock()
-	if last {
-		s.stop()
-	}
 }

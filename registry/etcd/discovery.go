@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"sort"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -44,9 +43,7 @@ type Discovery struct {
 	opts options
 	log  *slog.Logger
 
-	mu       sync.Mutex
-	services map[string]*service
-	closed   bool
+	services *watchhub.Services[*service]
 
 	// watchStream selects the gRPC stream of new watches; it moves on
 	// after etcd refuses a watch for its stream's token.
@@ -139,7 +136,7 @@ func NewDiscovery(cli *clientv3.Client, opts ...Option) (*Discovery, error) {
 		cli:      cli,
 		opts:     o,
 		log:      o.logger.With("component", "muster.discovery"),
-		services: make(map[string]*service),
+		services: watchhub.NewServices((*service).stop, o.linger),
 	}, nil
 }
 
@@ -150,23 +147,9 @@ func (d *Discovery) Watch(ctx context.Context, name string) (registry.Watcher, e
 	if err := registry.ValidateName(name); err != nil {
 		return nil, err
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	d.mu.Lock()
-	if d.closed {
-		d.mu.Unlock()
-		return nil, registry.ErrClosed
-	}
-	s := d.services[name]
-	if s == nil {
-		s = d.startService(name)
-		d.services[name] = s
-	}
-	s.stopLinger()
-	w := s.hub.Watch(ctx, name)
-	d.mu.Unlock()
-	return w, nil
+	return d.services.Watch(ctx, name, name, func(hub *watchhub.Hub) *service {
+		return d.startService(name, hub)
+	})
 }
 
 // Services lists the services that have at least one key, sorted. It reads
@@ -200,9 +183,8 @@ func (d *Discovery) Services(ctx context.Context) ([]string, error) {
 
 // Stats returns the Discovery's counters.
 func (d *Discovery) Stats() Stats {
-	d.mu.Lock()
-	st := Stats{Services: len(d.services)}
-	for _, s := range d.services {
+	var st Stats
+	d.services.Each(func(s *service) {
 		snap, watchers := s.hub.Snapshot(), s.hub.Watchers()
 		st.Watchers += watchers
 		st.PerService = append(st.PerService, ServiceStats{
@@ -210,8 +192,8 @@ func (d *Discovery) Stats() Stats {
 			StaleSince: snap.StaleSince, Loaded: snap.Loaded,
 			Generation: snap.Generation, WatchMember: s.watchMember.Load(),
 		})
-	}
-	d.mu.Unlock()
+	})
+	st.Services = len(st.PerService)
 	sort.Slice(st.PerService, func(i, j int) bool { return st.PerService[i].Name < st.PerService[j].Name })
 	st.SkippedValues = d.skipped.Load()
 	st.Loads = d.loads.Load()
@@ -227,27 +209,13 @@ func (d *Discovery) Stats() Stats {
 // Close stops every watch and closes every watcher's Updates channel. It is
 // idempotent.
 func (d *Discovery) Close() error {
-	d.mu.Lock()
-	if d.closed {
-		d.mu.Unlock()
-		return nil
-	}
-	d.closed = true
-	services := d.services
-	d.services = map[string]*service{}
-	for _, s := range services {
-		s.stopLinger()
-	}
-	d.mu.Unlock()
-	for _, s := range services {
-		s.stop()
-		s.hub.CloseAll()
-	}
+	d.services.Close()
 	return nil
 }
 
-// startService starts the goroutine following name. d.mu must be held.
-func (d *Discovery) startService(name string) *service {
+// startService starts the goroutine following name, which publishes to
+// hub. It is called under the lock of d.services.
+func (d *Discovery) startService(name string, hub *watchhub.Hub) *service {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := newCache(d.opts.prefix, name, d.opts.layout)
 	s := &service{
@@ -257,40 +225,9 @@ func (d *Discovery) startService(name string) *service {
 		log:    d.log.With("service", name),
 		cancel: cancel,
 		done:   make(chan struct{}),
+		hub:    hub,
 		cache:  c,
 	}
-	s.hub = watchhub.New(name, func() { d.release(s) })
 	go s.run(ctx)
 	return s
-}
-
-// release is called when a watcher's Close left s with none. Unless a
-// watcher was added since, it stops s, at once or after the linger time.
-func (d *Discovery) release(s *service) {
-	d.mu.Lock()
-	if s.hub.Watchers() > 0 || d.services[s.name] != s {
-		d.mu.Unlock()
-		return
-	}
-	if d.opts.linger > 0 {
-		s.stopLinger()
-		s.linger = time.AfterFunc(d.opts.linger, func() { d.expire(s) })
-		d.mu.Unlock()
-		return
-	}
-	delete(d.services, s.name)
-	d.mu.Unlock()
-	s.stop()
-}
-
-// expire stops a lingering service that gained no watcher meanwhile.
-func (d *Discovery) expire(s *service) {
-	d.mu.Lock()
-	if s.hub.Watchers() > 0 || d.services[s.name] != s {
-		d.mu.Unlock()
-		return
-	}
-	delete(d.services, s.name)
-	d.mu.Unlock()
-	s.stop()
 }

@@ -29,9 +29,6 @@ type service struct {
 
 	// hub holds the snapshot and the watchers; only run publishes.
 	hub *watchhub.Hub
-	// linger stops the service after its last watcher left
-	// (WithLinger); guarded by d.mu.
-	linger *time.Timer
 
 	// Owned by the run goroutine.
 	cache *cache  // the instances by key, and the list last published
@@ -46,14 +43,6 @@ type service struct {
 	avoided     int    // new watches rejected for landing on avoid
 	recovering  bool   // since a silence or an unconfirmed watch, until a watch is confirmed
 	quickFailed int    // attempts failed while recovering; each doubles the next bound
-}
-
-// stopLinger cancels a pending linger stop. d.mu must be held.
-func (s *service) stopLinger() {
-	if s.linger != nil {
-		s.linger.Stop()
-		s.linger = nil
-	}
 }
 
 // stop ends the run goroutine and waits for it.

@@ -6,11 +6,11 @@ import (
 	"log/slog"
 	"sort"
 	"strings"
-	"sync"
 	"sync/atomic"
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/musterhq/muster/internal/watchhub"
 	"github.com/musterhq/muster/registry"
 )
 
@@ -31,9 +31,7 @@ type Discovery struct {
 	log  *slog.Logger
 	conn *conn
 
-	mu       sync.Mutex
-	services map[string]*service
-	closed   bool
+	services *watchhub.Services[*service]
 
 	skipped       atomic.Uint64
 	loads         atomic.Uint64
@@ -70,7 +68,7 @@ func NewDiscovery(servers []string, opts ...Option) (*Discovery, error) {
 	d := &Discovery{
 		o:        o,
 		log:      o.logger.With("component", "muster.discovery", "backend", "zookeeper"),
-		services: map[string]*service{},
+		services: watchhub.NewServices((*service).stop, 0),
 	}
 	c, err := dial(servers, o, d.onEvent)
 	if err != nil {
@@ -82,12 +80,8 @@ func NewDiscovery(servers []string, opts ...Option) (*Discovery, error) {
 
 // onEvent routes the library's events to the services; it never blocks.
 func (d *Discovery) onEvent(ev zk.Event) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
 	if ev.Type == zk.EventSession || ev.Type == zk.EventNotWatching {
-		for _, s := range d.services {
-			s.sessionEvent(ev)
-		}
+		d.services.Each(func(s *service) { s.sessionEvent(ev) })
 		return
 	}
 	// The service's node, or an instance node below it.
@@ -96,7 +90,7 @@ func (d *Discovery) onEvent(ev zk.Event) {
 		return
 	}
 	name, id, _ := strings.Cut(name, "/")
-	if s := d.services[name]; s != nil {
+	if s, ok := d.services.Get(name); ok {
 		s.nodeEvent(ev, id)
 	}
 }
@@ -106,23 +100,11 @@ func (d *Discovery) Watch(ctx context.Context, name string) (registry.Watcher, e
 	if err := registry.ValidateName(name); err != nil {
 		return nil, err
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	d.mu.Lock()
-	if d.closed {
-		d.mu.Unlock()
-		return nil, registry.ErrClosed
-	}
-	s := d.services[name]
-	if s == nil {
-		s = newService(d, name)
-		d.services[name] = s
+	return d.services.Watch(ctx, name, name, func(hub *watchhub.Hub) *service {
+		s := newService(d, name, hub)
 		go s.run()
-	}
-	w := s.hub.Watch(ctx, name)
-	d.mu.Unlock()
-	return w, nil
+		return s
+	})
 }
 
 // Services returns the names of the services with at least one instance
@@ -159,12 +141,8 @@ func (d *Discovery) Services(ctx context.Context) ([]string, error) {
 
 // Stats returns counters and sizes.
 func (d *Discovery) Stats() Stats {
-	d.mu.Lock()
-	st := Stats{Services: len(d.services)}
-	for _, s := range d.services {
-		st.Watchers += s.hub.Watchers()
-	}
-	d.mu.Unlock()
+	var st Stats
+	st.Services, st.Watchers = d.services.Counts()
 	st.SkippedValues = d.skipped.Load()
 	st.Loads = d.loads.Load()
 	st.WatchRequests = d.watchRequests.Load()
@@ -174,32 +152,8 @@ func (d *Discovery) Stats() Stats {
 // Close stops every service and closes every watcher and the connection.
 // It is idempotent.
 func (d *Discovery) Close() error {
-	d.mu.Lock()
-	if d.closed {
-		d.mu.Unlock()
-		return nil
+	if d.services.Close() {
+		d.conn.close()
 	}
-	d.closed = true
-	services := d.services
-	d.services = map[string]*service{}
-	d.mu.Unlock()
-	for _, s := range services {
-		s.stop()
-		s.hub.CloseAll()
-	}
-	d.conn.close()
 	return nil
-}
-
-// release is called when a watcher's Close left s with none; unless a
-// watcher was added since, it stops s.
-func (d *Discovery) release(s *service) {
-	d.mu.Lock()
-	if s.hub.Watchers() > 0 || d.services[s.name] != s {
-		d.mu.Unlock()
-		return
-	}
-	delete(d.services, s.name)
-	d.mu.Unlock()
-	s.stop()
 }

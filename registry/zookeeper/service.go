@@ -40,7 +40,9 @@ type service struct {
 	armed     armed           // watches set and not fired
 }
 
-func newService(d *Discovery, name string) *service {
+// newService returns the service name, publishing to hub; its run
+// goroutine is not started yet.
+func newService(d *Discovery, name string, hub *watchhub.Hub) *service {
 	s := &service{
 		d: d, name: name, path: servicePath(d.o.root, name),
 		log:    d.log.With("service", name),
@@ -50,8 +52,8 @@ func newService(d *Discovery, name string) *service {
 		reload: true,
 		dirty:  map[string]bool{},
 		armed:  armed{},
+		hub:    hub,
 	}
-	s.hub = watchhub.New(name, func() { d.release(s) })
 	s.poke() // the first load
 	return s
 }
@@ -63,8 +65,9 @@ func (s *service) poke() {
 	}
 }
 
-// sessionEvent reacts to the connection's state (called under d.mu): a
-// lost connection marks the snapshot stale, a (new) session reloads.
+// sessionEvent reacts to the connection's state (called under the lock of
+// d.services): a lost connection marks the snapshot stale, a (new) session
+// reloads.
 func (s *service) sessionEvent(ev zk.Event) {
 	if ev.Type == zk.EventNotWatching || ev.State == zk.StateExpired {
 		s.mu.Lock()
@@ -88,8 +91,8 @@ func (s *service) sessionEvent(ev zk.Event) {
 	}
 }
 
-// nodeEvent marks what a watch event says changed (called under d.mu); id
-// is "" for the service's own node.
+// nodeEvent marks what a watch event says changed; id is "" for the
+// service's own node.
 func (s *service) nodeEvent(ev zk.Event, id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
