@@ -37,6 +37,10 @@ type options struct {
 	layout         Layout   // nil: Muster's own
 	mirrors        []Mirror // other layouts a Registrar also writes
 	maxTxnOps      int      // operations per transaction of a Registrar
+	// broadcastDeregisters makes a Registrar's Deregisters wake on every
+	// change of its state, as they did before waiting for their own key:
+	// set by tests only, to compare the two waits.
+	broadcastDeregisters bool
 	// err collects the invalid options; a constructor given any fails.
 	err error
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -52,6 +53,13 @@ type Registrar struct {
 	// a Deregister waits for them, so that its key is not written after it
 	// returned.
 	inflight map[string]int
+	// gone holds, by key, the signal the waiting Deregisters of the key
+	// wait on (registrar_gone.go).
+	gone map[string]*goneSignal
+	// wakeups counts the times waiting Registers and Deregisters woke up
+	// to look again, and mostWakeups the most times one call did; read
+	// by tests.
+	wakeups, mostWakeups atomic.Int64
 	// wroteAt is the revision of the last write of each key, so that a
 	// deletion older than it (a watch replaying events) is not repaired.
 	wroteAt map[string]int64
@@ -69,8 +77,10 @@ type Registrar struct {
 	status  registry.RegistrarStatus
 	changed chan struct{} // closed and replaced on every state change
 	// alarm is closed and replaced when the registrar closes or an
-	// attempt's outcome is recorded (setError): what every Register
-	// waiting for its own entry (entry.done) must also hear of.
+	// attempt fails or is the first to succeed after failures (setError):
+	// what every Register waiting for its own entry (entry.done), and
+	// every Deregister waiting for its own key, must also hear of. An
+	// attempt that succeeds after a success changes nothing they read.
 	alarm  chan struct{}
 	closed bool
 	// retrying is true while the run loop's last attempt failed because
@@ -141,6 +151,7 @@ func NewRegistrar(cli *clientv3.Client, opts ...Option) (*Registrar, error) {
 		entries:  make(map[string]*entry),
 		written:  make(map[string]*entry),
 		inflight: make(map[string]int),
+		gone:     make(map[string]*goneSignal),
 		wroteAt:  make(map[string]int64),
 		dirty:    make(map[string]bool),
 		changed:  make(chan struct{}),
@@ -213,7 +224,15 @@ func (r *Registrar) Register(ctx context.Context, in registry.Instance) error {
 	r.mu.Unlock()
 	r.kick()
 
-	return r.await(ctx, e, func() (bool, error) {
+	own := func() <-chan struct{} {
+		if e.settled {
+			// Written before a lost lease and registered again
+			// unchanged: its next write settles nothing.
+			return nil
+		}
+		return e.done
+	}
+	return r.await(ctx, own, func() (bool, error) {
 		if r.written[key] == e {
 			return true, nil
 		}
@@ -252,28 +271,35 @@ func (r *Registrar) Deregister(ctx context.Context, name, id string) error {
 	}
 	r.mu.Unlock()
 	r.kick()
-	return r.await(ctx, nil, func() (bool, error) {
-		_, ok := r.written[key]
-		return !ok && r.inflight[key] == 0, nil
-	})
+	cond := func() (bool, error) { return r.goneLocked(key), nil }
+	if r.opts.broadcastDeregisters {
+		return r.await(ctx, nil, cond)
+	}
+	w := &goneWait{key: key}
+	defer r.leaveGone(w)
+	return r.await(ctx, func() <-chan struct{} { return r.goneChanLocked(w) }, cond)
 }
 
 // await waits until cond (called with r.mu held) reports done, ctx ends,
-// the request timeout passes or the registrar closes. Given e, the entry
-// cond concerns, it wakes when e settles or an alarm sounds, not on every
-// change of the registrar's state: with many Registers waiting, a write
-// wakes only its own. (An entry settled already, written before a lost
-// lease and registered again unchanged, waits for every change.)
-func (r *Registrar) await(ctx context.Context, e *entry, cond func() (bool, error)) error {
+// the request timeout passes or the registrar closes. Given own (called
+// with r.mu held after cond), it wakes when the channel own returns is
+// closed or an alarm sounds, not on every change of the registrar's state:
+// with many Registers or Deregisters waiting, a write wakes only its own
+// callers. Without own, or when own returns nil, it wakes on every change.
+func (r *Registrar) await(ctx context.Context, own func() <-chan struct{}, cond func() (bool, error)) error {
 	timer := time.NewTimer(r.opts.requestTimeout)
 	defer timer.Stop()
-	for {
+	var woken int64
+	defer func() { r.countWakeups(woken) }()
+	for ; ; woken++ {
 		r.mu.Lock()
 		ok, err := cond()
 		closed, changed, lastErr, retrying := r.closed, r.changed, r.status.LastError, r.retrying
-		var own <-chan struct{}
-		if e != nil && !e.settled {
-			own, changed = e.done, r.alarm
+		var mine <-chan struct{}
+		if own != nil && !ok && !closed && !retrying {
+			if mine = own(); mine != nil {
+				changed = r.alarm
+			}
 		}
 		r.mu.Unlock()
 		switch {
@@ -290,11 +316,22 @@ func (r *Registrar) await(ctx context.Context, e *entry, cond func() (bool, erro
 		}
 		select {
 		case <-changed:
-		case <-own:
+		case <-mine:
 		case <-ctx.Done():
 			return pendingError(ctx.Err(), lastErr)
 		case <-timer.C:
 			return pendingError(context.DeadlineExceeded, lastErr)
+		}
+	}
+}
+
+// countWakeups records that a waiting call woke up n times.
+func (r *Registrar) countWakeups(n int64) {
+	r.wakeups.Add(n)
+	for {
+		most := r.mostWakeups.Load()
+		if n <= most || r.mostWakeups.CompareAndSwap(most, n) {
+			return
 		}
 	}
 }
@@ -405,7 +442,8 @@ func (r *Registrar) broadcastLocked() {
 	r.changed = make(chan struct{})
 }
 
-// alarmLocked wakes every waiter, those waiting for their own entry too.
+// alarmLocked wakes every waiter, those waiting for their own entry or
+// key too.
 // r.mu must be held.
 func (r *Registrar) alarmLocked() {
 	close(r.alarm)
@@ -462,11 +500,17 @@ func (r *Registrar) forgetWrittenLocked() {
 		r.dirty[k] = true
 	}
 	r.pending = len(r.entries)
+	for k := range r.gone {
+		r.signalGoneLocked(k)
+	}
 }
 
+// setError records the outcome of an attempt of the run loop (err nil: it
+// succeeded) and wakes the waiters it concerns.
 func (r *Registrar) setError(err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	news := err != nil || r.status.LastError != nil || r.retrying
 	r.status.LastError = err
 	r.retrying = unreachable(err)
 	if err != nil {
@@ -474,5 +518,7 @@ func (r *Registrar) setError(err error) {
 		r.status.Failures++
 	}
 	r.broadcastLocked()
-	r.alarmLocked()
+	if news {
+		r.alarmLocked()
+	}
 }

@@ -366,3 +366,60 @@ func TestDeletionEtcdRefusesHoldsBackNoRegistration(t *testing.T) {
 		t.Fatalf("the key of b: %v, %v", resp, err)
 	}
 }
+
+// A Deregister that arrives while a transaction writing its key is on its
+// way, a transaction etcd then refuses for that instance alone: nothing is
+// written, the attempt succeeds (the refused instance is dropped) and no
+// alarm sounds. The Deregister learns that its key is gone from the
+// transaction landing.
+func TestDeregisterWakesWhenARefusedWriteLands(t *testing.T) {
+	c := etcdtest.Start(t)
+	cli := c.Client(t)
+	// A "bad…" instance's copy is its own key: etcd refuses the
+	// transaction that holds it (duplicate key).
+	mirror := mirrorFunc(func(in registry.Instance) (string, []byte, error) {
+		if strings.HasPrefix(in.ID, "bad") {
+			return registry.Key("/p", in.Name, in.ID), []byte("x"), nil
+		}
+		return "/copy/" + in.Name + "/" + in.ID, []byte(in.Addr), nil
+	})
+	r := newRegistrar(t, cli, fast("/p", etcd.WithMirror(mirror), etcd.WithTTL(30*time.Second))...)
+	ctx := ctxFor(t, 60*time.Second)
+	queueInstances(t, ctx, r, 1) // the lease is granted
+	// Answers take 300ms to come back: a Deregister called once etcd has
+	// refused the transaction arrives while the registrar still waits
+	// for the answer. Should it arrive after all (a loaded machine), it
+	// returns at once and the test tries again.
+	c.Members()[0].Delay(300 * time.Millisecond)
+	defer c.Members()[0].Heal()
+	dup := rpctypes.ErrDuplicateKey.Error()
+	for try := 0; ; try++ {
+		if try == 5 {
+			t.Fatal("no Deregister arrived while its refused write was on its way: the test did not exercise the wait")
+		}
+		id := fmt.Sprintf("bad%d", try)
+		refused := c.RPCStats().Errors[dup]
+		done, stop := context.WithCancel(ctx)
+		stop() // queued, not waited for
+		if err := r.Register(done, instance("svc", id, 9000+try)); err != nil && !errors.Is(err, registry.ErrPending) {
+			t.Fatal(err)
+		}
+		for c.RPCStats().Errors[dup] == refused {
+			if ctx.Err() != nil {
+				t.Fatal("etcd did not refuse the transaction of the bad instance")
+			}
+			time.Sleep(time.Millisecond)
+		}
+		before, _ := etcd.Wakeups(r)
+		if err := r.Deregister(ctx, "svc", id); err != nil {
+			t.Fatalf("Deregister %s: %v", id, err)
+		}
+		if after, _ := etcd.Wakeups(r); after > before {
+			break // it waited, and the landed transaction woke it
+		}
+	}
+	if keys, _ := rawKeys(t, cli, "/p/svc/bad"); len(keys) != 0 {
+		t.Fatalf("key %s written", keys[0])
+	}
+	waitWaiting(t, r, 0, 0)
+}

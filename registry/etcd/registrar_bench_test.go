@@ -3,7 +3,6 @@ package etcd_test
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -65,7 +64,7 @@ func BenchmarkRegistrationThroughput(b *testing.B) {
 
 // benchValue returns instance i's key and value under prefix.
 func benchValue(prefix string, i int) (string, string, error) {
-	in := instance("svc", fmt.Sprintf("i%05d", i), 20000+i%40000).Normalize()
+	in := benchInstance(i).Normalize()
 	in.RegisteredAt = time.Now()
 	val, err := registry.Marshal(in)
 	return registry.Key(prefix, in.Name, in.ID), string(val), err
@@ -82,34 +81,43 @@ func rawSharedLeasePuts(cli *clientv3.Client, prefix string) error {
 		return err
 	}
 	defer func() { _, _ = cli.Revoke(context.Background(), lease.ID) }()
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		first error
-	)
-	next := make(chan int)
-	for w := 0; w < rawWriters; w++ {
-		wg.Add(1)
+	return rawPuts(ctx, cli, prefix, lease.ID)
+}
+
+// rawPuts puts benchInstances instance values under prefix with lease,
+// from rawWriters goroutines.
+func rawPuts(ctx context.Context, cli *clientv3.Client, prefix string, lease clientv3.LeaseID) error {
+	return byCallers(rawWriters, func(i int) error {
+		key, val, err := benchValue(prefix, i)
+		if err == nil {
+			_, err = cli.Put(ctx, key, val, clientv3.WithLease(lease))
+		}
+		return err
+	})
+}
+
+// byCallers calls do for each of the benchInstances instances from callers
+// goroutines, each calling it for one instance after another, and returns
+// the first error (a goroutine stops at its first).
+func byCallers(callers int, do func(i int) error) error {
+	errs := make(chan error, callers)
+	for w := 0; w < callers; w++ {
 		go func() {
-			defer wg.Done()
-			for i := range next {
-				key, val, err := benchValue(prefix, i)
-				if err == nil {
-					_, err = cli.Put(ctx, key, val, clientv3.WithLease(lease.ID))
-				}
-				if err != nil {
-					mu.Lock()
-					first = err
-					mu.Unlock()
+			for i := w; i < benchInstances; i += callers {
+				if err := do(i); err != nil {
+					errs <- err
+					return
 				}
 			}
+			errs <- nil
 		}()
 	}
-	for i := 0; i < benchInstances; i++ {
-		next <- i
+	var first error
+	for w := 0; w < callers; w++ {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
 	}
-	close(next)
-	wg.Wait()
 	return first
 }
 
@@ -125,24 +133,26 @@ func registerAll(cli *clientv3.Client, prefix string, callers int) error {
 	defer func() { _ = r.Close() }()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	errs := make(chan error, callers)
-	for w := 0; w < callers; w++ {
-		go func() {
-			for i := w; i < benchInstances; i += callers {
-				if err := r.Register(ctx, instance("svc", fmt.Sprintf("i%05d", i), 20000+i%40000)); err != nil {
-					errs <- err
-					return
-				}
-			}
-			errs <- nil
-		}()
+	return byCallers(callers, func(i int) error {
+		return r.Register(ctx, benchInstance(i))
+	})
+}
+
+// benchInstance returns instance i of the registration benchmarks.
+func benchInstance(i int) registry.Instance {
+	return instance("svc", fmt.Sprintf("i%05d", i), 20000+i%40000)
+}
+
+// queueAll registers benchInstances instances with r without waiting for
+// each, then waits until every one is written.
+func queueAll(ctx context.Context, r *etcd.Registrar) error {
+	for i := 0; i < benchInstances; i++ {
+		// An ended ctx queues the instance without waiting for it.
+		done, stop := context.WithCancel(ctx)
+		stop()
+		_ = r.Register(done, benchInstance(i))
 	}
-	for w := 0; w < callers; w++ {
-		if err := <-errs; err != nil {
-			return err
-		}
-	}
-	return nil
+	return r.WaitRegistered(ctx)
 }
 
 // BenchmarkLeaseLossRecovery measures how long a Registrar holding 10,000
@@ -181,13 +191,7 @@ func BenchmarkLeaseLossRecovery(b *testing.B) {
 func reRegistration(r *etcd.Registrar, admin *clientv3.Client, prefix string) (time.Duration, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	for i := 0; i < benchInstances; i++ {
-		// An ended ctx queues the instance without waiting for it.
-		done, stop := context.WithCancel(ctx)
-		stop()
-		_ = r.Register(done, instance("svc", fmt.Sprintf("i%05d", i), 20000+i%40000))
-	}
-	if err := r.WaitRegistered(ctx); err != nil {
+	if err := queueAll(ctx, r); err != nil {
 		return 0, err
 	}
 	old := clientv3.LeaseID(r.Status().Session)
@@ -215,4 +219,112 @@ func reRegistration(r *etcd.Registrar, admin *clientv3.Client, prefix string) (t
 		}
 	}
 	return 0, fmt.Errorf("watch ended with %d of %d keys back: %w", len(back), benchInstances, ctx.Err())
+}
+
+// BenchmarkMassDeregistration measures how long 10,000 instances take to be
+// deregistered at once, in the same run: raw Deletes of their keys by 64
+// goroutines (the floor; the keys put with one lease beforehand); a
+// Registrar holding the 10,000 given the 10,000 Deregisters at once (10,000
+// goroutines, each waiting for its key to go) or by 64 callers one after
+// another; and the same two with the wait Deregister had before it waited
+// for its own key (woken by every change of the registrar's state). Each
+// iteration runs every contender once, on a fresh prefix, in a rotating
+// order; only the deregistration is timed. Reported: ms per contender, the
+// ratios to the floor and of the old wait to the new, and the wake-ups per
+// Deregister.
+func BenchmarkMassDeregistration(b *testing.B) {
+	c := etcdtest.Start(b)
+	cli := c.Client(b, c.DirectEndpoints()...)
+	old := etcd.WithBroadcastDeregisters()
+	contenders := []struct {
+		name string
+		run  func(prefix string) (time.Duration, int64, error)
+	}{
+		{"raw", func(prefix string) (time.Duration, int64, error) { return rawDeletes(cli, prefix) }},
+		{"registrar", func(prefix string) (time.Duration, int64, error) { return deregisterAll(cli, prefix, benchInstances) }},
+		{"registrar-64-callers", func(prefix string) (time.Duration, int64, error) { return deregisterAll(cli, prefix, rawWriters) }},
+		{"old-wait", func(prefix string) (time.Duration, int64, error) {
+			return deregisterAll(cli, prefix, benchInstances, old)
+		}},
+		{"old-wait-64-callers", func(prefix string) (time.Duration, int64, error) {
+			return deregisterAll(cli, prefix, rawWriters, old)
+		}},
+	}
+	spent := make([]time.Duration, len(contenders))
+	wakeups := make([]int64, len(contenders))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for j := range contenders {
+			k := (i + j) % len(contenders)
+			prefix := fmt.Sprintf("/bench-dereg-%d-%s", time.Now().UnixNano(), contenders[k].name)
+			d, w, err := contenders[k].run(prefix)
+			if err != nil {
+				b.Fatalf("%s: %v", contenders[k].name, err)
+			}
+			spent[k] += d
+			wakeups[k] += w
+		}
+	}
+	b.StopTimer()
+	ms := func(k int) float64 { return float64(spent[k].Microseconds()) / 1000 / float64(b.N) }
+	for k, ct := range contenders {
+		b.ReportMetric(ms(k), ct.name+"-ms")
+		if k > 0 {
+			b.ReportMetric(ms(k)/ms(0), ct.name+"/raw")
+			b.ReportMetric(float64(wakeups[k])/float64(benchInstances*b.N), ct.name+"-wakeups/op")
+		}
+	}
+	b.ReportMetric(ms(3)/ms(1), "old-wait/registrar")
+	b.ReportMetric(ms(4)/ms(2), "old-wait-64-callers/registrar-64-callers")
+}
+
+// rawDeletes puts benchInstances instance values under prefix with a new
+// lease, then deletes their keys from rawWriters goroutines and returns how
+// long the deletes took; the lease is revoked before it returns.
+func rawDeletes(cli *clientv3.Client, prefix string) (time.Duration, int64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	lease, err := cli.Grant(ctx, 60)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer func() { _, _ = cli.Revoke(context.Background(), lease.ID) }()
+	if err := rawPuts(ctx, cli, prefix, lease.ID); err != nil {
+		return 0, 0, err
+	}
+	start := time.Now()
+	err = byCallers(rawWriters, func(i int) error {
+		in := benchInstance(i)
+		_, err := cli.Delete(ctx, registry.Key(prefix, in.Name, in.ID))
+		return err
+	})
+	return time.Since(start), 0, err
+}
+
+// deregisterAll registers benchInstances instances under prefix with a new
+// Registrar (given opts), then deregisters them all from callers
+// goroutines, each Deregister waiting for its key to go, and returns how
+// long the deregistration took and how many times the Deregisters woke up;
+// the registrar is closed before it returns.
+func deregisterAll(cli *clientv3.Client, prefix string, callers int, opts ...etcd.Option) (time.Duration, int64, error) {
+	r, err := etcd.NewRegistrar(cli, append([]etcd.Option{etcd.WithPrefix(prefix), etcd.WithLogger(quiet),
+		etcd.WithRequestTimeout(time.Minute)}, opts...)...)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer func() { _ = r.Close() }()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := queueAll(ctx, r); err != nil {
+		return 0, 0, err
+	}
+	before, _ := etcd.Wakeups(r)
+	start := time.Now()
+	err = byCallers(callers, func(i int) error {
+		in := benchInstance(i)
+		return r.Deregister(ctx, in.Name, in.ID)
+	})
+	d := time.Since(start)
+	after, _ := etcd.Wakeups(r)
+	return d, after - before, err
 }

@@ -280,8 +280,7 @@ func (r *Registrar) deleteBatch(lease clientv3.LeaseID, b []removal) error {
 	r.mu.Lock()
 	for _, key := range keys {
 		if _, wanted := r.entries[key]; !wanted {
-			delete(r.written, key)
-			r.syncKeyLocked(key)
+			r.unwriteLocked(key)
 		}
 	}
 	r.updateStatusLocked()
@@ -389,9 +388,12 @@ func (r *Registrar) landed(cur []*entry) {
 	for _, e := range cur {
 		if r.inflight[e.key]--; r.inflight[e.key] <= 0 {
 			delete(r.inflight, e.key)
+			r.signalGoneLocked(e.key)
 		}
 	}
-	r.broadcastLocked()
+	if r.opts.broadcastDeregisters {
+		r.broadcastLocked() // the old wait, kept for tests: Deregisters wake on every change
+	}
 	r.mu.Unlock()
 }
 

@@ -82,8 +82,7 @@ func (r *Registrar) audit() error {
 		if _, ok := attached[key]; ok && !rewound && e.mirrorsAttached(attached) {
 			continue
 		}
-		delete(r.written, key)
-		r.syncKeyLocked(key)
+		r.unwriteLocked(key)
 		repaired = append(repaired, key)
 	}
 	if len(repaired) > 0 {
@@ -150,8 +149,7 @@ func (r *Registrar) keysDeleted(dels []deletion) {
 		if !ok || r.entries[d.key] != e || r.lease == 0 || d.rev < r.wroteAt[d.key] {
 			continue
 		}
-		delete(r.written, d.key)
-		r.syncKeyLocked(d.key)
+		r.unwriteLocked(d.key)
 		repaired = append(repaired, d)
 	}
 	if len(repaired) > 0 {

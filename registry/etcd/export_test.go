@@ -1,0 +1,23 @@
+package etcd
+
+// WithBroadcastDeregisters makes a Registrar's Deregisters wait as they did
+// before each waited for its own key: woken by every change of the
+// registrar's state (every status update, every transaction landed).
+func WithBroadcastDeregisters() Option { return func(o *options) { o.broadcastDeregisters = true } }
+
+// Wakeups returns how many times r's waiting Registers and Deregisters woke
+// up to look again, in all and the most by one call, since r started.
+func Wakeups(r *Registrar) (total, most int64) {
+	return r.wakeups.Load(), r.mostWakeups.Load()
+}
+
+// Waiting returns the number of keys whose Deregisters r holds a signal
+// for, and the number of Deregisters waiting on those signals.
+func Waiting(r *Registrar) (keys, waiters int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, sig := range r.gone {
+		waiters += sig.waiters
+	}
+	return len(r.gone), waiters
+}
