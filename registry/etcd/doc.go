@@ -29,6 +29,17 @@
 // for what it holds is split, so an instance etcd refuses holds back no
 // other.
 //
+// One goroutine, the registrar's run loop, makes every write, one
+// transaction at a time (at most 1 MiB of keys and values), so a Register
+// and a Deregister never interleave into a stale key; a key is deleted only
+// while it is still bound to the registrar's lease. After a lost lease the
+// loop writes every key again under the new lease, moves the operators'
+// overrides still bound to the old lease onto it, and only then revokes the
+// old lease, which removes the keys deregistered meanwhile.
+// A waiting Register or Deregister is woken when its own key is written
+// or deleted (or by an error or Close), not by every write: thousands of
+// concurrent calls cost one wake-up each.
+//
 // The registrar owns its keys. It watches the deletions in each service it
 // has instances in and writes a deleted key again as soon as the event
 // arrives, and every audit interval (WithAuditInterval, default 5s) it
@@ -61,8 +72,10 @@
 // since when it is stale; each failed attempt is logged with stale_for and
 // next_attempt_in, and the first fresh list after it, once, as "watch
 // resumed; list current again" with stale_for. A value that fails to
-// decode or validate is skipped, logged once and counted (Stats); the rest
-// of the service is served.
+// decode or validate, or that names another service or ID than its key,
+// is skipped, logged once and counted (Stats); the rest of the service is
+// served. Every Get and watch creation is bounded by the request timeout
+// (a lost watch creation would otherwise wait forever).
 //
 // A frozen or partitioned member keeps its connections up, so the etcd
 // client keeps placing requests on it. After a silence, the reload and the
