@@ -149,6 +149,17 @@ func TestWatchLegacy(t *testing.T) {
 	register(t, r, registry.Instance{ID: "user-4", Name: "user", Addr: "10.0.0.4:9000"})
 	w.expect(t, `- 42 10\.0\.0\.4:9000`)
 	w.expect(t, `\+ user-4 10\.0\.0\.4:9000 \(source muster, weight 100\)`)
+
+	// An ID two sources use for different instances: each followed as
+	// its own instance, not as one that changes.
+	register(t, r, registry.Instance{ID: "43", Name: "user", Addr: "10.0.0.6:9000"})
+	w.expect(t, `\+ 43 10\.0\.0\.6:9000 \(source muster, weight 100\)`)
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	if _, err := cli.Delete(ctx, "user.rpc/43"); err != nil {
+		t.Fatal(err)
+	}
+	w.expect(t, `- 43 10\.0\.0\.5:9000`)
 	if code := w.stop(t); code != exitOK {
 		t.Fatalf("watch: exit code %d; stderr:\n%s", code, w.stderr)
 	}

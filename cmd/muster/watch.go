@@ -12,6 +12,7 @@ import (
 
 	"github.com/musterhq/muster/registry"
 	"github.com/musterhq/muster/registry/etcd"
+	"github.com/musterhq/muster/registry/legacy"
 )
 
 // watchProgressInterval is how often watch has etcd confirm a quiet watch;
@@ -295,6 +296,14 @@ func (p *watchPrinter) fresh(s registry.Snapshot) {
 	p.line("! fresh again at revision %d", s.Revision)
 }
 
+// instanceKey identifies an instance across snapshots: its ID within its
+// source, since a merged list may hold two sources' instances of one ID.
+type instanceKey struct{ source, id string }
+
+func keyOf(in *registry.Instance) instanceKey {
+	return instanceKey{legacy.SourceOf(in), in.ID}
+}
+
 // changes prints what differs between two snapshots: a change of
 // staleness first, then changed, removed and added instances, each in ID
 // order.
@@ -305,23 +314,23 @@ func (p *watchPrinter) changes(prev, cur registry.Snapshot) {
 	case prev.Stale() && !cur.Stale():
 		p.fresh(cur)
 	}
-	old := make(map[string]*registry.Instance, len(prev.Instances))
+	old := make(map[instanceKey]*registry.Instance, len(prev.Instances))
 	for _, in := range prev.Instances {
-		old[in.ID] = in
+		old[keyOf(in)] = in
 	}
 	// Which weights are overrides, read again only when a weight may
 	// have changed.
 	was := p.overridden
 	for _, in := range cur.Instances {
-		if o, ok := old[in.ID]; !ok || o.EffectiveWeight() != in.EffectiveWeight() {
+		if o, ok := old[keyOf(in)]; !ok || o.EffectiveWeight() != in.EffectiveWeight() {
 			p.overrides(cur.Revision)
 			break
 		}
 	}
 	var added []*registry.Instance
 	for _, in := range cur.Instances {
-		o, ok := old[in.ID]
-		delete(old, in.ID)
+		o, ok := old[keyOf(in)]
+		delete(old, keyOf(in))
 		switch {
 		case !ok:
 			added = append(added, in)
@@ -334,7 +343,7 @@ func (p *watchPrinter) changes(prev, cur registry.Snapshot) {
 		}
 	}
 	for _, in := range prev.Instances {
-		if _, gone := old[in.ID]; !gone {
+		if _, gone := old[keyOf(in)]; !gone {
 			continue
 		}
 		if p.json {
