@@ -39,9 +39,16 @@ func TestStalledDiscoveryReconcilesAfterCompaction(t *testing.T) {
 	}
 	defer w.Close()
 	registrytest.WaitFor(t, w, "a and b", registrytest.HasIDs("a", "b"))
+	resyncs := d.Stats().Resyncs
 
 	m.Stall()
-	registrytest.WaitFor(t, w, "stale during the stall", func(s registry.Snapshot) bool { return s.Stale() })
+	// Stale, and for the stall: the watch ended and the reload begun (its
+	// Get waits for the stall, and is marked stale when it is slow). A
+	// watch creation slow on a loaded machine marks the snapshot stale
+	// too, and a watch that lives through a short stall needs no reload.
+	registrytest.WaitFor(t, w, "stale, the watch ended by the stall", func(s registry.Snapshot) bool {
+		return s.Stale() && d.Stats().Resyncs > resyncs
+	})
 	if err := r.Deregister(ctx, "svc", "a"); err != nil {
 		t.Fatal(err)
 	}
@@ -60,12 +67,9 @@ func TestStalledDiscoveryReconcilesAfterCompaction(t *testing.T) {
 		t.Fatalf("cache changed while stalled: %s", registrytest.Describe(s))
 	}
 	m.Heal()
-	s := registrytest.WaitFor(t, w, "b, c, d and fresh after the stall", func(s registry.Snapshot) bool {
+	registrytest.WaitFor(t, w, "b, c, d and fresh after the stall", func(s registry.Snapshot) bool {
 		return registrytest.HasIDs("b", "c", "d")(s) && !s.Stale()
 	})
-	if d.Stats().Resyncs == 0 {
-		t.Fatalf("no resync counted after a compacted watch; snapshot %s", registrytest.Describe(s))
-	}
 }
 
 func TestHundredWatchersShareOneEtcdWatch(t *testing.T) {
