@@ -37,14 +37,27 @@ func BenchmarkResolverUpdate(b *testing.B) {
 	for _, n := range []int{150, 1000, 10000, 20000} {
 		all := make([]*registry.Instance, n+1)
 		for i := range all {
-			all[i] = &registry.Instance{Name: "svc", ID: fmt.Sprintf("%06d", i), Addr: fmt.Sprintf("127.0.0.1:%d", 20000+i%40000), Weight: 100}
+			all[i] = &registry.Instance{Name: "svc", ID: fmt.Sprintf("%06d", i), Addr: fmt.Sprintf("127.0.0.1:%d", 20000+i%40000),
+				Weight: 100, Version: fmt.Sprintf("v%d", i%2)}
 		}
 		// "resolver" adds and removes the last instance, "resolver-middle"
 		// the one in the middle (the instances after it must still be
-		// matched by pointer, not compared field by field).
-		for _, where := range []string{"resolver", "resolver-middle"} {
+		// matched by pointer, not compared field by field);
+		// "resolver-filtered" is "resolver" on a target with a version
+		// filter that half the instances match, "resolver-subset" with
+		// subsetting to 25 instances: the passes that are still O(n) per
+		// change (once per target, however many channels follow it).
+		for _, where := range []string{"resolver", "resolver-middle", "resolver-filtered", "resolver-subset"} {
 			b.Run(fmt.Sprintf("instances=%d/%s", n, where), func(b *testing.B) {
-				benchOneChannel(b, all, n, where == "resolver-middle")
+				var q query
+				var opts []Option
+				switch where {
+				case "resolver-filtered":
+					q.version = "v0"
+				case "resolver-subset":
+					opts = append(opts, WithSubset(25), WithClientID("bench-client"))
+				}
+				benchOneChannel(b, all, n, where == "resolver-middle", q, opts...)
 			})
 		}
 		b.Run(fmt.Sprintf("instances=%d/100-channels", n), func(b *testing.B) {
@@ -92,11 +105,11 @@ func BenchmarkResolverUpdate(b *testing.B) {
 }
 
 // benchOneChannel is one channel's work per change: n instances, one
-// more or one fewer, at the end or in the middle.
-func benchOneChannel(b *testing.B, all []*registry.Instance, n int, middle bool) {
+// more or one fewer, at the end or in the middle, on target q.
+func benchOneChannel(b *testing.B, all []*registry.Instance, n int, middle bool, q query, opts ...Option) {
 	w := &fixedWatcher{}
-	bld := NewBuilder(nil, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
-	r := &musterResolver{b: bld, cc: discardCC{}, w: w, log: bld.log, states: &targetStates{},
+	bld := NewBuilder(nil, append([]Option{WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))}, opts...)...)
+	r := &musterResolver{b: bld, cc: discardCC{}, w: w, log: bld.log, states: &targetStates{}, q: q,
 		protect: protector{fraction: bld.opts.protectFraction, window: bld.opts.protectWindow}}
 	// Each snapshot is a list of its own, as the Discovery publishes
 	// (the unchanged instances are the same pointers): four in turn, so
