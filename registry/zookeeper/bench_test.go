@@ -3,6 +3,7 @@ package zookeeper_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -112,4 +113,95 @@ func channelPath(b *testing.B, r registry.Registrar, d registry.Discovery) func(
 		}
 		return seen.Wait(b, i+1).Sub(start)
 	}
+}
+
+// BenchmarkServiceLoad measures a Discovery's first load of a service of
+// 1,000 instances in a standalone server (the time from Watch to the
+// loaded snapshot of all of them, a new Discovery each iteration), beside
+// two raw reads of the same nodes by one client in the same run: the
+// children list then each value one after the other ("raw-sequential"),
+// and the same with the values read concurrently ("raw-concurrent", 64 at
+// a time, as the Discovery does). Run with -benchtime 20x or more.
+func BenchmarkServiceLoad(b *testing.B) {
+	const n = 1000
+	zc := zktest.Start(b)
+	root := fmt.Sprintf("/bench-%d", time.Now().UnixNano())
+	r, err := zookeeper.NewRegistrar(zc.DirectAddrs(), zookeeper.WithRoot(root), zookeeper.WithLogger(quiet))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = r.Close() })
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Go(func() {
+			errs <- r.Register(ctx, registry.Instance{Name: "svc", ID: fmt.Sprintf("%06d", i), Addr: fmt.Sprintf("127.0.0.1:%d", 20000+i)})
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	raw := rawConn(b, zc.DirectAddrs())
+	parent := root + "/svc"
+	rawRead := func(concurrent int) func(int) time.Duration {
+		return func(int) time.Duration {
+			start := time.Now()
+			ids, _, err := raw.Children(parent)
+			if err != nil {
+				b.Fatal(err)
+			}
+			next := make(chan string)
+			var wg sync.WaitGroup
+			for range concurrent {
+				wg.Go(func() {
+					for id := range next {
+						if _, _, err := raw.Get(parent + "/" + id); err != nil {
+							b.Error(err)
+						}
+					}
+				})
+			}
+			for _, id := range ids {
+				next <- id
+			}
+			close(next)
+			wg.Wait()
+			if len(ids) != n {
+				b.Fatalf("%d children, want %d", len(ids), n)
+			}
+			return time.Since(start)
+		}
+	}
+	load := func(int) time.Duration {
+		d, err := zookeeper.NewDiscovery(zc.DirectAddrs(), zookeeper.WithRoot(root), zookeeper.WithLogger(quiet))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer d.Close()
+		// The connection's own handshake is left out: the clock starts
+		// once the Discovery has a session.
+		if _, err := d.Services(ctx); err != nil {
+			b.Fatal(err)
+		}
+		start := time.Now()
+		w, err := d.Watch(ctx, "svc")
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer w.Close()
+		registrytest.WaitFor(b, w, "all instances loaded", func(s registry.Snapshot) bool { return s.Loaded && len(s.Instances) == n })
+		return time.Since(start)
+	}
+	p50 := registrytest.SideBySide(b,
+		registrytest.Path{Name: "raw-sequential", Once: rawRead(1)},
+		registrytest.Path{Name: "raw-concurrent", Once: rawRead(64)},
+		registrytest.Path{Name: "discovery", Once: load},
+	)
+	b.ReportMetric(float64(p50["discovery"])/float64(p50["raw-concurrent"]), "discovery/raw-concurrent")
+	b.ReportMetric(float64(p50["discovery"])/float64(p50["raw-sequential"]), "discovery/raw-sequential")
 }
