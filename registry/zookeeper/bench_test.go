@@ -155,22 +155,11 @@ func BenchmarkServiceLoad(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			next := make(chan string)
-			var wg sync.WaitGroup
-			for range concurrent {
-				wg.Go(func() {
-					for id := range next {
-						if _, _, err := raw.Get(parent + "/" + id); err != nil {
-							b.Error(err)
-						}
-					}
-				})
-			}
-			for _, id := range ids {
-				next <- id
-			}
-			close(next)
-			wg.Wait()
+			zookeeper.UpTo(len(ids), concurrent, func(i int) {
+				if _, _, err := raw.Get(parent + "/" + ids[i]); err != nil {
+					b.Error(err)
+				}
+			})
 			if len(ids) != n {
 				b.Fatalf("%d children, want %d", len(ids), n)
 			}
@@ -204,4 +193,68 @@ func BenchmarkServiceLoad(b *testing.B) {
 	)
 	b.ReportMetric(float64(p50["discovery"])/float64(p50["raw-concurrent"]), "discovery/raw-concurrent")
 	b.ReportMetric(float64(p50["discovery"])/float64(p50["raw-sequential"]), "discovery/raw-sequential")
+}
+
+// BenchmarkRegistration measures one Registrar registering 1,000 instances
+// at once (1,000 concurrent Register calls, from the first call to the
+// last return; a new Registrar, so a new session, each iteration, with one
+// instance registered before the clock starts), beside
+// raw ephemeral Creates of as many nodes by one client in the same run,
+// one after the other ("raw-sequential") and 64 at a time
+// ("raw-concurrent", as the Registrar does). Run with -benchtime 10x or
+// more.
+func BenchmarkRegistration(b *testing.B) {
+	const n = 1000
+	zc := zktest.Start(b)
+	root := fmt.Sprintf("/bench-%d", time.Now().UnixNano())
+	raw := rawConn(b, zc.DirectAddrs())
+	if _, err := raw.Create(root, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+		b.Fatal(err)
+	}
+	rawCreate := func(concurrent int) func(int) time.Duration {
+		return func(it int) time.Duration {
+			parent := fmt.Sprintf("%s/raw-%d-%d", root, concurrent, it)
+			if _, err := raw.Create(parent, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+				b.Fatal(err)
+			}
+			start := time.Now()
+			zookeeper.UpTo(n, concurrent, func(i int) {
+				if _, err := raw.Create(fmt.Sprintf("%s/%06d", parent, i), []byte("x"), zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); err != nil {
+					b.Error(err)
+				}
+			})
+			took := time.Since(start)
+			zookeeper.UpTo(n, 64, func(i int) { _ = raw.Delete(fmt.Sprintf("%s/%06d", parent, i), -1) })
+			_ = raw.Delete(parent, -1)
+			return took
+		}
+	}
+	register := func(it int) time.Duration {
+		r, err := zookeeper.NewRegistrar(zc.DirectAddrs(), zookeeper.WithRoot(root), zookeeper.WithLogger(quiet))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer r.Close()
+		svc := fmt.Sprintf("svc-%d", it)
+		// The session's handshake and the service node are left out:
+		// the clock starts once a first instance is registered.
+		if err := r.Register(context.Background(), registry.Instance{Name: svc, ID: "first", Addr: "127.0.0.1:19999"}); err != nil {
+			b.Fatal(err)
+		}
+		start := time.Now()
+		zookeeper.UpTo(n, n, func(i int) {
+			in := registry.Instance{Name: svc, ID: fmt.Sprintf("%06d", i), Addr: fmt.Sprintf("127.0.0.1:%d", 20000+i)}
+			if err := r.Register(context.Background(), in); err != nil {
+				b.Error(err)
+			}
+		})
+		return time.Since(start)
+	}
+	p50 := registrytest.SideBySide(b,
+		registrytest.Path{Name: "raw-sequential", Once: rawCreate(1)},
+		registrytest.Path{Name: "raw-concurrent", Once: rawCreate(64)},
+		registrytest.Path{Name: "registrar", Once: register},
+	)
+	b.ReportMetric(float64(p50["registrar"])/float64(p50["raw-concurrent"]), "registrar/raw-concurrent")
+	b.ReportMetric(float64(p50["registrar"])/float64(p50["raw-sequential"]), "registrar/raw-sequential")
 }

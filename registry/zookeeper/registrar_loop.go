@@ -102,8 +102,12 @@ func (r *Registrar) pass() error {
 	r.mu.Unlock()
 
 	var errs []error
-	for _, p := range gone {
-		if err := r.remove(p, sid); err != nil {
+	// Removals first (a path removed and registered again is removed,
+	// then written), each set in flight together: see inFlight.
+	removed := make([]error, len(gone))
+	inFlight(len(gone), func(i int) { removed[i] = r.remove(gone[i], sid) })
+	for i, p := range gone {
+		if err := removed[i]; err != nil {
 			errs = append(errs, err)
 			continue
 		}
@@ -113,8 +117,17 @@ func (r *Registrar) pass() error {
 		}
 		r.mu.Unlock()
 	}
-	for _, w := range todo {
-		changed, err := r.write(w.path, w.value, sid, w.watch, w.fresh)
+	type written struct {
+		changed bool
+		err     error
+	}
+	wrote := make([]written, len(todo))
+	inFlight(len(todo), func(i int) {
+		w := todo[i]
+		wrote[i].changed, wrote[i].err = r.write(w.path, w.value, sid, w.watch, w.fresh)
+	})
+	for i, w := range todo {
+		changed, err := wrote[i].changed, wrote[i].err
 		r.mu.Lock()
 		switch {
 		case err != nil && !retryable(err) && w.e.session != sid && w.e.written == 0:

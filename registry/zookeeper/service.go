@@ -278,42 +278,17 @@ type nodeRead struct {
 	err  error
 }
 
-// maxConcurrentReads bounds the instance node reads in flight at once.
-// ZooKeeper answers the requests of one connection in order, and the
-// client sends them without waiting for the answers before, so reads in
-// flight together cost about one round trip instead of one each: a
-// service of 1,000 instances loads in a few round trips, not 1,000.
-const maxConcurrentReads = 64
-
 // readNodes reads the instance nodes ids (arming their data watches),
-// concurrently up to maxConcurrentReads, and returns every outcome once
-// all are in.
+// up to maxInFlight at once, and returns every outcome once all are in.
 func (s *service) readNodes(ids map[string]bool) []nodeRead {
 	out := make([]nodeRead, 0, len(ids))
 	for id := range ids {
 		out = append(out, nodeRead{id: id})
 	}
-	read := func(n *nodeRead) {
+	inFlight(len(out), func(i int) {
+		n := &out[i]
 		n.data, n.stat, n.err = s.get(watchKey{id: n.id}, nodePath(s.d.o.root, s.name, n.id))
-	}
-	if len(out) == 1 {
-		read(&out[0]) // one change, the common case: no goroutine
-		return out
-	}
-	var wg sync.WaitGroup
-	next := make(chan *nodeRead)
-	for range min(len(out), maxConcurrentReads) {
-		wg.Go(func() {
-			for n := range next {
-				read(n)
-			}
-		})
-	}
-	for i := range out {
-		next <- &out[i]
-	}
-	close(next)
-	wg.Wait()
+	})
 	return out
 }
 
