@@ -26,6 +26,10 @@ type Services[S any] struct {
 	mu       sync.Mutex
 	services map[string]*followed[S]
 	closed   bool
+	// stopping counts the stops begun by a release and not yet done,
+	// which Close waits for: a service taken out of the map before Close
+	// is still stopping.
+	stopping sync.WaitGroup
 }
 
 // followed is one service of a Services: the backend's state and its hub.
@@ -33,7 +37,12 @@ type followed[S any] struct {
 	key    string
 	svc    S
 	hub    *Hub
-	linger *time.Timer // the pending stop after the last watcher left; guarded by Services.mu
+	linger *lingering // the pending stop after the last watcher left; guarded by Services.mu
+}
+
+// lingering is a pending stop of a service whose last watcher left.
+type lingering struct {
+	timer *time.Timer
 }
 
 // NewServices returns an empty set of services. stop ends a service's
@@ -103,8 +112,10 @@ func (ss *Services[S]) Counts() (services, watchers int) {
 }
 
 // Close stops every service, then closes its watchers (without a
-// release), and makes later Watch calls fail. It reports whether this
-// call closed the set: later calls do nothing.
+// release), and makes later Watch calls fail; it returns once every
+// service has stopped, those whose stop a last watcher's Close began
+// just before too. It reports whether this call closed the set: later
+// calls do nothing.
 func (ss *Services[S]) Close() bool {
 	ss.mu.Lock()
 	if ss.closed {
@@ -122,6 +133,7 @@ func (ss *Services[S]) Close() bool {
 		ss.stop(f.svc)
 		f.hub.CloseAll()
 	}
+	ss.stopping.Wait()
 	return true
 }
 
@@ -134,27 +146,34 @@ func (ss *Services[S]) release(f *followed[S]) {
 		ss.beforeRelease()
 	}
 	if ss.linger <= 0 {
-		ss.stopIdle(f)
+		ss.stopIdle(f, nil)
 		return
 	}
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	if ss.idle(f) {
 		f.stopLinger()
-		f.linger = time.AfterFunc(ss.linger, func() { ss.stopIdle(f) })
+		l := &lingering{}
+		l.timer = time.AfterFunc(ss.linger, func() { ss.stopIdle(f, l) })
+		f.linger = l
 	}
 }
 
 // stopIdle stops f unless a watcher was added since or f is no longer
-// the service of its key.
-func (ss *Services[S]) stopIdle(f *followed[S]) {
+// the service of its key. Called at the end of the linger l (nil: at
+// once), it also leaves f alone unless l is still f's pending stop: a
+// timer that fired while a Watch cancelled it, replaced since, leaves the
+// stop to the one replacing it.
+func (ss *Services[S]) stopIdle(f *followed[S], l *lingering) {
 	ss.mu.Lock()
-	if !ss.idle(f) {
+	if !ss.idle(f) || (l != nil && f.linger != l) {
 		ss.mu.Unlock()
 		return
 	}
 	delete(ss.services, f.key)
+	ss.stopping.Add(1) // under the lock Close sets closed with: before its Wait
 	ss.mu.Unlock()
+	defer ss.stopping.Done()
 	ss.stop(f.svc)
 }
 
@@ -167,7 +186,7 @@ func (ss *Services[S]) idle(f *followed[S]) bool {
 // stopLinger cancels a pending linger stop. Services.mu must be held.
 func (f *followed[S]) stopLinger() {
 	if f.linger != nil {
-		f.linger.Stop()
+		f.linger.timer.Stop()
 		f.linger = nil
 	}
 }

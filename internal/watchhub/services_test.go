@@ -298,3 +298,42 @@ func TestServicesConcurrentWatchAndClose(t *testing.T) {
 		}
 	}
 }
+
+// Close returns only once every service has stopped, a service whose
+// last watcher left just before (its stop begun, out of the map) too:
+// the backends promise that Close waits for their goroutines.
+func TestServicesCloseWaitsForAStopInProgress(t *testing.T) {
+	entered, unblock := make(chan struct{}), make(chan struct{})
+	var stopped atomic.Bool
+	ss := watchhub.NewServices(func(*svc) {
+		close(entered)
+		<-unblock
+		stopped.Store(true)
+	}, 0)
+	w, err := ss.Watch(context.Background(), "a", "a", func(h *watchhub.Hub) *svc { return &svc{key: "a", hub: h} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	go w.Close() // the last watcher: its release stops "a"
+	<-entered
+	closed := make(chan struct{})
+	go func() {
+		ss.Close()
+		close(closed)
+	}()
+	// Close must still be waiting; give it time to return wrongly.
+	select {
+	case <-closed:
+		t.Fatal("Close returned while a service was still stopping")
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(unblock)
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not return within 10s of the stop's end")
+	}
+	if !stopped.Load() {
+		t.Fatal("Close returned before the stop ended")
+	}
+}
