@@ -21,3 +21,10 @@ func Waiting(r *Registrar) (keys, waiters int) {
 	}
 	return len(r.gone), waiters
 }
+
+// InFlight returns the number of keys r has a transaction in flight for.
+func InFlight(r *Registrar) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.inflight)
+}

@@ -249,7 +249,10 @@ func (r *Registrar) Register(ctx context.Context, in registry.Instance) error {
 // lease. It returns once the key is deleted. If etcd does not answer before
 // ctx ends or the request timeout passes, the error matches
 // registry.ErrPending and the key is deleted when etcd answers, or expires
-// with the lease.
+// with the lease. If the registrar's lease is lost meanwhile, it returns
+// once the key is not written under the new lease: a key still held by the
+// old one goes when the registrar revokes it (after writing every
+// instance again) or when it expires.
 func (r *Registrar) Deregister(ctx context.Context, name, id string) error {
 	if err := registry.ValidateName(name); err != nil {
 		return err

@@ -1,8 +1,11 @@
 package etcd
 
 // A Deregister returns once its key is gone: no longer in written (deleted
-// under the lease, or the lease forgotten) and no transaction in flight that
-// could still write it. It waits on a channel of its own key, closed when
+// under the lease, or the lease forgotten: the old lease's keys go with
+// it) and no transaction in flight. A transaction that etcd did not answer
+// may still have been applied: its keys deregistered meanwhile are kept in
+// written (mayHaveLanded), so they get a deletion their Deregisters wait
+// for. It waits on a channel of its own key, closed when
 // that becomes true, and on the alarms (Close, a failed attempt, the first
 // success after failures), not on every change of the registrar's state:
 // with 10,000 Deregisters waiting, each deleting transaction wakes only the

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/musterhq/muster/internal/testkit/etcdtest"
@@ -174,4 +175,64 @@ func TestCloseWakesAWaitingDeregister(t *testing.T) {
 	c.Members()[0].Heal()
 	<-closed
 	waitWaiting(t, r, 0, 0)
+}
+
+// A put that etcd answers too late for the registrar (its request timed
+// out) may still have been applied. When its instance was deregistered
+// meanwhile, the key would stay in etcd, bound to the live lease, with
+// nothing left to delete it: the registrar must delete it once etcd
+// answers again.
+func TestKeyOfATimedOutPutIsDeletedAfterDeregister(t *testing.T) {
+	c := etcdtest.Start(t)
+	cli := c.Client(t)
+	direct := c.Client(t, c.DirectEndpoints()...)
+	// Requests time out after 450ms; the lease needs no answer for 5s.
+	r := newRegistrar(t, cli, fast("/p", etcd.WithRequestTimeout(500*time.Millisecond), etcd.WithTTL(30*time.Second))...)
+	ctx := ctxFor(t, 60*time.Second)
+	if err := r.Register(ctx, instance("svc", "a", 9000)); err != nil {
+		t.Fatal(err)
+	}
+	start, err := direct.Get(ctx, "/p/svc/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := c.Members()[0]
+	m.Delay(1100 * time.Millisecond) // every request answered after its timeout
+	queued, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := r.Register(queued, instance("svc", "x", 9001)); err != nil && !errors.Is(err, registry.ErrPending) {
+		t.Fatal(err)
+	}
+	// Deregister while the put of x is on its way.
+	// Nothing announces a transaction leaving: checked every millisecond.
+	for deadline := time.Now().Add(10 * time.Second); etcd.InFlight(r) == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the put of x not in flight within 10s")
+		}
+	}
+	if err := r.Deregister(ctx, "svc", "x"); err != nil && !errors.Is(err, registry.ErrPending) {
+		t.Fatal(err)
+	}
+	// The put lands (etcd applies it after the client gave up on it);
+	// then etcd answers in time again, and the registrar must delete x.
+	wctx, wcancel := context.WithTimeout(ctx, 20*time.Second)
+	defer wcancel()
+	events := direct.Watch(wctx, "/p/svc/x", clientv3.WithRev(start.Header.Revision+1))
+	next := func(what string) mvccpb.Event_EventType {
+		t.Helper()
+		for wr := range events {
+			if len(wr.Events) > 0 {
+				return wr.Events[0].Type
+			}
+		}
+		t.Fatalf("%s: not within 20s", what)
+		return 0
+	}
+	if typ := next("the timed-out put of x applied"); typ != clientv3.EventTypePut {
+		t.Fatalf("first event on x: %v, want the put", typ)
+	}
+	m.Heal()
+	if typ := next("the key of the deregistered x, written by a timed-out put, deleted"); typ != clientv3.EventTypeDelete {
+		t.Fatalf("event on x after the put: %v, want its deletion", typ)
+	}
 }

@@ -359,6 +359,9 @@ func (r *Registrar) putBatch(lease clientv3.LeaseID, b []*entry, rebind bool) er
 		r.leaseLost()
 		return fmt.Errorf("etcd: put %s: %w: %w", describeKeys(keys), errLeaseLost, err)
 	case err != nil:
+		if unreachable(err) {
+			r.mayHaveLanded(cur)
+		}
 		return fmt.Errorf("etcd: put %s: %w", describeKeys(keys), err)
 	}
 	r.wrote(resp.Header)
@@ -379,6 +382,24 @@ func (r *Registrar) putBatch(lease clientv3.LeaseID, b []*entry, rebind bool) er
 	r.updateStatusLocked()
 	r.mu.Unlock()
 	return nil
+}
+
+// mayHaveLanded records the entries of cur deregistered meanwhile as
+// written, after a transaction etcd did not answer (a timeout, a lost
+// connection): it may still have been applied, and its keys would then
+// stay, bound to the live lease, with nothing left to delete them. As
+// written and not wanted, each key gets the deletion guarded by the lease
+// (which deletes nothing if the transaction was not applied), and its
+// Deregister waits for that.
+func (r *Registrar) mayHaveLanded(cur []*entry) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, e := range cur {
+		if _, wanted := r.entries[e.key]; !wanted && r.written[e.key] == nil {
+			r.written[e.key] = e
+			r.syncKeyLocked(e.key)
+		}
+	}
 }
 
 // landed ends the transaction in flight for cur's keys, written or not,
