@@ -15,6 +15,7 @@ import (
 	"github.com/musterhq/muster/console"
 	"github.com/musterhq/muster/internal/testkit/browsertest"
 	"github.com/musterhq/muster/registry"
+	"github.com/musterhq/muster/registry/legacy"
 )
 
 // row is the selector of the service page's row of one instance.
@@ -335,4 +336,43 @@ func TestConsolePagesLargeServices(t *testing.T) {
 	b.Do(browsertest.Timeout, "a filter goes back to the first page",
 		setField("#f-zone", "zone-0", "change"), browsertest.WaitJS(rows(400)),
 		browsertest.WaitJS(`document.querySelector('#pager').hidden`))
+}
+
+// TestConsoleUpdateKeepsRowsOfOneIDFromTwoSources is the same with two
+// sources listing an instance of one ID (Muster's and go-zero's): each is
+// a row of its own, kept on an update elsewhere.
+func TestConsoleUpdateKeepsRowsOfOneIDFromTwoSources(t *testing.T) {
+	gz, err := legacy.NewGoZero(legacy.WithName("payments", "payments.rpc"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, console.WithAdminToken(adminToken), console.WithLegacy("go-zero", gz, "payments"))
+	f.register(instance("payments", 9001, "eu-1a", "v1", nil)) // ID 10.0.0.1:9001
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	// go-zero's instance of the same ID, at another address.
+	if _, err := f.cli.Put(ctx, "payments.rpc/10.0.0.1:9001", "10.0.0.9:9000"); err != nil {
+		t.Fatal(err)
+	}
+	b := browsertest.Start(t)
+	openService(t, b, f, "payments", `document.querySelectorAll('#instances tbody tr').length === 2`)
+	login(t, b)
+	const musterRow = `#instances tbody tr[data-muster="yes"]`
+	input := musterRow + " input.weight-input"
+	b.Do(browsertest.Timeout, "type a weight for Muster's instance",
+		chromedp.WaitVisible(chromedp.CSS(input)),
+		chromedp.Focus(chromedp.CSS(input)),
+		chromedp.SendKeys(chromedp.CSS(input), "35"),
+		chromedp.Evaluate[chromedp.Void](`window.editedRow = document.querySelector(`+strconv.Quote(musterRow)+`)`),
+	)
+	rev := browsertest.Eval[string](b, `document.body.dataset.revision`)
+	f.register(instance("payments", 9003, "eu-1b", "v2", nil))
+	b.Do(browsertest.Timeout, "see the new instance",
+		browsertest.WaitJS(rowJS("10.0.0.1:9003")+` !== null && document.body.dataset.revision !== `+strconv.Quote(rev)))
+	if !browsertest.Eval[bool](b, `window.editedRow === document.querySelector(`+strconv.Quote(musterRow)+`)`) {
+		t.Error("the row being edited was replaced by an update to another instance")
+	}
+	if got := browsertest.Eval[string](b, `document.querySelector(`+strconv.Quote(input)+`).value`); got != "35" {
+		t.Errorf("weight being typed = %q after an update, want %q", got, "35")
+	}
 }

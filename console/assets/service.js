@@ -134,15 +134,20 @@
       // the focus and a pending click alone.
       // The lease time is left out of the key: tick shows it from the
       // cell's data, refreshed here and when new lease times arrive.
+      // Two sources may list instances of one ID: a row is the
+      // instance's within its source.
+      const id = (inst.source || '') + '\n' + inst.id;
       const key = JSON.stringify([admin, sources.length > 0, { ...inst, leaseExpires: undefined }]);
-      const old = rowCache.get(inst.id);
+      const old = rowCache.get(id);
       if (old && old.key === key) {
-        if (inst.leaseExpires) old.tr.querySelector('td.ttl').dataset.until = inst.leaseExpires;
-        seen.set(inst.id, old);
+        const ttl = old.tr.querySelector('td.ttl');
+        if (inst.leaseExpires) ttl.dataset.until = inst.leaseExpires;
+        else if (ttl.dataset.until) { delete ttl.dataset.until; ttl.textContent = ''; }
+        seen.set(id, old);
         return old.tr;
       }
       const tr = buildRow(inst, admin, sources, now);
-      seen.set(inst.id, { key, tr });
+      seen.set(id, { key, tr });
       return tr;
     });
     rowCache = seen;
@@ -157,8 +162,8 @@
     document.getElementById('matching').dataset.count = String(shown.length);
   }
 
-  // rowCache maps an instance ID to its rendered row and the key it was
-  // rendered from.
+  // rowCache maps an instance (its source and ID) to its rendered row and
+  // the key it was rendered from.
   let rowCache = new Map();
 
   // placeRows makes body's children exactly rows, moving only the nodes
