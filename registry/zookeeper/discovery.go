@@ -20,7 +20,8 @@ var (
 )
 
 // Discovery follows services in ZooKeeper over one connection: one
-// goroutine and one set of watches per service (a children watch and a
+// goroutine (and up to 64 short-lived ones while it reads many nodes at
+// once) and one set of watches per service (a children watch and a
 // data watch on the service's node, a data watch on each instance node),
 // shared by every watcher of the service. While ZooKeeper is unreachable
 // the last known instances are kept and the snapshot is marked stale; after

@@ -17,7 +17,8 @@
 // The registrar owns its nodes: a watch on each one, and an audit every
 // audit interval, write again a node deleted or changed by hand.
 //
-// A Discovery follows each service with one goroutine and one set of
+// A Discovery follows each service with one goroutine (and up to 64
+// short-lived ones while it reads many nodes at once) and one set of
 // watches shared by all of its watchers: a children watch and a data watch
 // on the service's node and a data watch on each instance node. A changed
 // instance is read alone; the whole service is read again only after a

@@ -22,8 +22,9 @@ func inFlight(n int, do func(i int)) {
 }
 
 // upTo calls do(i) for every i in [0, n) from at most concurrent
-// goroutines, and returns when all have returned.
+// goroutines (at least one), and returns when all have returned.
 func upTo(n, concurrent int, do func(i int)) {
+	concurrent = max(concurrent, 1)
 	next := make(chan int)
 	var wg sync.WaitGroup
 	for range min(n, concurrent) {

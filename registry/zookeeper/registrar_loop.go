@@ -12,10 +12,11 @@ import (
 	"github.com/musterhq/muster/internal/backoff"
 )
 
-// run is the only goroutine that writes to ZooKeeper. Each pass deletes
-// deregistered nodes and writes every entry not yet written under the
-// current session (all of them after a session expired), or found missing
-// or altered (a watch fired, or the audit).
+// run makes every write to ZooKeeper, one pass at a time. Each pass
+// deletes deregistered nodes, then writes every entry not yet written
+// under the current session (all of them after a session expired), or
+// found missing or altered (a watch fired, or the audit); each path once,
+// up to maxInFlight at once.
 func (r *Registrar) run() {
 	defer close(r.done)
 	bo := backoff.New(defaultBackoffMin, defaultBackoffMax)

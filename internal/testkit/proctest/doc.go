@@ -1,5 +1,6 @@
 // Package proctest holds what tests need to run servers as child
 // processes and freeze them: a child that dies with the test process, and
-// a wait for a signal (SIGSTOP, SIGCONT) to take effect, and ports that no
-// other connection takes while a server restarts on them (Ports).
+// a wait for a signal (SIGSTOP, SIGCONT) to take effect, and ports that
+// outgoing connections do not take while a server restarts on them
+// (Ports).
 package proctest

@@ -19,7 +19,8 @@ import (
 // range to every outgoing connection and every listener on port 0, so a
 // port from it that is free while its server restarts can be taken by any
 // connection on the machine meanwhile. Below it, only another test picking
-// ports the same way can take one. Where the range cannot be read, ports
+// ports the same way, or binding a fixed port, can take one. Where the
+// range cannot be read (or 64 random ports below it are all taken), ports
 // come from the kernel (port 0).
 //
 // Each picked port stays bound until Release, so the ports of one Ports
