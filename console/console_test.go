@@ -102,13 +102,21 @@ func login(t *testing.T, b *browsertest.Browser) {
 	)
 }
 
-func TestConsoleDrainButtonWritesOverride(t *testing.T) {
+// adminPage registers 10.0.0.1:9001 and :9002 of payments, opens the
+// service's page and logs it in as admin.
+func adminPage(t *testing.T) (*fixture, *browsertest.Browser) {
+	t.Helper()
 	f := newFixture(t, console.WithAdminToken(adminToken))
 	f.register(instance("payments", 9001, "eu-1a", "v1", nil))
 	f.register(instance("payments", 9002, "eu-1a", "v1", nil))
 	b := browsertest.Start(t)
 	openService(t, b, f, "payments", rowJS("10.0.0.1:9002")+` !== null`)
 	login(t, b)
+	return f, b
+}
+
+func TestConsoleDrainButtonWritesOverride(t *testing.T) {
+	f, b := adminPage(t)
 	b.Do(browsertest.Timeout, "drain 10.0.0.1:9001 and see it draining",
 		chromedp.Click(chromedp.CSS(row("10.0.0.1:9001")+" button.drain")),
 		browsertest.WaitJS(rowJS("10.0.0.1:9001")+`.dataset.draining === 'yes'`),
@@ -214,12 +222,7 @@ func TestConsoleBatchDrainDrainsExactlyTheFilteredSet(t *testing.T) {
 // instance leaves the other rows as they are: a weight being typed keeps
 // its text and its focus, and the row stays the same element.
 func TestConsoleUpdateKeepsRowsBeingEdited(t *testing.T) {
-	f := newFixture(t, console.WithAdminToken(adminToken))
-	f.register(instance("payments", 9001, "eu-1a", "v1", nil))
-	f.register(instance("payments", 9002, "eu-1a", "v1", nil))
-	b := browsertest.Start(t)
-	openService(t, b, f, "payments", rowJS("10.0.0.1:9002")+` !== null`)
-	login(t, b)
+	f, b := adminPage(t)
 	input := row("10.0.0.1:9002") + " input.weight-input"
 	b.Do(browsertest.Timeout, "type a weight for 10.0.0.1:9002",
 		chromedp.WaitVisible(chromedp.CSS(input)),
