@@ -95,23 +95,8 @@ func recordTo(name string) *registrytest.Arrivals {
 // control plane's share of the xds path. The service grows by one instance
 // per iteration. Run with -benchtime 300x or more.
 func BenchmarkConvergence(b *testing.B) {
-	c := etcdtest.Start(b)
-	opts := []etcd.Option{etcd.WithLogger(quiet)}
-	reg, err := etcd.NewRegistrar(c.Client(b), opts...)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = reg.Close() })
-	cpDisc, err := etcd.NewDiscovery(c.Client(b), opts...)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = cpDisc.Close() })
-	clientDisc, err := etcd.NewDiscovery(c.Client(b), opts...)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = clientDisc.Close() })
+	reg, newDisc := benchRegistry(b)
+	cpDisc, clientDisc := newDisc(), newDisc()
 
 	cp, addr := serveBench(b, cpDisc, xds.WithServices("bench"), xds.WithPolicy(xds.CustomPolicy(recorderXDS)))
 	_ = cp
@@ -161,6 +146,28 @@ func BenchmarkConvergence(b *testing.B) {
 	b.ReportMetric(registrytest.Micros(registrytest.Percentile(latRaw, 0.99)), "ads-p99-µs")
 	b.ReportMetric(float64(x50)/float64(m50), "xds/muster-p50")
 	b.ReportMetric(0, "ns/op")
+}
+
+// benchRegistry starts an embedded etcd and a Registrar on it, and returns
+// the Registrar and a function that returns a new Discovery of it (with an
+// etcd client of its own, as another process has); all are closed at b's
+// end.
+func benchRegistry(b *testing.B) (*etcd.Registrar, func() *etcd.Discovery) {
+	c := etcdtest.Start(b)
+	opts := []etcd.Option{etcd.WithLogger(quiet)}
+	reg, err := etcd.NewRegistrar(c.Client(b), opts...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = reg.Close() })
+	return reg, func() *etcd.Discovery {
+		d, err := etcd.NewDiscovery(c.Client(b), opts...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = d.Close() })
+		return d
+	}
 }
 
 // serveBench starts a control plane over d on a loopback port, stopped at
@@ -299,18 +306,8 @@ func forEachField(b []byte, f func(protowire.Number, []byte)) {
 }
 
 func benchFanOut(b *testing.B, n int) {
-	c := etcdtest.Start(b)
-	opts := []etcd.Option{etcd.WithLogger(quiet)}
-	reg, err := etcd.NewRegistrar(c.Client(b), opts...)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = reg.Close() })
-	disc, err := etcd.NewDiscovery(c.Client(b), opts...)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = disc.Close() })
+	reg, newDisc := benchRegistry(b)
+	disc := newDisc()
 	cp, addr := serveBench(b, disc, xds.WithServices("bench"))
 	ctx := context.Background()
 	if err := reg.Register(ctx, registry.Instance{Name: "bench", ID: "000000", Addr: "127.0.0.1:19999"}); err != nil {

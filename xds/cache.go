@@ -46,6 +46,7 @@ type caches struct {
 
 	mu       sync.Mutex
 	services map[string][]registry.Instance // usable instances per published service
+	ringHash map[string]bool                // published services whose policy is RingHash
 	weights  map[string]map[string]int      // weightTable in the published Cluster, per service whose policy takesWeights
 	bytes    map[string]*endpointBytes      // serialized endpoints per published service
 	coloring map[string]coloring            // colors and canary in the published route, per service
@@ -78,6 +79,7 @@ func newCaches(prefix string, maxZones int, log *slog.Logger) *caches {
 		maxZones: maxZones,
 		log:      log,
 		services: map[string][]registry.Instance{},
+		ringHash: map[string]bool{},
 		weights:  map[string]map[string]int{},
 		bytes:    map[string]*endpointBytes{},
 		coloring: map[string]coloring{},
@@ -103,7 +105,7 @@ func (c *caches) setService(service string, p Policy, list []registry.Instance, 
 	if p.takesWeights() {
 		table = weightTable(list)
 	}
-	co := coloring{colors: colorsOf(list), canary: canary}
+	co := coloring{colors: colorsOf(list), canary: canary, hash: p == RingHash}
 	prev := c.coloring[service]
 	if first {
 		l, err := listenerFor(service)
@@ -133,6 +135,7 @@ func (c *caches) setService(service string, p Policy, list []registry.Instance, 
 		}
 	}
 	c.services[service] = list
+	c.ringHash[service] = p == RingHash
 	eb := c.bytes[service]
 	if eb == nil {
 		eb = &endpointBytes{}
@@ -140,7 +143,7 @@ func (c *caches) setService(service string, p Policy, list []registry.Instance, 
 	}
 	var errs []error
 	for _, zc := range c.eds {
-		if err := zc.set(service, list, eb, gone); err != nil {
+		if err := zc.set(service, list, p == RingHash, eb, gone); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -161,9 +164,9 @@ func (c *caches) setService(service string, p Policy, list []registry.Instance, 
 
 // set publishes the assignments of service for the zone's clients, and
 // removes those named gone.
-func (zc *zoneCache) set(service string, list []registry.Instance, eb *endpointBytes, gone []string) error {
+func (zc *zoneCache) set(service string, list []registry.Instance, ringHash bool, eb *endpointBytes, gone []string) error {
 	var errs []error
-	for name, cla := range assignments(service, list, zc.zone, eb.wireAssignment) {
+	for name, cla := range assignments(service, list, view{zone: zc.zone, ringHash: ringHash}, eb.wireAssignment) {
 		if prev, ok := zc.sent[name]; ok && proto.Equal(prev, cla) {
 			continue
 		}
@@ -215,7 +218,7 @@ func (c *caches) endpointsForLocked(zone string) *cachev3.LinearCache {
 	zc := &zoneCache{zone: zone, sent: map[string]*endpointv3.ClusterLoadAssignment{}}
 	initial := make(map[string]types.Resource, len(c.services))
 	for svc, list := range c.services {
-		for name, cla := range assignments(svc, list, zone, c.bytes[svc].wireAssignment) {
+		for name, cla := range assignments(svc, list, view{zone: zone, ringHash: c.ringHash[svc]}, c.bytes[svc].wireAssignment) {
 			initial[name] = cla
 			zc.sent[name] = cla
 		}

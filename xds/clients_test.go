@@ -14,6 +14,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -37,7 +38,7 @@ func (g *greeterBackend) SayHello(_ context.Context, req *greeterpb.HelloRequest
 	return &greeterpb.HelloReply{Message: "hello " + req.GetName(), ServedBy: g.Addr}, nil
 }
 
-func startGreeter(t *testing.T) *greeterBackend {
+func startGreeter(t testing.TB) *greeterBackend {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -57,6 +58,13 @@ func startGreeter(t *testing.T) *greeterBackend {
 	})
 	return g
 }
+
+// callEvery is the pause between two calls of the tests' clients.
+const callEvery = 5 * time.Millisecond
+
+// millis is d as a whole number of milliseconds, for a client's command
+// line.
+func millis(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
 
 // clientCall is one line of a child client's output.
 type clientCall struct {
@@ -78,11 +86,11 @@ type childClient struct {
 }
 
 // startChild runs cmd, a client calling in a loop and printing one JSON
-// line per call, with the bootstrap for the control plane at addr and node
-// id nodeID in GRPC_XDS_BOOTSTRAP_CONFIG (and no GRPC_XDS_BOOTSTRAP). The client must exit when its
-// stdin closes: the test's cleanup closes it, reaps the process, and kills
-// it (failing the test) if it has not exited 5 s later.
-func startChild(t *testing.T, name string, cmd *exec.Cmd, addr, nodeID string) *childClient {
+// line per call, with the bootstrap boot in GRPC_XDS_BOOTSTRAP_CONFIG (and
+// no GRPC_XDS_BOOTSTRAP). The client must exit when its stdin closes: the
+// test's cleanup closes it, reaps the process, and kills it (failing the
+// test) if it has not exited 5 s later.
+func startChild(t testing.TB, name string, cmd *exec.Cmd, boot string) *childClient {
 	t.Helper()
 	// No GRPC_XDS_BOOTSTRAP of the test's environment: it would win, and
 	// the C-core (Python) reads even an empty one as a file name.
@@ -91,7 +99,7 @@ func startChild(t *testing.T, name string, cmd *exec.Cmd, addr, nodeID string) *
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
-	cmd.Env = append(cmd.Env, "GRPC_XDS_BOOTSTRAP_CONFIG="+bootstrap(addr, nodeID, ""))
+	cmd.Env = append(cmd.Env, "GRPC_XDS_BOOTSTRAP_CONFIG="+boot)
 	stdin, err := cmd.StdinPipe() // the client exits when it closes
 	if err != nil {
 		t.Fatal(err)

@@ -6,7 +6,6 @@ import (
 
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
-	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/musterhq/muster/color"
@@ -36,16 +35,18 @@ const canaryScale = 10000
 // service's color.
 func colorCluster(service, c string) string { return service + colorSep + c }
 
-// coloring is what a service's routes depend on: its colors, sorted, and
-// its canary setting (zero for none).
+// coloring is what a service's routes depend on: its colors, sorted, its
+// canary setting (zero for none), and whether its routes carry the
+// affinity hash policy (its policy is RingHash).
 type coloring struct {
 	colors []string
 	canary registry.Canary
+	hash   bool
 }
 
 // equal reports whether a and b give the same routes.
 func (a coloring) equal(b coloring) bool {
-	return slices.Equal(a.colors, b.colors) && a.canaryWeight() == b.canaryWeight() &&
+	return slices.Equal(a.colors, b.colors) && a.hash == b.hash && a.canaryWeight() == b.canaryWeight() &&
 		(a.canaryWeight() == 0 || a.canary.Color == b.canary.Color)
 }
 
@@ -104,31 +105,31 @@ func takingCalls(list []registry.Instance) []registry.Instance {
 	return out
 }
 
-// assignments returns every assignment of a service for clients in zone,
+// assignments returns every assignment of a service for clients of v,
 // by name, built by build (assignment or a wire form of it): for a service
 // without colors its one assignment of every instance, as always; with
 // colors, the base's (uncolored instances) and one per color, whose
 // instances taking calls come first (priorities by zone as usual) and the
 // base's after them, with priorities shifted so that they stay contiguous.
 // A color none of whose instances takes calls is the base alone.
-func assignments(service string, list []registry.Instance, zone string,
-	build func(name string, list []registry.Instance, zone string) *endpointv3.ClusterLoadAssignment) map[string]*endpointv3.ClusterLoadAssignment {
+func assignments(service string, list []registry.Instance, v view,
+	build func(name string, list []registry.Instance, v view) *endpointv3.ClusterLoadAssignment) map[string]*endpointv3.ClusterLoadAssignment {
 	colors := colorsOf(list)
 	if len(colors) == 0 {
-		return map[string]*endpointv3.ClusterLoadAssignment{service: build(service, list, zone)}
+		return map[string]*endpointv3.ClusterLoadAssignment{service: build(service, list, v)}
 	}
 	base := ofColor(list, "")
 	out := make(map[string]*endpointv3.ClusterLoadAssignment, 1+len(colors))
-	out[service] = build(service, base, zone)
+	out[service] = build(service, base, v)
 	for _, c := range colors {
 		name := colorCluster(service, c)
 		own := takingCalls(ofColor(list, c))
-		fallback := build(name, base, zone)
+		fallback := build(name, base, v)
 		if len(own) == 0 {
 			out[name] = fallback
 			continue
 		}
-		cla := build(name, own, zone)
+		cla := build(name, own, v)
 		var shift uint32
 		for _, loc := range cla.Endpoints {
 			shift = max(shift, loc.Priority+1)
@@ -142,53 +143,94 @@ func assignments(service string, list []registry.Instance, zone string,
 	return out
 }
 
-// routeWithColors returns routeFor(service) with co's routes: a call whose
-// color header names one of co's colors goes to that color's cluster; under
-// a canary, a call with another color goes to the base and an uncolored call
-// to weighted clusters (the base and the canary's color); every other call
-// goes to the base. Without colors it is routeFor(service).
+// routeWithColors returns the RouteConfiguration of service for co: every
+// host, every path, to the cluster named service; with colors, a call
+// whose color header names one of co's colors goes to that color's
+// cluster; under a canary, a call with another color goes to the base and
+// an uncolored call to weighted clusters (the base and the canary's color).
+// With co.hash, every route hashes calls by the affinity header, else by
+// channel (hashPolicies).
+//
+// The forms are the ones every client at the support floor accepts: the
+// color header is matched by exact_match (string_match is rejected by the
+// C-core before 1.56, grpc-java before 1.53 and grpc-go before 1.56, and a
+// RouteConfiguration with it is rejected whole), and weighted clusters
+// state their total_weight (older C-core and grpc-go take an absent total
+// as 100 and reject another sum; grpc-js-xds before 1.14.1 draws over
+// 0..total_weight, 100 when absent).
 func routeWithColors(service string, co coloring) *routev3.RouteConfiguration {
-	r := routeFor(service)
-	if len(co.colors) == 0 {
-		return r
-	}
-	vh := r.VirtualHosts[0]
-	def := vh.Routes[0]
 	var routes []*routev3.Route
 	for _, c := range co.colors {
-		routes = append(routes, headerRoute(&routev3.HeaderMatcher{Name: color.Header,
-			HeaderMatchSpecifier: &routev3.HeaderMatcher_StringMatch{StringMatch: &matcherv3.StringMatcher{
-				MatchPattern: &matcherv3.StringMatcher_Exact{Exact: c}}}}, colorCluster(service, c)))
+		//lint:ignore SA1019 exact_match is deprecated, and the one form every client at the floor accepts (see above)
+		m := &routev3.HeaderMatcher_ExactMatch{ExactMatch: c}
+		routes = append(routes, headerRoute(&routev3.HeaderMatcher{Name: color.Header, HeaderMatchSpecifier: m},
+			routeTo(colorCluster(service, c), co.hash)))
 	}
+	def := routeTo(service, co.hash)
 	if w := co.canaryWeight(); w > 0 {
 		// A colored call whose color has no cluster goes to the base, as
 		// in the balancers: the canary takes a share of uncolored calls only.
 		routes = append(routes, headerRoute(&routev3.HeaderMatcher{Name: color.Header,
-			HeaderMatchSpecifier: &routev3.HeaderMatcher_PresentMatch{PresentMatch: true}}, service))
+			HeaderMatchSpecifier: &routev3.HeaderMatcher_PresentMatch{PresentMatch: true}}, routeTo(service, co.hash)))
 		// Clients leave out a cluster of weight 0 (a canary of 100%); the
 		// total is always canaryScale.
-		def.Action = &routev3.Route_Route{Route: &routev3.RouteAction{
-			ClusterSpecifier: &routev3.RouteAction_WeightedClusters{WeightedClusters: &routev3.WeightedCluster{
-				Clusters: []*routev3.WeightedCluster_ClusterWeight{
-					{Name: service, Weight: wrapperspb.UInt32(canaryScale - w)},
-					{Name: colorCluster(service, co.canary.Color), Weight: wrapperspb.UInt32(w)},
-				},
-			}},
+		def.ClusterSpecifier = &routev3.RouteAction_WeightedClusters{WeightedClusters: &routev3.WeightedCluster{
+			Clusters: []*routev3.WeightedCluster_ClusterWeight{
+				{Name: service, Weight: wrapperspb.UInt32(canaryScale - w)},
+				{Name: colorCluster(service, co.canary.Color), Weight: wrapperspb.UInt32(w)},
+			},
+			//lint:ignore SA1019 deprecated, and what older clients need (see above)
+			TotalWeight: wrapperspb.UInt32(canaryScale),
 		}}
 	}
-	vh.Routes = append(routes, def)
-	return r
+	routes = append(routes, &routev3.Route{
+		Match:  &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
+		Action: &routev3.Route_Route{Route: def},
+	})
+	return &routev3.RouteConfiguration{
+		Name: service,
+		VirtualHosts: []*routev3.VirtualHost{{
+			Name:    service,
+			Domains: []string{"*"},
+			Routes:  routes,
+		}},
+	}
 }
 
-// headerRoute is a route of every path whose headers match m, to cluster.
-func headerRoute(m *routev3.HeaderMatcher, cluster string) *routev3.Route {
+// routeTo is the action of a route to cluster, hashing calls for ring hash
+// when hash is set.
+func routeTo(cluster string, hash bool) *routev3.RouteAction {
+	a := &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: cluster}}
+	if hash {
+		a.HashPolicy = hashPolicies()
+	}
+	return a
+}
+
+// hashPolicies are the hash policies of a RingHash service's routes
+// (gRFC A42): the affinity header color.KeyHeader when a call has it,
+// otherwise the channel (filter state io.grpc.channel_id), so that every
+// call of a channel without a key reaches one backend instead of a random
+// one per call. The header's policy is terminal: a client combines the
+// hashes of every policy that applies, and grpc-js-xds (1.10 to 1.14 at
+// least) combines them into a value past 64 bits that lands on the ring's
+// first entry half the time (one backend got two thirds of three).
+func hashPolicies() []*routev3.RouteAction_HashPolicy {
+	return []*routev3.RouteAction_HashPolicy{
+		{PolicySpecifier: &routev3.RouteAction_HashPolicy_Header_{Header: &routev3.RouteAction_HashPolicy_Header{
+			HeaderName: color.KeyHeader}}, Terminal: true},
+		{PolicySpecifier: &routev3.RouteAction_HashPolicy_FilterState_{FilterState: &routev3.RouteAction_HashPolicy_FilterState{
+			Key: "io.grpc.channel_id"}}},
+	}
+}
+
+// headerRoute is a route of every path whose headers match m, to action.
+func headerRoute(m *routev3.HeaderMatcher, action *routev3.RouteAction) *routev3.Route {
 	return &routev3.Route{
 		Match: &routev3.RouteMatch{
 			PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"},
 			Headers:       []*routev3.HeaderMatcher{m},
 		},
-		Action: &routev3.Route_Route{Route: &routev3.RouteAction{
-			ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: cluster},
-		}},
+		Action: &routev3.Route_Route{Route: action},
 	}
 }

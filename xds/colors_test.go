@@ -3,6 +3,8 @@ package xds_test
 import (
 	"context"
 	"math"
+	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,6 +30,32 @@ func (c colored) Invoke(ctx context.Context, method string, args, reply any, opt
 
 func (c colored) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 	return c.ClientConnInterface.NewStream(color.WithColor(ctx, c.color), desc, method, opts...)
+}
+
+// keyed gives every call on a channel a key of its own (color.WithKey),
+// as distinct users' calls carry.
+type keyed struct {
+	grpc.ClientConnInterface
+	n atomic.Int64
+}
+
+func (k *keyed) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
+	ctx = color.WithKey(ctx, "user-"+strconv.FormatInt(k.n.Add(1), 10))
+	return k.ClientConnInterface.Invoke(ctx, method, args, reply, opts...)
+}
+
+// newCanaryEnv is newEnv for greeter with a control plane that follows
+// the registry's canary settings (WithCanaries).
+func newCanaryEnv(t *testing.T) *env {
+	t.Helper()
+	e := newEnv(t, xds.WithServices("greeter"))
+	e.stopCP()
+	canaries, err := etcd.NewCanaries(e.cli, etcdOpts()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.startControlPlane(t, xds.WithServices("greeter"), xds.WithCanaries(canaries))
+	return e
 }
 
 // registerColored registers addr as instance id of service with color c.
@@ -104,13 +132,7 @@ func TestColors(t *testing.T) {
 // runs). Blue calls still all go to blue, and calls of another color to
 // the base. Clearing the canary sends no uncolored call to blue again.
 func TestColorCanary(t *testing.T) {
-	e := newEnv(t, xds.WithServices("greeter"))
-	e.stopCP()
-	canaries, err := etcd.NewCanaries(e.cli, etcdOpts()...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.startControlPlane(t, xds.WithServices("greeter"), xds.WithCanaries(canaries))
+	e := newCanaryEnv(t)
 	a, blue := testbackend.Start(t), testbackend.Start(t)
 	e.register(t, "greeter", "a", a.Addr, "", 0, false)
 	e.registerColored(t, "greeter", "blue", blue.Addr, "blue")
@@ -158,28 +180,6 @@ func TestColorCanary(t *testing.T) {
 	missUntil(t, conn, blue.Addr, 200)
 	if got := calls(t, conn, 1000); got[blue.Addr] != 0 {
 		t.Errorf("uncolored calls after the canary is cleared: %v, want none to blue", got)
-	}
-	noNACK(t, e.cp)
-}
-
-// The Node client (no Muster code) routes by color too: its calls with the
-// header x-muster-color: blue reach the blue instance only, and those of a
-// Node client without the header never do; no NACK.
-func TestNodeClientColors(t *testing.T) {
-	requireNodeClient(t)
-	e := newEnv(t, xds.WithServices("greeter"))
-	a, blue := startGreeter(t), startGreeter(t)
-	e.register(t, "greeter", "a", a.Addr, "", 0, false)
-	e.registerColored(t, "greeter", "blue", blue.Addr, "blue")
-	blueCl := startNodeClientColored(t, e.addr, "node-blue", "blue")
-	plain := startNodeClientColored(t, e.addr, "node-plain", "")
-	blueCl.until(t, "calling blue", hasAll(blue.Addr))
-	if got := blueCl.until(t, "making 200 blue calls", total(200)); got[blue.Addr] != 200 {
-		t.Errorf("the Node client's blue calls: %v, want all 200 to blue %s", got, blue.Addr)
-	}
-	plain.until(t, "calling a", hasAll(a.Addr))
-	if got := plain.until(t, "making 500 uncolored calls", total(500)); got[blue.Addr] != 0 {
-		t.Errorf("the Node client's uncolored calls: %v, want none to blue %s", got, blue.Addr)
 	}
 	noNACK(t, e.cp)
 }

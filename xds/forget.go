@@ -62,6 +62,7 @@ func (c *caches) removeService(service string) error {
 	clusters := clusterNames(service, c.coloring[service].colors)
 	delete(c.services, service)
 	delete(c.bytes, service)
+	delete(c.ringHash, service)
 	delete(c.coloring, service)
 	var errs []error
 	for _, lc := range []*cachev3.LinearCache{c.lds, c.rds} {

@@ -10,6 +10,8 @@ import (
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m, append(etcdtest.LeakOptions(),
+		// The floor's Go client is built once per test binary.
+		goleak.Cleanup(func(int) { removeGoFloorClient() }),
 		// grpc-go v1.85 builds a file watcher (pemfile) for the "tls"
 		// channel credentials of a bootstrap with certificate files and
 		// leaves it running after the xDS client and its channel are

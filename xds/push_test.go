@@ -41,8 +41,9 @@ func poll[T any](t *testing.T, what string, get func() T, cond func(T) bool) T {
 	}
 }
 
-// With 50 services watched by one client, a change of one service sends
-// that service's endpoints and nothing else. The services are found through
+// With 50 services watched by a client (a channel and so an ADS stream per
+// service: see xdsResolver), a change of one service sends that service's
+// endpoints and nothing else to any stream. The services are found through
 // the Discovery's ServiceLister.
 func TestOneChangeOnePush(t *testing.T) {
 	e := newEnv(t, xds.WithListInterval(50*time.Millisecond))
@@ -230,4 +231,69 @@ func TestNACKNoResend(t *testing.T) {
 				first.GetVersionInfo(), next.GetVersionInfo(), n)
 		}
 	})
+}
+
+// On one ADS stream subscribed to the endpoints of several services (what a
+// client process with channels to several services has: gRPC shares one xDS
+// client per bootstrap), a change of one service sends that service's
+// assignment; the response holds it and nothing of the others (xDS lets a
+// state-of-the-world response for endpoints name a subset).
+func TestOneChangeOnePushOnOneStream(t *testing.T) {
+	const n = 20
+	name := func(i int) string { return fmt.Sprintf("svc-%02d", i) }
+	var names []string
+	for i := range n {
+		names = append(names, name(i))
+	}
+	e := newEnv(t, xds.WithServices(names...))
+	be, be2 := testbackend.Start(t), testbackend.Start(t)
+	for _, svc := range names {
+		e.register(t, svc, "a", be.Addr, "", 0, false)
+	}
+	waitStats(t, e.cp, "every service published", func(st xds.Stats) bool { return st.Services == n })
+	stream := adsStream(t, e.addr)
+	req := &discoveryv3.DiscoveryRequest{Node: &corev3.Node{Id: "one-stream"}, TypeUrl: resourcev3.EndpointType, ResourceNames: names}
+	if err := stream.Send(req); err != nil {
+		t.Fatal(err)
+	}
+	// ACK each response until every assignment lists its instance (a
+	// service published before its first instance reached the control
+	// plane is sent again when it does).
+	seen := map[string]bool{}
+	for len(seen) < n {
+		resp, err := stream.Recv()
+		if err != nil {
+			t.Fatalf("receive the first assignments: %v (have %d of %d)", err, len(seen), n)
+		}
+		for _, r := range resp.GetResources() {
+			var cla endpointv3.ClusterLoadAssignment
+			if err := r.UnmarshalTo(&cla); err != nil {
+				t.Fatal(err)
+			}
+			if eps := cla.GetEndpoints(); len(eps) == 1 && len(eps[0].GetLbEndpoints()) == 1 {
+				seen[cla.GetClusterName()] = true
+			}
+		}
+		req.VersionInfo, req.ResponseNonce = resp.GetVersionInfo(), resp.GetNonce()
+		if err := stream.Send(req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	changed := name(7)
+	e.register(t, changed, "b", be2.Addr, "", 0, false)
+	resp, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range resp.GetResources() {
+		var cla endpointv3.ClusterLoadAssignment
+		if err := r.UnmarshalTo(&cla); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, cla.GetClusterName())
+	}
+	if len(got) != 1 || got[0] != changed {
+		t.Errorf("after a change of %s the stream got the assignments of %v, want %s's only", changed, got, changed)
+	}
 }

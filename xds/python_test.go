@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // pythonBin is Debian's Python, which python3-grpcio installs grpc for
@@ -16,7 +17,7 @@ const pythonBin = "/usr/bin/python3"
 // imports grpc. Without it the test is skipped with the command that
 // installs it, except under CI (CI=true), where it fails: CI installs
 // python3-grpcio before go test.
-func requirePythonClient(t *testing.T) string {
+func requirePythonClient(t testing.TB) string {
 	t.Helper()
 	out, err := exec.Command(pythonBin, "-c", "import grpc; print(grpc.__version__)").CombinedOutput()
 	if err != nil {
@@ -27,7 +28,6 @@ func requirePythonClient(t *testing.T) string {
 		}
 		t.Skip(msg)
 	}
-	t.Logf("%s: grpcio %s", pythonBin, strings.TrimSpace(string(out)))
 	client, err := filepath.Abs("testdata/pyclient/client.py")
 	if err != nil {
 		t.Fatal(err)
@@ -35,28 +35,11 @@ func requirePythonClient(t *testing.T) string {
 	return client
 }
 
-// A Python client (Debian's python3-grpcio, the C-core's xDS support, no
-// Muster code) calling xds:///greeter follows a register, a drain and a
-// deregister, with no failed call once it has been served, and the control
-// plane records no NACK from it.
-func TestPythonClient(t *testing.T) {
+// pythonClient runs client.py (Debian's python3-grpcio, the C-core's xDS
+// support, no Muster code) with the bootstrap boot and metadata md.
+func pythonClient(t testing.TB, boot string, every time.Duration, md []string) *childClient {
+	t.Helper()
 	client := requirePythonClient(t)
-	testClientFollows(t, startPythonClient(client))
-}
-
-// The Python client (grpcio 1.51, no muster_p2c) takes the round-robin
-// fallback of a MusterP2C cluster, as the Node client does.
-func TestPythonClientMusterPolicy(t *testing.T) {
-	client := requirePythonClient(t)
-	testClientFallback(t, startPythonClient(client))
-}
-
-// startPythonClient returns a function that runs client.py against the
-// control plane at addr and stops it at the test's end.
-func startPythonClient(client string) func(t *testing.T, addr string) *childClient {
-	return func(t *testing.T, addr string) *childClient {
-		t.Helper()
-		cmd := exec.Command(pythonBin, client, "xds:///greeter", "5")
-		return startChild(t, "the Python client", cmd, addr, "python-client")
-	}
+	cmd := exec.Command(pythonBin, append([]string{client, "xds:///greeter", millis(every)}, md...)...)
+	return startChild(t, "the Python client", cmd, boot)
 }

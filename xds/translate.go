@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"sort"
 	"strconv"
+	"strings"
 
 	xdstypev3 "github.com/cncf/xds/go/xds/type/v3"
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
@@ -16,6 +17,8 @@ import (
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	leastrequestv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/least_request/v3"
+	ringhashv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/ring_hash/v3"
 	roundrobinv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/round_robin/v3"
 	wrrlocalityv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/wrr_locality/v3"
 	"google.golang.org/protobuf/proto"
@@ -32,17 +35,34 @@ import (
 // Policy is a cluster's load-balancing policy, as xDS clients know it.
 type Policy string
 
-// The policies a Cluster can name. gRPC clients implement all three; what
-// each does with endpoint weights differs (see docs/XDS.md): grpc-go's
-// round_robin and least_request ignore them, ring_hash honours them.
+// The policies a Cluster can name. Every gRPC client at Muster's support
+// floor (docs/XDS.md, "Clients") accepts every Cluster Muster publishes; a
+// client that lacks a policy falls back to round robin. What each client
+// does with endpoint weights differs (see docs/XDS.md).
 const (
 	// RoundRobin is lb_policy ROUND_ROBIN, the default.
 	RoundRobin Policy = "round_robin"
-	// RingHash is lb_policy RING_HASH with a minimum ring of 4,096
-	// entries (xxHash). Without a hash policy on the route, gRPC clients
-	// hash each call at random, so calls spread by endpoint weight.
+	// RingHash is ring_hash (xxHash, the clients' default ring sizes) in
+	// the Cluster's load_balancing_policy, then round robin across
+	// localities, with lb_policy ROUND_ROBIN: the C-core 1.51 (Debian
+	// bookworm's grpcio) reads only lb_policy and crashes on its first call
+	// through a RING_HASH cluster (grpc/grpc#31766), so it gets round robin;
+	// grpc-js rejects a ring_hash config that states ring sizes. Its routes
+	// carry a hash policy: the affinity header color.KeyHeader
+	// (x-muster-key), else the channel, so that calls with one key (and
+	// calls of one channel without a key) reach one backend. Each
+	// priority's endpoints are sent in one locality, so that an endpoint's
+	// share of the ring is its weight's share in every client (clients that
+	// multiply locality by endpoint weight and clients that normalise both
+	// agree).
 	RingHash Policy = "ring_hash"
-	// LeastRequest is lb_policy LEAST_REQUEST.
+	// LeastRequest is least_request (choice count 2) in the Cluster's
+	// load_balancing_policy, then round robin across localities for the
+	// clients without it (grpc-js, the C-core, grpc-go 1.60 unless
+	// GRPC_EXPERIMENTAL_ENABLE_LEAST_REQUEST is set), with lb_policy
+	// ROUND_ROBIN for the clients that read only lb_policy: the lb_policy
+	// LEAST_REQUEST enum is rejected by grpc-js and the C-core. grpc-go's
+	// least_request ignores locality weights.
 	LeastRequest Policy = "least_request"
 	// MusterP2C names Muster's balancer muster_p2c (package
 	// balancer/p2c): a Go client that imports that package balances the
@@ -95,11 +115,6 @@ const typedStructPrefix = "type.googleapis.com/"
 // "metadata" (the instance's own string pairs).
 const MetadataKey = "muster"
 
-// ringSize is the minimum ring of RingHash clusters: gRPC's cap (4,096),
-// so that each endpoint's share of the hash space is close to its share of
-// the weight.
-const ringSize = 4096
-
 const routerFilterName = "envoy.filters.http.router"
 
 // ads is the config source of every resource that names another one: the
@@ -138,22 +153,10 @@ func listenerFor(service string) (*listenerv3.Listener, error) {
 	}, nil
 }
 
-// routeFor returns the RouteConfiguration named service: every host, every
-// path, to the cluster named service.
+// routeFor returns the RouteConfiguration named service of a service
+// without colors: every host, every path, to the cluster named service.
 func routeFor(service string) *routev3.RouteConfiguration {
-	return &routev3.RouteConfiguration{
-		Name: service,
-		VirtualHosts: []*routev3.VirtualHost{{
-			Name:    service,
-			Domains: []string{"*"},
-			Routes: []*routev3.Route{{
-				Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
-				Action: &routev3.Route_Route{Route: &routev3.RouteAction{
-					ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: service},
-				}},
-			}},
-		}},
-	}
+	return routeWithColors(service, coloring{})
 }
 
 // clusterFor returns the Cluster named service: EDS over ADS, endpoints
@@ -172,13 +175,15 @@ func clusterFor(service string, p Policy, weights map[string]int) *clusterv3.Clu
 	}
 	switch p {
 	case RingHash:
-		c.LbPolicy = clusterv3.Cluster_RING_HASH
-		c.LbConfig = &clusterv3.Cluster_RingHashLbConfig_{RingHashLbConfig: &clusterv3.Cluster_RingHashLbConfig{
-			MinimumRingSize: wrapperspb.UInt64(ringSize),
-			HashFunction:    clusterv3.Cluster_RingHashLbConfig_XX_HASH,
-		}}
+		c.LoadBalancingPolicy = withRoundRobinFallback(&corev3.TypedExtensionConfig{
+			Name:        "envoy.load_balancing_policies.ring_hash",
+			TypedConfig: mustAny(&ringhashv3.RingHash{HashFunction: ringhashv3.RingHash_XX_HASH}),
+		})
 	case LeastRequest:
-		c.LbPolicy = clusterv3.Cluster_LEAST_REQUEST
+		c.LoadBalancingPolicy = withRoundRobinFallback(&corev3.TypedExtensionConfig{
+			Name:        "envoy.load_balancing_policies.least_request",
+			TypedConfig: mustAny(&leastrequestv3.LeastRequest{ChoiceCount: wrapperspb.UInt32(2)}),
+		})
 	case RoundRobin:
 	default:
 		if !p.takesWeights() {
@@ -206,6 +211,14 @@ func customPolicy(name string, weights map[string]int) *clusterv3.LoadBalancingP
 		}
 	}
 	custom := mustAny(&xdstypev3.TypedStruct{TypeUrl: typedStructPrefix + name, Value: config})
+	return withRoundRobinFallback(&corev3.TypedExtensionConfig{Name: name, TypedConfig: custom})
+}
+
+// withRoundRobinFallback is a load_balancing_policy of first, then round
+// robin within localities weighted by their weights (what lb_policy
+// ROUND_ROBIN means to a gRPC client), which every client has: a client
+// takes the first policy of the list that it supports.
+func withRoundRobinFallback(first *corev3.TypedExtensionConfig) *clusterv3.LoadBalancingPolicy {
 	fallback := mustAny(&wrrlocalityv3.WrrLocality{EndpointPickingPolicy: &clusterv3.LoadBalancingPolicy{
 		Policies: []*clusterv3.LoadBalancingPolicy_Policy{{TypedExtensionConfig: &corev3.TypedExtensionConfig{
 			Name:        "envoy.load_balancing_policies.round_robin",
@@ -213,7 +226,7 @@ func customPolicy(name string, weights map[string]int) *clusterv3.LoadBalancingP
 		}}},
 	}})
 	return &clusterv3.LoadBalancingPolicy{Policies: []*clusterv3.LoadBalancingPolicy_Policy{
-		{TypedExtensionConfig: &corev3.TypedExtensionConfig{Name: name, TypedConfig: custom}},
+		{TypedExtensionConfig: first},
 		{TypedExtensionConfig: &corev3.TypedExtensionConfig{Name: "envoy.load_balancing_policies.wrr_locality", TypedConfig: fallback}},
 	}}
 }
@@ -261,9 +274,11 @@ type skipped struct {
 // usable returns the instances that can be xDS endpoints, in list's order,
 // with their addresses in canonical form (canonicalAddr: what a client's
 // endpoint will carry), and those that cannot: an address that is not
-// host:port with an IP or a DNS name and a port 1..65535, or the same
-// address as an instance before it in list (xDS clients reject a whole
-// assignment with a duplicate).
+// host:port with an IP address and a port 1..65535, or the same address as
+// an instance before it in list (xDS clients reject a whole assignment with
+// a duplicate). An address with a DNS name is among those that cannot:
+// grpc-js rejects a whole assignment with one (it takes IP addresses
+// only), and so would every Node client of the service.
 func usable(list []registry.Instance) ([]registry.Instance, []skipped) {
 	ok := make([]registry.Instance, 0, len(list))
 	var bad []skipped
@@ -296,7 +311,7 @@ func canonicalAddr(addr string) (string, error) {
 	return net.JoinHostPort(host, strconv.Itoa(int(port))), nil
 }
 
-// splitAddr parses host:port where host is an IP address or a DNS name.
+// splitAddr parses host:port where host is an IP address.
 func splitAddr(addr string) (string, uint32, error) {
 	host, portStr, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -306,53 +321,26 @@ func splitAddr(addr string) (string, uint32, error) {
 	if err != nil || port == 0 {
 		return "", 0, fmt.Errorf("address %q: port must be 1..65535", addr)
 	}
-	if ip, err := netip.ParseAddr(host); err == nil {
-		if ip.Zone() != "" {
-			return "", 0, fmt.Errorf("address %q: an IPv6 zone cannot be sent in xDS", addr)
-		}
-		return ip.Unmap().String(), uint32(port), nil
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		return "", 0, fmt.Errorf("address %q: host is not an IP address (xDS clients such as grpc-js reject an endpoint with a DNS name)", addr)
 	}
-	if !validHostname(host) {
-		return "", 0, fmt.Errorf("address %q: host is neither an IP address nor a DNS name", addr)
+	if ip.Zone() != "" {
+		return "", 0, fmt.Errorf("address %q: an IPv6 zone cannot be sent in xDS", addr)
 	}
-	return host, uint32(port), nil
+	return ip.Unmap().String(), uint32(port), nil
 }
 
-// validHostname reports whether h is a DNS name: dot-separated labels of
-// 1..63 letters, digits and hyphens, not starting or ending with a hyphen,
-// at most registry.MaxHostLen bytes.
-func validHostname(h string) bool {
-	if h == "" || len(h) > registry.MaxHostLen {
-		return false
-	}
-	label := 0
-	for i := 0; i < len(h); i++ {
-		c := h[i]
-		switch {
-		case c == '.':
-			if label == 0 || h[i-1] == '-' {
-				return false
-			}
-			label = 0
-		case c == '-':
-			if label == 0 {
-				return false
-			}
-			label++
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-			label++
-		default:
-			return false
-		}
-		if label > 63 {
-			return false
-		}
-	}
-	return h[len(h)-1] != '-'
+// view is what a service's assignments depend on besides its instances:
+// the zone of the clients they are for ("" for clients without one), and
+// whether the service's policy is RingHash.
+type view struct {
+	zone     string
+	ringHash bool
 }
 
 // assignment returns the ClusterLoadAssignment named service for clients
-// in clientZone, from instances already checked by usable.
+// of v, from instances already checked by usable.
 //
 // One locality per zone (an instance without a zone is in the locality
 // with an empty zone), weighted by the sum of its instances' weights (at
@@ -362,8 +350,16 @@ func validHostname(h string) bool {
 // zone, every locality is priority 0. An endpoint's weight is its
 // instance's weight; a draining instance is sent with weight 1 and
 // health_status DRAINING, which clients give no calls.
-func assignment(service string, list []registry.Instance, clientZone string) *endpointv3.ClusterLoadAssignment {
-	return assignmentWith(service, list, clientZone, func(loc *endpointv3.LocalityLbEndpoints, ins []registry.Instance) {
+//
+// For RingHash, each priority's instances are one locality of weight 1
+// (its zone, or its zones joined by "+"): a ring hash client gives an
+// endpoint a share of the ring by locality weight × endpoint weight
+// (gRFC A42: grpc-java, the C-core, grpc-js, grpc-go 1.60) or by the
+// product of the two normalised (grpc-go 1.85, gRFC A113); with one
+// locality both are the endpoint weight's share, and the product cannot
+// overflow.
+func assignment(service string, list []registry.Instance, v view) *endpointv3.ClusterLoadAssignment {
+	return assignmentWith(service, list, v, func(loc *endpointv3.LocalityLbEndpoints, ins []registry.Instance) {
 		loc.LbEndpoints = make([]*endpointv3.LbEndpoint, 0, len(ins))
 		for _, in := range ins {
 			loc.LbEndpoints = append(loc.LbEndpoints, lbEndpoint(in))
@@ -373,13 +369,13 @@ func assignment(service string, list []registry.Instance, clientZone string) *en
 
 // assignmentWith is assignment with the endpoints of each locality filled
 // in by fill, given the locality's instances.
-func assignmentWith(service string, list []registry.Instance, clientZone string,
+func assignmentWith(service string, list []registry.Instance, v view,
 	fill func(*endpointv3.LocalityLbEndpoints, []registry.Instance)) *endpointv3.ClusterLoadAssignment {
 	byZone := map[string][]registry.Instance{}
 	local := false
 	for _, in := range list {
 		byZone[in.Zone] = append(byZone[in.Zone], in)
-		if clientZone != "" && in.Zone == clientZone && in.EffectiveWeight() > 0 {
+		if v.zone != "" && in.Zone == v.zone && in.EffectiveWeight() > 0 {
 			local = true
 		}
 	}
@@ -388,19 +384,45 @@ func assignmentWith(service string, list []registry.Instance, clientZone string,
 		zones = append(zones, z)
 	}
 	sort.Strings(zones)
-	cla := &endpointv3.ClusterLoadAssignment{ClusterName: service}
-	for _, z := range zones {
-		var prio, sum uint32
-		if local && z != clientZone {
-			prio = 1
+	priority := func(z string) uint32 {
+		if local && z != v.zone {
+			return 1
 		}
+		return 0
+	}
+	cla := &endpointv3.ClusterLoadAssignment{ClusterName: service}
+	if v.ringHash {
+		for prio := range uint32(2) {
+			var names []string
+			var ins []registry.Instance
+			for _, z := range zones {
+				if priority(z) == prio {
+					names = append(names, z)
+					ins = append(ins, byZone[z]...)
+				}
+			}
+			if len(ins) == 0 {
+				continue
+			}
+			loc := &endpointv3.LocalityLbEndpoints{
+				Locality:            &corev3.Locality{Zone: strings.Join(names, "+")},
+				LoadBalancingWeight: wrapperspb.UInt32(1),
+				Priority:            prio,
+			}
+			fill(loc, ins)
+			cla.Endpoints = append(cla.Endpoints, loc)
+		}
+		return cla
+	}
+	for _, z := range zones {
+		var sum uint32
 		for _, in := range byZone[z] {
 			sum += uint32(in.EffectiveWeight())
 		}
 		loc := &endpointv3.LocalityLbEndpoints{
 			Locality:            &corev3.Locality{Zone: z},
 			LoadBalancingWeight: wrapperspb.UInt32(max(sum, 1)),
-			Priority:            prio,
+			Priority:            priority(z),
 		}
 		fill(loc, byZone[z])
 		cla.Endpoints = append(cla.Endpoints, loc)

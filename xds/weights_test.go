@@ -20,18 +20,18 @@ import (
 // canonical).
 func TestWeightTable(t *testing.T) {
 	list := []registry.Instance{
-		inst("a", "10.0.0.1:80", "z1", 100),             // default: left out
-		inst("b", "10.0.0.2:80", "z1", 0),               // draining: left out
-		inst("c", "[::ffff:10.0.0.3]:80", "z2", 300),    // unmapped, as sent in EDS
-		inst("d", "[0:0::1]:81", "", 1),                 // compressed
-		inst("e", "backend.example:82", "", 10000),      // a DNS name
+		inst("a", "10.0.0.1:80", "z1", 100),          // default: left out
+		inst("b", "10.0.0.2:80", "z1", 0),            // draining: left out
+		inst("c", "[::ffff:10.0.0.3]:80", "z2", 300), // unmapped, as sent in EDS
+		inst("d", "[0:0::1]:81", "", 1),              // compressed
+		inst("e", "10.0.0.9:82", "", 10000),
 		{Name: "greeter", ID: "f", Addr: "10.0.0.6:80"}, // weight 0: the default
 	}
 	ok, bad := usable(list)
 	if len(bad) != 0 {
 		t.Fatalf("skipped %v", bad)
 	}
-	want := map[string]int{"10.0.0.3:80": 300, "[::1]:81": 1, "backend.example:82": 10000}
+	want := map[string]int{"10.0.0.3:80": 300, "[::1]:81": 1, "10.0.0.9:82": 10000}
 	if got := weightTable(ok); !maps.Equal(got, want) {
 		t.Errorf("weightTable = %v, want %v", got, want)
 	}
@@ -108,7 +108,7 @@ func TestClusterSizeAt1000Instances(t *testing.T) {
 	full := proto.Size(clusterFor("greeter", MusterWRR, table))
 	_, js := balancerConfig(t, MusterWRR, table)
 	t.Logf("Cluster: %d bytes without a table, %d bytes with %d entries (%.1f bytes per entry); balancer JSON config %d bytes; "+
-		"the same instances' ClusterLoadAssignment: %d bytes", empty, full, n, float64(full-empty)/n, len(js), proto.Size(assignment("greeter", list, "")))
+		"the same instances' ClusterLoadAssignment: %d bytes", empty, full, n, float64(full-empty)/n, len(js), proto.Size(assignment("greeter", list, view{})))
 	if per := (full - empty) / n; per > 40 {
 		t.Errorf("%d bytes per table entry, want at most 40 (an IPv4 host:port, a double, framing)", per)
 	}

@@ -24,13 +24,13 @@ type endpointBytes struct {
 	m map[string][]byte // by instanceKey
 }
 
-// wireAssignment returns assignment(service, list, clientZone) with each
+// wireAssignment returns assignment(service, list, v) with each
 // locality's endpoints carried as their serialized bytes (unknown fields of
 // the LocalityLbEndpoints, field lb_endpoints), which marshal as they are.
 // The result marshals to the same message a client decodes from
 // assignment's; it is only for sending and comparing.
-func (eb *endpointBytes) wireAssignment(service string, list []registry.Instance, clientZone string) *endpointv3.ClusterLoadAssignment {
-	return assignmentWith(service, list, clientZone, func(loc *endpointv3.LocalityLbEndpoints, ins []registry.Instance) {
+func (eb *endpointBytes) wireAssignment(service string, list []registry.Instance, v view) *endpointv3.ClusterLoadAssignment {
+	return assignmentWith(service, list, v, func(loc *endpointv3.LocalityLbEndpoints, ins []registry.Instance) {
 		var raw []byte
 		for _, in := range ins {
 			raw = protowire.AppendTag(raw, lbEndpointsField, protowire.BytesType)

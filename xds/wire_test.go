@@ -39,7 +39,7 @@ func TestWireAssignment(t *testing.T) {
 	var eb endpointBytes
 	for i, list := range steps {
 		for _, zone := range []string{"", "z1", "z2", "z3"} {
-			wire, err := proto.MarshalOptions{Deterministic: true}.Marshal(eb.wireAssignment("greeter", list, zone))
+			wire, err := proto.MarshalOptions{Deterministic: true}.Marshal(eb.wireAssignment("greeter", list, view{zone: zone}))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -47,7 +47,7 @@ func TestWireAssignment(t *testing.T) {
 			if err := proto.Unmarshal(wire, &got); err != nil {
 				t.Fatalf("step %d, zone %q: %v", i, zone, err)
 			}
-			if want := assignment("greeter", list, zone); !proto.Equal(&got, want) {
+			if want := assignment("greeter", list, view{zone: zone}); !proto.Equal(&got, want) {
 				t.Fatalf("step %d, zone %q: decoded\n%v\nwant\n%v", i, zone, &got, want)
 			}
 		}

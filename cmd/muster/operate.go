@@ -140,11 +140,18 @@ func liveLease(ctx context.Context, s *session, lease int64) time.Duration {
 	return time.Duration(ttl.TTL) * time.Second
 }
 
-// weightsHonoured says which balancers follow an instance's weight.
-const weightsHonoured = `Only clients whose balancer honours weights follow this: Muster's balancers
-(muster_p2c, muster_wrr) and, through "muster xds", ring_hash. gRPC's
-round_robin and pick_first ignore weights, drains included: under them a
-drained instance keeps getting calls.`
+// weightsHonoured says which clients follow an instance's weight, per path.
+const weightsHonoured = `Who follows this depends on how a client finds the service:
+  - Through Muster's resolver (muster:///): Muster's balancers (muster_p2c,
+    muster_wrr) follow weights and drains. gRPC's round_robin and pick_first
+    ignore weights, drains included: under them a drained instance keeps
+    getting calls.
+  - Through "muster xds" (xds:///, any gRPC language): a drained instance is
+    published as DRAINING, and every xDS client stops calling it within about
+    a second, whatever its policy (tested with Go, Node and Python clients).
+    Weights other than 0 are followed by ring_hash and, in Go clients that
+    import them, by muster_p2c and muster_wrr; round_robin follows only the
+    sum per zone (docs/XDS.md).`
 
 // weightRule is the one rule for weights, on every command that takes one.
 func weightRule() string {

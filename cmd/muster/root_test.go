@@ -151,11 +151,12 @@ func TestHelpEtcdFlags(t *testing.T) {
 	}
 }
 
-// The help of drain and weight says which balancers follow weights.
+// The help of drain and weight says which balancers follow weights, and
+// what holds through xDS.
 func TestHelpWeights(t *testing.T) {
 	for _, cmd := range []string{"drain", "weight"} {
 		r := run(cmd, "--help")
-		for _, want := range []string{"muster_p2c", "muster_wrr", "round_robin", "ignore weights"} {
+		for _, want := range []string{"muster_p2c", "muster_wrr", "round_robin", "ignore weights", "DRAINING", "every xDS client"} {
 			if !strings.Contains(r.stdout, want) {
 				t.Errorf("%s --help does not mention %q:\n%s", cmd, want, r.stdout)
 			}

@@ -71,7 +71,7 @@ key that does not match) is logged and the last good files stay in use.
 	f.StringSliceVar(&o.services, "services", nil, "services to publish, comma-separated; default: every service in the registry")
 	f.StringVar(&o.metricsAddr, "metrics-listen", "", "host:port to serve Prometheus /metrics and /healthz on; empty to not serve them")
 	f.DurationVar(&o.forgetAfter, "forget-after", 5*time.Minute, "how long a service with no instance left, and no key left in the registry, stays published before it is forgotten (without --services only)")
-	f.StringVar(&o.policy, "policy", string(xds.RoundRobin), "load-balancing policy of every cluster: round_robin, ring_hash (honours weights), least_request, or muster_p2c / muster_wrr (Go clients that import Muster's balancers; others use round_robin)")
+	f.StringVar(&o.policy, "policy", string(xds.RoundRobin), "load-balancing policy of every cluster: round_robin, ring_hash (honours weights; one x-muster-key, one backend), least_request (clients without it use round_robin), or muster_p2c / muster_wrr (Go clients that import Muster's balancers; others use round_robin)")
 	o.tls.addFlags(cmd)
 	return cmd
 }

@@ -3,13 +3,16 @@
 // non-Go client of Muster's control plane would: @grpc/grpc-js with
 // @grpc/grpc-js-xds, no Muster code.
 //
-// Usage: node client.js [target] [interval-ms] [color]
+// Usage: node client.js [target] [interval-ms] [name=value ...]
 //   target       default xds:///greeter
 //   interval-ms  pause between two calls, default 5
-//   color        if given, every call carries the header x-muster-color
+//   name=value   metadata sent on every call (e.g. x-muster-color=blue);
+//                "{n}" in a value is replaced by the call's number
 //
 // The bootstrap comes from GRPC_XDS_BOOTSTRAP (a file) or
 // GRPC_XDS_BOOTSTRAP_CONFIG (the JSON itself), read by @grpc/grpc-js-xds.
+// The packages are those of this directory, or of the directory named by
+// XDS_CLIENT_PACKAGES (another pinned version, e.g. ../nodeclient-floor).
 //
 // It calls muster.demo.greeter.v1.Greeter/SayHello in a loop, one call at a
 // time, and prints one JSON line per call on stdout:
@@ -20,12 +23,24 @@
 // parent test is gone) or on SIGTERM/SIGINT.
 'use strict';
 
-const grpc = require('@grpc/grpc-js');
-const grpcXds = require('@grpc/grpc-js-xds');
+const path = require('path');
+const { createRequire } = require('module');
+
+const packages = process.env.XDS_CLIENT_PACKAGES || __dirname;
+const load = createRequire(path.join(path.resolve(packages), 'package.json'));
+const grpc = load('@grpc/grpc-js');
+const grpcXds = load('@grpc/grpc-js-xds');
 
 const target = process.argv[2] || 'xds:///greeter';
 const intervalMs = Number(process.argv[3] || 5);
-const color = process.argv[4] || '';
+const pairs = process.argv.slice(4).map((kv) => {
+  const i = kv.indexOf('=');
+  if (i <= 0) {
+    process.stderr.write('client.js: ' + JSON.stringify(kv) + ' is not name=value\n');
+    process.exit(2);
+  }
+  return [kv.slice(0, i), kv.slice(i + 1)];
+});
 const method = '/muster.demo.greeter.v1.Greeter/SayHello';
 
 grpcXds.register();
@@ -91,7 +106,7 @@ function callOnce() {
   n++;
   const id = n;
   const md = new grpc.Metadata();
-  if (color) md.set('x-muster-color', color);
+  for (const [k, v] of pairs) md.add(k, v.split('{n}').join(String(id)));
   client.makeUnaryRequest(method, (b) => b, (b) => b, request, md,
     { deadline: Date.now() + 2000 }, (err, reply) => {
       let line;

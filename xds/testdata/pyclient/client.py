@@ -3,9 +3,11 @@
 non-Go client of Muster's control plane would: grpcio (the C-core's xDS
 resolver and balancers), no Muster code, no generated stubs.
 
-Usage: client.py [target] [interval-ms]
+Usage: client.py [target] [interval-ms] [name=value ...]
   target       default xds:///greeter
   interval-ms  pause between two calls, default 5
+  name=value   metadata sent on every call (e.g. x-muster-color=blue);
+               "{n}" in a value is replaced by the call's number
 
 The bootstrap comes from GRPC_XDS_BOOTSTRAP (a file) or
 GRPC_XDS_BOOTSTRAP_CONFIG (the JSON itself), read by the C-core.
@@ -70,6 +72,12 @@ def served_by(buf):
 def main():
     target = sys.argv[1] if len(sys.argv) > 1 else "xds:///greeter"
     interval = float(sys.argv[2] if len(sys.argv) > 2 else 5) / 1000
+    pairs = []
+    for kv in sys.argv[3:]:
+        name, sep, value = kv.partition("=")
+        if not sep or not name:
+            sys.exit("client.py: %r is not name=value" % kv)
+        pairs.append((name, value))
 
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -88,7 +96,8 @@ def main():
         while not stop.is_set():
             n += 1
             try:
-                reply = call(REQUEST, timeout=2)
+                md = [(k, v.replace("{n}", str(n))) for k, v in pairs]
+                reply = call(REQUEST, timeout=2, metadata=md or None)
                 line = {"n": n, "ok": True, "by": served_by(reply)}
             except grpc.RpcError as err:
                 line = {"n": n, "ok": False, "code": err.code().value[0],

@@ -1,0 +1,500 @@
+package xds_test
+
+// The conformance matrix: every scenario against every real xDS client
+// Muster supports, at the support floor and at the newest version
+// (docs/XDS.md, "Clients"). A cell passes when the client does what the
+// scenario asks (or, for a feature the client lacks, takes its documented
+// fallback) and the control plane recorded no NACK from it. The table of
+// what was proved is logged, and written to the file named by
+// MUSTER_XDS_MATRIX when it is set (.ci/run prints it).
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/musterhq/muster/color"
+	"github.com/musterhq/muster/internal/testkit/etcdtest"
+	"github.com/musterhq/muster/registry"
+	"github.com/musterhq/muster/registry/etcd"
+	"github.com/musterhq/muster/xds"
+)
+
+// xdsClient is a real xDS client of the matrix: one language's gRPC at one
+// version.
+type xdsClient struct {
+	id      string // the subtest's name: go, go-floor, node, node-floor, python
+	name    string // e.g. "Node, @grpc/grpc-js-xds"
+	version func(t *testing.T) string
+	// start runs the client calling xds:///greeter with the bootstrap
+	// boot, every call carrying the metadata pairs md ("name=value", with
+	// "{n}" replaced by the call's number).
+	start func(t testing.TB, boot string, every time.Duration, md []string) *childClient
+	// What the client does with what Muster publishes, where clients
+	// differ; every other scenario is the same for all.
+	ringHash     string // "" when it runs ring_hash, else what it runs instead and why
+	leastRequest string // likewise for least_request
+	musterPolicy bool   // runs the balancer a CustomPolicy names (Muster's, in this process)
+	tls          string // "" when its bootstrap takes tls channel credentials (gRFC A65), else what it takes
+}
+
+func matrixClients() []xdsClient {
+	return []xdsClient{
+		{id: "go", name: "Go, grpc-go (in process)", version: func(*testing.T) string { return grpc.Version },
+			start: goInProcess, musterPolicy: true},
+		{id: "go-floor", name: "Go, grpc-go", version: goFloorVersion, start: goFloorProcess,
+			leastRequest: "round robin (least_request needs GRPC_EXPERIMENTAL_ENABLE_LEAST_REQUEST=true)",
+			tls:          "unsupported: no tls channel_creds (insecure, google_default)"},
+		{id: "node", name: "Node, @grpc/grpc-js-xds", version: nodeVersion(nodeClientDir), start: nodeClient(nodeClientDir),
+			leastRequest: "round robin (no least_request)",
+			tls:          "unsupported: no tls channel_creds (insecure, google_default)"},
+		{id: "node-floor", name: "Node, @grpc/grpc-js-xds", version: nodeVersion(nodeClientFloorDir), start: nodeClient(nodeClientFloorDir),
+			leastRequest: "round robin (no least_request)",
+			tls:          "unsupported: no tls channel_creds (insecure, google_default)"},
+		{id: "python", name: "Python (C-core), grpcio", version: pythonVersion, start: pythonClient,
+			ringHash:     "round robin (reads lb_policy only; its ring_hash crashes, grpc/grpc#31766)",
+			leastRequest: "round robin (no least_request)",
+			tls:          "unsupported: no tls channel_creds (insecure, google_default, fake)"},
+	}
+}
+
+func nodeVersion(dir string) func(t *testing.T) string {
+	return func(t *testing.T) string {
+		_, abs := requireNodePackages(t, dir)
+		b, err := os.ReadFile(filepath.Join(abs, "node_modules", "@grpc", "grpc-js-xds", "package.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, v, _ := strings.Cut(string(b), `"version": "`)
+		v, _, _ = strings.Cut(v, `"`)
+		return v
+	}
+}
+
+func pythonVersion(t *testing.T) string {
+	requirePythonClient(t)
+	out, err := exec.Command(pythonBin, "-c", "import grpc; print(grpc.__version__)").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// scenario is one row of the matrix. run fails t when the client does not
+// do what the row asks; it returns what the cell shows ("" for "yes").
+type scenario struct {
+	name string
+	run  func(t *testing.T, cl xdsClient) string
+}
+
+func matrixScenarios() []scenario {
+	return []scenario{
+		{"register, drain, deregister", scenarioFollow},
+		{"zones: own zone first, failover when it empties", scenarioZones},
+		{"colors: x-muster-color routes, uncolored calls to the base", scenarioColors},
+		{"canary: 20 % of uncolored calls", scenarioCanary},
+		{"ring hash: shares by weight across zones", scenarioRingShares},
+		{"ring hash: one key, one backend (x-muster-key, else the channel)", scenarioAffinity},
+		{"least_request (round robin where absent)", scenarioLeastRequest},
+		{"custom policy muster_p2c (round robin where absent)", scenarioCustomPolicy},
+		{"control plane down 3 s, then restarted: no failed call, changes resume", scenarioControlPlaneRestart},
+		{"etcd down 10 s: no failed call", scenarioEtcdDown},
+		{"an instance at a DNS name skipped, the rest called", scenarioDNSNameSkipped},
+		{"TLS to the control plane (tls channel_creds, gRFC A65, client certificate)", scenarioTLS},
+	}
+}
+
+// TestClientMatrix runs every scenario against every client, each cell on
+// its own etcd, control plane and backends. Clients run in parallel with
+// each other, a client's scenarios one after another.
+func TestClientMatrix(t *testing.T) {
+	clients, scenarios := matrixClients(), matrixScenarios()
+	var mu sync.Mutex
+	cells := map[[2]int]string{}
+	versions := make([]string, len(clients))
+	t.Run("clients", func(t *testing.T) {
+		for ci, cl := range clients {
+			t.Run(cl.id, func(t *testing.T) {
+				t.Parallel()
+				v := cl.version(t)
+				mu.Lock()
+				versions[ci] = v
+				mu.Unlock()
+				for si, sc := range scenarios {
+					var note string
+					ok := t.Run(strings.ReplaceAll(sc.name, " ", "_"), func(t *testing.T) {
+						note = sc.run(t, cl)
+					})
+					mu.Lock()
+					switch {
+					case !ok:
+						cells[[2]int{si, ci}] = "FAILED"
+					case note == "":
+						cells[[2]int{si, ci}] = "yes"
+					default:
+						cells[[2]int{si, ci}] = note
+					}
+					mu.Unlock()
+				}
+			})
+		}
+	})
+	var b strings.Builder
+	b.WriteString("| scenario |")
+	for ci, cl := range clients {
+		fmt.Fprintf(&b, " %s %s |", cl.name, versions[ci])
+	}
+	b.WriteString("\n|---|" + strings.Repeat("---|", len(clients)) + "\n")
+	for si, sc := range scenarios {
+		fmt.Fprintf(&b, "| %s |", sc.name)
+		for ci := range clients {
+			c := cells[[2]int{si, ci}]
+			if c == "" {
+				c = "not run"
+			}
+			fmt.Fprintf(&b, " %s |", c)
+		}
+		b.WriteString("\n")
+	}
+	t.Logf("xDS client matrix (every cell: no NACK):\n%s", b.String())
+	if out := os.Getenv("MUSTER_XDS_MATRIX"); out != "" {
+		if err := os.WriteFile(out, []byte(b.String()), 0o644); err != nil {
+			t.Errorf("write the matrix to %s: %v", out, err)
+		}
+	}
+}
+
+// startIn starts cl against e's control plane as node nodeID in zone.
+func (cl xdsClient) startIn(t *testing.T, e *env, nodeID, zone string, md ...string) *childClient {
+	t.Helper()
+	return cl.start(t, bootstrap(e.addr, nodeID, zone), callEvery, md)
+}
+
+// noFailures fails t when a call of cs failed after its first success, or
+// the control plane recorded a NACK.
+func noFailures(t *testing.T, e *env, cs ...*childClient) {
+	t.Helper()
+	for _, c := range cs {
+		if c.failed != 0 {
+			t.Errorf("%d calls of %s failed after its first success", c.failed, c.name)
+		}
+	}
+	noNACKs(t, e)
+}
+
+// noNACKs fails t when the control plane recorded a NACK.
+func noNACKs(t *testing.T, e *env) {
+	t.Helper()
+	if st := e.cp.Stats(); st.NACKs != 0 {
+		t.Errorf("the control plane recorded %d NACKs (see the log)", st.NACKs)
+	}
+}
+
+func scenarioFollow(t *testing.T, cl xdsClient) string {
+	testClientFollows(t, func(t *testing.T, addr string) *childClient {
+		return cl.start(t, bootstrap(addr, "follow", ""), callEvery, nil)
+	})
+	return ""
+}
+
+// A client in z1 calls z1 only; when z1 empties, z2; when z1 is back, z1
+// only again.
+func scenarioZones(t *testing.T, cl xdsClient) string {
+	e := newEnv(t, xds.WithServices("greeter"))
+	a, b := startGreeter(t), startGreeter(t)
+	e.register(t, "greeter", "a", a.Addr, "z1", 0, false)
+	e.register(t, "greeter", "b", b.Addr, "z2", 0, false)
+	c := cl.startIn(t, e, "zones", "z1")
+	c.until(t, "calling a (z1)", hasAll(a.Addr))
+	if got := c.until(t, "making 100 calls", total(100)); got[a.Addr] != 100 {
+		t.Errorf("client in z1: %v, want every call to a (z1)", got)
+	}
+	e.deregister(t, "greeter", "a")
+	c.missing(t, a.Addr, 50)
+	if got := c.until(t, "making 100 calls", total(100)); got[b.Addr] != 100 {
+		t.Errorf("client in z1 after z1 emptied: %v, want every call to b (z2)", got)
+	}
+	e.register(t, "greeter", "a", a.Addr, "z1", 0, false)
+	c.missing(t, b.Addr, 50)
+	if got := c.until(t, "making 100 calls", total(100)); got[a.Addr] != 100 {
+		t.Errorf("client in z1 after a came back: %v, want every call to a", got)
+	}
+	noFailures(t, e, c)
+	return ""
+}
+
+// Blue calls reach the blue instance only, uncolored ones never.
+func scenarioColors(t *testing.T, cl xdsClient) string {
+	e := newEnv(t, xds.WithServices("greeter"))
+	a, blue := startGreeter(t), startGreeter(t)
+	e.register(t, "greeter", "a", a.Addr, "", 0, false)
+	e.registerColored(t, "greeter", "blue", blue.Addr, "blue")
+	blueCl := cl.startIn(t, e, "blue", "", color.Header+"=blue")
+	plain := cl.startIn(t, e, "plain", "")
+	blueCl.until(t, "calling blue", hasAll(blue.Addr))
+	if got := blueCl.until(t, "making 200 blue calls", total(200)); got[blue.Addr] != 200 {
+		t.Errorf("blue calls: %v, want all 200 to blue %s", got, blue.Addr)
+	}
+	plain.until(t, "calling a", hasAll(a.Addr))
+	if got := plain.until(t, "making 300 uncolored calls", total(300)); got[blue.Addr] != 0 {
+		t.Errorf("uncolored calls: %v, want none to blue %s", got, blue.Addr)
+	}
+	noNACKs(t, e)
+	return ""
+}
+
+// A canary of 20 % sends a fifth of the uncolored calls to blue. Clients
+// draw a weighted cluster at random per call: of n = 1,000 calls the blue
+// count is Binomial(1000, 0.2), mean 200, standard deviation 12.6; the
+// bound, ±63, is five standard deviations, whatever the machine's load. A
+// client that took the weights' total as 100 (grpc-js-xds before 1.14.1
+// without total_weight) sends blue nothing; one that drew over the wrong
+// total, every call.
+func scenarioCanary(t *testing.T, cl xdsClient) string {
+	e := newCanaryEnv(t)
+	a, blue := startGreeter(t), startGreeter(t)
+	e.register(t, "greeter", "a", a.Addr, "", 0, false)
+	e.registerColored(t, "greeter", "blue", blue.Addr, "blue")
+	if err := etcd.SetCanary(ctxFor(t, 10*time.Second), e.cli, "greeter",
+		registry.Canary{Color: "blue", Percent: 20}, etcdOpts()...); err != nil {
+		t.Fatal(err)
+	}
+	c := cl.startIn(t, e, "canary", "")
+	c.until(t, "calling a and blue", hasAll(a.Addr, blue.Addr))
+	got := c.until(t, "making 1,000 uncolored calls", total(1000))
+	if n := got[blue.Addr]; n < 137 || n > 263 {
+		t.Errorf("1,000 uncolored calls: %v; blue got %d, want 200 ± 63", got, n)
+	}
+	t.Logf("canary 20 %%: blue got %d of 1,000", got[blue.Addr])
+	noNACKs(t, e)
+	return ""
+}
+
+// Under RingHash, calls with distinct keys spread by weight across zones:
+// z1 {a:100}, z2 {b:100, c:100} gives each a third (a locality per zone
+// gave a client that multiplies locality by endpoint weight 20/40/40).
+// Bound: ±10 points over 1,000 calls. A share's binomial standard
+// deviation is 1.5 points; the ring (the clients' default minimum, 1,024
+// entries) gives an endpoint of k ≈ 341 entries a share of the hash space
+// off by about 1/sqrt(k) of itself, 1.8 points; combined 2.4, so 10 points
+// are four standard deviations, independent of the machine's load.
+func scenarioRingShares(t *testing.T, cl xdsClient) string {
+	e := newEnv(t, xds.WithServices("greeter"), xds.WithPolicy(xds.RingHash))
+	a, b, c := startGreeter(t), startGreeter(t), startGreeter(t)
+	e.register(t, "greeter", "a", a.Addr, "z1", 100, false)
+	e.register(t, "greeter", "b", b.Addr, "z2", 100, false)
+	e.register(t, "greeter", "c", c.Addr, "z2", 100, false)
+	client := cl.startIn(t, e, "ring", "", color.KeyHeader+"=user-{n}")
+	client.until(t, "calling a, b and c", hasAll(a.Addr, b.Addr, c.Addr))
+	got := client.until(t, "making 1,000 calls", total(1000))
+	ok, desc := sharesWithin(got, []share{{a.Addr, 1.0 / 3}, {b.Addr, 1.0 / 3}, {c.Addr, 1.0 / 3}}, 0.10)
+	t.Logf("tolerance ±10 points; %s", desc)
+	if !ok {
+		t.Errorf("shares out of tolerance: %s", desc)
+	}
+	noNACKs(t, e)
+	return cl.ringHash
+}
+
+// Under RingHash, 100 calls with one x-muster-key reach one backend, and
+// so do 100 calls of a channel without a key (the channel's hash). A client
+// without ring hash (round robin) spreads them; its cell says so.
+func scenarioAffinity(t *testing.T, cl xdsClient) string {
+	e := newEnv(t, xds.WithServices("greeter"), xds.WithPolicy(xds.RingHash))
+	for _, id := range []string{"a", "b", "c", "d"} {
+		e.register(t, "greeter", id, startGreeter(t).Addr, "", 0, false)
+	}
+	keyed := cl.startIn(t, e, "keyed", "", color.KeyHeader+"=user-7")
+	plain := cl.startIn(t, e, "unkeyed", "")
+	for _, c := range []*childClient{keyed, plain} {
+		waitSteady(t, c)
+		got := c.until(t, "making 100 calls", total(100))
+		if cl.ringHash != "" {
+			if len(got) < 2 {
+				t.Errorf("round robin: 100 calls reached %v, want several backends", got)
+			}
+			continue
+		}
+		if len(got) != 1 {
+			t.Errorf("100 calls of one key (or of one channel without a key): %v, want one backend", got)
+		}
+	}
+	noNACKs(t, e)
+	return cl.ringHash
+}
+
+// waitSteady reads a ring hash client's calls until 100 in a row reached
+// the same backends as the 100 before them (bounded by until's 30 s):
+// gRPC's ring hash connects lazily (on a pick, moving to the next entry
+// while one connects), so until the backends are READY a key's calls can
+// land elsewhere.
+func waitSteady(t *testing.T, c *childClient) {
+	t.Helper()
+	var prev map[string]int
+	c.until(t, "calling the same backends for 100 calls in a row", func(m map[string]int) bool {
+		if n := totalOf(m); n < 100 {
+			return false
+		}
+		same := prev != nil && len(prev) == len(m)
+		for k := range m {
+			if _, ok := prev[k]; !ok {
+				same = false
+			}
+		}
+		prev = maps.Clone(m)
+		clear(m)
+		return same
+	})
+}
+
+func totalOf(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+// Under LeastRequest every client accepts the Cluster and calls every
+// instance (least_request where it has it, round robin elsewhere).
+func scenarioLeastRequest(t *testing.T, cl xdsClient) string {
+	e := newEnv(t, xds.WithServices("greeter"), xds.WithPolicy(xds.LeastRequest))
+	a, b := startGreeter(t), startGreeter(t)
+	e.register(t, "greeter", "a", a.Addr, "", 0, false)
+	e.register(t, "greeter", "b", b.Addr, "", 0, false)
+	c := cl.startIn(t, e, "least-request", "")
+	c.until(t, "calling a and b", hasAll(a.Addr, b.Addr))
+	noNACKs(t, e)
+	return cl.leastRequest
+}
+
+// Under MusterP2C a client with Muster's balancer runs it; one without it
+// takes the round-robin fallback: about half the calls each.
+func scenarioCustomPolicy(t *testing.T, cl xdsClient) string {
+	if cl.musterPolicy {
+		e := newEnv(t, xds.WithServices("greeter"), xds.WithPolicy(xds.MusterP2C))
+		a, b := startGreeter(t), startGreeter(t)
+		e.register(t, "greeter", "a", a.Addr, "", 0, false)
+		e.register(t, "greeter", "b", b.Addr, "", 0, false)
+		cl.startIn(t, e, "p2c", "").until(t, "calling a and b", hasAll(a.Addr, b.Addr))
+		noNACKs(t, e)
+		return ""
+	}
+	testClientFallback(t, func(t *testing.T, addr string) *childClient {
+		return cl.start(t, bootstrap(addr, "fallback", ""), callEvery, nil)
+	})
+	return "round robin (fallback)"
+}
+
+// The control plane stops and a new one starts on the same address: the
+// client keeps calling (it keeps what it had) with no failed call, and a
+// registration after the restart reaches it.
+func scenarioControlPlaneRestart(t *testing.T, cl xdsClient) string {
+	return outage(t, cl, "the control plane down", 3*time.Second, func(e *env) func() {
+		e.stopCP()
+		return func() { e.startControlPlane(t, xds.WithServices("greeter")) }
+	})
+}
+
+// etcd stops for 10 s: the control plane keeps serving its last lists and
+// the client keeps calling with no failed call; a registration after etcd
+// is back reaches it.
+func scenarioEtcdDown(t *testing.T, cl xdsClient) string {
+	return outage(t, cl, "etcd down", 10*time.Second, func(e *env) func() {
+		m := e.c.Members()[0]
+		m.Stop(t)
+		return func() { m.Restart(t) }
+	})
+}
+
+// outage is the shape of the outage scenarios: the client calls a, what
+// goes down goes down (down returns how to bring it back) for d of calls,
+// comes back, and an instance registered then reaches the client; no call
+// fails and no NACK is recorded.
+func outage(t *testing.T, cl xdsClient, what string, d time.Duration, down func(*env) (up func())) string {
+	e := newEnv(t, xds.WithServices("greeter"))
+	a, b := startGreeter(t), startGreeter(t)
+	e.register(t, "greeter", "a", a.Addr, "", 0, false)
+	c := cl.startIn(t, e, "outage", "")
+	c.until(t, "calling a", hasAll(a.Addr))
+	up := down(e)
+	deadline := time.Now().Add(d)
+	c.until(t, fmt.Sprintf("calling a for %v with %s", d, what), func(map[string]int) bool { return time.Now().After(deadline) })
+	up()
+	registerEventually(t, e, "greeter", "b", b.Addr)
+	c.until(t, "calling b, registered after the outage", hasAll(b.Addr))
+	noFailures(t, e, c)
+	return ""
+}
+
+// An instance registered at a DNS name is left out of the assignment
+// (grpc-js rejects a whole assignment with one); the client calls the
+// others with no failed call.
+func scenarioDNSNameSkipped(t *testing.T, cl xdsClient) string {
+	e := newEnv(t, xds.WithServices("greeter"))
+	a, b := startGreeter(t), startGreeter(t)
+	_, port, _ := net.SplitHostPort(b.Addr)
+	e.register(t, "greeter", "a", a.Addr, "", 0, false)
+	e.register(t, "greeter", "b", "localhost:"+port, "", 0, false)
+	c := cl.startIn(t, e, "dns-name", "")
+	if got := c.until(t, "making 100 calls", total(100)); got[a.Addr] != 100 {
+		t.Errorf("100 calls: %v, want all to a", got)
+	}
+	if c.failed != 0 {
+		t.Errorf("%d calls failed", c.failed)
+	}
+	if st := e.cp.Stats(); st.Skipped != 1 {
+		t.Errorf("Skipped = %d, want 1", st.Skipped)
+	}
+	noNACKs(t, e)
+	return ""
+}
+
+// With a control plane serving TLS and requiring client certificates, a
+// client whose bootstrap has tls channel credentials with a certificate is
+// served. A client whose bootstrap has no such credentials cannot reach a
+// TLS control plane at all; its cell says what it has (the control plane
+// then serves it plaintext, on a trusted network or through a proxy).
+func scenarioTLS(t *testing.T, cl xdsClient) string {
+	if cl.tls != "" {
+		return cl.tls
+	}
+	f := etcdtest.GenerateTLS(t)
+	cfg, err := xds.ServerTLS(f.ServerCertFile, f.ServerKeyFile, f.CAFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, xds.WithServices("greeter"), xds.WithTLS(cfg))
+	a := startGreeter(t)
+	e.register(t, "greeter", "a", a.Addr, "", 0, false)
+	c := cl.start(t, tlsBootstrap(e.addr, f.CAFile, f.CertFile, f.KeyFile), callEvery, nil)
+	c.until(t, "calling a through a TLS control plane", hasAll(a.Addr))
+	noNACKs(t, e)
+	return ""
+}
+
+// registerEventually registers an instance once etcd answers again: a
+// Register while the registrar is still reconnecting may return
+// registry.ErrPending, the documented answer, and the instance is written
+// as soon as etcd answers, which this waits for (bounded).
+func registerEventually(t *testing.T, e *env, service, id, addr string) {
+	t.Helper()
+	in := registry.Instance{Name: service, ID: id, Addr: addr, Version: "v1"}
+	err := e.reg.Register(ctxFor(t, 10*time.Second), in)
+	if errors.Is(err, registry.ErrPending) {
+		err = e.reg.WaitRegistered(ctxFor(t, 30*time.Second))
+	}
+	if err != nil {
+		t.Fatalf("register %s/%s after etcd came back: %v", service, id, err)
+	}
+}
