@@ -26,6 +26,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/musterhq/muster/color"
 	"github.com/musterhq/muster/registry"
 )
 
@@ -278,7 +279,9 @@ type skipped struct {
 // an instance before it in list (xDS clients reject a whole assignment with
 // a duplicate). An address with a DNS name is among those that cannot:
 // grpc-js rejects a whole assignment with one (it takes IP addresses
-// only), and so would every Node client of the service.
+// only), and so would every Node client of the service. So is an instance
+// whose color no client can send (see headerValue): its route would match
+// no call.
 func usable(list []registry.Instance) ([]registry.Instance, []skipped) {
 	ok := make([]registry.Instance, 0, len(list))
 	var bad []skipped
@@ -287,6 +290,11 @@ func usable(list []registry.Instance) ([]registry.Instance, []skipped) {
 		key, err := canonicalAddr(in.Addr)
 		if err != nil {
 			bad = append(bad, skipped{ID: in.ID, Addr: in.Addr, Reason: err.Error()})
+			continue
+		}
+		if c := in.Metadata[color.DefaultInstanceKey]; c != "" && !headerValue(c) {
+			bad = append(bad, skipped{ID: in.ID, Addr: in.Addr,
+				Reason: fmt.Sprintf("color %q cannot be a gRPC header value (printable ASCII, no space at either end)", c)})
 			continue
 		}
 		if first, dup := seen[key]; dup {
@@ -299,6 +307,21 @@ func usable(list []registry.Instance) ([]registry.Instance, []skipped) {
 		ok = append(ok, in)
 	}
 	return ok, bad
+}
+
+// headerValue reports whether v can be the value of a gRPC metadata entry
+// that is not binary, as every client sends it: printable ASCII, with no
+// space at either end (HTTP/2 field values cannot begin or end with one).
+func headerValue(v string) bool {
+	if v == "" || v[0] == ' ' || v[len(v)-1] == ' ' {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		if v[i] < 0x20 || v[i] > 0x7e {
+			return false
+		}
+	}
+	return true
 }
 
 // canonicalAddr checks addr and returns it in a form where two spellings of

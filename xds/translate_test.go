@@ -223,13 +223,18 @@ func TestUsable(t *testing.T) {
 		inst("j", "good.example:80", "", 100), // a DNS name: grpc-js takes IP addresses only
 		inst("k", "[fe80::1%eth0]:80", "", 100),
 	}
+	for _, c := range []string{"grün", " blue", "blue ", "a\tb"} {
+		in := inst("l-"+c, "10.0.0.3:80", "", 100)
+		in.Metadata = map[string]string{"color": c}
+		list = append(list, in)
+	}
 	ok, bad := usable(list)
 	var ids []string
 	for _, in := range ok {
 		ids = append(ids, in.ID)
 	}
 	if got := strings.Join(ids, ","); got != "a,d" {
-		t.Errorf("usable = %s, want a,d", got)
+		t.Errorf("usable = %s, want a,d (no color a client cannot send)", got)
 	}
 	reasons := map[string]string{}
 	for _, b := range bad {
