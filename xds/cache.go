@@ -42,6 +42,7 @@ type caches struct {
 	rds      *cachev3.LinearCache
 	cds      *cachev3.LinearCache
 	maxZones int
+	metadata bool // endpoints carry their instance (WithEndpointMetadata)
 	log      *slog.Logger
 
 	mu       sync.Mutex
@@ -67,7 +68,7 @@ type zoneCache struct {
 
 var _ cachev3.Cache = (*caches)(nil)
 
-func newCaches(prefix string, maxZones int, log *slog.Logger) *caches {
+func newCaches(prefix string, maxZones int, metadata bool, log *slog.Logger) *caches {
 	lc := func(typ string) *cachev3.LinearCache {
 		return cachev3.NewLinearCache(typ, cachev3.WithVersionPrefix(prefix))
 	}
@@ -77,6 +78,7 @@ func newCaches(prefix string, maxZones int, log *slog.Logger) *caches {
 		rds:      lc(resourcev3.RouteType),
 		cds:      lc(resourcev3.ClusterType),
 		maxZones: maxZones,
+		metadata: metadata,
 		log:      log,
 		services: map[string][]registry.Instance{},
 		ringHash: map[string]bool{},
@@ -143,7 +145,7 @@ func (c *caches) setService(service string, p Policy, list []registry.Instance, 
 	}
 	var errs []error
 	for _, zc := range c.eds {
-		if err := zc.set(service, list, p == RingHash, eb, gone); err != nil {
+		if err := zc.set(service, list, c.view(zc.zone, service), eb, gone); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -162,11 +164,17 @@ func (c *caches) setService(service string, p Policy, list []registry.Instance, 
 	return errors.Join(errs...)
 }
 
+// view returns the view of service's assignments for clients in zone.
+// c.mu must be held.
+func (c *caches) view(zone, service string) view {
+	return view{zone: zone, ringHash: c.ringHash[service], metadata: c.metadata}
+}
+
 // set publishes the assignments of service for the zone's clients, and
 // removes those named gone.
-func (zc *zoneCache) set(service string, list []registry.Instance, ringHash bool, eb *endpointBytes, gone []string) error {
+func (zc *zoneCache) set(service string, list []registry.Instance, v view, eb *endpointBytes, gone []string) error {
 	var errs []error
-	for name, cla := range assignments(service, list, view{zone: zc.zone, ringHash: ringHash}, eb.wireAssignment) {
+	for name, cla := range assignments(service, list, v, eb.wireAssignment) {
 		if prev, ok := zc.sent[name]; ok && proto.Equal(prev, cla) {
 			continue
 		}
@@ -218,7 +226,7 @@ func (c *caches) endpointsForLocked(zone string) *cachev3.LinearCache {
 	zc := &zoneCache{zone: zone, sent: map[string]*endpointv3.ClusterLoadAssignment{}}
 	initial := make(map[string]types.Resource, len(c.services))
 	for svc, list := range c.services {
-		for name, cla := range assignments(svc, list, view{zone: zone, ringHash: c.ringHash[svc]}, c.bytes[svc].wireAssignment) {
+		for name, cla := range assignments(svc, list, c.view(zone, svc), c.bytes[svc].wireAssignment) {
 			initial[name] = cla
 			zc.sent[name] = cla
 		}

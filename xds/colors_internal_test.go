@@ -54,7 +54,7 @@ func TestColorAssignments(t *testing.T) {
 		{"z1", "[z1:@0 z2:@1]", "[z1:blue@0 z2:blue@1 z1:@2 z2:@3]", "[z1:@0 z2:@1]"},
 		{"", "[z1:@0 z2:@0]", "[z1:blue@0 z2:blue@0 z1:@1 z2:@1]", "[z1:@0 z2:@0]"},
 	} {
-		got := assignments("greeter", list, view{zone: tc.zone}, assignment)
+		got := assignments("greeter", list, view{zone: tc.zone, metadata: true}, assignment) // the metadata names the colors
 		if len(got) != 3 {
 			t.Fatalf("zone %q: %d assignments, want 3 (base, blue, green)", tc.zone, len(got))
 		}

@@ -15,12 +15,16 @@
 // balancer's config carries the instances' weights other than the default,
 // which the balancer cannot read from the endpoints) and
 // a ClusterLoadAssignment: one locality per zone, weighted by the sum of its
-// instances' weights; an endpoint per instance with the instance's weight,
-// a draining instance as health_status DRAINING (clients send it nothing),
-// the instance under the filter-metadata key MetadataKey. An instance whose
-// address xDS cannot carry (not host:port with an IP or DNS name, or a
-// duplicate of another instance's address) is left out, logged and counted
-// (Stats.Skipped); the others are published.
+// instances' weights (for RingHash, one locality per priority); an endpoint
+// per instance with the instance's weight, a draining instance as
+// health_status DRAINING (clients send it nothing), and, with
+// WithEndpointMetadata, the instance under the filter-metadata key
+// MetadataKey. An instance xDS cannot carry (an address that is not
+// host:port with an IP address, a duplicate of another instance's address,
+// a color no client can send) is left out, logged and counted
+// (Stats.Skipped); the others are published. Every resource is in a form
+// that every client at Muster's support floor accepts (docs/XDS.md,
+// "Clients"): a client without a policy falls back to round robin.
 //
 // # Colors
 //

@@ -37,6 +37,7 @@ type options struct {
 	log          *slog.Logger
 	listInterval time.Duration
 	maxZones     int
+	metadata     bool
 	forgetAfter  time.Duration
 	grpcOpts     []grpc.ServerOption
 	tlsConfig    *tls.Config // WithTLS
@@ -170,6 +171,16 @@ func WithMaxZones(n int) Option {
 		}
 		o.maxZones = n
 	}
+}
+
+// WithEndpointMetadata makes every endpoint carry its instance under the
+// filter-metadata key MetadataKey: a struct with "id", "version", "zone",
+// "weight" and "metadata" (the instance's own string pairs), for proxies
+// and tools that read endpoint metadata. No gRPC client reads it, and
+// decoding it is most of a grpc-go client's work on each change of a large
+// service (docs/BENCHMARKS.md), so it is off by default.
+func WithEndpointMetadata() Option {
+	return func(o *options) { o.metadata = true }
 }
 
 // WithCanaries makes the Server follow each service's canary setting in src

@@ -14,6 +14,7 @@ import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/attributes"
 	grpcresolver "google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/serviceconfig"
 
@@ -83,7 +84,7 @@ func New(d registry.Discovery, opts ...Option) (*Server, error) {
 	s := &Server{
 		opts:    o,
 		b:       resolver.NewBuilder(d, append([]resolver.Option{resolver.WithLogger(o.log)}, o.resolverOpts...)...),
-		c:       newCaches(strconv.FormatInt(time.Now().UnixNano(), 36)+"-", o.maxZones, o.log),
+		c:       newCaches(strconv.FormatInt(time.Now().UnixNano(), 36)+"-", o.maxZones, o.metadata, o.log),
 		stats:   st,
 		log:     o.log,
 		ctx:     ctx,
@@ -283,9 +284,10 @@ type feed struct {
 	// read by the list loop (forgetGone).
 	mu         sync.Mutex
 	published  bool
-	logged     map[skipped]bool // bad instances already logged
-	emptySince time.Time        // when an empty list was published; zero while not empty
-	gone       bool             // forgotten: publishes nothing more
+	prepared   map[*attributes.Attributes]*preparedInstance // by the attributes of the endpoints of the last state
+	logged     map[skipped]bool                             // bad instances already logged
+	emptySince time.Time                                    // when an empty list was published; zero while not empty
+	gone       bool                                         // forgotten: publishes nothing more
 }
 
 var _ grpcresolver.ClientConn = (*feed)(nil)
@@ -298,13 +300,25 @@ func (f *feed) UpdateState(st grpcresolver.State) error {
 	if f.gone {
 		return nil
 	}
-	list := make([]registry.Instance, 0, len(st.Endpoints))
+	// Muster's resolver hands over the same endpoint (the same attributes)
+	// for an instance that did not change, so each instance is read and
+	// checked once, not on every change of its service.
+	list := make([]*preparedInstance, 0, len(st.Endpoints))
+	prepared := make(map[*attributes.Attributes]*preparedInstance, len(st.Endpoints))
 	for _, ep := range st.Endpoints {
-		if in, ok := resolver.InstanceOf(ep); ok {
-			list = append(list, in)
+		p, ok := f.prepared[ep.Attributes]
+		if !ok || ep.Attributes == nil {
+			in, isInstance := resolver.InstanceOf(ep)
+			if !isInstance {
+				continue
+			}
+			p = prepare(in)
 		}
+		prepared[ep.Attributes] = p
+		list = append(list, p)
 	}
-	ok, bad := usable(list)
+	f.prepared = prepared
+	ok, bad := withoutDuplicates(list)
 	now := make(map[skipped]bool, len(bad))
 	for _, b := range bad {
 		now[b] = true

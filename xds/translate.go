@@ -112,8 +112,8 @@ var customName = regexp.MustCompile(`^[a-z][a-z0-9_.]{0,63}$`)
 const typedStructPrefix = "type.googleapis.com/"
 
 // MetadataKey is the filter-metadata key under which every endpoint carries
-// its instance: a struct with "id", "version", "zone", "weight" and
-// "metadata" (the instance's own string pairs).
+// its instance with WithEndpointMetadata: a struct with "id", "version",
+// "zone", "weight" and "metadata" (the instance's own string pairs).
 const MetadataKey = "muster"
 
 const routerFilterName = "envoy.filters.http.router"
@@ -283,28 +283,52 @@ type skipped struct {
 // whose color no client can send (see headerValue): its route would match
 // no call.
 func usable(list []registry.Instance) ([]registry.Instance, []skipped) {
+	prepared := make([]*preparedInstance, len(list))
+	for i, in := range list {
+		prepared[i] = prepare(in)
+	}
+	return withoutDuplicates(prepared)
+}
+
+// preparedInstance is an instance with its address in canonical form, or
+// why it cannot be an endpoint (reason not empty).
+type preparedInstance struct {
+	in     registry.Instance
+	reason string
+}
+
+// prepare checks what usable checks of one instance alone.
+func prepare(in registry.Instance) *preparedInstance {
+	key, err := canonicalAddr(in.Addr)
+	if err != nil {
+		return &preparedInstance{in: in, reason: err.Error()}
+	}
+	if c := in.Metadata[color.DefaultInstanceKey]; c != "" && !headerValue(c) {
+		return &preparedInstance{in: in, reason: fmt.Sprintf("color %q cannot be a gRPC header value (printable ASCII, no space at either end)", c)}
+	}
+	in.Addr = key
+	return &preparedInstance{in: in}
+}
+
+// withoutDuplicates returns the prepared instances that can be endpoints,
+// in order, leaving out those of the address of an instance before them,
+// and those that cannot, with why.
+func withoutDuplicates(list []*preparedInstance) ([]registry.Instance, []skipped) {
 	ok := make([]registry.Instance, 0, len(list))
 	var bad []skipped
 	seen := make(map[string]string, len(list))
-	for _, in := range list {
-		key, err := canonicalAddr(in.Addr)
-		if err != nil {
-			bad = append(bad, skipped{ID: in.ID, Addr: in.Addr, Reason: err.Error()})
+	for _, p := range list {
+		if p.reason != "" {
+			bad = append(bad, skipped{ID: p.in.ID, Addr: p.in.Addr, Reason: p.reason})
 			continue
 		}
-		if c := in.Metadata[color.DefaultInstanceKey]; c != "" && !headerValue(c) {
-			bad = append(bad, skipped{ID: in.ID, Addr: in.Addr,
-				Reason: fmt.Sprintf("color %q cannot be a gRPC header value (printable ASCII, no space at either end)", c)})
-			continue
-		}
-		if first, dup := seen[key]; dup {
-			bad = append(bad, skipped{ID: in.ID, Addr: in.Addr,
+		if first, dup := seen[p.in.Addr]; dup {
+			bad = append(bad, skipped{ID: p.in.ID, Addr: p.in.Addr,
 				Reason: fmt.Sprintf("same address as instance %q", first)})
 			continue
 		}
-		seen[key] = in.ID
-		in.Addr = key
-		ok = append(ok, in)
+		seen[p.in.Addr] = p.in.ID
+		ok = append(ok, p.in)
 	}
 	return ok, bad
 }
@@ -355,11 +379,13 @@ func splitAddr(addr string) (string, uint32, error) {
 }
 
 // view is what a service's assignments depend on besides its instances:
-// the zone of the clients they are for ("" for clients without one), and
-// whether the service's policy is RingHash.
+// the zone of the clients they are for ("" for clients without one),
+// whether the service's policy is RingHash, and whether endpoints carry
+// their instance (WithEndpointMetadata).
 type view struct {
 	zone     string
 	ringHash bool
+	metadata bool
 }
 
 // assignment returns the ClusterLoadAssignment named service for clients
@@ -385,7 +411,7 @@ func assignment(service string, list []registry.Instance, v view) *endpointv3.Cl
 	return assignmentWith(service, list, v, func(loc *endpointv3.LocalityLbEndpoints, ins []registry.Instance) {
 		loc.LbEndpoints = make([]*endpointv3.LbEndpoint, 0, len(ins))
 		for _, in := range ins {
-			loc.LbEndpoints = append(loc.LbEndpoints, lbEndpoint(in))
+			loc.LbEndpoints = append(loc.LbEndpoints, lbEndpoint(in, v.metadata))
 		}
 	})
 }
@@ -394,13 +420,20 @@ func assignment(service string, list []registry.Instance, v view) *endpointv3.Cl
 // in by fill, given the locality's instances.
 func assignmentWith(service string, list []registry.Instance, v view,
 	fill func(*endpointv3.LocalityLbEndpoints, []registry.Instance)) *endpointv3.ClusterLoadAssignment {
-	byZone := map[string][]registry.Instance{}
+	counts := map[string]int{}
 	local := false
 	for _, in := range list {
-		byZone[in.Zone] = append(byZone[in.Zone], in)
+		counts[in.Zone]++
 		if v.zone != "" && in.Zone == v.zone && in.EffectiveWeight() > 0 {
 			local = true
 		}
+	}
+	byZone := make(map[string][]registry.Instance, len(counts))
+	for z, n := range counts {
+		byZone[z] = make([]registry.Instance, 0, n)
+	}
+	for _, in := range list {
+		byZone[in.Zone] = append(byZone[in.Zone], in)
 	}
 	zones := make([]string, 0, len(byZone))
 	for z := range byZone {
@@ -453,14 +486,16 @@ func assignmentWith(service string, list []registry.Instance, v view,
 	return cla
 }
 
-func lbEndpoint(in registry.Instance) *endpointv3.LbEndpoint {
+// lbEndpoint is in's endpoint, carrying in under MetadataKey when metadata
+// is set.
+func lbEndpoint(in registry.Instance, metadata bool) *endpointv3.LbEndpoint {
 	host, port, _ := splitAddr(in.Addr) // checked by usable
 	w := in.EffectiveWeight()
 	health := corev3.HealthStatus_HEALTHY
 	if w == 0 {
 		w, health = 1, corev3.HealthStatus_DRAINING
 	}
-	return &endpointv3.LbEndpoint{
+	ep := &endpointv3.LbEndpoint{
 		HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{
 			Address: &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
 				Address:       host,
@@ -469,8 +504,11 @@ func lbEndpoint(in registry.Instance) *endpointv3.LbEndpoint {
 		}},
 		HealthStatus:        health,
 		LoadBalancingWeight: wrapperspb.UInt32(uint32(w)),
-		Metadata:            &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{MetadataKey: instanceStruct(in)}},
 	}
+	if metadata {
+		ep.Metadata = &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{MetadataKey: instanceStruct(in)}}
+	}
+	return ep
 }
 
 func instanceStruct(in registry.Instance) *structpb.Struct {

@@ -173,7 +173,12 @@ func TestAssignmentEndpoints(t *testing.T) {
 		inst("b", "[::1]:81", "z1", 0),
 		inst("c", "10.0.0.9:82", "z1", 300),
 	}
-	cla := assignment("greeter", list, view{})
+	for _, ep := range assignment("greeter", list, view{}).GetEndpoints()[0].GetLbEndpoints() {
+		if ep.GetMetadata() != nil {
+			t.Errorf("without WithEndpointMetadata, endpoint metadata %v", ep.GetMetadata())
+		}
+	}
+	cla := assignment("greeter", list, view{metadata: true})
 	if cla.GetClusterName() != "greeter" {
 		t.Errorf("cluster name %q", cla.GetClusterName())
 	}

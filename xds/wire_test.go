@@ -1,6 +1,7 @@
 package xds
 
 import (
+	"bytes"
 	"testing"
 
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
@@ -36,10 +37,20 @@ func TestWireAssignment(t *testing.T) {
 		{recolored, moved},
 		{},
 	}
+	for _, metadata := range []bool{false, true} {
+		testWireSteps(t, steps, metadata)
+	}
+}
+
+// testWireSteps checks the steps with a cache of its own for endpoints
+// with their instance or without (a Server's choice, the same for all).
+func testWireSteps(t *testing.T, steps [][]registry.Instance, metadata bool) {
+	t.Helper()
 	var eb endpointBytes
 	for i, list := range steps {
 		for _, zone := range []string{"", "z1", "z2", "z3"} {
-			wire, err := proto.MarshalOptions{Deterministic: true}.Marshal(eb.wireAssignment("greeter", list, view{zone: zone}))
+			v := view{zone: zone, metadata: metadata}
+			wire, err := proto.MarshalOptions{Deterministic: true}.Marshal(eb.wireAssignment("greeter", list, v))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -47,8 +58,8 @@ func TestWireAssignment(t *testing.T) {
 			if err := proto.Unmarshal(wire, &got); err != nil {
 				t.Fatalf("step %d, zone %q: %v", i, zone, err)
 			}
-			if want := assignment("greeter", list, view{zone: zone}); !proto.Equal(&got, want) {
-				t.Fatalf("step %d, zone %q: decoded\n%v\nwant\n%v", i, zone, &got, want)
+			if want := assignment("greeter", list, v); !proto.Equal(&got, want) {
+				t.Fatalf("step %d, zone %q, metadata %v: decoded\n%v\nwant\n%v", i, zone, metadata, &got, want)
 			}
 		}
 		eb.keepOnly(list)
@@ -58,10 +69,12 @@ func TestWireAssignment(t *testing.T) {
 	}
 }
 
-func TestInstanceKeyDistinguishes(t *testing.T) {
+// A cached endpoint is the endpoint of the instance as it is now: after a
+// change of any field, get returns what marshalling the changed instance
+// gives, with and without the instance in the metadata.
+func TestEndpointBytesFollowChanges(t *testing.T) {
 	base := inst("a", "10.0.0.1:80", "z1", 100)
 	variants := []func(*registry.Instance){
-		func(in *registry.Instance) { in.ID = "b" },
 		func(in *registry.Instance) { in.Addr = "10.0.0.1:81" },
 		func(in *registry.Instance) { in.Zone = "z2" },
 		func(in *registry.Instance) { in.Version = "v2" },
@@ -70,15 +83,20 @@ func TestInstanceKeyDistinguishes(t *testing.T) {
 		func(in *registry.Instance) { in.Metadata = map[string]string{"color": "blue", "x": ""} },
 		func(in *registry.Instance) { in.Metadata = map[string]string{"colo": "rblue"} },
 	}
-	seen := map[string]int{instanceKey(base): -1}
-	for i, v := range variants {
-		in := base
-		in.Metadata = map[string]string{"color": "blue"}
-		v(&in)
-		k := instanceKey(in)
-		if j, dup := seen[k]; dup {
-			t.Errorf("variant %d has the key of %d", i, j)
+	for _, metadata := range []bool{false, true} {
+		var eb endpointBytes
+		eb.get(base, metadata)
+		for i, v := range variants {
+			in := base
+			in.Metadata = map[string]string{"color": "blue"}
+			v(&in)
+			want, err := proto.MarshalOptions{Deterministic: true}.Marshal(lbEndpoint(in, metadata))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := eb.get(in, metadata); !bytes.Equal(got, want) {
+				t.Errorf("metadata %v, variant %d: cached endpoint is not the changed instance's", metadata, i)
+			}
 		}
-		seen[k] = i
 	}
 }

@@ -31,6 +31,8 @@ type xdsOptions struct {
 	tls         xdsTLS
 	// forgetAfter is xds.WithForgetAfter's duration; 0: its default.
 	forgetAfter time.Duration
+	// endpointMetadata is xds.WithEndpointMetadata.
+	endpointMetadata bool
 }
 
 func newXDSCmd(g *globalOptions) *cobra.Command {
@@ -72,6 +74,7 @@ key that does not match) is logged and the last good files stay in use.
 	f.StringVar(&o.metricsAddr, "metrics-listen", "", "host:port to serve Prometheus /metrics and /healthz on; empty to not serve them")
 	f.DurationVar(&o.forgetAfter, "forget-after", 5*time.Minute, "how long a service with no instance left, and no key left in the registry, stays published before it is forgotten (without --services only)")
 	f.StringVar(&o.policy, "policy", string(xds.RoundRobin), "load-balancing policy of every cluster: round_robin, ring_hash (honours weights; one x-muster-key, one backend), least_request (clients without it use round_robin), or muster_p2c / muster_wrr (Go clients that import Muster's balancers; others use round_robin)")
+	f.BoolVar(&o.endpointMetadata, "endpoint-metadata", false, "publish each endpoint's instance (id, version, zone, weight, metadata) as filter metadata \"muster\", for proxies and tools that read it; no gRPC client does, and it costs clients decoding time on every change")
 	o.tls.addFlags(cmd)
 	return cmd
 }
@@ -144,6 +147,9 @@ func startXDS(d registry.Discovery, canaries registry.CanarySource, o xdsOptions
 	}
 	if o.forgetAfter > 0 {
 		opts = append(opts, xds.WithForgetAfter(o.forgetAfter))
+	}
+	if o.endpointMetadata {
+		opts = append(opts, xds.WithEndpointMetadata())
 	}
 	if tlsOpt := o.tls.option(); tlsOpt != nil {
 		opts = append(opts, tlsOpt)
