@@ -102,7 +102,7 @@ func matrixScenarios() []scenario {
 		{"register, drain, deregister", scenarioFollow},
 		{"zones: own zone first, failover when it empties", scenarioZones},
 		{"colors: x-muster-color routes, uncolored calls to the base", scenarioColors},
-		{"canary: 20 % of uncolored calls", scenarioCanary},
+		{"canary: 20 % of uncolored calls, blue calls to blue", scenarioCanary},
 		{"ring hash: shares by weight across zones", scenarioRingShares},
 		{"ring hash: one key, one backend (x-muster-key, else the channel)", scenarioAffinity},
 		{"least_request (round robin where absent)", scenarioLeastRequest},
@@ -253,7 +253,9 @@ func scenarioColors(t *testing.T, cl xdsClient) string {
 	return ""
 }
 
-// A canary of 20 % sends a fifth of the uncolored calls to blue. Clients
+// A canary of 20 % sends a fifth of the uncolored calls to blue, and blue
+// calls of another client all to blue (one service with colors and a
+// canary, called with and without the color header). Clients
 // draw a weighted cluster at random per call: of n = 1,000 calls the blue
 // count is Binomial(1000, 0.2), mean 200, standard deviation 12.6; the
 // bound, ±63, is five standard deviations, whatever the machine's load. A
@@ -270,13 +272,18 @@ func scenarioCanary(t *testing.T, cl xdsClient) string {
 		t.Fatal(err)
 	}
 	c := cl.startIn(t, e, "canary", "")
+	blueCl := cl.startIn(t, e, "canary-blue", "", color.Header+"=blue")
 	c.until(t, "calling a and blue", hasAll(a.Addr, blue.Addr))
 	got := c.until(t, "making 1,000 uncolored calls", total(1000))
 	if n := got[blue.Addr]; n < 137 || n > 263 {
 		t.Errorf("1,000 uncolored calls: %v; blue got %d, want 200 ± 63", got, n)
 	}
 	t.Logf("canary 20 %%: blue got %d of 1,000", got[blue.Addr])
-	noNACKs(t, e)
+	blueCl.until(t, "calling blue", hasAll(blue.Addr))
+	if got := blueCl.until(t, "making 100 blue calls", total(100)); got[blue.Addr] != 100 {
+		t.Errorf("blue calls under the canary: %v, want all 100 to blue", got)
+	}
+	noFailures(t, e, c, blueCl)
 	return ""
 }
 
