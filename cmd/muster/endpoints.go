@@ -93,3 +93,19 @@ func listenURL(flag, raw string) (string, error) {
 	}
 	return u, nil
 }
+
+// loopbackURL reports whether the host of u (an http://host:port URL that
+// embedetcd.ParseURL accepted) is a loopback address or localhost, so that
+// only this machine can reach it.
+func loopbackURL(u string) bool {
+	parsed, err := url.Parse(u)
+	if err != nil {
+		return false
+	}
+	host := parsed.Hostname()
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

@@ -67,6 +67,11 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"serve", "--listen-client-url", "127.0.0.1:2380"}, "--listen-client-url and --listen-peer-url must differ"},
 		{[]string{"serve", "--listen-peer-url", "http://example.com:2380"}, "IP address or localhost"},
 		{[]string{"serve", "--data-dir", ""}, "--data-dir"},
+		// The embedded etcd has no TLS nor auth: loopback only, unless
+		// the operator says the network is trusted.
+		{[]string{"serve", "--listen-client-url", "http://0.0.0.0:2379"}, "--listen-client-url http://0.0.0.0:2379: the embedded etcd has neither TLS nor authentication"},
+		{[]string{"serve", "--listen-peer-url", "http://10.1.2.3:2380"}, "--listen-peer-url http://10.1.2.3:2380: the embedded etcd has neither TLS nor authentication"},
+		{[]string{"serve", "--listen-client-url", "[::]:2379"}, "--insecure-listen-anywhere"},
 		{[]string{"lss"}, `unknown command "lss" for "muster"; did you mean ls or xds?`},
 		// A negative number is a value out of range, not a flag.
 		{[]string{"weight", "user", "a", "-1"}, "weight -1: want a whole number 0..10000 (0 drains"},

@@ -71,6 +71,9 @@ type serveOptions struct {
 	xdsTLS xdsTLS
 	// console configures the web console served on metricsAddr.
 	console consoleFlags
+	// insecureAnywhere lets the embedded etcd listen on addresses other
+	// than loopback with neither TLS nor authentication.
+	insecureAnywhere bool
 }
 
 // validate checks the flags and fills in the default data directory when
@@ -105,6 +108,16 @@ func (o *serveOptions) validate(dataDirSet bool) error {
 	if o.clientURL == o.peerURL {
 		return usageErrorf("--listen-client-url and --listen-peer-url must differ")
 	}
+	if !o.insecureAnywhere {
+		for _, l := range []struct{ flag, url string }{{"--listen-client-url", o.clientURL}, {"--listen-peer-url", o.peerURL}} {
+			if !loopbackURL(l.url) {
+				return usageErrorf("%s %s: the embedded etcd has neither TLS nor authentication, so anyone who reaches "+
+					"that address can write, delete and lock out the registry; listen on loopback (127.0.0.1, [::1], "+
+					"localhost), run a real etcd cluster with TLS and auth for a registry other hosts reach, or, on a "+
+					"network you trust, say so with --insecure-listen-anywhere", l.flag, l.url)
+			}
+		}
+	}
 	if o.xdsAddr != "" {
 		if _, _, err := net.SplitHostPort(o.xdsAddr); err != nil {
 			return usageErrorf("--xds-listen %q: want host:port: %v", o.xdsAddr, err)
@@ -137,6 +150,13 @@ can connect, and stops
 cleanly on SIGINT or SIGTERM. For production, run a real etcd cluster and
 point --endpoints at it instead.
 
+The embedded etcd has no TLS and no authentication: anyone who reaches its
+client or peer port can write and delete registrations and lock the
+registry (etcd auth, enabled by a stranger, locks out the console and xDS
+of this very process). So both URLs must be loopback addresses (the
+default) unless --insecure-listen-anywhere says the network is trusted.
+See docs/SECURITY.md.
+
 With --xds-listen it also serves every registered service to xDS clients
 (gRPC in any language, xds:///<service>), as "muster xds" does, over TLS
 with --xds-cert and --xds-key (and client certificates signed by
@@ -152,7 +172,7 @@ an htpasswd file of bcrypt hashes (htpasswd -nB USER) of the operators who may.
 --console-legacy merges legacy sources into the console's views as muster
 console --legacy does.`,
 		Example: `  muster serve
-  muster serve --data-dir /var/lib/muster --listen-client-url http://0.0.0.0:2379
+  muster serve --data-dir /var/lib/muster --listen-client-url http://127.0.0.1:2379
   muster serve --xds-listen 127.0.0.1:18000`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -167,6 +187,7 @@ console --legacy does.`,
 	f.StringVar(&o.clientURL, "listen-client-url", embedetcd.DefaultClientURL, "URL to listen on for clients: http://host:port or host:port; the host an IP address or localhost")
 	f.StringVar(&o.peerURL, "listen-peer-url", embedetcd.DefaultPeerURL, "URL to listen on for etcd peers, in the form of --listen-client-url")
 	f.StringVar(&o.name, "name", embedetcd.DefaultName, "etcd member name; keep it the same for a data directory")
+	f.BoolVar(&o.insecureAnywhere, "insecure-listen-anywhere", false, "let --listen-client-url and --listen-peer-url be other than loopback, with no TLS and no authentication: anyone who reaches them controls the registry")
 	f.StringVar(&o.metricsAddr, "metrics-listen", "127.0.0.1:2381", "host:port to serve Prometheus /metrics and /healthz on; empty to not serve them")
 	f.StringVar(&o.xdsAddr, "xds-listen", "", "host:port to serve the registry to xDS clients on (ADS, plaintext unless --xds-cert); empty to not serve it")
 	o.xdsTLS.addFlags(cmd)

@@ -198,3 +198,27 @@ func TestServeDefaultDataDir(t *testing.T) {
 		t.Fatalf("defaultDataDir with a relative XDG_STATE_HOME = %q, %v; want an absolute path", dir, err)
 	}
 }
+
+// --insecure-listen-anywhere lets serve listen on any address (checked on
+// the flags alone: the test binds nothing beyond loopback).
+func TestServeInsecureListenAnywhere(t *testing.T) {
+	o := serveOptions{dataDir: t.TempDir(), name: "default",
+		clientURL: "http://0.0.0.0:23790", peerURL: "http://[::]:23800"}
+	if err := o.validate(true); err == nil || !strings.Contains(err.Error(), "--insecure-listen-anywhere") {
+		t.Fatalf("validate without --insecure-listen-anywhere: %v, want the refusal naming it", err)
+	}
+	o.insecureAnywhere = true
+	if err := o.validate(true); err != nil {
+		t.Fatalf("validate with --insecure-listen-anywhere: %v", err)
+	}
+	for _, u := range []string{"http://127.0.0.1:1", "http://127.9.9.9:1", "http://[::1]:1", "http://localhost:1"} {
+		if !loopbackURL(u) {
+			t.Errorf("%s is not taken for loopback", u)
+		}
+	}
+	for _, u := range []string{"http://0.0.0.0:1", "http://[::]:1", "http://10.0.0.1:1", "http://[fe80::1]:1"} {
+		if loopbackURL(u) {
+			t.Errorf("%s is taken for loopback", u)
+		}
+	}
+}
