@@ -157,20 +157,23 @@ type request struct {
 	subscribe, unsubscribe []string
 }
 
-// request records a request of stream k received at now.
-func (t *clientTable) request(k streamKey, r request, now time.Time) {
+// request records a request of stream k received at now. It reports
+// whether the stream's subscription to r's type is now over the names kept
+// per type (maxNamesPerType), which a delta stream reaches by subscribing
+// in several requests.
+func (t *clientTable) request(k streamKey, r request, now time.Time) (over bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	c := t.streams[k]
 	if c == nil {
-		return
+		return false
 	}
 	if r.node != nil && c.node == "" {
 		c.node, c.zone = clip(r.node.GetId()), clip(r.node.GetLocality().GetZone())
 	}
 	ts := c.typeState(r.typeURL)
 	if ts == nil {
-		return
+		return false
 	}
 	if !k.delta {
 		ts.names = map[string]struct{}{}
@@ -196,6 +199,7 @@ func (t *clientTable) request(k streamKey, r request, now time.Time) {
 	default:
 		ts.acked, ts.ackedAt = clip(r.acked), now
 	}
+	return ts.truncated
 }
 
 // response records a response of version with nonce sent on stream k at

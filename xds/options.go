@@ -37,6 +37,8 @@ type options struct {
 	log          *slog.Logger
 	listInterval time.Duration
 	maxZones     int
+	maxConns     int
+	maxStreams   int
 	metadata     bool
 	forgetAfter  time.Duration
 	grpcOpts     []grpc.ServerOption
@@ -67,6 +69,8 @@ func defaultOptions() options {
 		log:          slog.New(slog.NewTextHandler(io.Discard, nil)),
 		listInterval: defaultListInterval,
 		maxZones:     defaultMaxZones,
+		maxConns:     defaultMaxConnections,
+		maxStreams:   defaultMaxStreams,
 		forgetAfter:  defaultForgetAfter,
 	}
 }
@@ -170,6 +174,35 @@ func WithMaxZones(n int) Option {
 			return
 		}
 		o.maxZones = n
+	}
+}
+
+// WithMaxConnections bounds the client connections Serve keeps open at
+// once; a connection beyond them is closed as soon as it is accepted, and
+// counted (Stats.RefusedConnections). The default is 1,024; n < 1 is an
+// error of New. Each connection may open at most 16 streams at once, and a
+// request may be at most 128 KiB (docs/XDS.md, "Limits").
+func WithMaxConnections(n int) Option {
+	return func(o *options) {
+		if n < 1 {
+			o.invalid("WithMaxConnections: %d is less than 1", n)
+			return
+		}
+		o.maxConns = n
+	}
+}
+
+// WithMaxStreams bounds the ADS streams the Server serves at once, on all
+// its connections (and those of Register's grpc.Server); a stream beyond
+// them ends at once with ResourceExhausted, and is counted
+// (Stats.Refused). The default is 4,096; n < 1 is an error of New.
+func WithMaxStreams(n int) Option {
+	return func(o *options) {
+		if n < 1 {
+			o.invalid("WithMaxStreams: %d is less than 1", n)
+			return
+		}
+		o.maxStreams = n
 	}
 }
 

@@ -72,7 +72,7 @@ func New(d registry.Discovery, opts ...Option) (*Server, error) {
 	if len(o.services) == 0 && !canList {
 		return nil, ErrNoServices
 	}
-	st := newStats(o.log)
+	st := newStats(o.log, o.maxStreams)
 	creds, err := o.grpcCreds(st)
 	if err != nil {
 		return nil, err
@@ -128,7 +128,13 @@ func (s *Server) Register(g *grpc.Server) {
 // Close stopped it or had been called before, or the error that made
 // serving fail. It may be called more than once, with other listeners.
 func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
-	g := grpc.NewServer(s.opts.grpcOpts...)
+	g := grpc.NewServer(append(limitServerOptions(), s.opts.grpcOpts...)...)
+	lis = &limitedListener{Listener: lis, max: int64(s.opts.maxConns), refused: &s.stats.refusedConns}
+	if s.opts.tlsConfig == nil && s.opts.tlsFiles == nil && !loopback(lis.Addr()) {
+		s.log.Warn("xds: serving ADS in plaintext on an address other hosts may reach: any of them can read every "+
+			"published service's addresses; serve with TLS (WithTLSFiles, muster xds --xds-cert) and client "+
+			"certificates, or listen on loopback", "addr", lis.Addr().String())
+	}
 	s.Register(g)
 	s.mu.Lock()
 	if s.closed {
@@ -162,6 +168,12 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 		return ErrClosed
 	}
 	return nil
+}
+
+// loopback reports whether addr is a TCP address on a loopback IP.
+func loopback(addr net.Addr) bool {
+	tcp, ok := addr.(*net.TCPAddr)
+	return ok && tcp.IP.IsLoopback()
 }
 
 // Close stops following the registry, ends every ADS stream and stops the

@@ -12,6 +12,8 @@ import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
@@ -52,6 +54,18 @@ type Stats struct {
 	// Pushes counts, per service, the resources sent to clients, by type:
 	// one per resource per response per stream.
 	Pushes map[string]Pushes
+	// Refused counts streams ended for breaking a bound on what a client
+	// may make the Server hold (a node ID, a resource name or a
+	// subscription too large, too many streams; see WithMaxStreams), each
+	// with a ResourceExhausted status naming the bound.
+	Refused uint64
+	// RefusedConnections counts connections closed at once because
+	// WithMaxConnections were open.
+	RefusedConnections uint64
+	// SuppressedLogs counts warnings not logged because one kind of
+	// warning (a NACK, a refusal) came more often than once a second
+	// after a burst; the next line logged says how many it follows.
+	SuppressedLogs uint64
 }
 
 // Pushes counts the resources of one service sent to clients.
@@ -74,27 +88,33 @@ func (s *Server) Stats() Stats {
 // stats implements go-control-plane's callbacks: it counts streams,
 // requests, ACKs, NACKs and pushed resources, and logs NACKs.
 type stats struct {
-	log      *slog.Logger
-	clients  atomic.Int64
-	requests atomic.Uint64
-	acks     atomic.Uint64
-	nacks    atomic.Uint64
-	skipped  atomic.Uint64
+	log        *slog.Logger
+	maxStreams int64
+	clients    atomic.Int64
+	requests   atomic.Uint64
+	acks       atomic.Uint64
+	nacks      atomic.Uint64
+	skipped    atomic.Uint64
 
 	tlsReloads, tlsReloadErrors atomic.Uint64
 	forgotten                   atomic.Uint64
+	refused, refusedConns       atomic.Uint64
+	suppressed                  atomic.Uint64
+	nackLog, refusalLog         rateLimited
 
 	table *clientTable
 
 	mu         sync.Mutex
 	pushes     map[string]*Pushes
 	deltaNodes map[int64]*corev3.Node // the node of each delta stream (only its first request carries it)
+	admitted   map[streamKey]bool     // the open streams counted in clients
 }
 
 var _ serverv3.Callbacks = (*stats)(nil)
 
-func newStats(log *slog.Logger) *stats {
-	return &stats{log: log, table: newClientTable(), pushes: map[string]*Pushes{}, deltaNodes: map[int64]*corev3.Node{}}
+func newStats(log *slog.Logger, maxStreams int) *stats {
+	return &stats{log: log, maxStreams: int64(maxStreams), table: newClientTable(), pushes: map[string]*Pushes{},
+		deltaNodes: map[int64]*corev3.Node{}, admitted: map[streamKey]bool{}}
 }
 
 func (st *stats) snapshot() Stats {
@@ -109,6 +129,10 @@ func (st *stats) snapshot() Stats {
 		TLSReloadErrors: st.tlsReloadErrors.Load(),
 		Forgotten:       st.forgotten.Load(),
 		Pushes:          map[string]Pushes{},
+
+		Refused:            st.refused.Load(),
+		RefusedConnections: st.refusedConns.Load(),
+		SuppressedLogs:     st.suppressed.Load(),
 	}
 	st.mu.Lock()
 	for svc, p := range st.pushes {
@@ -118,23 +142,68 @@ func (st *stats) snapshot() Stats {
 	return out
 }
 
-// OnStreamOpen counts a client.
+// OnStreamOpen counts a client, or refuses the stream when maxStreams are
+// open.
 func (st *stats) OnStreamOpen(_ context.Context, id int64, _ string) error {
+	return st.admit(streamKey{id: id})
+}
+
+// admit counts stream k opening, or returns the error that refuses it when
+// maxStreams are open (the stream is then not counted, and closing it
+// takes nothing off).
+func (st *stats) admit(k streamKey) error {
+	st.mu.Lock()
+	if int64(len(st.admitted)) >= st.maxStreams {
+		st.mu.Unlock()
+		err := status.Errorf(codes.ResourceExhausted, "xds: %d streams are open, the most this control plane serves", st.maxStreams)
+		st.refuse(nil, err)
+		return err
+	}
+	st.admitted[k] = true
+	st.mu.Unlock()
 	st.clients.Add(1)
-	st.table.open(streamKey{id: id}, time.Now())
+	st.table.open(k, time.Now())
 	return nil
 }
 
-// OnStreamClosed counts a client gone.
+// closed takes stream k off, if it was admitted.
+func (st *stats) closed(k streamKey) {
+	st.mu.Lock()
+	ok := st.admitted[k]
+	delete(st.admitted, k)
+	if k.delta {
+		delete(st.deltaNodes, k.id)
+	}
+	st.mu.Unlock()
+	if ok {
+		st.clients.Add(-1)
+		st.table.close(k)
+	}
+}
+
+// refuse counts a refused stream and logs it, rate-limited.
+func (st *stats) refuse(node *corev3.Node, err error) {
+	st.refused.Add(1)
+	if ok, n := st.refusalLog.allow(time.Now()); ok {
+		st.log.Warn("xds: stream refused", "node", clipTo(node.GetId(), 128), "error", err, "suppressed_before", n)
+	} else {
+		st.suppressed.Add(1)
+	}
+}
+
+// OnStreamClosed counts a client gone, if its stream was admitted.
 func (st *stats) OnStreamClosed(id int64, _ *corev3.Node) {
-	st.clients.Add(-1)
-	st.table.close(streamKey{id: id})
+	st.closed(streamKey{id: id})
 }
 
 // OnStreamRequest counts a request, an ACK or a NACK; a NACK is logged with
 // the client's error.
 func (st *stats) OnStreamRequest(id int64, req *discoveryv3.DiscoveryRequest) error {
 	st.requests.Add(1)
+	if err := checkRequest(req.GetNode(), req.GetTypeUrl(), req.GetResourceNames()); err != nil {
+		st.refuse(req.GetNode(), err)
+		return err
+	}
 	st.table.request(streamKey{id: id}, request{
 		node: req.GetNode(), typeURL: req.GetTypeUrl(), nonce: req.GetResponseNonce(), acked: req.GetVersionInfo(),
 		nack: req.GetErrorDetail() != nil, errorDetail: req.GetErrorDetail().GetMessage(), names: req.GetResourceNames(),
@@ -146,16 +215,24 @@ func (st *stats) OnStreamRequest(id int64, req *discoveryv3.DiscoveryRequest) er
 		st.acks.Add(1)
 		return nil
 	}
-	st.nack(req.GetNode(), "stream", id, "type", req.GetTypeUrl(), "resources", req.GetResourceNames(),
-		"accepted_version", req.GetVersionInfo(), "nonce", req.GetResponseNonce(), "error", req.GetErrorDetail().GetMessage())
+	st.nack(req.GetNode(), "stream", id, "type", clipTo(req.GetTypeUrl(), 128), "resources", clipNames(req.GetResourceNames()),
+		"accepted_version", clipTo(req.GetVersionInfo(), 128), "nonce", clipTo(req.GetResponseNonce(), 128),
+		"error", clipTo(req.GetErrorDetail().GetMessage(), maxTextBytes))
 	return nil
 }
 
-// nack counts and logs a NACK of the client node.
+// nack counts a NACK of the client node and logs it, its texts clipped and
+// rate-limited (a client that NACKs every response cannot flood the log).
 func (st *stats) nack(node *corev3.Node, attrs ...any) {
 	st.nacks.Add(1)
+	ok, n := st.nackLog.allow(time.Now())
+	if !ok {
+		st.suppressed.Add(1)
+		return
+	}
 	st.log.Warn("xds: client rejected a response; it keeps its last accepted version until the next change",
-		append([]any{"node", node.GetId(), "zone", node.GetLocality().GetZone()}, attrs...)...)
+		append([]any{"node", clipTo(node.GetId(), 128), "zone", clipTo(node.GetLocality().GetZone(), 128),
+			"suppressed_before", n}, attrs...)...)
 }
 
 // OnStreamResponse counts the resources sent, per service.
@@ -227,20 +304,15 @@ func (st *stats) OnFetchRequest(context.Context, *discoveryv3.DiscoveryRequest) 
 // OnFetchResponse does nothing.
 func (st *stats) OnFetchResponse(*discoveryv3.DiscoveryRequest, *discoveryv3.DiscoveryResponse) {}
 
-// OnDeltaStreamOpen counts a client.
+// OnDeltaStreamOpen counts a client, or refuses the stream when
+// maxStreams are open.
 func (st *stats) OnDeltaStreamOpen(_ context.Context, id int64, _ string) error {
-	st.clients.Add(1)
-	st.table.open(streamKey{delta: true, id: id}, time.Now())
-	return nil
+	return st.admit(streamKey{delta: true, id: id})
 }
 
-// OnDeltaStreamClosed counts a client gone.
+// OnDeltaStreamClosed counts a client gone, if its stream was admitted.
 func (st *stats) OnDeltaStreamClosed(id int64, _ *corev3.Node) {
-	st.clients.Add(-1)
-	st.table.close(streamKey{delta: true, id: id})
-	st.mu.Lock()
-	delete(st.deltaNodes, id)
-	st.mu.Unlock()
+	st.closed(streamKey{delta: true, id: id})
 }
 
 // OnStreamDeltaRequest counts a request, an ACK or a NACK of a delta
@@ -248,6 +320,10 @@ func (st *stats) OnDeltaStreamClosed(id int64, _ *corev3.Node) {
 // request carries the client's node: it is kept until the stream closes.
 func (st *stats) OnStreamDeltaRequest(id int64, req *discoveryv3.DeltaDiscoveryRequest) error {
 	st.requests.Add(1)
+	if err := checkRequest(req.GetNode(), req.GetTypeUrl(), req.GetResourceNamesSubscribe(), req.GetResourceNamesUnsubscribe()); err != nil {
+		st.refuse(req.GetNode(), err)
+		return err
+	}
 	st.mu.Lock()
 	node := req.GetNode()
 	if node != nil {
@@ -256,18 +332,23 @@ func (st *stats) OnStreamDeltaRequest(id int64, req *discoveryv3.DeltaDiscoveryR
 		node = st.deltaNodes[id]
 	}
 	st.mu.Unlock()
-	st.table.request(streamKey{delta: true, id: id}, request{
+	if over := st.table.request(streamKey{delta: true, id: id}, request{
 		node: node, typeURL: req.GetTypeUrl(), nonce: req.GetResponseNonce(),
 		nack: req.GetErrorDetail() != nil, errorDetail: req.GetErrorDetail().GetMessage(),
 		subscribe: req.GetResourceNamesSubscribe(), unsubscribe: req.GetResourceNamesUnsubscribe(),
-	}, time.Now())
+	}, time.Now()); over {
+		err := status.Errorf(codes.ResourceExhausted, "xds: a subscription to more than %d resources of type %s",
+			maxNamesPerType, clipTo(req.GetTypeUrl(), 128))
+		st.refuse(node, err)
+		return err
+	}
 	switch {
 	case req.GetResponseNonce() == "":
 	case req.GetErrorDetail() == nil:
 		st.acks.Add(1)
 	default:
-		st.nack(node, "delta_stream", id, "type", req.GetTypeUrl(), "nonce", req.GetResponseNonce(),
-			"error", req.GetErrorDetail().GetMessage())
+		st.nack(node, "delta_stream", id, "type", clipTo(req.GetTypeUrl(), 128), "nonce", clipTo(req.GetResponseNonce(), 128),
+			"error", clipTo(req.GetErrorDetail().GetMessage(), maxTextBytes))
 	}
 	return nil
 }

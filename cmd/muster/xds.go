@@ -33,6 +33,9 @@ type xdsOptions struct {
 	forgetAfter time.Duration
 	// endpointMetadata is xds.WithEndpointMetadata.
 	endpointMetadata bool
+	// maxConns and maxStreams are xds.WithMaxConnections and
+	// xds.WithMaxStreams; 0: their defaults.
+	maxConns, maxStreams int
 }
 
 func newXDSCmd(g *globalOptions) *cobra.Command {
@@ -57,7 +60,7 @@ without a restart: new connections get the new ones, established streams
 keep theirs, and a change that does not load (a missing or broken file, a
 key that does not match) is logged and the last good files stay in use.
 (--cacert, --cert and --key are the etcd connection's.)`,
-		Example: `  muster xds --endpoints http://10.0.0.1:2379 --listen 0.0.0.0:18000
+		Example: `  muster xds --endpoints http://127.0.0.1:2379 --listen 127.0.0.1:18000
   muster xds --services user,greeter --policy ring_hash
   muster xds --xds-cert cp.pem --xds-key cp-key.pem --xds-cacert clients-ca.pem`,
 		Args: noArgs,
@@ -74,6 +77,8 @@ key that does not match) is logged and the last good files stay in use.
 	f.StringVar(&o.metricsAddr, "metrics-listen", "", "host:port to serve Prometheus /metrics and /healthz on; empty to not serve them")
 	f.DurationVar(&o.forgetAfter, "forget-after", 5*time.Minute, "how long a service with no instance left, and no key left in the registry, stays published before it is forgotten (without --services only)")
 	f.StringVar(&o.policy, "policy", string(xds.RoundRobin), "load-balancing policy of every cluster: round_robin, ring_hash (honours weights; one x-muster-key, one backend), least_request (clients without it use round_robin), or muster_p2c / muster_wrr (Go clients that import Muster's balancers; others use round_robin)")
+	f.IntVar(&o.maxConns, "max-connections", 1024, "most client connections served at once; more are closed as they come")
+	f.IntVar(&o.maxStreams, "max-streams", 4096, "most ADS streams served at once; more end at once with RESOURCE_EXHAUSTED")
 	f.BoolVar(&o.endpointMetadata, "endpoint-metadata", false, "publish each endpoint's instance (id, version, zone, weight, metadata) as filter metadata \"muster\", for proxies and tools that read it; no gRPC client does, and it costs clients decoding time on every change")
 	o.tls.addFlags(cmd)
 	return cmd
@@ -95,6 +100,12 @@ func validateXDSFlags(o xdsOptions) error {
 	}
 	if o.forgetAfter <= 0 {
 		return usageErrorf("--forget-after %v: want a positive duration", o.forgetAfter)
+	}
+	if o.maxConns < 1 {
+		return usageErrorf("--max-connections %d: want at least 1", o.maxConns)
+	}
+	if o.maxStreams < 1 {
+		return usageErrorf("--max-streams %d: want at least 1", o.maxStreams)
 	}
 	switch xds.Policy(o.policy) {
 	case xds.RoundRobin, xds.RingHash, xds.LeastRequest, xds.MusterP2C, xds.MusterWRR:
@@ -150,6 +161,12 @@ func startXDS(d registry.Discovery, canaries registry.CanarySource, o xdsOptions
 	}
 	if o.endpointMetadata {
 		opts = append(opts, xds.WithEndpointMetadata())
+	}
+	if o.maxConns > 0 {
+		opts = append(opts, xds.WithMaxConnections(o.maxConns))
+	}
+	if o.maxStreams > 0 {
+		opts = append(opts, xds.WithMaxStreams(o.maxStreams))
 	}
 	if tlsOpt := o.tls.option(); tlsOpt != nil {
 		opts = append(opts, tlsOpt)
