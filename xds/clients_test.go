@@ -78,11 +78,12 @@ type clientCall struct {
 // childClient is an xDS client in another language running as a child
 // process.
 type childClient struct {
-	name   string // "the Node client", for messages
-	calls  chan clientCall
-	stderr *lockedBuffer
-	failed int // failed calls seen by until, after the first success
-	served bool
+	name    string // "the Node client", for messages
+	calls   chan clientCall
+	stderr  *lockedBuffer
+	failed  int        // failed calls seen by until, after the first success
+	failure clientCall // the last of them
+	served  bool
 }
 
 // startChild runs cmd, a client calling in a loop and printing one JSON
@@ -166,6 +167,7 @@ func (c *childClient) until(t *testing.T, what string, cond func(map[string]int)
 			if !call.OK {
 				if c.served {
 					c.failed++
+					c.failure = call
 				}
 				continue
 			}
