@@ -39,7 +39,8 @@ type globalOptions struct {
 	// TLS: the CA to trust, and the client certificate and key.
 	cacert, cert, key string
 	// user and password log in to etcd; user may be "name:password".
-	user, password string
+	// passwordFile names a file holding the password (--password-file).
+	user, password, passwordFile string
 }
 
 // validate checks the etcd flags; its errors are usage errors.
@@ -160,9 +161,11 @@ func (g *globalOptions) addFlags(cmd *cobra.Command) {
 	f.StringVar(&g.key, "key", "",
 		"private key (PEM) of --cert")
 	f.StringVar(&g.user, "user", "",
-		"etcd user to log in as: user:password, or user with --password")
+		"etcd user to log in as: user, with its password in --password-file or $"+passwordEnv+" (or user:password, or --password, which other users of the machine can read in the process list)")
 	f.StringVar(&g.password, "password", "",
-		"password of --user")
+		"password of --user (visible in the process list: prefer --password-file or $"+passwordEnv+")")
+	f.StringVar(&g.passwordFile, "password-file", "",
+		"file holding the password of --user (its first line)")
 	f.VisitAll(func(fl *pflag.Flag) {
 		fl.Annotations = map[string][]string{etcdFlagAnnotation: nil}
 	})

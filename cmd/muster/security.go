@@ -8,8 +8,14 @@ import (
 	"strings"
 )
 
+// passwordEnv is the environment variable that holds the password of
+// --user when no flag gives it, as etcdctl's ETCDCTL_PASSWORD does.
+const passwordEnv = "MUSTER_PASSWORD"
+
 // validateSecurity checks the TLS and authentication flags; its errors are
-// usage errors. It splits --user name:password into user and password.
+// usage errors. It splits --user name:password into user and password, and
+// reads the password from --password-file or $MUSTER_PASSWORD when no flag
+// gives it.
 func (g *globalOptions) validateSecurity() error {
 	if (g.cert == "") != (g.key == "") {
 		return usageErrorf("--cert and --key go together: give both or neither")
@@ -22,22 +28,41 @@ func (g *globalOptions) validateSecurity() error {
 		}
 	}
 	if g.user == "" {
-		if g.password != "" {
+		switch {
+		case g.password != "":
 			return usageErrorf("--password needs --user")
+		case g.passwordFile != "":
+			return usageErrorf("--password-file needs --user")
 		}
 		return nil
 	}
 	if name, pass, ok := strings.Cut(g.user, ":"); ok {
-		if g.password != "" {
-			return usageErrorf("--user %s: give the password either after the colon or with --password, not both", name)
+		if g.password != "" || g.passwordFile != "" {
+			return usageErrorf("--user %s: give the password once: after the colon, with --password or with --password-file", name)
 		}
 		g.user, g.password = name, pass
 	}
 	if g.user == "" {
 		return usageErrorf("--user: the user name is empty")
 	}
+	if g.passwordFile != "" {
+		if g.password != "" {
+			return usageErrorf("--password and --password-file: give one")
+		}
+		b, err := os.ReadFile(g.passwordFile)
+		if err != nil {
+			return usageErrorf("--password-file: %v", err)
+		}
+		line, _, _ := strings.Cut(string(b), "\n")
+		if g.password = strings.TrimSuffix(line, "\r"); g.password == "" {
+			return usageErrorf("--password-file %s: its first line is empty", g.passwordFile)
+		}
+	}
 	if g.password == "" {
-		return usageErrorf("--user %s: no password; use --user %s:PASSWORD or --password", g.user, g.user)
+		g.password = os.Getenv(passwordEnv)
+	}
+	if g.password == "" {
+		return usageErrorf("--user %s: no password; use --password-file, $%s, --user %s:PASSWORD or --password", g.user, passwordEnv, g.user)
 	}
 	return nil
 }

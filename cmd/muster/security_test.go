@@ -105,6 +105,18 @@ func TestTLSAndAuthFlags(t *testing.T) {
 		}
 		t.Logf("muster %s as user-svc: %s", strings.Join(args, " "), strings.TrimSpace(r.stderr))
 	}
+	// The password from a file (its first line) or the environment, so
+	// that it is not in the process list.
+	pwFile := filepath.Join(t.TempDir(), "pw")
+	if err := os.WriteFile(pwFile, []byte("root-pw\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	runOK(t, s.args([]string{"ls"}, "--user", "root", "--password-file", pwFile)...)
+	t.Setenv(passwordEnv, "user-pw")
+	if r := runOK(t, s.args([]string{"ls", "user"}, "--user", "user-svc")...); !strings.Contains(r.stdout, "user-1") {
+		t.Fatalf("ls user as user-svc with $%s:\n%s", passwordEnv, r.stdout)
+	}
+	t.Setenv(passwordEnv, "")
 	r = run(s.args([]string{"ls"}, "--user", "root:wrong")...)
 	if r.code != exitFailure || !strings.Contains(r.stderr, "muster: log in to etcd as root: etcdserver: authentication failed") {
 		t.Fatalf("ls with a wrong password: exit code %d, stderr %q", r.code, r.stderr)
@@ -171,6 +183,11 @@ func TestSecurityFlagErrors(t *testing.T) {
 	if err := os.WriteFile(notPEM, []byte("hello"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	empty := filepath.Join(dir, "empty")
+	if err := os.WriteFile(empty, []byte("\nsecond line"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(passwordEnv, "")
 	const https = "https://127.0.0.1:2379"
 	usage := []struct {
 		args []string
@@ -180,10 +197,15 @@ func TestSecurityFlagErrors(t *testing.T) {
 		{[]string{"ls", "--key", "k.pem", "--endpoints", https}, "--cert and --key go together"},
 		{[]string{"ls", "--cacert", "ca.pem"}, "need https:// endpoints; http://127.0.0.1:2379 is plain http"},
 		{[]string{"ls", "--password", "x"}, "--password needs --user"},
-		{[]string{"ls", "--user", "bob"}, "--user bob: no password; use --user bob:PASSWORD or --password"},
+		{[]string{"ls", "--user", "bob"}, "--user bob: no password; use --password-file, $MUSTER_PASSWORD, --user bob:PASSWORD or --password"},
+		{[]string{"ls", "--password-file", "pw"}, "--password-file needs --user"},
+		{[]string{"ls", "--user", "bob", "--password", "x", "--password-file", "pw"}, "--password and --password-file: give one"},
+		{[]string{"ls", "--user", "bob:x", "--password-file", "pw"}, "give the password once"},
+		{[]string{"ls", "--user", "bob", "--password-file", filepath.Join(dir, "missing")}, "--password-file: open"},
+		{[]string{"ls", "--user", "bob", "--password-file", empty}, "its first line is empty"},
 		{[]string{"ls", "--user", "bob:"}, "--user bob: no password"},
 		{[]string{"ls", "--user", ":pw"}, "--user: the user name is empty"},
-		{[]string{"ls", "--user", "bob:pw", "--password", "pw"}, "either after the colon or with --password"},
+		{[]string{"ls", "--user", "bob:pw", "--password", "pw"}, "give the password once"},
 	}
 	for _, c := range usage {
 		r := run(c.args...)
