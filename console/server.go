@@ -30,6 +30,8 @@ type Server struct {
 	auth     *auth
 	// fleet feeds every services page's stream.
 	fleet *fleetHub
+	// slots bounds the event streams open at once.
+	slots streamSlots
 
 	// ctx ends the event streams at Close.
 	ctx    context.Context
@@ -86,9 +88,9 @@ func (s *Server) routes() *http.ServeMux {
 	mux.HandleFunc("POST /ui/api/login", s.handleLogin)
 	mux.HandleFunc("POST /ui/api/logout", s.handleLogout)
 	mux.HandleFunc("POST /ui/api/action", s.handleAction)
-	mux.HandleFunc("GET /ui/api/services/events", s.handleFleetEvents)
-	mux.HandleFunc("GET /ui/api/service/events", s.handleServiceEvents)
-	mux.HandleFunc("GET /ui/api/xds/events", s.handleXDSEvents)
+	mux.HandleFunc("GET /ui/api/services/events", s.limited(s.handleFleetEvents))
+	mux.HandleFunc("GET /ui/api/service/events", s.limited(s.handleServiceEvents))
+	mux.HandleFunc("GET /ui/api/xds/events", s.limited(s.handleXDSEvents))
 	return mux
 }
 

@@ -34,6 +34,14 @@ func (s *Server) handleServiceEvents(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	switch ok, err := s.listed(r, name); {
+	case err != nil:
+		http.Error(w, "console: "+err.Error(), http.StatusServiceUnavailable)
+		return
+	case !ok:
+		http.Error(w, "console: no service "+name+" in the registry", http.StatusNotFound)
+		return
+	}
 	ctx, stop := s.streamContext(r)
 	defer stop()
 	wt, err := s.view.Watch(ctx, name)
