@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -180,22 +181,40 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "console: read-only: no admin credential is configured", http.StatusForbidden)
 		return
 	}
+	release, why := s.logins.admit(r.RemoteAddr, time.Now())
+	if release == nil {
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "console: "+why, http.StatusTooManyRequests)
+		return
+	}
+	defer release()
 	var req credentials
 	if !decodeJSON(w, r, &req) {
 		return
 	}
 	id, sess, ok := s.auth.login(req, time.Now())
 	if !ok {
-		s.opts.log.Warn("console: login refused", "user", req.User, "from", r.RemoteAddr)
+		if log, n := s.logins.logRefusal(time.Now()); log {
+			s.opts.log.Warn("console: login refused", "user", clipName(req.User), "from", r.RemoteAddr,
+				"refused_before_unlogged", n)
+		}
 		http.Error(w, "console: wrong admin token, user or password", http.StatusForbidden)
 		return
 	}
 	http.SetCookie(w, &http.Cookie{
 		Name: sessionCookie, Value: id, Path: "/ui/", HttpOnly: true,
-		Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode, MaxAge: int(sessionTTL.Seconds()),
+		Secure: r.TLS != nil || s.opts.secureCookie, SameSite: http.SameSiteStrictMode, MaxAge: int(sessionTTL.Seconds()),
 	})
 	s.opts.log.Info("console: login", "who", describeSession(id, sess.user)+" from "+r.RemoteAddr)
 	writeJSON(w, http.StatusOK, s.info(&sess))
+}
+
+// clipName is a user name a client sent, for the log: at most 64 bytes.
+func clipName(name string) string {
+	if len(name) <= 64 {
+		return name
+	}
+	return strings.ToValidUTF8(name[:64], "") + "..."
 }
 
 func (s *Server) handleLogout(w http.ResponseWriter, r *http.Request) {

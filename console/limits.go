@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"time"
 )
 
 // The bounds on the event streams a console serves at once: each stream
@@ -85,4 +86,96 @@ func (s *Server) listed(r *http.Request, service string) (bool, error) {
 	}
 	_, ok := slices.BinarySearch(names, service)
 	return ok, nil
+}
+
+// The bounds on logins: a password is checked with bcrypt (by design tens
+// of milliseconds of CPU, in the process that may also run etcd), so one
+// client address may try at most loginBurst times at once and then one
+// every loginEvery, and at most maxConcurrentLogins checks run at once.
+const (
+	loginBurst          = 10
+	loginEvery          = time.Second
+	maxConcurrentLogins = 2
+	// maxLoginClients bounds the client addresses whose attempts are
+	// remembered; past it the oldest are forgotten.
+	maxLoginClients = 4096
+)
+
+// loginThrottle limits login attempts per client address and the password
+// checks running at once.
+type loginThrottle struct {
+	mu       sync.Mutex
+	byClient map[string]*loginBucket
+	checks   chan struct{} // a place per running check
+	// logTokens, lastLog and unlogged rate-limit the lines of refused
+	// logins (logRefusal).
+	logTokens float64
+	lastLog   time.Time
+	unlogged  uint64
+}
+
+type loginBucket struct {
+	tokens float64
+	last   time.Time
+}
+
+func newLoginThrottle() *loginThrottle {
+	return &loginThrottle{byClient: map[string]*loginBucket{}, checks: make(chan struct{}, maxConcurrentLogins)}
+}
+
+// admit takes an attempt of the client at remoteAddr at now, and a place
+// for its check; release gives the place back. It returns nil and why not
+// when the client tried too often or too many checks run.
+func (lt *loginThrottle) admit(remoteAddr string, now time.Time) (release func(), why string) {
+	host, _, err := net.SplitHostPort(remoteAddr)
+	if err != nil {
+		host = remoteAddr
+	}
+	lt.mu.Lock()
+	b := lt.byClient[host]
+	if b == nil {
+		if len(lt.byClient) >= maxLoginClients {
+			for k := range lt.byClient { // forget one, any: the map stays bounded
+				delete(lt.byClient, k)
+				break
+			}
+		}
+		b = &loginBucket{tokens: loginBurst, last: now}
+		lt.byClient[host] = b
+	}
+	b.tokens = min(loginBurst, b.tokens+float64(now.Sub(b.last))/float64(loginEvery))
+	b.last = now
+	if b.tokens < 1 {
+		lt.mu.Unlock()
+		return nil, "too many login attempts from this address; wait a second"
+	}
+	b.tokens--
+	lt.mu.Unlock()
+	select {
+	case lt.checks <- struct{}{}:
+		return func() { <-lt.checks }, ""
+	default:
+		return nil, "too many logins at once; try again"
+	}
+}
+
+// logRefusal reports whether a refused login may be logged at now (a burst
+// of loginBurst lines, then at most one a second), and how many refusals
+// were not logged before it.
+func (lt *loginThrottle) logRefusal(now time.Time) (ok bool, suppressed uint64) {
+	lt.mu.Lock()
+	defer lt.mu.Unlock()
+	if lt.lastLog.IsZero() {
+		lt.logTokens = loginBurst
+	} else {
+		lt.logTokens = min(loginBurst, lt.logTokens+now.Sub(lt.lastLog).Seconds())
+	}
+	lt.lastLog = now
+	if lt.logTokens < 1 {
+		lt.unlogged++
+		return false, 0
+	}
+	lt.logTokens--
+	suppressed, lt.unlogged = lt.unlogged, 0
+	return true, suppressed
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/musterhq/muster/registry"
@@ -32,6 +33,8 @@ type options struct {
 	relist         time.Duration
 	xds            XDSClients
 	legacy         []legacySource
+	hosts          []string // WithAllowedHosts, lower case
+	secureCookie   bool     // WithSecureCookie
 	err            error
 }
 
@@ -120,6 +123,34 @@ func WithXDS(cp XDSClients) Option {
 		}
 		o.xds = cp
 	}
+}
+
+// WithAllowedHosts adds host names (or IP addresses) the console answers
+// to, beside this machine's loopback names (localhost and every loopback
+// address), which it always answers to: a request whose Host header names
+// another (with any port) is refused with 421 Misdirected Request, so that
+// a page of another site cannot reach the console by a DNS name rebound to
+// its address. Give the names users and proxies reach the console by. An
+// empty name is an error.
+func WithAllowedHosts(hosts ...string) Option {
+	return func(o *options) {
+		for _, h := range hosts {
+			h = strings.ToLower(strings.TrimSuffix(strings.TrimPrefix(h, "["), "]"))
+			if h == "" || strings.ContainsAny(h, "/ ") {
+				o.fail(fmt.Errorf("console: WithAllowedHosts: %q is not a host name or an IP address", h))
+				return
+			}
+			o.hosts = append(o.hosts, h)
+		}
+	}
+}
+
+// WithSecureCookie marks the session cookie Secure (sent over HTTPS only)
+// even when the request came in plain HTTP, as behind a proxy that
+// terminates TLS; without it the cookie is Secure when the console itself
+// terminates TLS.
+func WithSecureCookie() Option {
+	return func(o *options) { o.secureCookie = true }
 }
 
 // WithRequestTimeout bounds each etcd request the console makes. The

@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -32,6 +35,8 @@ type Server struct {
 	fleet *fleetHub
 	// slots bounds the event streams open at once.
 	slots streamSlots
+	// logins bounds login attempts.
+	logins *loginThrottle
 
 	// ctx ends the event streams at Close.
 	ctx    context.Context
@@ -73,6 +78,7 @@ func New(cli *clientv3.Client, opts ...Option) (*Server, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{cli: cli, d: d, view: view, closers: closers, canaries: canaries, opts: o, ctx: ctx, cancel: cancel, auth: newAuth(o.adminToken, o.users)}
 	s.fleet = newFleetHub(s)
+	s.logins = newLoginThrottle()
 	s.mux = s.routes()
 	return s, nil
 }
@@ -96,11 +102,32 @@ func (s *Server) routes() *http.ServeMux {
 
 // ServeHTTP serves the console's pages and API under /ui/.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !s.hostAllowed(r.Host) {
+		http.Error(w, fmt.Sprintf("console: this console does not answer to host %.64q; "+
+			"name it with WithAllowedHosts (muster --console-host)", r.Host), http.StatusMisdirectedRequest)
+		return
+	}
 	h := w.Header()
 	h.Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "no-referrer")
 	s.mux.ServeHTTP(w, r)
+}
+
+// hostAllowed reports whether the console answers to host (a Host header:
+// a name or an IP address, with or without a port).
+func (s *Server) hostAllowed(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.ToLower(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"))
+	if host == "localhost" {
+		return true
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return true
+	}
+	return slices.Contains(s.opts.hosts, host)
 }
 
 // Close ends every event stream and stops following the registry. It does

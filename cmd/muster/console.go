@@ -41,6 +41,10 @@ type consoleFlags struct {
 	usersFile string
 	// legacy are the legacy sources the console merges (addLegacy).
 	legacy layoutFlags
+	// hosts are the host names the console answers to beside loopback.
+	hosts []string
+	// secureCookie marks the session cookie Secure (behind a TLS proxy).
+	secureCookie bool
 }
 
 func (c *consoleFlags) addFlags(cmd *cobra.Command) {
@@ -48,6 +52,10 @@ func (c *consoleFlags) addFlags(cmd *cobra.Command) {
 		"file holding the web console's admin token (at least 16 bytes); without it or --console-admin-basic-auth-file the console is read-only")
 	cmd.Flags().StringVar(&c.usersFile, "console-admin-basic-auth-file", "",
 		"htpasswd file of bcrypt hashes (htpasswd -nB USER) of the operators who may log in to the web console's actions with a user name and password")
+	cmd.Flags().StringSliceVar(&c.hosts, "console-host", nil,
+		"host names (or IP addresses) the web console answers to, beside loopback ones, comma-separated or repeated: the names users and proxies reach it by (others get 421, against DNS rebinding)")
+	cmd.Flags().BoolVar(&c.secureCookie, "console-secure-cookie", false,
+		"mark the console's session cookie Secure (HTTPS only), for a console behind a proxy that terminates TLS")
 }
 
 // enabled reports whether an admin credential or a legacy source is
@@ -73,6 +81,12 @@ func (c *consoleFlags) options() ([]console.Option, error) {
 			return nil, usageErrorf("--console-admin-token-file %s: the token has %d bytes, want at least 16", c.tokenFile, len(token))
 		}
 		opts = append(opts, console.WithAdminToken(token))
+	}
+	if len(c.hosts) > 0 {
+		opts = append(opts, console.WithAllowedHosts(c.hosts...))
+	}
+	if c.secureCookie {
+		opts = append(opts, console.WithSecureCookie())
 	}
 	if c.usersFile != "" {
 		data, err := os.ReadFile(c.usersFile)
