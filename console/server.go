@@ -37,6 +37,8 @@ type Server struct {
 	slots streamSlots
 	// logins bounds login attempts.
 	logins *loginThrottle
+	// xdsState is the xDS clients page's state, shared by its viewers.
+	xdsState xdsHub
 
 	// ctx ends the event streams at Close.
 	ctx    context.Context

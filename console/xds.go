@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/musterhq/muster/xds"
@@ -23,9 +24,26 @@ var _ XDSClients = (*xds.Server)(nil)
 // clients again; an event is sent only when it changed.
 const xdsRefresh = time.Second
 
+// The bounds on the xDS clients page's state: the control plane's clients
+// are whoever connects to it, so neither their number nor what each
+// subscribes to may make a page's events grow without end.
+const (
+	// maxXDSClientsShown is the most clients an event lists; the count of
+	// the others is sent.
+	maxXDSClientsShown = 500
+	// maxXDSServicesShown is the most services an event lists per
+	// client; the count of the others is sent.
+	maxXDSServicesShown = 20
+	// maxXDSStateBytes bounds an event's data: fewer clients are listed
+	// until it fits.
+	maxXDSStateBytes = 1 << 20
+)
+
 // xdsView is the state of the xDS clients page.
 type xdsView struct {
 	Clients []xdsClient `json:"clients"`
+	// More counts the clients not listed (beyond maxXDSClientsShown).
+	More int `json:"more,omitempty"`
 }
 
 // xdsClient is one ADS stream.
@@ -36,15 +54,20 @@ type xdsClient struct {
 	Zone     string    `json:"zone,omitempty"`
 	Since    time.Time `json:"since"`
 	Services []string  `json:"services"`
-	Types    []xdsType `json:"types"`
+	// MoreServices counts the services not listed (beyond
+	// maxXDSServicesShown).
+	MoreServices int       `json:"moreServices,omitempty"`
+	Types        []xdsType `json:"types"`
 }
 
 // xdsType is one resource type of an ADS stream.
 type xdsType struct {
 	// Type is the short name of the type: the type URL's last part.
-	Type      string     `json:"type"`
-	TypeURL   string     `json:"typeUrl"`
-	Resources []string   `json:"resources"`
+	Type    string `json:"type"`
+	TypeURL string `json:"typeUrl"`
+	// Resources counts the names subscribed to (the page lists the
+	// client's services, not each resource).
+	Resources int        `json:"resources"`
 	Truncated bool       `json:"truncated,omitempty"`
 	Sent      string     `json:"sent,omitempty"`
 	Acked     string     `json:"acked,omitempty"`
@@ -59,14 +82,24 @@ type xdsNACK struct {
 	At      time.Time `json:"at"`
 }
 
-func newXDSView(clients []xds.ClientStatus) xdsView {
-	v := xdsView{Clients: make([]xdsClient, 0, len(clients))}
+// newXDSView is the page's state of clients, listing at most shown of them.
+func newXDSView(clients []xds.ClientStatus, shown int) xdsView {
+	v := xdsView{Clients: make([]xdsClient, 0, min(len(clients), shown))}
+	if len(clients) > shown {
+		v.More = len(clients) - shown
+		clients = clients[:shown]
+	}
 	for _, c := range clients {
+		services := c.Services
+		more := 0
+		if len(services) > maxXDSServicesShown {
+			more, services = len(services)-maxXDSServicesShown, services[:maxXDSServicesShown]
+		}
 		vc := xdsClient{Stream: c.Stream, Delta: c.Delta, Node: c.Node, Zone: c.Zone, Since: c.Since,
-			Services: c.Services, Types: make([]xdsType, 0, len(c.Types))}
+			Services: services, MoreServices: more, Types: make([]xdsType, 0, len(c.Types))}
 		for _, t := range c.Types {
 			vt := xdsType{Type: t.TypeURL[strings.LastIndexByte(t.TypeURL, '.')+1:], TypeURL: t.TypeURL,
-				Resources: t.Resources, Truncated: t.Truncated, Sent: t.Sent, Acked: t.Acked}
+				Resources: len(t.Resources), Truncated: t.Truncated, Sent: t.Sent, Acked: t.Acked}
 			if !t.AckedAt.IsZero() {
 				vt.AckedAt = &t.AckedAt
 			}
@@ -78,6 +111,41 @@ func newXDSView(clients []xds.ClientStatus) xdsView {
 		v.Clients = append(v.Clients, vc)
 	}
 	return v
+}
+
+// xdsHub computes the xDS clients page's state at most once per
+// xdsRefresh, for every page that shows it, as the fleet's state is
+// computed once for every services page.
+type xdsHub struct {
+	mu   sync.Mutex
+	at   time.Time
+	data []byte
+}
+
+// state returns the page's state as JSON: the one computed less than
+// xdsRefresh before now, or a new one.
+func (h *xdsHub) state(cp XDSClients, now time.Time) ([]byte, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.data != nil && now.Sub(h.at) < xdsRefresh {
+		return h.data, nil
+	}
+	clients := cp.Clients()
+	shown := maxXDSClientsShown
+	var data []byte
+	for {
+		v := newXDSView(clients, shown)
+		var err error
+		if data, err = json.Marshal(v); err != nil {
+			return nil, err
+		}
+		if len(data) <= maxXDSStateBytes || shown <= 1 {
+			break
+		}
+		shown /= 2
+	}
+	h.data, h.at = data, now
+	return data, nil
 }
 
 // handleXDSEvents streams the xDS clients page's state: a "state" event at
@@ -100,7 +168,7 @@ func (s *Server) handleXDSEvents(w http.ResponseWriter, r *http.Request) {
 	defer hb.Stop()
 	var sent []byte
 	for {
-		data, err := json.Marshal(newXDSView(s.opts.xds.Clients()))
+		data, err := s.xdsState.state(s.opts.xds, time.Now())
 		if err != nil {
 			return
 		}

@@ -2,10 +2,12 @@ package console_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 	"github.com/musterhq/muster/console"
 	"github.com/musterhq/muster/internal/testkit/browsertest"
 	"github.com/musterhq/muster/internal/testkit/etcdtest"
+	"github.com/musterhq/muster/internal/testkit/ssetest"
 	"github.com/musterhq/muster/internal/testkit/testbackend"
 	"github.com/musterhq/muster/registry"
 	"github.com/musterhq/muster/registry/etcd"
@@ -136,5 +139,69 @@ func TestConsoleNoXDS(t *testing.T) {
 	}
 	if _, err := console.New(f.cli, console.WithXDS(nil)); err == nil {
 		t.Error("WithXDS(nil): no error")
+	}
+}
+
+// manyClients is a control plane's client table, counting how often it is
+// read.
+type manyClients struct {
+	table []xds.ClientStatus
+	reads atomic.Int64
+}
+
+// newManyClients is a table of n clients, each subscribed to services
+// services of names of 1 KiB (the longest the table keeps).
+func newManyClients(n, services int) *manyClients {
+	svcs := make([]string, services)
+	for j := range svcs {
+		svcs[j] = fmt.Sprintf("service-%04d-%01012d", j, 0)
+	}
+	m := &manyClients{table: make([]xds.ClientStatus, n)}
+	for i := range m.table {
+		m.table[i] = xds.ClientStatus{Stream: int64(i), Node: fmt.Sprintf("node-%d", i), Services: svcs,
+			Types: []xds.TypeStatus{{TypeURL: "type.googleapis.com/envoy.config.listener.v3.Listener", Resources: svcs}}}
+	}
+	return m
+}
+
+func (m *manyClients) Clients() []xds.ClientStatus {
+	m.reads.Add(1)
+	return m.table
+}
+
+// The xDS clients page's state is computed once a second for all its
+// viewers, and is bounded whatever the clients subscribe to: 2,000 clients
+// of 1,000 services with names of 1 KiB each (4 GB of JSON as the page
+// used to send it) make an event of at most 1 MiB, listing fewer clients
+// and services and saying how many more.
+func TestConsoleXDSStateSharedAndBounded(t *testing.T) {
+	cp := newManyClients(2000, 1000)
+	f := newFixture(t, console.WithXDS(cp))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var sizes []int
+	for range 5 {
+		ev := ssetest.First(ctx, t, f.url+"api/xds/events", nil, "state")
+		sizes = append(sizes, len(ev.Data))
+		var st struct {
+			Clients []struct {
+				MoreServices int `json:"moreServices"`
+			} `json:"clients"`
+			More int `json:"more"`
+		}
+		if err := json.Unmarshal([]byte(ev.Data), &st); err != nil {
+			t.Fatal(err)
+		}
+		if len(st.Clients) == 0 || len(st.Clients)+st.More != 2000 || st.Clients[0].MoreServices != 980 {
+			t.Fatalf("state: %d clients listed, %d more, %d more services; want some listed and the rest counted, 980 more services",
+				len(st.Clients), st.More, st.Clients[0].MoreServices)
+		}
+	}
+	t.Logf("5 viewers within a second: events of %v bytes, the table read %d times", sizes, cp.reads.Load())
+	if sizes[0] > 1<<20 {
+		t.Errorf("an event of %d bytes, want at most 1 MiB", sizes[0])
+	}
+	if n := cp.reads.Load(); n > 2 {
+		t.Errorf("5 viewers within a second read the client table %d times, want once (twice across a second's edge)", n)
 	}
 }

@@ -44,11 +44,18 @@
       const since = el('td', formatAge(now - Date.parse(c.since)) + ' ago');
       since.title = c.since;
       tr.appendChild(since);
-      tr.appendChild(el('td', (c.services || []).join(', '), 'services'));
+      tr.appendChild(el('td', (c.services || []).join(', ') + (c.moreServices ? ' and ' + c.moreServices + ' more' : ''), 'services'));
       tr.appendChild(versions(c));
       tr.appendChild(nacks(c));
       return tr;
     });
+    if (state.more) {
+      const tr = el('tr');
+      const td = el('td', 'and ' + state.more + ' more clients not listed', 'muted');
+      td.colSpan = 7;
+      tr.appendChild(td);
+      rows.push(tr);
+    }
     document.querySelector('#xds-clients tbody').replaceChildren(...rows);
     document.getElementById('no-xds-clients').hidden = state.clients.length > 0;
   }

@@ -48,7 +48,7 @@ func Open(ctx context.Context, t testing.TB, url string, header http.Header) <-c
 		defer close(events)
 		defer resp.Body.Close()
 		sc := bufio.NewScanner(resp.Body)
-		sc.Buffer(nil, 1<<20)
+		sc.Buffer(nil, 8<<20) // the largest event a console sends is bounded well below this
 		var ev Event
 		started := false
 		for sc.Scan() {
