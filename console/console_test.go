@@ -3,6 +3,7 @@ package console_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -312,7 +313,11 @@ func TestConsoleResumesAfterEtcdRestart(t *testing.T) {
 	m.Restart(t)
 	ctx, cancel := context.WithTimeout(context.Background(), browsertest.Timeout)
 	defer cancel()
-	if err := f.reg.Register(ctx, registry.Instance{Name: "payments", Addr: "10.0.0.2:9002"}); err != nil {
+	err := f.reg.Register(ctx, registry.Instance{Name: "payments", Addr: "10.0.0.2:9002"})
+	if errors.Is(err, registry.ErrPending) { // etcd still coming back: written once it answers
+		err = f.reg.WaitRegistered(ctx)
+	}
+	if err != nil {
 		t.Fatalf("Register after the restart: %v", err)
 	}
 	b.Do(browsertest.Timeout, "the page shows the current list and no banner",

@@ -2,7 +2,9 @@ package resolver_test
 
 import (
 	"context"
+	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -78,7 +80,15 @@ func (e *env) serve(t *testing.T, id, version, zone string) *testbackend.Backend
 	t.Helper()
 	be := testbackend.Start(t)
 	in := registry.Instance{Name: "greeter", ID: id, Addr: be.Addr, Version: version, Zone: zone}
-	if err := e.reg.Register(ctxFor(t, 10*time.Second), in); err != nil {
+	err := e.reg.Register(ctxFor(t, 10*time.Second), in)
+	if errors.Is(err, registry.ErrPending) {
+		// The documented answer while etcd is still coming back (after a
+		// restart, say): the instance is written as soon as it answers.
+		if err = e.reg.WaitRegistered(ctxFor(t, 30*time.Second)); err != nil {
+			err = fmt.Errorf("pending, and not registered within 30 s: %w", err)
+		}
+	}
+	if err != nil {
 		t.Fatalf("register %s: %v", id, err)
 	}
 	return be
