@@ -116,7 +116,11 @@ func New(d registry.Discovery, opts ...Option) (*Server, error) {
 
 // Register registers the ADS service on g, for callers that run their own
 // grpc.Server (with their own credentials and listener). It must be called
-// before g serves. Close ends the ADS streams but does not stop g.
+// before g serves. Close ends the ADS streams but does not stop g. The
+// bounds on streams and requests (WithMaxStreams, node IDs, names) hold on
+// g too; those of a connection (how many, streams per connection, request
+// size: docs/XDS.md, "Limits") are g's options and listener, the caller's
+// to set.
 func (s *Server) Register(g *grpc.Server) {
 	discoveryv3.RegisterAggregatedDiscoveryServiceServer(g, s.ads)
 }
