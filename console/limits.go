@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/musterhq/muster/internal/ratelimit"
 )
 
 // The bounds on the event streams a console serves at once: each stream
@@ -92,35 +94,28 @@ func (s *Server) listed(r *http.Request, service string) (bool, error) {
 // of milliseconds of CPU, in the process that may also run etcd), so one
 // client address may try at most loginBurst times at once and then one
 // every loginEvery, and at most maxConcurrentLogins checks run at once.
+// Refused logins are logged at the same pace, all addresses together.
 const (
 	loginBurst          = 10
 	loginEvery          = time.Second
 	maxConcurrentLogins = 2
 	// maxLoginClients bounds the client addresses whose attempts are
-	// remembered; past it the oldest are forgotten.
+	// remembered; past it one is forgotten for each new one.
 	maxLoginClients = 4096
 )
 
-// loginThrottle limits login attempts per client address and the password
-// checks running at once.
+// loginThrottle limits login attempts per client address, the password
+// checks running at once, and the lines of refused logins.
 type loginThrottle struct {
 	mu       sync.Mutex
-	byClient map[string]*loginBucket
+	byClient map[string]*ratelimit.Bucket
 	checks   chan struct{} // a place per running check
-	// logTokens, lastLog and unlogged rate-limit the lines of refused
-	// logins (logRefusal).
-	logTokens float64
-	lastLog   time.Time
-	unlogged  uint64
-}
-
-type loginBucket struct {
-	tokens float64
-	last   time.Time
+	refusals *ratelimit.Bucket
 }
 
 func newLoginThrottle() *loginThrottle {
-	return &loginThrottle{byClient: map[string]*loginBucket{}, checks: make(chan struct{}, maxConcurrentLogins)}
+	return &loginThrottle{byClient: map[string]*ratelimit.Bucket{}, checks: make(chan struct{}, maxConcurrentLogins),
+		refusals: &ratelimit.Bucket{Burst: loginBurst, Every: loginEvery}}
 }
 
 // admit takes an attempt of the client at remoteAddr at now, and a place
@@ -140,17 +135,13 @@ func (lt *loginThrottle) admit(remoteAddr string, now time.Time) (release func()
 				break
 			}
 		}
-		b = &loginBucket{tokens: loginBurst, last: now}
+		b = &ratelimit.Bucket{Burst: loginBurst, Every: loginEvery}
 		lt.byClient[host] = b
 	}
-	b.tokens = min(loginBurst, b.tokens+float64(now.Sub(b.last))/float64(loginEvery))
-	b.last = now
-	if b.tokens < 1 {
-		lt.mu.Unlock()
+	lt.mu.Unlock()
+	if ok, _ := b.Allow(now); !ok {
 		return nil, "too many login attempts from this address; wait a second"
 	}
-	b.tokens--
-	lt.mu.Unlock()
 	select {
 	case lt.checks <- struct{}{}:
 		return func() { <-lt.checks }, ""
@@ -159,23 +150,8 @@ func (lt *loginThrottle) admit(remoteAddr string, now time.Time) (release func()
 	}
 }
 
-// logRefusal reports whether a refused login may be logged at now (a burst
-// of loginBurst lines, then at most one a second), and how many refusals
-// were not logged before it.
-func (lt *loginThrottle) logRefusal(now time.Time) (ok bool, suppressed uint64) {
-	lt.mu.Lock()
-	defer lt.mu.Unlock()
-	if lt.lastLog.IsZero() {
-		lt.logTokens = loginBurst
-	} else {
-		lt.logTokens = min(loginBurst, lt.logTokens+now.Sub(lt.lastLog).Seconds())
-	}
-	lt.lastLog = now
-	if lt.logTokens < 1 {
-		lt.unlogged++
-		return false, 0
-	}
-	lt.logTokens--
-	suppressed, lt.unlogged = lt.unlogged, 0
-	return true, suppressed
+// logRefusal reports whether a refused login may be logged at now, and
+// how many refusals were not logged before it.
+func (lt *loginThrottle) logRefusal(now time.Time) (ok bool, suppressed int) {
+	return lt.refusals.Allow(now)
 }

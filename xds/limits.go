@@ -11,6 +11,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/musterhq/muster/internal/ratelimit"
 )
 
 // The bounds on what an xDS client may make the Server hold. ADS needs no
@@ -135,37 +137,13 @@ func (c *countedConn) Close() error {
 	return c.Conn.Close()
 }
 
-// rateLimited says whether a line of a kind of warning may be logged now:
-// at most burst lines at once and one a second after that; the lines held
-// back are counted and said by the next line logged (suppressed).
-type rateLimited struct {
-	mu         sync.Mutex
-	tokens     float64
-	last       time.Time
-	suppressed int
-}
-
+// logBurst and logEvery rate-limit each kind of warning a client can cause
+// (a NACK, a refused stream): a burst of logBurst lines, then one every
+// logEvery; the lines held back are counted and said by the next one.
 const (
-	logBurst  = 10
-	logPerSec = 1.0
+	logBurst = 10
+	logEvery = time.Second
 )
 
-// allow reports whether a line may be logged at now, and how many were
-// held back since the last one logged.
-func (r *rateLimited) allow(now time.Time) (ok bool, suppressed int) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.last.IsZero() {
-		r.tokens = logBurst
-	} else {
-		r.tokens = min(logBurst, r.tokens+now.Sub(r.last).Seconds()*logPerSec)
-	}
-	r.last = now
-	if r.tokens < 1 {
-		r.suppressed++
-		return false, 0
-	}
-	r.tokens--
-	suppressed, r.suppressed = r.suppressed, 0
-	return true, suppressed
-}
+// newLogLimit returns the rate limit of one kind of warning.
+func newLogLimit() *ratelimit.Bucket { return &ratelimit.Bucket{Burst: logBurst, Every: logEvery} }

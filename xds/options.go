@@ -52,6 +52,16 @@ func (o *options) invalid(format string, args ...any) {
 	o.err = errors.Join(o.err, fmt.Errorf("xds: "+format, args...))
 }
 
+// setAtLeastOne sets *dst to n, or records that option name got less than
+// 1.
+func (o *options) setAtLeastOne(name string, n int, dst *int) {
+	if n < 1 {
+		o.invalid("%s: %d is less than 1", name, n)
+		return
+	}
+	*dst = n
+}
+
 // setPositive sets *dst to d, or records that option name got a
 // non-positive duration.
 func (o *options) setPositive(name string, d time.Duration, dst *time.Duration) {
@@ -168,13 +178,7 @@ func WithForgetAfter(d time.Duration) Option {
 // are served as clients without a zone. The default is 64; n < 1 is an
 // error of New.
 func WithMaxZones(n int) Option {
-	return func(o *options) {
-		if n < 1 {
-			o.invalid("WithMaxZones: %d is less than 1", n)
-			return
-		}
-		o.maxZones = n
-	}
+	return func(o *options) { o.setAtLeastOne("WithMaxZones", n, &o.maxZones) }
 }
 
 // WithMaxConnections bounds the client connections Serve keeps open at
@@ -183,13 +187,7 @@ func WithMaxZones(n int) Option {
 // error of New. Each connection may open at most 16 streams at once, and a
 // request may be at most 128 KiB (docs/XDS.md, "Limits").
 func WithMaxConnections(n int) Option {
-	return func(o *options) {
-		if n < 1 {
-			o.invalid("WithMaxConnections: %d is less than 1", n)
-			return
-		}
-		o.maxConns = n
-	}
+	return func(o *options) { o.setAtLeastOne("WithMaxConnections", n, &o.maxConns) }
 }
 
 // WithMaxStreams bounds the ADS streams the Server serves at once, on all
@@ -197,13 +195,7 @@ func WithMaxConnections(n int) Option {
 // them ends at once with ResourceExhausted, and is counted
 // (Stats.Refused). The default is 4,096; n < 1 is an error of New.
 func WithMaxStreams(n int) Option {
-	return func(o *options) {
-		if n < 1 {
-			o.invalid("WithMaxStreams: %d is less than 1", n)
-			return
-		}
-		o.maxStreams = n
-	}
+	return func(o *options) { o.setAtLeastOne("WithMaxStreams", n, &o.maxStreams) }
 }
 
 // WithEndpointMetadata makes every endpoint carry its instance under the

@@ -34,6 +34,8 @@ func TestNewRejects(t *testing.T) {
 		{xds.WithProtection(0.5, 0), "WithProtection"},
 		{xds.WithListInterval(0), "WithListInterval"},
 		{xds.WithMaxZones(0), "WithMaxZones"},
+		{xds.WithMaxConnections(0), "WithMaxConnections"},
+		{xds.WithMaxStreams(-1), "WithMaxStreams"},
 		{xds.WithForgetAfter(0), "WithForgetAfter"},
 		{xds.WithForgetAfter(-time.Second), "WithForgetAfter"},
 		{xds.WithTLSFiles("", "", ""), "WithTLSFiles"},

@@ -15,6 +15,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/musterhq/muster/internal/ratelimit"
 )
 
 // Stats is what a Server counts since New.
@@ -100,7 +102,7 @@ type stats struct {
 	forgotten                   atomic.Uint64
 	refused, refusedConns       atomic.Uint64
 	suppressed                  atomic.Uint64
-	nackLog, refusalLog         rateLimited
+	nackLog, refusalLog         *ratelimit.Bucket
 
 	table *clientTable
 
@@ -114,7 +116,8 @@ var _ serverv3.Callbacks = (*stats)(nil)
 
 func newStats(log *slog.Logger, maxStreams int) *stats {
 	return &stats{log: log, maxStreams: int64(maxStreams), table: newClientTable(), pushes: map[string]*Pushes{},
-		deltaNodes: map[int64]*corev3.Node{}, admitted: map[streamKey]bool{}}
+		deltaNodes: map[int64]*corev3.Node{}, admitted: map[streamKey]bool{},
+		nackLog: newLogLimit(), refusalLog: newLogLimit()}
 }
 
 func (st *stats) snapshot() Stats {
@@ -184,7 +187,7 @@ func (st *stats) closed(k streamKey) {
 // refuse counts a refused stream and logs it, rate-limited.
 func (st *stats) refuse(node *corev3.Node, err error) {
 	st.refused.Add(1)
-	if ok, n := st.refusalLog.allow(time.Now()); ok {
+	if ok, n := st.refusalLog.Allow(time.Now()); ok {
 		st.log.Warn("xds: stream refused", "node", clipTo(node.GetId(), 128), "error", err, "suppressed_before", n)
 	} else {
 		st.suppressed.Add(1)
@@ -225,7 +228,7 @@ func (st *stats) OnStreamRequest(id int64, req *discoveryv3.DiscoveryRequest) er
 // rate-limited (a client that NACKs every response cannot flood the log).
 func (st *stats) nack(node *corev3.Node, attrs ...any) {
 	st.nacks.Add(1)
-	ok, n := st.nackLog.allow(time.Now())
+	ok, n := st.nackLog.Allow(time.Now())
 	if !ok {
 		st.suppressed.Add(1)
 		return
