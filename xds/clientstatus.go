@@ -2,7 +2,6 @@ package xds
 
 import (
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -286,9 +285,4 @@ func (t *clientTable) list() []ClientStatus {
 }
 
 // clip cuts s to maxTextBytes, keeping it valid UTF-8.
-func clip(s string) string {
-	if len(s) <= maxTextBytes {
-		return s
-	}
-	return strings.ToValidUTF8(s[:maxTextBytes], "")
-}
+func clip(s string) string { return clipTo(s, maxTextBytes) }

@@ -238,7 +238,7 @@ func withRoundRobinFallback(first *corev3.TypedExtensionConfig) *clusterv3.LoadB
 const endpointWeightsField = "endpointWeights"
 
 // weightTable returns the endpointWeights table of a service's instances,
-// as usable returns them: each instance's address (canonical, the form
+// as prepare and withoutDuplicates return them: each instance's address (canonical, the form
 // gRPC gives its endpoint: host:port from the EDS socket address) to its
 // effective weight, for the instances taking calls whose weight is not
 // registry.DefaultWeight, which the balancers give an address left out.
@@ -272,24 +272,6 @@ type skipped struct {
 	ID, Addr, Reason string
 }
 
-// usable returns the instances that can be xDS endpoints, in list's order,
-// with their addresses in canonical form (canonicalAddr: what a client's
-// endpoint will carry), and those that cannot: an address that is not
-// host:port with an IP address and a port 1..65535, or the same address as
-// an instance before it in list (xDS clients reject a whole assignment with
-// a duplicate). An address with a DNS name is among those that cannot:
-// grpc-js rejects a whole assignment with one (it takes IP addresses
-// only), and so would every Node client of the service. So is an instance
-// whose color no client can send (see headerValue): its route would match
-// no call.
-func usable(list []registry.Instance) ([]registry.Instance, []skipped) {
-	prepared := make([]*preparedInstance, len(list))
-	for i, in := range list {
-		prepared[i] = prepare(in)
-	}
-	return withoutDuplicates(prepared)
-}
-
 // preparedInstance is an instance with its address in canonical form, or
 // why it cannot be an endpoint (reason not empty).
 type preparedInstance struct {
@@ -297,7 +279,12 @@ type preparedInstance struct {
 	reason string
 }
 
-// prepare checks what usable checks of one instance alone.
+// prepare checks one instance alone: its address must be host:port with an
+// IP address and a port 1..65535 (a DNS name is refused: grpc-js rejects a
+// whole assignment with one, and so would every Node client of the
+// service), in canonical form (canonicalAddr: what a client's endpoint will
+// carry), and its color, if any, a value a client can send (headerValue):
+// a route for another would match no call.
 func prepare(in registry.Instance) *preparedInstance {
 	key, err := canonicalAddr(in.Addr)
 	if err != nil {
@@ -311,8 +298,9 @@ func prepare(in registry.Instance) *preparedInstance {
 }
 
 // withoutDuplicates returns the prepared instances that can be endpoints,
-// in order, leaving out those of the address of an instance before them,
-// and those that cannot, with why.
+// in order, leaving out those of the address of an instance before them
+// (xDS clients reject a whole assignment with a duplicate), and those that
+// cannot, with why.
 func withoutDuplicates(list []*preparedInstance) ([]registry.Instance, []skipped) {
 	ok := make([]registry.Instance, 0, len(list))
 	var bad []skipped
@@ -389,7 +377,7 @@ type view struct {
 }
 
 // assignment returns the ClusterLoadAssignment named service for clients
-// of v, from instances already checked by usable.
+// of v, from instances already checked by prepare and withoutDuplicates.
 //
 // One locality per zone (an instance without a zone is in the locality
 // with an empty zone), weighted by the sum of its instances' weights (at
@@ -489,7 +477,7 @@ func assignmentWith(service string, list []registry.Instance, v view,
 // lbEndpoint is in's endpoint, carrying in under MetadataKey when metadata
 // is set.
 func lbEndpoint(in registry.Instance, metadata bool) *endpointv3.LbEndpoint {
-	host, port, _ := splitAddr(in.Addr) // checked by usable
+	host, port, _ := splitAddr(in.Addr) // checked by prepare
 	w := in.EffectiveWeight()
 	health := corev3.HealthStatus_HEALTHY
 	if w == 0 {

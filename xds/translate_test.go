@@ -214,6 +214,16 @@ func TestAssignmentEndpoints(t *testing.T) {
 	}
 }
 
+// usable is prepare and withoutDuplicates over list, as the feed applies
+// them.
+func usable(list []registry.Instance) ([]registry.Instance, []skipped) {
+	prepared := make([]*preparedInstance, len(list))
+	for i, in := range list {
+		prepared[i] = prepare(in)
+	}
+	return withoutDuplicates(prepared)
+}
+
 func TestUsable(t *testing.T) {
 	list := []registry.Instance{
 		inst("a", "10.0.0.1:80", "", 100),
