@@ -33,6 +33,10 @@ func newOutage(c *fake.Clientset) *apiOutage {
 		return o.down.Load(), nil, errAPIDown // not handled while up: the tracker answers
 	})
 	c.PrependWatchReactor("endpointslices", func(a k8stesting.Action) (bool, watch.Interface, error) {
+		// The check and the record are one step under mu, so a watch
+		// opened while cut runs is either refused or ended by it.
+		o.mu.Lock()
+		defer o.mu.Unlock()
 		if o.down.Load() {
 			return true, nil, errAPIDown
 		}
@@ -40,9 +44,7 @@ func newOutage(c *fake.Clientset) *apiOutage {
 		if err != nil {
 			return true, nil, err
 		}
-		o.mu.Lock()
 		o.watches = append(o.watches, w)
-		o.mu.Unlock()
 		return true, w, nil
 	})
 	return o
@@ -50,9 +52,9 @@ func newOutage(c *fake.Clientset) *apiOutage {
 
 // cut takes the API server down and ends every open watch.
 func (o *apiOutage) cut() {
-	o.down.Store(true)
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	o.down.Store(true)
 	for _, w := range o.watches {
 		w.Stop()
 	}
