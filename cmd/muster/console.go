@@ -18,7 +18,6 @@ import (
 
 	"github.com/musterhq/muster/console"
 	"github.com/musterhq/muster/registry"
-	"github.com/musterhq/muster/registry/etcd"
 )
 
 // defaultConsoleListen is where muster console serves by default.
@@ -221,10 +220,10 @@ func runConsole(ctx context.Context, g *globalOptions, o consoleOptions, stderr 
 	return nil
 }
 
-// serveConsole starts serve's console on the embedded etcd at endpoint,
+// serveConsole starts serve's console on the embedded etcd that cfg reaches,
 // with the extra options (the xDS clients page).
-func serveConsole(c consoleFlags, endpoint string, log *slog.Logger, extra ...console.Option) (route, func(), error) {
-	r, stop, err := c.start(etcd.ClientConfig(endpoint), registry.DefaultPrefix, defaultTimeout, log, extra...)
+func serveConsole(c consoleFlags, cfg clientv3.Config, log *slog.Logger, extra ...console.Option) (route, func(), error) {
+	r, stop, err := c.start(cfg, registry.DefaultPrefix, defaultTimeout, log, extra...)
 	if err != nil {
 		return route{}, nil, fmt.Errorf("serve: %w", err)
 	}

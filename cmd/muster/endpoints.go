@@ -80,21 +80,7 @@ func (g *globalOptions) validateEndpoints() error {
 	return nil
 }
 
-// listenURL checks the URL raw given to flag, a serve listen URL, and
-// returns it as http://host:port. It accepts the forms of parseEndpoint
-// except https: the embedded etcd serves plain http.
-func listenURL(flag, raw string) (string, error) {
-	u, err := parseEndpoint(flag, raw)
-	if err != nil {
-		return "", err
-	}
-	if strings.HasPrefix(u, "https://") {
-		return "", usageErrorf("%s %q: serve listens on plain http only; use http://host:port or host:port", flag, raw)
-	}
-	return u, nil
-}
-
-// loopbackURL reports whether the host of u (an http://host:port URL that
+// loopbackURL reports whether the host of u (a listen URL that
 // embedetcd.ParseURL accepted) is a loopback address or localhost, so that
 // only this machine can reach it.
 func loopbackURL(u string) bool {

@@ -62,15 +62,15 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"xds", "--endpoints", "ftp://h:1"}, `--endpoints "ftp://h:1": unknown scheme "ftp"`},
 		{[]string{"xds", "--cert", "c.pem"}, "--cert and --key go together"},
 		{[]string{"serve", "--listen-client-url", "ftp://127.0.0.1:2379"}, `--listen-client-url "ftp://127.0.0.1:2379": unknown scheme "ftp"`},
-		{[]string{"serve", "--listen-client-url", "https://127.0.0.1:2379"}, `--listen-client-url "https://127.0.0.1:2379": serve listens on plain http only`},
+		{[]string{"serve", "--listen-client-url", "https://127.0.0.1:2379"}, "--listen-client-url https://127.0.0.1:2379: https needs --cert-file and --key-file"},
 		{[]string{"serve", "--listen-peer-url", "127.0.0.1"}, `--listen-peer-url "127.0.0.1": no port`},
 		{[]string{"serve", "--listen-client-url", "127.0.0.1:2380"}, "--listen-client-url and --listen-peer-url must differ"},
 		{[]string{"serve", "--listen-peer-url", "http://example.com:2380"}, "IP address or localhost"},
 		{[]string{"serve", "--data-dir", ""}, "--data-dir"},
 		// The embedded etcd has no TLS nor auth: loopback only, unless
 		// the operator says the network is trusted.
-		{[]string{"serve", "--listen-client-url", "http://0.0.0.0:2379"}, "--listen-client-url http://0.0.0.0:2379: the embedded etcd has neither TLS nor authentication"},
-		{[]string{"serve", "--listen-peer-url", "http://10.1.2.3:2380"}, "--listen-peer-url http://10.1.2.3:2380: the embedded etcd has neither TLS nor authentication"},
+		{[]string{"serve", "--listen-client-url", "http://0.0.0.0:2379"}, "--listen-client-url http://0.0.0.0:2379: other hosts would reach the embedded etcd in plain text"},
+		{[]string{"serve", "--listen-peer-url", "http://10.1.2.3:2380"}, "--listen-peer-url http://10.1.2.3:2380: other hosts would reach the embedded etcd's peer port without peer certificates"},
 		{[]string{"serve", "--listen-client-url", "[::]:2379"}, "--insecure-listen-anywhere"},
 		{[]string{"lss"}, `unknown command "lss" for "muster"; did you mean ls or xds?`},
 		// A negative number is a value out of range, not a flag.

@@ -49,13 +49,9 @@ func (g *globalOptions) validateSecurity() error {
 		if g.password != "" {
 			return usageErrorf("--password and --password-file: give one")
 		}
-		b, err := os.ReadFile(g.passwordFile)
-		if err != nil {
-			return usageErrorf("--password-file: %v", err)
-		}
-		line, _, _ := strings.Cut(string(b), "\n")
-		if g.password = strings.TrimSuffix(line, "\r"); g.password == "" {
-			return usageErrorf("--password-file %s: its first line is empty", g.passwordFile)
+		var err error
+		if g.password, err = readPasswordFile("--password-file", g.passwordFile); err != nil {
+			return err
 		}
 	}
 	if g.password == "" {
@@ -94,4 +90,18 @@ func (g *globalOptions) tlsConfig() (*tls.Config, error) {
 		cfg.Certificates = []tls.Certificate{cert}
 	}
 	return cfg, nil
+}
+
+// readPasswordFile returns the first line of the file name, given to flag:
+// a password, which must not be empty. Its errors are usage errors.
+func readPasswordFile(flag, name string) (string, error) {
+	b, err := os.ReadFile(name)
+	if err != nil {
+		return "", usageErrorf("%s: %v", flag, err)
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	if line = strings.TrimSuffix(line, "\r"); line == "" {
+		return "", usageErrorf("%s %s: its first line is empty", flag, name)
+	}
+	return line, nil
 }

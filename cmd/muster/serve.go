@@ -71,6 +71,8 @@ type serveOptions struct {
 	xdsTLS xdsTLS
 	// console configures the web console served on metricsAddr.
 	console consoleFlags
+	// security is TLS and authentication for the embedded etcd.
+	security serveSecurity
 	// insecureAnywhere lets the embedded etcd listen on addresses other
 	// than loopback with neither TLS nor authentication.
 	insecureAnywhere bool
@@ -93,10 +95,10 @@ func (o *serveOptions) validate(dataDirSet bool) error {
 		return usageErrorf("--name: must not be empty")
 	}
 	var err error
-	if o.clientURL, err = listenURL("--listen-client-url", o.clientURL); err != nil {
+	if o.clientURL, err = parseEndpoint("--listen-client-url", o.clientURL); err != nil {
 		return err
 	}
-	if o.peerURL, err = listenURL("--listen-peer-url", o.peerURL); err != nil {
+	if o.peerURL, err = parseEndpoint("--listen-peer-url", o.peerURL); err != nil {
 		return err
 	}
 	if _, err := embedetcd.ParseURL("client", o.clientURL); err != nil {
@@ -108,15 +110,8 @@ func (o *serveOptions) validate(dataDirSet bool) error {
 	if o.clientURL == o.peerURL {
 		return usageErrorf("--listen-client-url and --listen-peer-url must differ")
 	}
-	if !o.insecureAnywhere {
-		for _, l := range []struct{ flag, url string }{{"--listen-client-url", o.clientURL}, {"--listen-peer-url", o.peerURL}} {
-			if !loopbackURL(l.url) {
-				return usageErrorf("%s %s: the embedded etcd has neither TLS nor authentication, so anyone who reaches "+
-					"that address can write, delete and lock out the registry; listen on loopback (127.0.0.1, [::1], "+
-					"localhost), run a real etcd cluster with TLS and auth for a registry other hosts reach, or, on a "+
-					"network you trust, say so with --insecure-listen-anywhere", l.flag, l.url)
-			}
-		}
+	if err := o.security.validate(o.clientURL, o.peerURL, o.insecureAnywhere); err != nil {
+		return err
 	}
 	if o.xdsAddr != "" {
 		if _, _, err := net.SplitHostPort(o.xdsAddr); err != nil {
@@ -150,11 +145,17 @@ can connect, and stops
 cleanly on SIGINT or SIGTERM. For production, run a real etcd cluster and
 point --endpoints at it instead.
 
-The embedded etcd has no TLS and no authentication: anyone who reaches its
-client or peer port can write and delete registrations and lock the
-registry (etcd auth, enabled by a stranger, locks out the console and xDS
-of this very process). So both URLs must be loopback addresses (the
-default) unless --insecure-listen-anywhere says the network is trusted.
+By default the embedded etcd has no TLS and no authentication: anyone who
+reaches its client or peer port can write and delete registrations and
+lock the registry. So both URLs must be loopback addresses (the default)
+unless the listener is secured: a client URL elsewhere needs TLS (an
+https:// URL with --cert-file and --key-file, as etcd's flags) and
+authentication (--root-password-file turns etcd auth on with the user
+root, or --client-cert-auth with --trusted-ca-file requires client
+certificates); a peer URL elsewhere needs --peer-cert-file, --peer-key-file,
+--peer-trusted-ca-file and --peer-client-cert-auth. Or
+--insecure-listen-anywhere says the network is trusted. This process's own
+console and xDS control plane reach its etcd over the same TLS, as root.
 See docs/SECURITY.md.
 
 With --xds-listen it also serves every registered service to xDS clients
@@ -173,7 +174,9 @@ an htpasswd file of bcrypt hashes (htpasswd -nB USER) of the operators who may.
 console --legacy does.`,
 		Example: `  muster serve
   muster serve --data-dir /var/lib/muster --listen-client-url http://127.0.0.1:2379
-  muster serve --xds-listen 127.0.0.1:18000`,
+  muster serve --xds-listen 127.0.0.1:18000
+  muster serve --listen-client-url https://0.0.0.0:2379 --cert-file server.pem --key-file server-key.pem \
+      --root-password-file /etc/muster/root-password`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.validate(cmd.Flags().Changed("data-dir")); err != nil {
@@ -184,10 +187,11 @@ console --legacy does.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.dataDir, "data-dir", "", "directory for etcd's data, created if missing (default: the muster/etcd directory in your state directory)")
-	f.StringVar(&o.clientURL, "listen-client-url", embedetcd.DefaultClientURL, "URL to listen on for clients: http://host:port or host:port; the host an IP address or localhost")
+	f.StringVar(&o.clientURL, "listen-client-url", embedetcd.DefaultClientURL, "URL to listen on for clients: http://host:port or host:port, or https://host:port with --cert-file; the host an IP address or localhost")
 	f.StringVar(&o.peerURL, "listen-peer-url", embedetcd.DefaultPeerURL, "URL to listen on for etcd peers, in the form of --listen-client-url")
 	f.StringVar(&o.name, "name", embedetcd.DefaultName, "etcd member name; keep it the same for a data directory")
-	f.BoolVar(&o.insecureAnywhere, "insecure-listen-anywhere", false, "let --listen-client-url and --listen-peer-url be other than loopback, with no TLS and no authentication: anyone who reaches them controls the registry")
+	f.BoolVar(&o.insecureAnywhere, "insecure-listen-anywhere", false, "let --listen-client-url and --listen-peer-url be other than loopback without TLS and authentication: anyone who reaches them then controls the registry")
+	o.security.addFlags(f)
 	f.StringVar(&o.metricsAddr, "metrics-listen", "127.0.0.1:2381", "host:port to serve Prometheus /metrics and /healthz on; empty to not serve them")
 	f.StringVar(&o.xdsAddr, "xds-listen", "", "host:port to serve the registry to xDS clients on (ADS, plaintext unless --xds-cert); empty to not serve it")
 	o.xdsTLS.addFlags(cmd)
@@ -207,11 +211,14 @@ func runServe(ctx context.Context, o serveOptions, stderr io.Writer, ready func(
 	// a hint: its errors are shown only once it runs.
 	etcdLog, etcdLogLevel := quietUntilRunning(stderr)
 	srv, err := embedetcd.Start(ctx, embedetcd.Config{
-		Dir:       o.dataDir,
-		Name:      o.name,
-		ClientURL: o.clientURL,
-		PeerURL:   o.peerURL,
-		Logger:    etcdLog,
+		Dir:          o.dataDir,
+		Name:         o.name,
+		ClientURL:    o.clientURL,
+		PeerURL:      o.peerURL,
+		ClientTLS:    o.security.clientTLS(),
+		PeerTLS:      o.security.peerTLS(),
+		RootPassword: o.security.rootPassword,
+		Logger:       etcdLog,
 	})
 	switch {
 	case err == nil:
@@ -222,6 +229,8 @@ func runServe(ctx context.Context, o serveOptions, stderr io.Writer, ready func(
 		return fmt.Errorf("serve: %w\n(is another muster serve or etcd running? choose free ports with --listen-client-url and --listen-peer-url)", err)
 	case errors.Is(err, embedetcd.ErrDataDir):
 		return fmt.Errorf("serve: --data-dir %s: %w", o.dataDir, err)
+	case errors.Is(err, embedetcd.ErrAuth):
+		return fmt.Errorf("serve: --data-dir %s: %w\n(give root's password with --root-password-file)", o.dataDir, err)
 	default:
 		return fmt.Errorf("serve: %w", err)
 	}
@@ -235,7 +244,7 @@ func runServe(ctx context.Context, o serveOptions, stderr io.Writer, ready func(
 	stopXDS := func() {}
 	var consoleOpts []console.Option // the xDS clients page, if the control plane runs
 	if o.xdsAddr != "" {
-		cp, stop, err := serveXDS(srv.Endpoint(), xdsOptions{listen: o.xdsAddr, policy: string(xds.RoundRobin), tls: o.xdsTLS}, xdsMetrics, log)
+		cp, stop, err := serveXDS(o.security.selfClient(srv), xdsOptions{listen: o.xdsAddr, policy: string(xds.RoundRobin), tls: o.xdsTLS}, xdsMetrics, log)
 		if err != nil {
 			_ = srv.Close()
 			return fmt.Errorf("serve: %w", err)
@@ -251,7 +260,7 @@ func runServe(ctx context.Context, o serveOptions, stderr io.Writer, ready func(
 	}
 	stopUI := func() {}
 	if o.metricsAddr != "" {
-		ui, stopConsole, err := serveConsole(o.console, srv.Endpoint(), log, consoleOpts...)
+		ui, stopConsole, err := serveConsole(o.console, o.security.selfClient(srv), log, consoleOpts...)
 		if err != nil {
 			stopXDS()
 			_ = srv.Close()
@@ -275,7 +284,8 @@ func runServe(ctx context.Context, o serveOptions, stderr io.Writer, ready func(
 		defer stop()
 		log.Info("metrics on http://" + addr + "/metrics, health on http://" + addr + "/healthz, console on http://" + addr + consolePath)
 	}
-	log.Info("ready, clients use --endpoints "+srv.Endpoint()+"; data in "+o.dataDir, "name", o.name)
+	log.Info("ready, clients use --endpoints "+srv.Endpoint()+"; data in "+o.dataDir, "name", o.name,
+		"tls", o.security.clientTLS() != nil, "auth", o.security.rootPassword != "")
 	if ready != nil {
 		ready(srv.Endpoint())
 	}
@@ -343,10 +353,10 @@ func serveMetrics(addr string, extra prometheus.Gatherer, healthy func() error, 
 }
 
 // serveXDS starts an xDS control plane as o says over every service of the
-// embedded etcd at endpoint, registers its collectors (and its Discovery's)
-// in reg, and returns it and the function that stops it.
-func serveXDS(endpoint string, o xdsOptions, reg prometheus.Registerer, log *slog.Logger) (cp *xds.Server, stop func() error, err error) {
-	cli, err := clientv3.New(etcd.ClientConfig(endpoint))
+// embedded etcd that cfg reaches, registers its collectors (and its
+// Discovery's) in reg, and returns it and the function that stops it.
+func serveXDS(cfg clientv3.Config, o xdsOptions, reg prometheus.Registerer, log *slog.Logger) (cp *xds.Server, stop func() error, err error) {
+	cli, err := clientv3.New(cfg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("xds: etcd client: %w", err)
 	}

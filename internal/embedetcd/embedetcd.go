@@ -14,6 +14,7 @@ package embedetcd
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -77,6 +78,20 @@ type Config struct {
 	// PeerURL is the http:// URL the server listens on for raft peers;
 	// DefaultPeerURL when empty.
 	PeerURL string
+	// ClientTLS, when not nil, serves clients over TLS: ClientURL must
+	// then be an https:// URL (and without it, an http:// one).
+	ClientTLS *TLS
+	// PeerTLS, when not nil, serves peers over TLS, as ClientTLS does
+	// clients; PeerURL must then be an https:// URL.
+	PeerTLS *TLS
+	// RootPassword, when not empty, keeps etcd authentication on: if
+	// it is off, Start creates the user root with this password (or
+	// sets it, if root exists), grants it the role root and turns
+	// authentication on; if it is on, Start checks the password. When
+	// empty and the data directory's etcd has authentication on, Start
+	// fails: the caller could not use the registry. Errors match
+	// ErrAuth.
+	RootPassword string
 	// Logger receives etcd's own logs. Nil discards them; see
 	// ErrorLogger for a quiet logger on a writer.
 	Logger *zap.Logger
@@ -95,6 +110,14 @@ func ErrorLogger(w io.Writer) *zap.Logger {
 	return zap.New(core)
 }
 
+// ErrAuth is matched by the error Start returns when the data directory's
+// etcd has authentication on and Config.RootPassword is empty or not root's
+// password.
+var ErrAuth = errors.New("embedetcd: authentication")
+
+// RootUser is the etcd user that Config.RootPassword is the password of.
+const RootUser = "root"
+
 // Server is a running embedded etcd server.
 type Server struct {
 	lock        *fileutil.LockedFile // held until the server has stopped
@@ -102,6 +125,7 @@ type Server struct {
 	abort       context.CancelFunc // ends the RPCs in flight
 	stopping    *atomic.Bool       // set by Close; quiets the logs of the stop
 	endpoint    string
+	clientTLS   *TLS
 	stopTimeout time.Duration
 
 	closing chan struct{} // closed when Close starts
@@ -145,6 +169,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		abort:       abort,
 		stopping:    stopping,
 		endpoint:    ec.AdvertiseClientUrls[0].String(),
+		clientTLS:   cfg.ClientTLS,
 		stopTimeout: orDefault(cfg.StopTimeout, DefaultStopTimeout),
 		closing:     make(chan struct{}),
 		exited:      make(chan struct{}),
@@ -157,7 +182,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	defer timer.Stop()
 	select {
 	case <-e.Server.ReadyNotify():
-		return s, nil
+		if err = s.keepAuth(ctx, cfg.RootPassword); err == nil {
+			return s, nil
+		}
 	case <-s.done:
 		err = fmt.Errorf("embedetcd: server stopped before it was ready: %w", s.Err())
 	case <-ctx.Done():
@@ -173,6 +200,16 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 
 // Endpoint returns the URL clients use, such as "http://127.0.0.1:2379".
 func (s *Server) Endpoint() string { return s.endpoint }
+
+// ClientTLS returns the TLS configuration for clients in this process to
+// reach Endpoint, or nil when the server serves clients in plain text. See
+// SelfTLS.
+func (s *Server) ClientTLS() *tls.Config {
+	if s.clientTLS == nil {
+		return nil
+	}
+	return s.clientTLS.SelfTLS()
+}
 
 // Done returns a channel closed when the server has stopped: after Close,
 // or on its own after a fatal error (see Err).
@@ -251,11 +288,11 @@ func embedConfig(cfg Config) (*embed.Config, *atomic.Bool, error) {
 	if name == "" {
 		name = DefaultName
 	}
-	clientURL, err := parseURL("client", cfg.ClientURL, DefaultClientURL)
+	clientURL, err := parseURL("client", cfg.ClientURL, DefaultClientURL, cfg.ClientTLS)
 	if err != nil {
 		return nil, nil, err
 	}
-	peerURL, err := parseURL("peer", cfg.PeerURL, DefaultPeerURL)
+	peerURL, err := parseURL("peer", cfg.PeerURL, DefaultPeerURL, cfg.PeerTLS)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -284,6 +321,12 @@ func embedConfig(cfg Config) (*embed.Config, *atomic.Bool, error) {
 	ec.Logger = "zap"
 	ec.LogLevel = "error"
 	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(lg)
+	if cfg.ClientTLS != nil {
+		ec.ClientTLSInfo = cfg.ClientTLS.info()
+	}
+	if cfg.PeerTLS != nil {
+		ec.PeerTLSInfo = cfg.PeerTLS.info()
+	}
 	return ec, stopping, nil
 }
 
@@ -311,23 +354,23 @@ func (c *quietStopCore) Check(ent zapcore.Entry, ce *zapcore.CheckedEntry) *zapc
 	return ce
 }
 
-// ParseURL checks a listen URL as Start does: http://host:port, the host an
-// IP address or "localhost". what names the URL in the error ("client",
-// "peer").
+// ParseURL checks a listen URL as Start does: http://host:port, or
+// https://host:port for a listener with TLS, the host an IP address or
+// "localhost". what names the URL in the error ("client", "peer").
 func ParseURL(what, raw string) (*url.URL, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return nil, fmt.Errorf("embedetcd: %s URL %q: %w", what, raw, err)
 	}
-	if u.Scheme != "http" {
-		return nil, fmt.Errorf("embedetcd: %s URL %q: want an http:// URL", what, raw)
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, fmt.Errorf("embedetcd: %s URL %q: want an http:// or https:// URL", what, raw)
 	}
 	if u.Path != "" && u.Path != "/" || u.RawQuery != "" || u.User != nil {
-		return nil, fmt.Errorf("embedetcd: %s URL %q: want http://host:port and nothing else", what, raw)
+		return nil, fmt.Errorf("embedetcd: %s URL %q: want %s://host:port and nothing else", what, raw, u.Scheme)
 	}
 	host, port, err := net.SplitHostPort(u.Host)
 	if err != nil {
-		return nil, fmt.Errorf("embedetcd: %s URL %q: want http://host:port: %w", what, raw, err)
+		return nil, fmt.Errorf("embedetcd: %s URL %q: want %s://host:port: %w", what, raw, u.Scheme, err)
 	}
 	if host != "localhost" && net.ParseIP(host) == nil {
 		return nil, fmt.Errorf("embedetcd: %s URL %q: the host must be an IP address or localhost", what, raw)
@@ -339,11 +382,27 @@ func ParseURL(what, raw string) (*url.URL, error) {
 	return u, nil
 }
 
-func parseURL(what, raw, def string) (*url.URL, error) {
+// parseURL checks the listen URL raw (def when empty) and that its scheme
+// agrees with t: https with TLS, http without.
+func parseURL(what, raw, def string, t *TLS) (*url.URL, error) {
 	if raw == "" {
 		raw = def
 	}
-	return ParseURL(what, raw)
+	u, err := ParseURL(what, raw)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case t == nil && u.Scheme == "https":
+		return nil, fmt.Errorf("embedetcd: %s URL %q: https needs a TLS certificate and key", what, raw)
+	case t != nil && u.Scheme == "http":
+		return nil, fmt.Errorf("embedetcd: %s URL %q: with TLS, want an https:// URL", what, raw)
+	case t != nil:
+		if err := t.Validate(); err != nil {
+			return nil, fmt.Errorf("embedetcd: %s TLS: %w", what, err)
+		}
+	}
+	return u, nil
 }
 
 // advertised returns the URL others use to reach a listen URL: an
