@@ -27,6 +27,7 @@ type wireInstance struct {
 	Version      string            `json:"version,omitempty"`
 	Addr         string            `json:"addr"`
 	Zone         string            `json:"zone,omitempty"`
+	Region       string            `json:"region,omitempty"`
 	Weight       *int              `json:"weight,omitempty"`
 	Metadata     map[string]string `json:"metadata,omitempty"`
 	RegisteredAt string            `json:"registered_at,omitempty"`
@@ -45,12 +46,12 @@ func Marshal(in Instance) ([]byte, error) {
 	w := in.EffectiveWeight()
 	wi := wireInstance{
 		V: SchemaVersion, ID: id, Name: in.Name, Version: in.Version,
-		Addr: in.Addr, Zone: in.Zone, Weight: &w, Metadata: in.Metadata,
+		Addr: in.Addr, Zone: in.Zone, Region: in.Region, Weight: &w, Metadata: in.Metadata,
 	}
 	if !in.RegisteredAt.IsZero() {
 		wi.RegisteredAt = in.RegisteredAt.UTC().Format(time.RFC3339Nano)
 	}
-	size := 128 + len(wi.ID) + len(wi.Name) + len(wi.Version) + len(wi.Addr) + len(wi.Zone) + len(wi.RegisteredAt)
+	size := 128 + len(wi.ID) + len(wi.Name) + len(wi.Version) + len(wi.Addr) + len(wi.Zone) + len(wi.Region) + len(wi.RegisteredAt)
 	for k, v := range wi.Metadata {
 		size += len(k) + len(v) + 6
 	}
@@ -79,7 +80,7 @@ func Unmarshal(data []byte) (Instance, error) {
 	}
 	in := Instance{
 		ID: wi.ID, Name: wi.Name, Version: wi.Version, Addr: wi.Addr,
-		Zone: wi.Zone, Weight: DefaultWeight, Metadata: wi.Metadata,
+		Zone: wi.Zone, Region: wi.Region, Weight: DefaultWeight, Metadata: wi.Metadata,
 	}
 	if wi.Weight != nil {
 		in.Weight = *wi.Weight

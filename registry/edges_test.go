@@ -50,6 +50,8 @@ func TestValidationEdges(t *testing.T) {
 		{"version over its limit", func(in *registry.Instance) { in.Version = strings.Repeat("v", registry.MaxVersionLen+1) }, false},
 		{"zone at its limit", func(in *registry.Instance) { in.Zone = strings.Repeat("z", registry.MaxZoneLen) }, true},
 		{"zone over its limit", func(in *registry.Instance) { in.Zone = strings.Repeat("z", registry.MaxZoneLen+1) }, false},
+		{"region at its limit", func(in *registry.Instance) { in.Region = strings.Repeat("r", registry.MaxRegionLen) }, true},
+		{"region over its limit", func(in *registry.Instance) { in.Region = strings.Repeat("r", registry.MaxRegionLen+1) }, false},
 		{"metadata at its key count", func(in *registry.Instance) { in.Metadata = md(registry.MaxMetadataKeys) }, true},
 		{"metadata over its key count", func(in *registry.Instance) { in.Metadata = md(registry.MaxMetadataKeys + 1) }, false},
 	} {

@@ -20,6 +20,8 @@ const (
 	MaxVersionLen = 128
 	// MaxZoneLen is the longest zone string, in bytes.
 	MaxZoneLen = 128
+	// MaxRegionLen is the longest region string, in bytes.
+	MaxRegionLen = 128
 	// MaxMetadataKeys is the most metadata entries an instance may carry.
 	MaxMetadataKeys = 64
 	// MaxMetadataKeyLen is the longest metadata key, in bytes.
@@ -56,6 +58,10 @@ type Instance struct {
 	// Zone is the failure domain the instance runs in (e.g. "eu-1a").
 	// Optional.
 	Zone string
+	// Region is the group of zones the instance runs in (e.g. "eu-1"),
+	// one network and latency domain. Optional; printable, at most
+	// MaxRegionLen bytes, as Zone.
+	Region string
 	// Weight is the instance's relative share of new calls, 1..MaxWeight.
 	// Zero means DefaultWeight. To take no new calls while staying
 	// registered, set Draining.
@@ -108,7 +114,7 @@ func (in Instance) Normalize() Instance {
 // by field. RegisteredAt is compared with time.Time.Equal.
 func (in Instance) Equal(o Instance) bool {
 	if in.ID != o.ID || in.Name != o.Name || in.Version != o.Version ||
-		in.Addr != o.Addr || in.Zone != o.Zone || in.Weight != o.Weight ||
+		in.Addr != o.Addr || in.Zone != o.Zone || in.Region != o.Region || in.Weight != o.Weight ||
 		in.Draining != o.Draining || !in.RegisteredAt.Equal(o.RegisteredAt) ||
 		len(in.Metadata) != len(o.Metadata) {
 		return false
@@ -166,6 +172,9 @@ func (in Instance) Validate() error {
 		return err
 	}
 	if err := validateText("zone", in.Zone, MaxZoneLen); err != nil {
+		return err
+	}
+	if err := validateText("region", in.Region, MaxRegionLen); err != nil {
 		return err
 	}
 	if in.Weight < 0 || in.Weight > MaxWeight {

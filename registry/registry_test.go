@@ -54,6 +54,8 @@ func TestValidateNamesTheBadField(t *testing.T) {
 		{"weight over max", func(in *registry.Instance) { in.Weight = registry.MaxWeight + 1 }, "weight"},
 		{"version too long", func(in *registry.Instance) { in.Version = strings.Repeat("v", 129) }, "version"},
 		{"zone too long", func(in *registry.Instance) { in.Zone = strings.Repeat("z", 129) }, "zone"},
+		{"region too long", func(in *registry.Instance) { in.Region = strings.Repeat("r", 129) }, "region"},
+		{"region not UTF-8", func(in *registry.Instance) { in.Region = "\xff" }, "region"},
 		{"65 metadata keys", func(in *registry.Instance) { in.Metadata = bigMeta }, "metadata"},
 		{"metadata key over 128", func(in *registry.Instance) { in.Metadata = map[string]string{strings.Repeat("k", 129): "v"} }, "metadata"},
 		{"metadata value over 512", func(in *registry.Instance) { in.Metadata = map[string]string{"k": strings.Repeat("v", 513)} }, "metadata"},

@@ -38,6 +38,11 @@ func appendWire(dst []byte, wi *wireInstance) (out []byte, ok bool) {
 			return nil, false
 		}
 	}
+	if wi.Region != "" {
+		if dst, ok = appendField(dst, `,"region":`, wi.Region); !ok {
+			return nil, false
+		}
+	}
 	if wi.Weight != nil {
 		dst = append(dst, `,"weight":`...)
 		dst = strconv.AppendInt(dst, int64(*wi.Weight), 10)
@@ -95,7 +100,7 @@ func plainIn(c byte) bool {
 }
 
 // wireKeys are the keys of a value in the order appendWire writes them.
-var wireKeys = [...]string{"v", "id", "name", "version", "addr", "zone", "weight", "metadata", "registered_at"}
+var wireKeys = [...]string{"v", "id", "name", "version", "addr", "zone", "region", "weight", "metadata", "registered_at"}
 
 // parseWire decodes data into wi, which must be zero, if data has the form
 // appendWire writes: no whitespace, known keys spelled exactly, each at most
@@ -142,6 +147,8 @@ func parseWire(data []byte, wi *wireInstance) (ok bool) {
 			wi.Addr, ok = p.string()
 		case "zone":
 			wi.Zone, ok = p.string()
+		case "region":
+			wi.Region, ok = p.string()
 		case "weight":
 			var w int
 			w, ok = p.uint()

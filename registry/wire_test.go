@@ -16,6 +16,8 @@ func FuzzWireCodec(f *testing.F) {
 	for _, seed := range []string{
 		`{"v":1,"id":"a","name":"user","addr":"10.0.0.7:9000","weight":100}`,
 		`{"v":1,"id":"user-1","name":"user","version":"v1.4.2","addr":"[::1]:9000","zone":"eu-1a","weight":0,"metadata":{"a":"1","color":"blue"},"registered_at":"2026-11-30T10:00:00.123456789Z"}`,
+		`{"v":1,"id":"a","name":"user","addr":"h:1","zone":"eu-1a","region":"eu-1","weight":5}`,
+		`{"v":1,"id":"a","name":"user","addr":"h:1","region":"eu-1","zone":"eu-1a"}`,
 		`{"v":1,"id":"a","name":"user","addr":"h:1","metadata":{}}`,
 		`{"v":1,"id":"a","name":"user","addr":"h:1","metadata":{"k":"1","k":"2"}}`,
 		`{"v":1,"id":"a","name":"user","addr":"h:1","metadata":{"html":"<b>&</b>","é":"ü"}}`,
@@ -100,7 +102,7 @@ func FuzzWireCodec(f *testing.F) {
 
 // The fast path is the one taken for ordinary values, both ways.
 func TestOrdinaryValuesTakeTheFastPath(t *testing.T) {
-	in := Instance{Name: "user", ID: "user-1", Addr: "10.0.0.7:9000", Version: "v1.4.2", Zone: "eu-1a",
+	in := Instance{Name: "user", ID: "user-1", Addr: "10.0.0.7:9000", Version: "v1.4.2", Zone: "eu-1a", Region: "eu-1",
 		Weight: 250, Metadata: map[string]string{"color": "blue", "az": "1"}, RegisteredAt: time.Date(2026, 11, 30, 10, 0, 0, 5, time.UTC)}
 	v, err := Marshal(in)
 	if err != nil {
@@ -110,7 +112,7 @@ func TestOrdinaryValuesTakeTheFastPath(t *testing.T) {
 	if !parseWire(v, &wi) {
 		t.Fatalf("parseWire refuses Marshal's value %s", v)
 	}
-	const want = `{"v":1,"id":"user-1","name":"user","version":"v1.4.2","addr":"10.0.0.7:9000","zone":"eu-1a","weight":250,"metadata":{"az":"1","color":"blue"},"registered_at":"2026-11-30T10:00:00.000000005Z"}`
+	const want = `{"v":1,"id":"user-1","name":"user","version":"v1.4.2","addr":"10.0.0.7:9000","zone":"eu-1a","region":"eu-1","weight":250,"metadata":{"az":"1","color":"blue"},"registered_at":"2026-11-30T10:00:00.000000005Z"}`
 	if string(v) != want {
 		t.Fatalf("Marshal = %s\nwant      %s", v, want)
 	}
