@@ -19,6 +19,7 @@ type instanceView struct {
 	// "muster" or a legacy source's name; empty without WithLegacy.
 	Source  string `json:"source,omitempty"`
 	Zone    string `json:"zone,omitempty"`
+	Region  string `json:"region,omitempty"`
 	Version string `json:"version,omitempty"`
 	// Color is the instance's metadata color.DefaultInstanceKey, the
 	// color balancers route by by default; empty for the base.
@@ -88,7 +89,7 @@ func newServiceView(snap registry.Snapshot, det details, canary registry.Canary)
 	for _, in := range snap.Instances {
 		muster := fromMuster(in)
 		iv := instanceView{
-			ID: in.ID, Addr: in.Addr, Source: legacy.SourceOf(in), Zone: in.Zone, Version: in.Version,
+			ID: in.ID, Addr: in.Addr, Source: legacy.SourceOf(in), Zone: in.Zone, Region: in.Region, Version: in.Version,
 			Color:  in.Metadata[color.DefaultInstanceKey],
 			Weight: in.EffectiveWeight(), Draining: in.Draining, Override: muster && det.overrides[in.ID],
 			Metadata: in.Metadata,
@@ -164,6 +165,7 @@ type serviceRow struct {
 	Instances int      `json:"instances"`
 	Draining  int      `json:"draining"`
 	Zones     []string `json:"zones"`
+	Regions   []string `json:"regions"`
 	Versions  []string `json:"versions"`
 	// Colors are the colors of its instances (the base not included).
 	Colors []string `json:"colors"`
@@ -186,7 +188,7 @@ type fleetView struct {
 // change last (zero: not since it started following it).
 func newServiceRow(snap registry.Snapshot, lastChange time.Time) serviceRow {
 	r := serviceRow{Name: snap.Service, Instances: len(snap.Instances), Loaded: snap.Loaded, Stale: snap.Stale()}
-	zones, versions, colors, sources := map[string]bool{}, map[string]bool{}, map[string]bool{}, map[string]bool{}
+	zones, regions, versions, colors, sources := map[string]bool{}, map[string]bool{}, map[string]bool{}, map[string]bool{}, map[string]bool{}
 	var latest time.Time
 	for _, in := range snap.Instances {
 		if in.Draining {
@@ -194,6 +196,9 @@ func newServiceRow(snap registry.Snapshot, lastChange time.Time) serviceRow {
 		}
 		if in.Zone != "" {
 			zones[in.Zone] = true
+		}
+		if in.Region != "" {
+			regions[in.Region] = true
 		}
 		if in.Version != "" {
 			versions[in.Version] = true
@@ -216,7 +221,7 @@ func newServiceRow(snap registry.Snapshot, lastChange time.Time) serviceRow {
 	if !latest.IsZero() {
 		r.LastChange = &latest
 	}
-	r.Zones, r.Versions, r.Colors = sortedKeys(zones), sortedKeys(versions), sortedKeys(colors)
+	r.Zones, r.Regions, r.Versions, r.Colors = sortedKeys(zones), sortedKeys(regions), sortedKeys(versions), sortedKeys(colors)
 	if len(sources) > 0 {
 		r.Sources = sortedKeys(sources)
 	}

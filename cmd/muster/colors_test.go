@@ -44,9 +44,9 @@ func TestCommandsShowColorsAndCanary(t *testing.T) {
 	}
 
 	want := "" +
-		"ID    ADDR           VERSION  ZONE  COLOR  WEIGHT  METADATA    AGE\n" +
-		"base  10.0.0.1:9000  -        -     -      100     -           60s\n" +
-		"blue  10.0.0.2:9000  -        -     blue   100     color=blue  60s\n" +
+		"ID    ADDR           VERSION  ZONE  REGION  COLOR  WEIGHT  METADATA    AGE\n" +
+		"base  10.0.0.1:9000  -        -     -       -      100     -           60s\n" +
+		"blue  10.0.0.2:9000  -        -     -       blue   100     color=blue  60s\n" +
 		"canary: 5% of uncolored calls to blue\n"
 	if got := runOK(t, append([]string{"ls", "user"}, ep...)...); got.stdout != want {
 		t.Fatalf("ls user:\n%s\nwant:\n%s", got.stdout, want)

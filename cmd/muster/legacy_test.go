@@ -74,11 +74,11 @@ func TestLsLegacy(t *testing.T) {
 	all := []string{"--legacy", "go-zero:user.rpc", "--legacy", "kratos", "--legacy", "user=etcd-naming"}
 	r := runOK(t, append([]string{"ls", "user", "--endpoints", endpoint}, all...)...)
 	matchLines(t, "ls user "+strings.Join(all, " "), r.stdout,
-		`ID +ADDR +SOURCE +VERSION +ZONE +COLOR +WEIGHT +METADATA +AGE`,
+		`ID +ADDR +SOURCE +VERSION +ZONE +REGION +COLOR +WEIGHT +METADATA +AGE`,
 		`42 +10\.0\.0\.4:9000 +go-zero +- .*`,
 		`k1 +10\.0\.0\.2:9000 +kratos +v1 .*`,
 		`n1 +10\.0\.0\.3:9000 +etcd-naming +- .*`,
-		`user-1 +10\.0\.0\.1:9000 +muster +- +- +- +100 +tier=gold +\S+`)
+		`user-1 +10\.0\.0\.1:9000 +muster +- +- +- +- +100 +tier=gold +\S+`)
 
 	r = runOK(t, "ls", "user", "--endpoints", endpoint, "--legacy", "kratos", "-o", "json")
 	var got []registry.Instance

@@ -32,7 +32,7 @@ func newLsFixture(t *testing.T) lsFixture {
 	s := startServe(t, t.TempDir())
 	r := newRegistrar(t, s.endpoint)
 	register(t, r, registry.Instance{
-		ID: "user-1", Name: "user", Version: "v1.4.2", Addr: "10.0.0.1:9000", Zone: "eu-1a",
+		ID: "user-1", Name: "user", Version: "v1.4.2", Addr: "10.0.0.1:9000", Zone: "eu-1a", Region: "eu-1",
 		Weight: 250, Metadata: map[string]string{"tier": "gold", "color": "blue"},
 		RegisteredAt: now.Add(-3 * time.Hour),
 	})
@@ -91,9 +91,9 @@ func TestLs(t *testing.T) {
 	t.Run("instances table", func(t *testing.T) {
 		r := runOK(t, "ls", "user", "--endpoints", f.endpoint)
 		want := "" +
-			"ID      ADDR           VERSION  ZONE   COLOR  WEIGHT  METADATA              AGE\n" +
-			"user-1  10.0.0.1:9000  v1.4.2   eu-1a  blue   250     color=blue,tier=gold  3h\n" +
-			"user-2  10.0.0.2:9000  -        -      -      0       -                     42s\n"
+			"ID      ADDR           VERSION  ZONE   REGION  COLOR  WEIGHT  METADATA              AGE\n" +
+			"user-1  10.0.0.1:9000  v1.4.2   eu-1a  eu-1    blue   250     color=blue,tier=gold  3h\n" +
+			"user-2  10.0.0.2:9000  -        -      -       -      0       -                     42s\n"
 		if r.stdout != want {
 			t.Fatalf("ls user stdout:\n%s\nwant:\n%s", r.stdout, want)
 		}
@@ -111,7 +111,7 @@ func TestLs(t *testing.T) {
 		want := []map[string]any{
 			{
 				"v": 1.0, "id": "user-1", "name": "user", "version": "v1.4.2", "addr": "10.0.0.1:9000",
-				"zone": "eu-1a", "weight": 250.0, "metadata": map[string]any{"color": "blue", "tier": "gold"},
+				"zone": "eu-1a", "region": "eu-1", "weight": 250.0, "metadata": map[string]any{"color": "blue", "tier": "gold"},
 				"registered_at": f.now.Add(-3 * time.Hour).Format(time.RFC3339Nano),
 			},
 			{
@@ -214,9 +214,9 @@ func TestTablesShowOverridesAndDistinctIDs(t *testing.T) {
 	w.expect(t, `~ 10\.0\.0\.1:9000 \(weight 100->0 by override\)`)
 
 	want := "" +
-		"ID  ADDR           VERSION  ZONE  COLOR  WEIGHT  METADATA  AGE\n" +
-		"-   10.0.0.1:9000  -        -     -      0*      -         60s\n" +
-		"b   10.0.0.2:9000  -        -     -      250*    -         60s\n" +
+		"ID  ADDR           VERSION  ZONE  REGION  COLOR  WEIGHT  METADATA  AGE\n" +
+		"-   10.0.0.1:9000  -        -     -       -      0*      -         60s\n" +
+		"b   10.0.0.2:9000  -        -     -       -      250*    -         60s\n" +
 		overrideNote + "\n"
 	if got := runOK(t, append([]string{"ls", "user"}, ep...)...); got.stdout != want {
 		t.Fatalf("ls user:\n%s\nwant:\n%s", got.stdout, want)
@@ -225,8 +225,8 @@ func TestTablesShowOverridesAndDistinctIDs(t *testing.T) {
 	runOK(t, append([]string{"undrain", "user", "b"}, ep...)...)
 	w.expect(t, `~ b 10\.0\.0\.2:9000 \(weight 250->100, override removed\)`)
 	want = "" +
-		"ID  ADDR           VERSION  ZONE  COLOR  WEIGHT  METADATA  AGE\n" +
-		"b   10.0.0.2:9000  -        -     -      100     -         60s\n"
+		"ID  ADDR           VERSION  ZONE  REGION  COLOR  WEIGHT  METADATA  AGE\n" +
+		"b   10.0.0.2:9000  -        -     -       -      100     -         60s\n"
 	if got := runOK(t, append([]string{"get", "user", "b"}, ep...)...); got.stdout != want {
 		t.Fatalf("get user b:\n%s\nwant:\n%s", got.stdout, want)
 	}

@@ -63,16 +63,17 @@ const overrideNote = "* weight set by an operator (muster weight or drain); must
 // writeInstanceTable writes one row per instance, in the given order. The
 // ID column shows "-" for an ID equal to the address; a weight set by an
 // operator's override (overridden holds the IDs) is marked "*" and
-// explained under the table. COLOR is the instance's color ("-": base).
+// explained under the table. REGION follows ZONE; COLOR is the instance's
+// color ("-": base).
 // When the instances come from a merged Discovery (--legacy), a SOURCE
 // column after ADDR says where each was found.
 func writeInstanceTable(w io.Writer, ins []*registry.Instance, overridden map[string]bool, now time.Time) error {
 	tw := newTable(w)
 	sources := hasSources(ins)
 	if sources {
-		fmt.Fprintln(tw, "ID\tADDR\tSOURCE\tVERSION\tZONE\tCOLOR\tWEIGHT\tMETADATA\tAGE")
+		fmt.Fprintln(tw, "ID\tADDR\tSOURCE\tVERSION\tZONE\tREGION\tCOLOR\tWEIGHT\tMETADATA\tAGE")
 	} else {
-		fmt.Fprintln(tw, "ID\tADDR\tVERSION\tZONE\tCOLOR\tWEIGHT\tMETADATA\tAGE")
+		fmt.Fprintln(tw, "ID\tADDR\tVERSION\tZONE\tREGION\tCOLOR\tWEIGHT\tMETADATA\tAGE")
 	}
 	marked := false
 	for _, in := range ins {
@@ -89,8 +90,8 @@ func writeInstanceTable(w io.Writer, ins []*registry.Instance, overridden map[st
 		if sources {
 			addr += "\t" + cell(legacy.SourceOf(in))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
-			idCell(in), addr, cell(in.Version), cell(in.Zone), cell(colorOf(in)),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
+			idCell(in), addr, cell(in.Version), cell(in.Zone), cell(in.Region), cell(colorOf(in)),
 			weight, orDash(formatMetadata(shownMetadata(in))), age)
 	}
 	if err := tw.Flush(); err != nil {
@@ -175,9 +176,10 @@ func formatAge(d time.Duration) string {
 }
 
 // describeInstance renders the attributes of in after its ID and address,
-// as in "(source go-zero, version v1.4.2, zone eu-1a, color blue, weight
-// 100, metadata color=blue)", the source only for an instance from a merged
-// Discovery (--legacy); the weight is marked "(override)" when overridden.
+// as in "(source go-zero, version v1.4.2, zone eu-1a, region eu-1, color
+// blue, weight 100, metadata color=blue)", the source only for an instance
+// from a merged Discovery (--legacy); the weight is marked "(override)"
+// when overridden.
 func describeInstance(in *registry.Instance, overridden bool) string {
 	var parts []string
 	if src := legacy.SourceOf(in); src != "" {
@@ -188,6 +190,9 @@ func describeInstance(in *registry.Instance, overridden bool) string {
 	}
 	if in.Zone != "" {
 		parts = append(parts, "zone "+quoteIfNeeded(in.Zone))
+	}
+	if in.Region != "" {
+		parts = append(parts, "region "+quoteIfNeeded(in.Region))
 	}
 	if c := colorOf(in); c != "" {
 		parts = append(parts, "color "+quoteIfNeeded(c))
@@ -223,6 +228,7 @@ func describeChange(old, cur *registry.Instance, wasOverridden, overridden bool)
 	str("addr", old.Addr, cur.Addr)
 	str("version", old.Version, cur.Version)
 	str("zone", old.Zone, cur.Zone)
+	str("region", old.Region, cur.Region)
 	str("color", colorOf(old), colorOf(cur))
 	if ow, cw := old.EffectiveWeight(), cur.EffectiveWeight(); ow != cw {
 		w := fmt.Sprintf("weight %d->%d", ow, cw)

@@ -51,7 +51,7 @@ connection). Without --check the instance stays registered until stopped.
 It logs on stderr: "registered" once etcd holds the instance; while etcd does
 not answer, a warning at once and then every 5s, with etcd's last error; on
 exit, "deregistered on exit", or that nothing was registered.`,
-		Example: `  muster register --name user --addr 10.0.0.7:9000 --zone eu-1a --check grpc://127.0.0.1:9000
+		Example: `  muster register --name user --addr 10.0.0.7:9000 --zone eu-1a --region eu-1 --check grpc://127.0.0.1:9000
   muster register --name web --addr 10.0.0.8:8080 --meta team=core --check http://127.0.0.1:8080/healthz`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -68,6 +68,7 @@ exit, "deregistered on exit", or that nothing was registered.`,
 	f.StringVar(&o.in.ID, "id", "", "instance ID (default: the address)")
 	f.StringVar(&o.in.Version, "version", "", "version of the instance")
 	f.StringVar(&o.in.Zone, "zone", "", "zone the instance runs in")
+	f.StringVar(&o.in.Region, "region", "", "region (group of zones) the instance runs in")
 	o.weight = numberText(strconv.Itoa(registry.DefaultWeight))
 	f.Var(&o.weight, "weight",
 		fmt.Sprintf("relative share of new calls, 0..%d; 0 registers the instance drained (no new calls)", registry.MaxWeight))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/musterhq/muster/internal/testkit/registrytest"
 	"github.com/musterhq/muster/internal/testkit/testbackend"
+	"github.com/musterhq/muster/registry"
 	"github.com/musterhq/muster/registry/etcd"
 )
 
@@ -29,11 +30,18 @@ func TestRegisterSidecarFollowsHealth(t *testing.T) {
 	defer w.Close()
 
 	side := start(t, "register", "--endpoints", s.endpoint, "--name", "legacy", "--addr", be.Addr,
-		"--zone", "z1", "--meta", "team=core", "--check", "grpc://"+be.Addr,
+		"--zone", "z1", "--region", "r1", "--meta", "team=core", "--check", "grpc://"+be.Addr,
 		"--interval", "100ms", "--failures", "2", "--ttl", "2s")
 	in := registrytest.WaitFor(t, w, "the sidecar's instance", registrytest.HasIDs(be.Addr)).Instances[0]
-	if in.Zone != "z1" || in.Metadata["team"] != "core" {
+	if in.Zone != "z1" || in.Region != "r1" || in.Metadata["team"] != "core" {
 		t.Fatalf("registered as %+v", in)
+	}
+	// The stored value has the region after the zone.
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	resp, err := newClient(t, s.endpoint).Get(ctx, registry.Key(registry.DefaultPrefix, "legacy", be.Addr))
+	if err != nil || len(resp.Kvs) != 1 || !strings.Contains(string(resp.Kvs[0].Value), `"zone":"z1","region":"r1"`) {
+		t.Fatalf("registry value of the sidecar's instance: %v, %v; want zone z1 and region r1", resp, err)
 	}
 	be.Health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	registrytest.WaitFor(t, w, "the instance gone while NOT_SERVING", registrytest.HasIDs())
@@ -59,6 +67,7 @@ func TestRegisterUsageErrors(t *testing.T) {
 		{"register", "--name", "x", "--addr", "h:1", "--check", "ftp://h:1"},
 		{"register", "--name", "x", "--addr", "h:1", "--ttl", "100ms"},
 		{"register", "--name", "x", "--addr", "h:1", "--weight", "20000"},
+		{"register", "--name", "x", "--addr", "h:1", "--region", strings.Repeat("r", registry.MaxRegionLen+1)},
 	} {
 		if r := run(args...); r.code != 2 {
 			t.Errorf("muster %v: exit %d, want 2; stderr %q", args, r.code, r.stderr)

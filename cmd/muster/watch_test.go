@@ -12,7 +12,7 @@ func TestWatchPrintsChanges(t *testing.T) {
 	s := startServe(t, t.TempDir())
 	r := newRegistrar(t, s.endpoint)
 	u1 := registry.Instance{
-		ID: "user-1", Name: "user", Version: "v1.4.2", Addr: "10.0.0.1:9000", Zone: "eu-1a",
+		ID: "user-1", Name: "user", Version: "v1.4.2", Addr: "10.0.0.1:9000", Zone: "eu-1a", Region: "eu-1",
 		Metadata: map[string]string{"color": "blue"},
 	}
 	register(t, r, u1)
@@ -23,12 +23,16 @@ func TestWatchPrintsChanges(t *testing.T) {
 	// etcd stopped answering stays silent before it is restarted.
 	w := start(t, "watch", "user", "--endpoints", s.endpoint, "--timeout", "2s")
 	w.expect(t, `# user: 1 instance at revision \d+; watching for changes`)
-	w.expect(t, `= user-1 10\.0\.0\.1:9000 \(version v1\.4\.2, zone eu-1a, color blue, weight 100, metadata color=blue\)`)
+	w.expect(t, `= user-1 10\.0\.0\.1:9000 \(version v1\.4\.2, zone eu-1a, region eu-1, color blue, weight 100, metadata color=blue\)`)
 
 	register(t, r, other)
 	u2 := registry.Instance{ID: "user-2", Name: "user", Addr: "10.0.0.2:9000", Weight: 300}
 	register(t, r, u2)
 	w.expect(t, `\+ user-2 10\.0\.0\.2:9000 \(weight 300\)`)
+
+	u2.Region = "eu-2"
+	register(t, r, u2)
+	w.expect(t, `~ user-2 10\.0\.0\.2:9000 \(region -->eu-2\)`)
 
 	u2.Draining = true
 	register(t, r, u2)
@@ -51,8 +55,8 @@ func TestWatchPrintsChanges(t *testing.T) {
 	}
 	// Before the restarted server stops, so that it can revoke its lease.
 	r.Close()
-	if extra := len(w.seen); extra != 8 {
-		t.Fatalf("watch printed %d lines, want 8:\n%v", extra, w.seen)
+	if extra := len(w.seen); extra != 9 {
+		t.Fatalf("watch printed %d lines, want 9:\n%v", extra, w.seen)
 	}
 }
 
@@ -88,10 +92,10 @@ func TestWatchJSON(t *testing.T) {
 		t.Fatalf("first event lists %v, want an empty list []", ev.Instances)
 	}
 
-	in := registry.Instance{Name: "billing", Addr: "10.0.1.1:7000", Zone: "eu-1b"}
+	in := registry.Instance{Name: "billing", Addr: "10.0.1.1:7000", Zone: "eu-1b", Region: "eu-1"}
 	register(t, r, in)
 	ev = next("added")
-	for k, want := range map[string]any{"v": 1.0, "id": "10.0.1.1:7000", "name": "billing", "addr": "10.0.1.1:7000", "zone": "eu-1b", "weight": 100.0} {
+	for k, want := range map[string]any{"v": 1.0, "id": "10.0.1.1:7000", "name": "billing", "addr": "10.0.1.1:7000", "zone": "eu-1b", "region": "eu-1", "weight": 100.0} {
 		if got := ev.Instance[k]; !reflect.DeepEqual(got, want) {
 			t.Errorf("added instance field %q = %v, want %v (instance %v)", k, got, want, ev.Instance)
 		}

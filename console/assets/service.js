@@ -15,6 +15,7 @@
   const pageSize = 500;
   let page = 0;
   const fZone = document.getElementById('f-zone');
+  const fRegion = document.getElementById('f-region');
   const fVersion = document.getElementById('f-version');
   const fColor = document.getElementById('f-color');
   const fSource = document.getElementById('f-source');
@@ -31,9 +32,10 @@
   }
 
   function matching() {
-    const zone = fZone.value, version = fVersion.value, color = fColor.value, source = fSource.value, meta = metaFilter();
+    const zone = fZone.value, region = fRegion.value, version = fVersion.value, color = fColor.value, source = fSource.value, meta = metaFilter();
     return state.instances.filter((inst) => {
       if (zone && inst.zone !== zone) return false;
+      if (region && inst.region !== region) return false;
       if (source && inst.source !== source) return false;
       if (version && inst.version !== version) return false;
       if (color && (inst.color || baseColor) !== color) return false;
@@ -107,6 +109,7 @@
     document.querySelectorAll('.admin-only').forEach((e) => { e.hidden = !admin; });
     document.getElementById('batch').hidden = !admin;
     fillSelect(fZone, distinct('zone'));
+    fillSelect(fRegion, distinct('region'));
     fillSelect(fVersion, distinct('version'));
     fillSelect(fColor, [baseColor].concat(distinct('color')));
     fColor.querySelector('option[value="' + baseColor + '"]').textContent = 'base (no color)';
@@ -191,6 +194,7 @@
       tr.appendChild(src);
     }
     tr.appendChild(el('td', inst.zone || '', 'zone'));
+    tr.appendChild(el('td', inst.region || '', 'region'));
     tr.appendChild(el('td', inst.version || '', 'version'));
     const c = el('td', inst.color || '', 'color');
     if (inst.color) c.dataset.color = inst.color;
@@ -299,7 +303,7 @@
   document.getElementById('batch-weight-set').addEventListener('click', () =>
     confirmBatch('weight', document.getElementById('batch-weight').value));
   const refilter = () => { page = 0; render(); };
-  for (const f of [fZone, fVersion, fColor, fSource]) f.addEventListener('change', refilter);
+  for (const f of [fZone, fRegion, fVersion, fColor, fSource]) f.addEventListener('change', refilter);
   fMeta.addEventListener('input', refilter);
   document.getElementById('page-prev').addEventListener('click', () => { page--; render(); });
   document.getElementById('page-next').addEventListener('click', () => { page++; render(); });

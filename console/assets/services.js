@@ -13,6 +13,7 @@
     q = q.toLowerCase();
     return s.name.toLowerCase().includes(q) ||
       (s.zones || []).some((z) => z.toLowerCase().includes(q)) ||
+      (s.regions || []).some((r) => r.toLowerCase().includes(q)) ||
       (s.versions || []).some((v) => v.toLowerCase().includes(q)) ||
       (s.colors || []).some((c) => c.toLowerCase().includes(q));
   }
@@ -37,6 +38,7 @@
       if (sources) tr.appendChild(el('td', (s.sources || []).join(', '), 'sources'));
       tr.appendChild(el('td', s.draining, 'draining'));
       tr.appendChild(el('td', (s.zones || []).join(', ')));
+      tr.appendChild(el('td', (s.regions || []).join(', '), 'regions'));
       tr.appendChild(el('td', (s.versions || []).join(', ')));
       tr.appendChild(el('td', (s.colors || []).join(', '), 'colors'));
       tr.appendChild(s.stale ? el('td', 'stale', 'stale') : el('td', 'live', 'muted'));

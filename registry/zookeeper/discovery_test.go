@@ -3,6 +3,7 @@ package zookeeper_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -138,5 +139,33 @@ func TestInvalidOptions(t *testing.T) {
 	}
 	if _, err := zookeeper.NewDiscovery(nil); err == nil {
 		t.Errorf("no servers accepted")
+	}
+}
+
+// An instance's zone and region reach every Discovery as registered: the
+// node holds the registry codec's value, region after zone.
+func TestZoneAndRegionRoundTrip(t *testing.T) {
+	c := zktest.Start(t)
+	r := newRegistrar(t, c.Addrs(), fast(root)...)
+	d := newDiscovery(t, c.Addrs(), fast(root)...)
+	raw := rawConn(t, c.DirectAddrs())
+	w := watch(t, d, "svc")
+	in := inst("a", 1)
+	in.Zone, in.Region = "eu-1a", "eu-1"
+	register(t, r, in, inst("b", 2))
+	s := registrytest.WaitFor(t, w, "a and b", registrytest.HasIDs("a", "b"))
+	if a, b := s.Instances[0], s.Instances[1]; a.Zone != "eu-1a" || a.Region != "eu-1" || b.Zone != "" || b.Region != "" {
+		t.Fatalf("discovered a in zone %q region %q, b in zone %q region %q; want eu-1a, eu-1 and none", a.Zone, a.Region, b.Zone, b.Region)
+	}
+	got, err := d.Registered(context.Background(), "svc", "a")
+	if err != nil || got.Region != "eu-1" {
+		t.Fatalf("Registered = %+v, %v; want region eu-1", got, err)
+	}
+	value, _, err := raw.Get(root + "/svc/a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(value), `"zone":"eu-1a","region":"eu-1"`) {
+		t.Fatalf("node value %s, want the zone and region of the registry codec", value)
 	}
 }
