@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
@@ -23,8 +24,8 @@ import (
 // caches is the cache the ADS server reads: one LinearCache per resource
 // type, so that every resource has its own version and a change of one
 // service sends that service's resources only, and for endpoints one
-// LinearCache per client zone, since priorities depend on the client's zone
-// (see docs/XDS.md, "Per-zone endpoints").
+// LinearCache per client locality (region and zone), since priorities
+// depend on it (see docs/XDS.md, "Per-locality endpoints").
 //
 // It also keeps the server from resending a version a client rejected:
 // go-control-plane answers a request whose version it does not recognise
@@ -51,17 +52,17 @@ type caches struct {
 	weights  map[string]map[string]int      // weightTable in the published Cluster, per service whose policy takesWeights
 	bytes    map[string]*endpointBytes      // serialized endpoints per published service
 	coloring map[string]coloring            // colors and canary in the published route, per service
-	eds      map[string]*zoneCache          // by client zone; "" for clients without one
-	overflow bool                           // a zone was refused for maxZones (logged once)
+	eds      map[locality]*zoneCache        // by client locality; zero for clients without one
+	overflow bool                           // a locality was refused for maxZones (logged once)
 
 	// unknown, if set, is called (without locks held) when a client asks
 	// for a listener of a service that is not published.
 	unknown func()
 }
 
-// zoneCache holds the endpoints for the clients of one zone.
+// zoneCache holds the endpoints for the clients of one locality.
 type zoneCache struct {
-	zone string
+	loc  locality
 	c    *cachev3.LinearCache
 	sent map[string]*endpointv3.ClusterLoadAssignment // last set, per service
 }
@@ -85,7 +86,7 @@ func newCaches(prefix string, maxZones int, metadata bool, log *slog.Logger) *ca
 		weights:  map[string]map[string]int{},
 		bytes:    map[string]*endpointBytes{},
 		coloring: map[string]coloring{},
-		eds:      map[string]*zoneCache{},
+		eds:      map[locality]*zoneCache{},
 	}
 }
 
@@ -145,7 +146,7 @@ func (c *caches) setService(service string, p Policy, list []registry.Instance, 
 	}
 	var errs []error
 	for _, zc := range c.eds {
-		if err := zc.set(service, list, c.view(zc.zone, service), eb, gone); err != nil {
+		if err := zc.set(service, list, c.view(zc.loc, service), eb, gone); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -164,14 +165,23 @@ func (c *caches) setService(service string, p Policy, list []registry.Instance, 
 	return errors.Join(errs...)
 }
 
-// view returns the view of service's assignments for clients in zone.
+// view returns the view of service's assignments for clients in l.
 // c.mu must be held.
-func (c *caches) view(zone, service string) view {
-	return view{zone: zone, ringHash: c.ringHash[service], metadata: c.metadata}
+func (c *caches) view(l locality, service string) view {
+	return view{region: l.region, zone: l.zone, ringHash: c.ringHash[service], metadata: c.metadata}
 }
 
-// set publishes the assignments of service for the zone's clients, and
-// removes those named gone.
+// String is l as Stats.Zones and the logs show it: the zone, after the
+// region and a slash when there is one.
+func (l locality) String() string {
+	if l.region == "" {
+		return l.zone
+	}
+	return l.region + "/" + l.zone
+}
+
+// set publishes the assignments of service for the locality's clients,
+// and removes those named gone.
 func (zc *zoneCache) set(service string, list []registry.Instance, v view, eb *endpointBytes, gone []string) error {
 	var errs []error
 	for name, cla := range assignments(service, list, v, eb.wireAssignment) {
@@ -179,7 +189,7 @@ func (zc *zoneCache) set(service string, list []registry.Instance, v view, eb *e
 			continue
 		}
 		if err := zc.c.UpdateResource(name, cla); err != nil {
-			errs = append(errs, fmt.Errorf("xds: endpoints %s for zone %q: %w", name, zc.zone, err))
+			errs = append(errs, fmt.Errorf("xds: endpoints %s for locality %q: %w", name, zc.loc, err))
 			continue
 		}
 		zc.sent[name] = cla
@@ -193,47 +203,48 @@ func (zc *zoneCache) remove(names []string) error {
 	for _, name := range names {
 		delete(zc.sent, name)
 		if err := zc.c.DeleteResource(name); err != nil {
-			errs = append(errs, fmt.Errorf("xds: remove endpoints %s for zone %q: %w", name, zc.zone, err))
+			errs = append(errs, fmt.Errorf("xds: remove endpoints %s for locality %q: %w", name, zc.loc, err))
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// endpointsFor returns the endpoint cache of clients in zone, creating it
-// (with every service's assignment for that zone) on first use. Beyond
-// maxZones zones, clients are served the cache of clients without a zone.
-func (c *caches) endpointsFor(zone string) *cachev3.LinearCache {
+// endpointsFor returns the endpoint cache of clients in l, creating it
+// (with every service's assignment for that locality) on first use. Beyond
+// maxZones localities, clients are served the cache of clients without a
+// locality.
+func (c *caches) endpointsFor(l locality) *cachev3.LinearCache {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if zc, ok := c.eds[zone]; ok {
+	if zc, ok := c.eds[l]; ok {
 		return zc.c
 	}
-	if zone != "" && len(c.eds) >= c.maxZones {
+	if l != (locality{}) && len(c.eds) >= c.maxZones {
 		if !c.overflow {
 			c.overflow = true
-			c.log.Warn("xds: too many client zones; clients of further zones get no zone preference",
-				"max_zones", c.maxZones, "zone", zone)
+			c.log.Warn("xds: too many client localities; clients of further localities get no locality preference",
+				"max_zones", c.maxZones, "locality", clipTo(l.String(), 128))
 		}
-		return c.endpointsForLocked("")
+		return c.endpointsForLocked(locality{})
 	}
-	return c.endpointsForLocked(zone)
+	return c.endpointsForLocked(l)
 }
 
-func (c *caches) endpointsForLocked(zone string) *cachev3.LinearCache {
-	if zc, ok := c.eds[zone]; ok {
+func (c *caches) endpointsForLocked(l locality) *cachev3.LinearCache {
+	if zc, ok := c.eds[l]; ok {
 		return zc.c
 	}
-	zc := &zoneCache{zone: zone, sent: map[string]*endpointv3.ClusterLoadAssignment{}}
+	zc := &zoneCache{loc: l, sent: map[string]*endpointv3.ClusterLoadAssignment{}}
 	initial := make(map[string]types.Resource, len(c.services))
 	for svc, list := range c.services {
-		for name, cla := range assignments(svc, list, c.view(zone, svc), c.bytes[svc].wireAssignment) {
+		for name, cla := range assignments(svc, list, c.view(l, svc), c.bytes[svc].wireAssignment) {
 			initial[name] = cla
 			zc.sent[name] = cla
 		}
 	}
 	zc.c = cachev3.NewLinearCache(resourcev3.EndpointType,
 		cachev3.WithVersionPrefix(c.prefix), cachev3.WithInitialResources(initial))
-	c.eds[zone] = zc
+	c.eds[l] = zc
 	return zc.c
 }
 
@@ -256,19 +267,20 @@ func (c *caches) published() int {
 	return len(c.services)
 }
 
-// zones returns the client zones with an endpoint cache, sorted.
+// zones returns the client localities with an endpoint cache, as
+// locality.String shows them, sorted.
 func (c *caches) zones() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	zs := make([]string, 0, len(c.eds))
-	for z := range c.eds {
-		zs = append(zs, z)
+	for l := range c.eds {
+		zs = append(zs, l.String())
 	}
 	sort.Strings(zs)
 	return zs
 }
 
-func (c *caches) forType(typeURL, zone string) (*cachev3.LinearCache, error) {
+func (c *caches) forType(typeURL string, node *corev3.Node) (*cachev3.LinearCache, error) {
 	switch typeURL {
 	case resourcev3.ListenerType:
 		return c.lds, nil
@@ -277,7 +289,7 @@ func (c *caches) forType(typeURL, zone string) (*cachev3.LinearCache, error) {
 	case resourcev3.ClusterType:
 		return c.cds, nil
 	case resourcev3.EndpointType:
-		return c.endpointsFor(zone), nil
+		return c.endpointsFor(locality{node.GetLocality().GetRegion(), node.GetLocality().GetZone()}), nil
 	}
 	return nil, fmt.Errorf("xds: resource type %q is not served", typeURL)
 }
@@ -285,7 +297,7 @@ func (c *caches) forType(typeURL, zone string) (*cachev3.LinearCache, error) {
 // CreateWatch implements cachev3.ConfigWatcher for state-of-the-world
 // streams.
 func (c *caches) CreateWatch(req *cachev3.Request, sub cachev3.Subscription, ch chan cachev3.Response) (func(), error) {
-	lc, err := c.forType(req.GetTypeUrl(), req.GetNode().GetLocality().GetZone())
+	lc, err := c.forType(req.GetTypeUrl(), req.GetNode())
 	if err != nil {
 		return nil, err
 	}
@@ -315,7 +327,7 @@ func (c *caches) askedFor(typeURL string, names []string) {
 // rejected versions with its own and answers with the next change only
 // (docs/XDS.md, "Delta streams").
 func (c *caches) CreateDeltaWatch(req *cachev3.DeltaRequest, sub cachev3.Subscription, ch chan cachev3.DeltaResponse) (func(), error) {
-	lc, err := c.forType(req.GetTypeUrl(), req.GetNode().GetLocality().GetZone())
+	lc, err := c.forType(req.GetTypeUrl(), req.GetNode())
 	if err != nil {
 		return nil, err
 	}

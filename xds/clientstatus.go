@@ -33,9 +33,9 @@ type ClientStatus struct {
 	Stream int64
 	// Delta is true for an incremental (delta) ADS stream.
 	Delta bool
-	// Node is the client's node ID and Zone its locality's zone; both are
-	// empty until its first request.
-	Node, Zone string
+	// Node is the client's node ID, Region and Zone its locality's; all
+	// are empty until its first request.
+	Node, Region, Zone string
 	// Since is when the stream opened.
 	Since time.Time
 	// Services are the resource names the client subscribes to, of every
@@ -100,9 +100,9 @@ type clientTable struct {
 
 // clientState is one stream's status.
 type clientState struct {
-	node, zone string
-	since      time.Time
-	types      map[string]*typeState
+	node, region, zone string
+	since              time.Time
+	types              map[string]*typeState
 }
 
 // typeState is one resource type of a stream.
@@ -168,7 +168,7 @@ func (t *clientTable) request(k streamKey, r request, now time.Time) (over bool)
 		return false
 	}
 	if r.node != nil && c.node == "" {
-		c.node, c.zone = clip(r.node.GetId()), clip(r.node.GetLocality().GetZone())
+		c.node, c.region, c.zone = clip(r.node.GetId()), clip(r.node.GetLocality().GetRegion()), clip(r.node.GetLocality().GetZone())
 	}
 	ts := c.typeState(r.typeURL)
 	if ts == nil {
@@ -248,7 +248,7 @@ func (t *clientTable) list() []ClientStatus {
 	defer t.mu.Unlock()
 	out := make([]ClientStatus, 0, len(t.streams))
 	for k, c := range t.streams {
-		cs := ClientStatus{Stream: k.id, Delta: k.delta, Node: c.node, Zone: c.zone, Since: c.since,
+		cs := ClientStatus{Stream: k.id, Delta: k.delta, Node: c.node, Region: c.region, Zone: c.zone, Since: c.since,
 			Types: make([]TypeStatus, 0, len(c.types))}
 		services := map[string]struct{}{}
 		for typeURL, ts := range c.types {

@@ -39,20 +39,26 @@
 // no strict mode). A service without colors is published as above. See
 // docs/XDS.md, "Colors".
 //
-// # Zones
+// # Localities
 //
-// A client's zone is the zone of its bootstrap node locality. In the
-// assignments it gets, its own zone is priority 0 and the other zones
-// priority 1 while its zone has an instance taking calls; otherwise, and for
-// a client without a zone, every zone is priority 0. This is the meaning of
-// the resolver's ?zone= with fallback. Since the same resource name then
-// has different contents per zone, each client zone has its own endpoint
-// cache (at most WithMaxZones of them).
+// A client's region and zone are those of its bootstrap node locality; an
+// instance's are its registry.Instance Region and Zone. The assignments a
+// client gets have one locality per region and zone, with the client's own
+// zone at priority 0, the other zones of its region next and everything
+// else last; a level none of whose instances takes calls is merged into
+// the next, and priorities are numbered from 0 without gaps, so a client
+// without a locality, or with no instance taking calls in its zone or
+// region, has every locality at priority 0. A zone matches when its name
+// is the client's and the regions do not differ (an empty region matches
+// any). gRPC's priority policy moves to the next priority only when one
+// has no READY endpoint: it does not spill by capacity. Since the same
+// resource name then has different contents per locality, each client
+// locality has its own endpoint cache (at most WithMaxZones of them).
 //
 // # Versions
 //
 // Each resource has its own version (one go-control-plane LinearCache per
-// type, and per client zone for endpoints): a change of one service sends
+// type, and per client locality for endpoints): a change of one service sends
 // that service's ClusterLoadAssignment to the clients watching it, and
 // nothing else, but for the service's Cluster too when its policy is
 // MusterP2C or MusterWRR and the change alters its weights. An assignment equal to the published one is not sent. A

@@ -100,7 +100,7 @@ type scenario struct {
 func matrixScenarios() []scenario {
 	return []scenario{
 		{"register, drain, deregister", scenarioFollow},
-		{"zones: own zone first, failover when it empties", scenarioZones},
+		{"locality: own zone, then own region, then elsewhere, as each empties", scenarioLocality},
 		{"colors: x-muster-color routes, uncolored calls to the base", scenarioColors},
 		{"canary: 20 % of uncolored calls, blue calls to blue", scenarioCanary},
 		{"ring hash: shares by weight across zones", scenarioRingShares},
@@ -207,29 +207,37 @@ func scenarioFollow(t *testing.T, cl xdsClient) string {
 	return ""
 }
 
-// A client in z1 calls z1 only; when z1 empties, z2; when z1 is back, z1
-// only again.
-func scenarioZones(t *testing.T, cl xdsClient) string {
-	e := newEnv(t, xds.WithServices("greeter"))
-	a, b := startGreeter(t), startGreeter(t)
-	e.register(t, "greeter", "a", a.Addr, "z1", 0, false)
-	e.register(t, "greeter", "b", b.Addr, "z2", 0, false)
-	c := cl.startIn(t, e, "zones", "z1")
-	c.until(t, "calling a (z1)", hasAll(a.Addr))
-	if got := c.until(t, "making 100 calls", total(100)); got[a.Addr] != 100 {
-		t.Errorf("client in z1: %v, want every call to a (z1)", got)
+// A client in region r1, zone z1 calls a (r1/z1) only; when z1 empties, b
+// (r1/z2, its region); when r1 empties, c (r2/z3); when a is back, a only
+// again. Empty-list protection is off: the scenario empties two of three
+// zones within a minute, as no protection would let through.
+func scenarioLocality(t *testing.T, cl xdsClient) string {
+	e := newEnv(t, xds.WithServices("greeter"), xds.WithProtection(0, time.Minute))
+	a, b, c := startGreeter(t), startGreeter(t), startGreeter(t)
+	e.registerIn(t, "greeter", "a", a.Addr, "r1", "z1")
+	e.registerIn(t, "greeter", "b", b.Addr, "r1", "z2")
+	e.registerIn(t, "greeter", "c", c.Addr, "r2", "z3")
+	cc := cl.start(t, bootstrapIn(e.addr, "locality", "r1", "z1"), callEvery, nil)
+	cc.until(t, "calling a (r1/z1)", hasAll(a.Addr))
+	if got := cc.until(t, "making 100 calls", total(100)); got[a.Addr] != 100 {
+		t.Errorf("client in r1/z1: %v, want every call to a (its zone)", got)
 	}
 	e.deregister(t, "greeter", "a")
-	c.missing(t, a.Addr, 50)
-	if got := c.until(t, "making 100 calls", total(100)); got[b.Addr] != 100 {
-		t.Errorf("client in z1 after z1 emptied: %v, want every call to b (z2)", got)
+	cc.missing(t, a.Addr, 50)
+	if got := cc.until(t, "making 100 calls", total(100)); got[b.Addr] != 100 {
+		t.Errorf("client in r1/z1 after z1 emptied: %v, want every call to b (r1/z2, its region)", got)
 	}
-	e.register(t, "greeter", "a", a.Addr, "z1", 0, false)
-	c.missing(t, b.Addr, 50)
-	if got := c.until(t, "making 100 calls", total(100)); got[a.Addr] != 100 {
-		t.Errorf("client in z1 after a came back: %v, want every call to a", got)
+	e.deregister(t, "greeter", "b")
+	cc.missing(t, b.Addr, 50)
+	if got := cc.until(t, "making 100 calls", total(100)); got[c.Addr] != 100 {
+		t.Errorf("client in r1/z1 after r1 emptied: %v, want every call to c (r2/z3)", got)
 	}
-	noFailures(t, e, c)
+	e.registerIn(t, "greeter", "a", a.Addr, "r1", "z1")
+	cc.missing(t, c.Addr, 50)
+	if got := cc.until(t, "making 100 calls", total(100)); got[a.Addr] != 100 {
+		t.Errorf("client in r1/z1 after a came back: %v, want every call to a", got)
+	}
+	noFailures(t, e, cc)
 	return ""
 }
 

@@ -173,10 +173,10 @@ func WithForgetAfter(d time.Duration) Option {
 	return func(o *options) { o.setPositive("WithForgetAfter", d, &o.forgetAfter) }
 }
 
-// WithMaxZones bounds the number of client zones that get their own
-// endpoint priorities (one endpoint cache each). Clients of further zones
-// are served as clients without a zone. The default is 64; n < 1 is an
-// error of New.
+// WithMaxZones bounds the number of client localities (region and zone)
+// that get their own endpoint priorities (one endpoint cache each).
+// Clients of further localities are served as clients without one. The
+// default is 64; n < 1 is an error of New.
 func WithMaxZones(n int) Option {
 	return func(o *options) { o.setAtLeastOne("WithMaxZones", n, &o.maxZones) }
 }
@@ -200,7 +200,8 @@ func WithMaxStreams(n int) Option {
 
 // WithEndpointMetadata makes every endpoint carry its instance under the
 // filter-metadata key MetadataKey: a struct with "id", "version", "zone",
-// "weight" and "metadata" (the instance's own string pairs), for proxies
+// "region" (when set), "weight" and "metadata" (the instance's own string
+// pairs), for proxies
 // and tools that read endpoint metadata. No gRPC client reads it, and
 // decoding it is most of a grpc-go client's work on each change of a large
 // service (docs/BENCHMARKS.md), so it is off by default.

@@ -50,8 +50,9 @@ type Stats struct {
 	// Forgotten counts the services unpublished because they were gone
 	// from the registry (WithForgetAfter).
 	Forgotten uint64
-	// Zones are the client zones served their own endpoint priorities
-	// ("" for clients without a zone), sorted.
+	// Zones are the client localities served their own endpoint
+	// priorities, as "zone", or "region/zone" for a client with a
+	// region ("" for clients without a locality), sorted.
 	Zones []string
 	// Pushes counts, per service, the resources sent to clients, by type:
 	// one per resource per response per stream.

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/netip"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -113,7 +114,8 @@ const typedStructPrefix = "type.googleapis.com/"
 
 // MetadataKey is the filter-metadata key under which every endpoint carries
 // its instance with WithEndpointMetadata: a struct with "id", "version",
-// "zone", "weight" and "metadata" (the instance's own string pairs).
+// "zone", "region" (when set), "weight" and "metadata" (the instance's own
+// string pairs).
 const MetadataKey = "muster"
 
 const routerFilterName = "envoy.filters.http.router"
@@ -367,34 +369,67 @@ func splitAddr(addr string) (string, uint32, error) {
 }
 
 // view is what a service's assignments depend on besides its instances:
-// the zone of the clients they are for ("" for clients without one),
-// whether the service's policy is RingHash, and whether endpoints carry
-// their instance (WithEndpointMetadata).
+// the locality of the clients they are for (empty for clients without
+// one), whether the service's policy is RingHash, and whether endpoints
+// carry their instance (WithEndpointMetadata).
 type view struct {
+	region   string
 	zone     string
 	ringHash bool
 	metadata bool
 }
 
+// locality is where instances run, or where a client runs: a region and a
+// zone in it, either empty when unknown.
+type locality struct {
+	region, zone string
+}
+
+// The levels of an assignment's priorities, for a client: its own zone,
+// the other zones of its region, everything else.
+const (
+	levelZone = iota
+	levelRegion
+	levelElsewhere
+)
+
+// level returns the level of instances in l for the clients of v. A zone
+// is the client's when its name is the client's zone and the regions do
+// not differ (an instance or a client without a region matches any); a
+// region is the client's when both name it.
+func (v view) level(l locality) int {
+	switch {
+	case v.zone != "" && l.zone == v.zone && (l.region == "" || v.region == "" || l.region == v.region):
+		return levelZone
+	case v.region != "" && l.region == v.region:
+		return levelRegion
+	}
+	return levelElsewhere
+}
+
 // assignment returns the ClusterLoadAssignment named service for clients
 // of v, from instances already checked by prepare and withoutDuplicates.
 //
-// One locality per zone (an instance without a zone is in the locality
-// with an empty zone), weighted by the sum of its instances' weights (at
-// least 1, since clients ignore a locality of weight 0). A client's own
-// zone is priority 0 and every other zone priority 1, while the client's
-// zone has an instance taking traffic; otherwise, and for a client with no
-// zone, every locality is priority 0. An endpoint's weight is its
-// instance's weight; a draining instance is sent with weight 1 and
-// health_status DRAINING, which clients give no calls.
+// One locality per region and zone (an instance without them is in the
+// locality with an empty region or zone), weighted by the sum of its
+// instances' weights (at least 1, since clients ignore a locality of
+// weight 0). Priorities follow the levels of view.level: the client's
+// zone first, then the rest of its region, then everything else. A level
+// none of whose instances takes traffic (none there, or all draining)
+// joins the next one, and the priorities of the levels left are numbered
+// from 0 without gaps (clients reject a gap): a client with no locality,
+// or whose zone and region have no instance taking traffic, has every
+// locality at priority 0. An endpoint's weight is its instance's weight; a
+// draining instance is sent with weight 1 and health_status DRAINING,
+// which clients give no calls.
 //
 // For RingHash, each priority's instances are one locality of weight 1
-// (its zone, or its zones joined by "+"): a ring hash client gives an
-// endpoint a share of the ring by locality weight × endpoint weight
-// (gRFC A42: grpc-java, the C-core, grpc-js, grpc-go 1.60) or by the
-// product of the two normalised (grpc-go 1.85, gRFC A113); with one
-// locality both are the endpoint weight's share, and the product cannot
-// overflow.
+// (its zone, or its zones joined by "+", and its regions likewise): a
+// ring hash client gives an endpoint a share of the ring by locality
+// weight × endpoint weight (gRFC A42: grpc-java, the C-core, grpc-js,
+// grpc-go 1.60) or by the product of the two normalised (grpc-go 1.85,
+// gRFC A113); with one locality both are the endpoint weight's share, and
+// the product cannot overflow.
 func assignment(service string, list []registry.Instance, v view) *endpointv3.ClusterLoadAssignment {
 	return assignmentWith(service, list, v, func(loc *endpointv3.LocalityLbEndpoints, ins []registry.Instance) {
 		loc.LbEndpoints = make([]*endpointv3.LbEndpoint, 0, len(ins))
@@ -408,48 +443,63 @@ func assignment(service string, list []registry.Instance, v view) *endpointv3.Cl
 // in by fill, given the locality's instances.
 func assignmentWith(service string, list []registry.Instance, v view,
 	fill func(*endpointv3.LocalityLbEndpoints, []registry.Instance)) *endpointv3.ClusterLoadAssignment {
-	counts := map[string]int{}
-	local := false
+	counts := map[locality]int{}
+	var taking [levelElsewhere + 1]bool
 	for _, in := range list {
-		counts[in.Zone]++
-		if v.zone != "" && in.Zone == v.zone && in.EffectiveWeight() > 0 {
-			local = true
+		l := locality{in.Region, in.Zone}
+		counts[l]++
+		if in.EffectiveWeight() > 0 {
+			taking[v.level(l)] = true
 		}
 	}
-	byZone := make(map[string][]registry.Instance, len(counts))
-	for z, n := range counts {
-		byZone[z] = make([]registry.Instance, 0, n)
+	byLocality := make(map[locality][]registry.Instance, len(counts))
+	for l, n := range counts {
+		byLocality[l] = make([]registry.Instance, 0, n)
 	}
 	for _, in := range list {
-		byZone[in.Zone] = append(byZone[in.Zone], in)
+		l := locality{in.Region, in.Zone}
+		byLocality[l] = append(byLocality[l], in)
 	}
-	zones := make([]string, 0, len(byZone))
-	for z := range byZone {
-		zones = append(zones, z)
+	localities := make([]locality, 0, len(byLocality))
+	for l := range byLocality {
+		localities = append(localities, l)
 	}
-	sort.Strings(zones)
-	priority := func(z string) uint32 {
-		if local && z != v.zone {
-			return 1
+	sort.Slice(localities, func(i, j int) bool {
+		a, b := localities[i], localities[j]
+		return a.region < b.region || a.region == b.region && a.zone < b.zone
+	})
+	priority := func(l locality) uint32 {
+		lv := v.level(l)
+		for lv < levelElsewhere && !taking[lv] {
+			lv++ // a level taking no traffic joins the next
 		}
-		return 0
+		var p uint32
+		for below := range lv {
+			if taking[below] {
+				p++
+			}
+		}
+		return p
 	}
 	cla := &endpointv3.ClusterLoadAssignment{ClusterName: service}
 	if v.ringHash {
-		for prio := range uint32(2) {
-			var names []string
+		for prio := range uint32(levelElsewhere + 1) {
+			var zones, regions []string
 			var ins []registry.Instance
-			for _, z := range zones {
-				if priority(z) == prio {
-					names = append(names, z)
-					ins = append(ins, byZone[z]...)
+			for _, l := range localities {
+				if priority(l) == prio {
+					zones = append(zones, l.zone)
+					if l.region != "" && !slices.Contains(regions, l.region) {
+						regions = append(regions, l.region)
+					}
+					ins = append(ins, byLocality[l]...)
 				}
 			}
 			if len(ins) == 0 {
 				continue
 			}
 			loc := &endpointv3.LocalityLbEndpoints{
-				Locality:            &corev3.Locality{Zone: strings.Join(names, "+")},
+				Locality:            &corev3.Locality{Region: strings.Join(regions, "+"), Zone: strings.Join(zones, "+")},
 				LoadBalancingWeight: wrapperspb.UInt32(1),
 				Priority:            prio,
 			}
@@ -458,17 +508,17 @@ func assignmentWith(service string, list []registry.Instance, v view,
 		}
 		return cla
 	}
-	for _, z := range zones {
+	for _, l := range localities {
 		var sum uint32
-		for _, in := range byZone[z] {
+		for _, in := range byLocality[l] {
 			sum += uint32(in.EffectiveWeight())
 		}
 		loc := &endpointv3.LocalityLbEndpoints{
-			Locality:            &corev3.Locality{Zone: z},
+			Locality:            &corev3.Locality{Region: l.region, Zone: l.zone},
 			LoadBalancingWeight: wrapperspb.UInt32(max(sum, 1)),
-			Priority:            priority(z),
+			Priority:            priority(l),
 		}
-		fill(loc, byZone[z])
+		fill(loc, byLocality[l])
 		cla.Endpoints = append(cla.Endpoints, loc)
 	}
 	return cla
@@ -504,11 +554,15 @@ func instanceStruct(in registry.Instance) *structpb.Struct {
 	for k, v := range in.Metadata {
 		md[k] = structpb.NewStringValue(v)
 	}
-	return &structpb.Struct{Fields: map[string]*structpb.Value{
+	st := &structpb.Struct{Fields: map[string]*structpb.Value{
 		"id":       structpb.NewStringValue(in.ID),
 		"version":  structpb.NewStringValue(in.Version),
 		"zone":     structpb.NewStringValue(in.Zone),
 		"weight":   structpb.NewNumberValue(float64(in.EffectiveWeight())),
 		"metadata": structpb.NewStructValue(&structpb.Struct{Fields: md}),
 	}}
+	if in.Region != "" {
+		st.Fields["region"] = structpb.NewStringValue(in.Region)
+	}
+	return st
 }

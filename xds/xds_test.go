@@ -122,6 +122,15 @@ func (e *env) register(t *testing.T, service, id, addr, zone string, weight int,
 	}
 }
 
+// registerIn registers an instance in a region and zone.
+func (e *env) registerIn(t *testing.T, service, id, addr, region, zone string) {
+	t.Helper()
+	in := registry.Instance{Name: service, ID: id, Addr: addr, Region: region, Zone: zone, Version: "v1"}
+	if err := e.reg.Register(ctxFor(t, 10*time.Second), in); err != nil {
+		t.Fatalf("register %s/%s: %v", service, id, err)
+	}
+}
+
 func (e *env) deregister(t *testing.T, service, id string) {
 	t.Helper()
 	if err := e.reg.Deregister(ctxFor(t, 10*time.Second), service, id); err != nil {
@@ -131,11 +140,16 @@ func (e *env) deregister(t *testing.T, service, id string) {
 
 // bootstrap is a gRPC xDS bootstrap for the control plane at addr.
 func bootstrap(addr, nodeID, zone string) string {
+	return bootstrapIn(addr, nodeID, "", zone)
+}
+
+// bootstrapIn is bootstrap for a node in a region and zone.
+func bootstrapIn(addr, nodeID, region, zone string) string {
 	return fmt.Sprintf(`{
   "xds_servers": [{"server_uri": %q, "channel_creds": [{"type": "insecure"}],
                    "server_features": ["xds_v3", "ignore_resource_deletion"]}],
-  "node": {"id": %q, "locality": {"zone": %q}}
-}`, addr, nodeID, zone)
+  "node": {"id": %q, "locality": {"region": %q, "zone": %q}}
+}`, addr, nodeID, region, zone)
 }
 
 // dial opens an in-process grpc-go xDS channel to xds:///service, as a

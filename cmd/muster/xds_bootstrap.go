@@ -13,6 +13,7 @@ import (
 type bootstrapOptions struct {
 	server string
 	nodeID string
+	region string
 	zone   string
 	// TLS to the control plane: tls alone trusts the system's CAs;
 	// cacert, cert and key are the files of the bootstrap's tls
@@ -53,7 +54,8 @@ type bootstrapNode struct {
 }
 
 type bootstrapLocality struct {
-	Zone string `json:"zone"`
+	Region string `json:"region,omitempty"`
+	Zone   string `json:"zone,omitempty"`
 }
 
 func newXDSBootstrapCmd() *cobra.Command {
@@ -64,15 +66,17 @@ func newXDSBootstrapCmd() *cobra.Command {
 		Long: `Xds-bootstrap prints the JSON bootstrap a gRPC client needs to resolve
 xds:///<service> through a Muster control plane (muster xds, or muster serve
 --xds-listen). Save it to a file and point GRPC_XDS_BOOTSTRAP at it, or put
-the JSON itself in GRPC_XDS_BOOTSTRAP_CONFIG. --zone is the client's zone:
-it gets the instances of its zone first and the others when its zone has
-none. The server feature ignore_resource_deletion keeps a client's
+the JSON itself in GRPC_XDS_BOOTSTRAP_CONFIG. --zone and --region are the
+client's locality: it gets the instances of its zone first, those of the
+other zones of its region when its zone has none taking calls, and the
+rest when its region has none (gRPC moves to the next priority when one
+has no READY endpoint). The server feature ignore_resource_deletion keeps a client's
 instances while a control plane restarts.
 
 With --tls the client reaches the control plane over TLS (verified with the
 system's CAs, or --xds-cacert), presenting --xds-cert/--xds-key if given: the
 files' paths go into the bootstrap, so they must be readable by the client.`,
-		Example: `  muster xds-bootstrap --server 10.0.0.5:18000 --node-id web-1 --zone eu-1a > bootstrap.json
+		Example: `  muster xds-bootstrap --server 10.0.0.5:18000 --node-id web-1 --region eu-1 --zone eu-1a > bootstrap.json
   GRPC_XDS_BOOTSTRAP=bootstrap.json ./client   # dials xds:///user
   muster xds-bootstrap --server cp.example:18000 --node-id web-1 --xds-cacert ca.pem --xds-cert web.pem --xds-key web-key.pem`,
 		Args: noArgs,
@@ -93,6 +97,7 @@ files' paths go into the bootstrap, so they must be readable by the client.`,
 	f.StringVar(&o.server, "server", "", "host:port of the control plane (required)")
 	f.StringVar(&o.nodeID, "node-id", "", "the client's node ID, as the control plane logs it (required)")
 	f.StringVar(&o.zone, "zone", "", "the client's zone; empty: no zone preference")
+	f.StringVar(&o.region, "region", "", "the client's region, the zone's; empty: no region preference")
 	f.BoolVar(&o.tls, "tls", false, "reach the control plane over TLS (implied by --xds-cacert, --xds-cert)")
 	f.StringVar(&o.cacert, "xds-cacert", "", "CA file (PEM) the client verifies the control plane's certificate with; default: the system's CAs")
 	f.StringVar(&o.cert, "xds-cert", "", "the client's certificate file (PEM), for a control plane that requires one")
@@ -116,8 +121,8 @@ func writeBootstrap(w io.Writer, o bootstrapOptions) error {
 		}},
 		Node: bootstrapNode{ID: o.nodeID},
 	}
-	if o.zone != "" {
-		b.Node.Locality = &bootstrapLocality{Zone: o.zone}
+	if o.zone != "" || o.region != "" {
+		b.Node.Locality = &bootstrapLocality{Region: o.region, Zone: o.zone}
 	}
 	out, err := json.MarshalIndent(b, "", "  ")
 	if err != nil {

@@ -30,13 +30,13 @@ import (
 )
 
 func TestXDSBootstrap(t *testing.T) {
-	r := runOK(t, "xds-bootstrap", "--server", "127.0.0.1:18000", "--node-id", "web-1", "--zone", "z1")
+	r := runOK(t, "xds-bootstrap", "--server", "127.0.0.1:18000", "--node-id", "web-1", "--zone", "z1", "--region", "r1")
 	var b xdsBootstrap
 	if err := json.Unmarshal([]byte(r.stdout), &b); err != nil {
 		t.Fatalf("output is not JSON: %v\n%s", err, r.stdout)
 	}
 	if len(b.XDSServers) != 1 || b.XDSServers[0].ServerURI != "127.0.0.1:18000" ||
-		b.Node.ID != "web-1" || b.Node.Locality == nil || b.Node.Locality.Zone != "z1" {
+		b.Node.ID != "web-1" || b.Node.Locality == nil || b.Node.Locality.Zone != "z1" || b.Node.Locality.Region != "r1" {
 		t.Fatalf("bootstrap %s", r.stdout)
 	}
 	features := b.XDSServers[0].ServerFeatures
@@ -51,6 +51,12 @@ func TestXDSBootstrap(t *testing.T) {
 	r = runOK(t, "xds-bootstrap", "--server", "cp.example:18000", "--node-id", "web-2")
 	if regexp.MustCompile(`locality`).MatchString(r.stdout) {
 		t.Errorf("a bootstrap without --zone has a locality:\n%s", r.stdout)
+	}
+	r = runOK(t, "xds-bootstrap", "--server", "cp.example:18000", "--node-id", "web-3", "--region", "r1")
+	var regional xdsBootstrap
+	if err := json.Unmarshal([]byte(r.stdout), &regional); err != nil || regional.Node.Locality == nil ||
+		regional.Node.Locality.Region != "r1" || strings.Contains(r.stdout, `"zone"`) {
+		t.Errorf("a bootstrap with --region only: %s (error %v), want a locality with the region alone", r.stdout, err)
 	}
 	for _, args := range [][]string{
 		{"xds-bootstrap", "--node-id", "web-1"},
