@@ -87,6 +87,9 @@ func (b *Builder) Build(target grpcresolver.Target, cc grpcresolver.ClientConn, 
 	if q.zone == "" {
 		q.zone = b.opts.zone
 	}
+	if q.region == "" {
+		q.region = b.opts.region
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &musterResolver{
 		b:       b,

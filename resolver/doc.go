@@ -15,9 +15,15 @@
 //
 // The target's path is the service name; its query filters the instances:
 // version=<v> keeps instances of that version, meta.<key>=<value> those
-// whose metadata has that value, and zone=<z> prefers instances in zone z
-// (WithZone sets a default), falling back to all the others when none is
-// there (WithZoneFallback(false) turns the fallback off). Any other key, an
+// whose metadata has that value, and zone=<z> and region=<r> say where the
+// client runs (WithZone and WithRegion set defaults): the resolver then
+// hands every instance, with the client's locality as a state attribute
+// (LocalityOf), for Muster's balancers to keep calls in the zone and spill
+// to the region and beyond by health (balancer/p2c, "Locality"); a
+// balancer that does not read it (round_robin, pick_first) spreads over
+// all of them. WithZoneFallback(false) makes the zone a hard filter
+// instead: only the zone's instances (the region's, without a zone), none
+// when it has none. Any other key, an
 // empty value, a repeated key, an authority or an invalid service name makes
 // Build fail with an error matching ErrBadTarget that names the problem.
 //

@@ -21,6 +21,7 @@ const (
 type options struct {
 	scheme          string
 	zone            string
+	region          string
 	zoneFallback    bool
 	firstState      time.Duration
 	protectFraction float64
@@ -64,16 +65,26 @@ func WithScheme(scheme string) Option {
 	}
 }
 
-// WithZone sets the client's own zone: channels prefer instances in it when
-// their target names no zone. The default is no preference.
+// WithZone sets the client's own zone, for channels whose target names
+// none: Muster's balancers prefer instances in it (see LocalityOf). The
+// default is no preference.
 func WithZone(zone string) Option {
 	return func(o *options) { o.zone = zone }
 }
 
-// WithZoneFallback says what a channel preferring a zone resolves to when
-// no instance is in that zone: every instance that passes the other filters
-// (true, the default) or none (false, so that calls fail instead of
-// crossing zones).
+// WithRegion sets the client's own region, for channels whose target names
+// none: after its zone, Muster's balancers prefer the other zones of its
+// region (see LocalityOf). The default is no preference.
+func WithRegion(region string) Option {
+	return func(o *options) { o.region = region }
+}
+
+// WithZoneFallback says what a channel with a zone or a region resolves
+// to: every instance that passes the other filters, with the client's
+// locality for the balancer to prefer the near ones and spill to the
+// others by health (true, the default), or only the instances of the zone
+// (of the region, for a channel with a region and no zone), so that calls
+// fail instead of crossing zones (false).
 func WithZoneFallback(fallback bool) Option {
 	return func(o *options) { o.zoneFallback = fallback }
 }

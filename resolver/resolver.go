@@ -201,14 +201,14 @@ func (r *musterResolver) startFromDisk() {
 // list.
 func (r *musterResolver) choose(list []*registry.Instance) []*registry.Instance {
 	o := &r.b.opts
-	return subset(r.q.filter(list, r.q.zone, o.zoneFallback), o.clientID, o.subsetSize)
+	return subset(r.q.filter(list, o.zoneFallback), o.clientID, o.subsetSize)
 }
 
 // push hands st to the channel, with the service's canary setting.
 func (r *musterResolver) push(st *builtState) {
 	// An error here (for example: no endpoints for round_robin) makes gRPC
 	// call ResolveNow with backoff; the next change is pushed anyway.
-	_ = r.cc.UpdateState(grpcresolver.State{Endpoints: st.eps, Addresses: st.addrs, Attributes: withCanary(r.canary)})
+	_ = r.cc.UpdateState(grpcresolver.State{Endpoints: st.eps, Addresses: st.addrs, Attributes: r.stateAttributes()})
 	r.b.updates.Add(1)
 	r.delivered = true
 	r.sent = st

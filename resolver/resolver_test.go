@@ -232,12 +232,15 @@ func TestFiltersByVersionZoneAndMetadata(t *testing.T) {
 		want   []*testbackend.Backend
 	}{
 		{"muster:///greeter?version=v1", nil, []*testbackend.Backend{a, b}},
-		{"muster:///greeter?zone=z1", nil, []*testbackend.Backend{a, c}},
-		{"muster:///greeter?zone=z9", nil, []*testbackend.Backend{a, b, c, blue}}, // fallback to all
-		{"muster:///greeter?version=v2&zone=z2", nil, []*testbackend.Backend{c}},  // fallback within the version
+		// With the fallback (the default) a zone hands every instance,
+		// with the locality for the balancer (TestStatesCarryTheLocality).
+		{"muster:///greeter?zone=z1", nil, []*testbackend.Backend{a, b, c, blue}},
+		{"muster:///greeter?version=v2&zone=z2", nil, []*testbackend.Backend{c}},
 		{"muster:///greeter?meta.color=blue", nil, []*testbackend.Backend{blue}},
-		{"muster:///greeter", []resolver.Option{resolver.WithZone("z2")}, []*testbackend.Backend{b}},
-		{"muster:///greeter?zone=z3", []resolver.Option{resolver.WithZone("z2")}, []*testbackend.Backend{blue}},
+		// Without it, only the zone's.
+		{"muster:///greeter?zone=z1", []resolver.Option{resolver.WithZoneFallback(false)}, []*testbackend.Backend{a, c}},
+		{"muster:///greeter", []resolver.Option{resolver.WithZone("z2"), resolver.WithZoneFallback(false)}, []*testbackend.Backend{b}},
+		{"muster:///greeter?zone=z3", []resolver.Option{resolver.WithZone("z2"), resolver.WithZoneFallback(false)}, []*testbackend.Backend{blue}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.target, func(t *testing.T) {

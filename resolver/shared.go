@@ -159,7 +159,7 @@ func sameList(a, b []*registry.Instance) bool {
 // key names the target: the channels of a Builder with equal keys are
 // sent the same lists.
 func (q query) key() string {
-	parts := []string{q.service, q.version, q.zone}
+	parts := []string{q.service, q.version, q.region, q.zone}
 	for _, k := range slices.Sorted(maps.Keys(q.metadata)) {
 		parts = append(parts, k, q.metadata[k])
 	}

@@ -13,6 +13,7 @@ import (
 type query struct {
 	service  string
 	version  string
+	region   string
 	zone     string
 	metadata map[string]string
 }
@@ -20,7 +21,8 @@ type query struct {
 // metaPrefix introduces a metadata filter in a target's query.
 const metaPrefix = "meta."
 
-// parseTarget reads "<scheme>:///<service>[?version=v&zone=z&meta.k=v]".
+// parseTarget reads
+// "<scheme>:///<service>[?version=v&region=r&zone=z&meta.k=v]".
 // Every error names what is wrong.
 func parseTarget(u url.URL) (query, error) {
 	if u.Host != "" {
@@ -58,13 +60,15 @@ func parseTarget(u url.URL) (query, error) {
 			q.version = v
 		case k == "zone":
 			q.zone = v
+		case k == "region":
+			q.region = v
 		case strings.HasPrefix(k, metaPrefix) && len(k) > len(metaPrefix):
 			if q.metadata == nil {
 				q.metadata = map[string]string{}
 			}
 			q.metadata[k[len(metaPrefix):]] = v
 		default:
-			return query{}, fmt.Errorf("%w: %q: unknown query key %q; known are version, zone and meta.<key>", ErrBadTarget, u.String(), k)
+			return query{}, fmt.Errorf("%w: %q: unknown query key %q; known are version, region, zone and meta.<key>", ErrBadTarget, u.String(), k)
 		}
 	}
 	return q, nil
@@ -83,11 +87,14 @@ func (q query) matches(in *registry.Instance) bool {
 	return true
 }
 
-// filter applies the version and metadata filters, then the zone
-// preference: instances in zone if there are any, else all of them when
-// fallback is on, else none.
-func (q query) filter(list []*registry.Instance, zone string, fallback bool) []*registry.Instance {
-	if q.version == "" && len(q.metadata) == 0 && zone == "" {
+// filter applies the version and metadata filters, then the locality
+// (q.region, q.zone): with fallback on it keeps every instance, for the
+// balancer to prefer the near ones (see LocalityOf); with fallback off it
+// keeps the instances of the zone, or of the region when q names no zone
+// (registry.Near), and none when there is none there.
+func (q query) filter(list []*registry.Instance, fallback bool) []*registry.Instance {
+	hard := !fallback && (q.zone != "" || q.region != "")
+	if q.version == "" && len(q.metadata) == 0 && !hard {
 		return list // shared, read-only: nothing to filter
 	}
 	out := make([]*registry.Instance, 0, len(list))
@@ -96,17 +103,18 @@ func (q query) filter(list []*registry.Instance, zone string, fallback bool) []*
 			out = append(out, in)
 		}
 	}
-	if zone == "" {
+	if !hard {
 		return out
 	}
-	inZone := out[:0:0]
+	want := registry.SameRegion
+	if q.zone != "" {
+		want = registry.SameZone
+	}
+	near := out[:0:0]
 	for _, in := range out {
-		if in.Zone == zone {
-			inZone = append(inZone, in)
+		if registry.Near(q.region, q.zone, in.Region, in.Zone) <= want {
+			near = append(near, in)
 		}
 	}
-	if len(inZone) == 0 && fallback {
-		return out
-	}
-	return inZone
+	return near
 }

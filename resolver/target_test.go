@@ -17,6 +17,7 @@ func TestParseTargetFields(t *testing.T) {
 		"muster:///user?version=v1&zone=eu-1a&meta.color=blue&meta.tier=gold": {
 			service: "user", version: "v1", zone: "eu-1a", metadata: map[string]string{"color": "blue", "tier": "gold"},
 		},
+		"muster:///user?region=eu-1&zone=eu-1a": {service: "user", region: "eu-1", zone: "eu-1a"},
 	} {
 		u, err := url.Parse(target)
 		if err != nil {
@@ -37,6 +38,7 @@ func TestParseTargetErrors(t *testing.T) {
 		"muster:///user?version=%zz",   // bad query escape
 		"muster:///user?zone=",         // empty value
 		"muster:///user?zone=a&zone=b", // two values
+		"muster:///user?region=",       // empty value
 		"muster:///user?meta.=x",       // metadata key without a name
 		"muster:///user?color=blue",    // unknown key
 	} {
@@ -61,28 +63,32 @@ func TestQueryFilter(t *testing.T) {
 		}
 		return s
 	}
+	d := &registry.Instance{ID: "d", Version: "v1", Region: "r1", Zone: "z3"}
+	e := &registry.Instance{ID: "e", Version: "v1", Region: "r2", Zone: "z1"}
+	all = append(all, d, e)
 	for _, tc := range []struct {
 		what     string
 		q        query
-		zone     string
 		fallback bool
 		want     []string
 	}{
-		{"no filter", query{}, "", false, []string{"a", "b", "c"}},
-		{"version", query{version: "v1"}, "", false, []string{"a", "c"}},
-		{"metadata", query{metadata: map[string]string{"color": "blue"}}, "", false, []string{"a"}},
-		{"version and metadata", query{version: "v1", metadata: map[string]string{"color": "green"}}, "", false, []string{"c"}},
-		{"zone", query{}, "z1", false, []string{"a", "b"}},
-		{"zone after version", query{version: "v1"}, "z2", false, []string{"c"}},
-		{"empty zone without fallback", query{version: "v2"}, "z2", false, nil},
-		{"empty zone with fallback", query{version: "v2"}, "z2", true, []string{"b"}},
-		{"zone with instances and fallback", query{}, "z2", true, []string{"c"}},
+		{"no filter", query{}, false, []string{"a", "b", "c", "d", "e"}},
+		{"version", query{version: "v1"}, false, []string{"a", "c", "d", "e"}},
+		{"metadata", query{metadata: map[string]string{"color": "blue"}}, false, []string{"a"}},
+		{"version and metadata", query{version: "v1", metadata: map[string]string{"color": "green"}}, false, []string{"c"}},
+		{"zone", query{zone: "z1"}, false, []string{"a", "b", "e"}},
+		{"zone in a region", query{region: "r1", zone: "z1"}, false, []string{"a", "b"}},
+		{"region", query{region: "r1"}, false, []string{"d"}},
+		{"zone after version", query{version: "v1", zone: "z2"}, false, []string{"c"}},
+		{"empty zone without fallback", query{version: "v2", zone: "z2"}, false, nil},
+		{"zone with fallback: all, for the balancer", query{zone: "z2"}, true, []string{"a", "b", "c", "d", "e"}},
+		{"region with fallback, after version", query{version: "v2", region: "r1"}, true, []string{"b"}},
 	} {
-		if got := ids(tc.q.filter(all, tc.zone, tc.fallback)); !reflect.DeepEqual(got, tc.want) {
+		if got := ids(tc.q.filter(all, tc.fallback)); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s: %v, want %v", tc.what, got, tc.want)
 		}
 	}
-	if got := (query{}).filter(all, "", false); &got[0] != &all[0] {
+	if got := (query{zone: "z1"}).filter(all, true); &got[0] != &all[0] {
 		t.Errorf("no filter copied the list; want it shared")
 	}
 }

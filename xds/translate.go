@@ -385,26 +385,10 @@ type locality struct {
 	region, zone string
 }
 
-// The levels of an assignment's priorities, for a client: its own zone,
-// the other zones of its region, everything else.
-const (
-	levelZone = iota
-	levelRegion
-	levelElsewhere
-)
-
-// level returns the level of instances in l for the clients of v. A zone
-// is the client's when its name is the client's zone and the regions do
-// not differ (an instance or a client without a region matches any); a
-// region is the client's when both name it.
-func (v view) level(l locality) int {
-	switch {
-	case v.zone != "" && l.zone == v.zone && (l.region == "" || v.region == "" || l.region == v.region):
-		return levelZone
-	case v.region != "" && l.region == v.region:
-		return levelRegion
-	}
-	return levelElsewhere
+// level returns the level of instances in l for the clients of v:
+// registry.Near, as Muster's balancers order them.
+func (v view) level(l locality) registry.Nearness {
+	return registry.Near(v.region, v.zone, l.region, l.zone)
 }
 
 // assignment returns the ClusterLoadAssignment named service for clients
@@ -444,7 +428,7 @@ func assignment(service string, list []registry.Instance, v view) *endpointv3.Cl
 func assignmentWith(service string, list []registry.Instance, v view,
 	fill func(*endpointv3.LocalityLbEndpoints, []registry.Instance)) *endpointv3.ClusterLoadAssignment {
 	counts := map[locality]int{}
-	var taking [levelElsewhere + 1]bool
+	var taking [registry.Elsewhere + 1]bool
 	for _, in := range list {
 		l := locality{in.Region, in.Zone}
 		counts[l]++
@@ -470,7 +454,7 @@ func assignmentWith(service string, list []registry.Instance, v view,
 	})
 	priority := func(l locality) uint32 {
 		lv := v.level(l)
-		for lv < levelElsewhere && !taking[lv] {
+		for lv < registry.Elsewhere && !taking[lv] {
 			lv++ // a level taking no traffic joins the next
 		}
 		var p uint32
@@ -483,7 +467,7 @@ func assignmentWith(service string, list []registry.Instance, v view,
 	}
 	cla := &endpointv3.ClusterLoadAssignment{ClusterName: service}
 	if v.ringHash {
-		for prio := range uint32(levelElsewhere + 1) {
+		for prio := range uint32(registry.Elsewhere + 1) {
 			var zones, regions []string
 			var ins []registry.Instance
 			for _, l := range localities {

@@ -138,6 +138,40 @@
 // routing costs a context lookup and a map lookup per pick (figures in
 // docs/RELEASES.md) and allocates nothing. See docs/RELEASES.md.
 //
+// # Locality
+//
+// When the client's zone or region is known (resolver.WithZone,
+// resolver.WithRegion, or the target's zone= and region=, with the zone
+// fallback on, the default), the Muster resolver hands every instance with
+// the client's locality (resolver.LocalityOf), and each group of
+// endpoints (the base, each color) is split in three levels by
+// registry.Near: the client's zone, the other zones of its region,
+// everything else. A level's healthy fraction h is the weight of its
+// endpoints that are READY and not ejected (or whose ejection time is
+// over, so that they get their probe), plus those still connecting for
+// the first time, over the weight of all its listed endpoints, a draining
+// endpoint counting registry.DefaultWeight and none of it healthy. The
+// levels share the calls by Envoy's priority load rule, with the
+// overprovisioning factor f (locality.overprovisioningFactor, 1.4 by
+// default, 1..10): the nearest level takes min(1, f·h) of the calls, the
+// next min(1, f·h) of what is left, and so on; when the levels' min(1,
+// f·h) sum to s < 1 they are first scaled by 1/s, so that they share every
+// call in proportion to their health. Each call draws its level at random
+// by those shares, then the policy picks within the level as above. With
+// every level healthy all calls stay in the client's zone; a zone at
+// h = 1/3 keeps 46.7 % and spills the rest to its region.
+//
+// The healthy fractions are recomputed every 50 ms on the pick path (an
+// ejection changes them between pickers) and smoothed: a fall takes
+// effect at once, a rise approaches the new value with a 500 ms time
+// constant, so that an endpoint that flaps holds its level's share near
+// the lower value instead of swinging the traffic. A level-split pick
+// costs a clock read and a random number more than the policy's own; a
+// group whose endpoints are all in one level uses the policy's picker as
+// is. Without a known locality, picking is as above. With
+// resolver.WithZoneFallback(false) the resolver keeps only the zone's (or
+// region's) instances and there is nothing to spill to.
+//
 // # Config
 //
 // All fields are optional:
@@ -151,7 +185,8 @@
 //	    "maxEjectionPercent": 50
 //	  },
 //	  "endpointWeights": {"10.0.0.7:9000": 200, "10.0.0.8:9000": 50},
-//	  "colors": {"key": "color", "strict": false}
+//	  "colors": {"key": "color", "strict": false},
+//	  "locality": {"overprovisioningFactor": 1.4}
 //	}}
 //
 // Durations use Go's syntax ("30s", "1.5s", "250ms") and must be positive.
@@ -173,4 +208,5 @@
 //	muster_p2c: invalid config: json: unknown field "decay"
 //	muster_p2c: endpointWeights: "10.0.0.7:9000": weight 0 is out of range 1..10000
 //	muster_p2c: colors: json: unknown field "color"
+//	muster_p2c: locality.overprovisioningFactor: 0.5 is out of range 1..10
 package p2c

@@ -42,10 +42,12 @@ type config struct {
 	outlier   lb.OutlierConfig
 	weights   lb.EndpointWeights
 	colors    lb.ColorConfig
+	locality  lb.LocalityConfig
 }
 
 func defaultConfig() *config {
-	return &config{decayTime: DefaultDecayTime, outlier: lb.DefaultOutlierConfig(), colors: lb.DefaultColorConfig()}
+	return &config{decayTime: DefaultDecayTime, outlier: lb.DefaultOutlierConfig(), colors: lb.DefaultColorConfig(),
+		locality: lb.DefaultLocalityConfig()}
 }
 
 // MarshalJSON returns the config as ParseConfig reads it: grpc-go's xDS
@@ -57,7 +59,8 @@ func (c *config) MarshalJSON() ([]byte, error) {
 		Outlier         lb.OutlierConfig   `json:"outlier"`
 		EndpointWeights lb.EndpointWeights `json:"endpointWeights,omitempty"`
 		Colors          lb.ColorConfig     `json:"colors"`
-	}{c.decayTime.String(), c.outlier, c.weights, c.colors})
+		Locality        lb.LocalityConfig  `json:"locality"`
+	}{c.decayTime.String(), c.outlier, c.weights, c.colors, c.locality})
 }
 
 type builder struct{}
@@ -93,6 +96,7 @@ func (builder) ParseConfig(js json.RawMessage) (serviceconfig.LoadBalancingConfi
 		Outlier         json.RawMessage `json:"outlier"`
 		EndpointWeights json.RawMessage `json:"endpointWeights"`
 		Colors          json.RawMessage `json:"colors"`
+		Locality        json.RawMessage `json:"locality"`
 	}
 	if err := lb.DecodeStrict(js, &j); err != nil {
 		return nil, fmt.Errorf("%s: invalid config: %v", Name, err)
@@ -113,6 +117,9 @@ func (builder) ParseConfig(js json.RawMessage) (serviceconfig.LoadBalancingConfi
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
 	if cfg.colors, err = lb.ParseColorConfig(j.Colors); err != nil {
+		return nil, fmt.Errorf("%s: %w", Name, err)
+	}
+	if cfg.locality, err = lb.ParseLocalityConfig(j.Locality); err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
 	return cfg, nil
@@ -153,7 +160,7 @@ func (b *p2cBalancer) UpdateClientConnState(s balancer.ClientConnState) error {
 		cfg = c
 	}
 	b.cfg.Store(cfg)
-	return b.Update(s, cfg.outlier, cfg.weights, cfg.colors)
+	return b.Update(s, cfg.outlier, cfg.weights, cfg.colors, cfg.locality)
 }
 
 // newPicker is called by lb.Base with its lock held.

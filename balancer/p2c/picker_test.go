@@ -384,6 +384,8 @@ func TestParseConfig(t *testing.T) {
 		{`{"colors":{"key":"track","strict":true}}`, func(c *config) bool { return c.colors == lb.ColorConfig{Key: "track", Strict: true} }},
 		{`{"colors":{"key":""}}`, func(c *config) bool { return c.colors == lb.ColorConfig{} }},
 		{`{"decayTime":"1.5s"}`, func(c *config) bool { return c.decayTime == 1500*time.Millisecond }},
+		{`{"locality":{"overprovisioningFactor":2}}`, func(c *config) bool { return c.locality.OverprovisioningFactor == 2 }},
+		{`{"locality":{}}`, func(c *config) bool { return c.locality == lb.DefaultLocalityConfig() }},
 		{`{"outlier":{"consecutiveFailures":0}}`, func(c *config) bool {
 			return !c.outlier.Enabled() && c.outlier.BaseEjectionTime == lb.DefaultBaseEjectionTime
 		}},
@@ -422,6 +424,9 @@ func TestParseConfig(t *testing.T) {
 		{`{"colors":{"color":"blue"}}`, `muster_p2c: colors: json: unknown field "color"`},
 		{`{"colors":{"strict":"yes"}}`, `muster_p2c: colors: json: cannot unmarshal string`},
 		{`{"colors":{"key":"` + strings.Repeat("k", 129) + `"}}`, `muster_p2c: colors.key: 129 bytes is longer than 128`},
+		{`{"locality":{"overprovisioningFactor":0.5}}`, `muster_p2c: locality.overprovisioningFactor: 0.5 is out of range 1..10`},
+		{`{"locality":{"overprovisioningFactor":11}}`, `muster_p2c: locality.overprovisioningFactor: 11 is out of range 1..10`},
+		{`{"locality":{"factor":2}}`, `muster_p2c: locality: json: unknown field "factor"`},
 	} {
 		_, err := builder{}.ParseConfig([]byte(tc.js))
 		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
@@ -447,7 +452,7 @@ func dur(ns float64) time.Duration { return time.Duration(ns) }
 func TestConfigSurvivesAJSONRoundTrip(t *testing.T) {
 	for _, js := range []string{`{}`,
 		`{"decayTime":"1.5s","outlier":{"consecutiveFailures":0,"baseEjectionTime":"250ms","maxEjectionTime":"1m","maxEjectionPercent":100},` +
-			`"endpointWeights":{"10.0.0.7:9000":200,"[::1]:80":1},"colors":{"key":"track","strict":true}}`,
+			`"endpointWeights":{"10.0.0.7:9000":200,"[::1]:80":1},"colors":{"key":"track","strict":true},"locality":{"overprovisioningFactor":1.2}}`,
 		`{"colors":{"key":""}}`} {
 		first, err := builder{}.ParseConfig([]byte(js))
 		if err != nil {
@@ -462,7 +467,7 @@ func TestConfigSurvivesAJSONRoundTrip(t *testing.T) {
 			t.Fatalf("ParseConfig of the marshalled %s (%s): %v", js, out, err)
 		}
 		a, b := first.(*config), second.(*config)
-		if a.decayTime != b.decayTime || a.outlier != b.outlier || !maps.Equal(a.weights, b.weights) || a.colors != b.colors {
+		if a.decayTime != b.decayTime || a.outlier != b.outlier || !maps.Equal(a.weights, b.weights) || a.colors != b.colors || a.locality != b.locality {
 			t.Errorf("%s → %s → %+v, want %+v", js, out, *b, *a)
 		}
 	}

@@ -87,6 +87,16 @@
 // routing costs a context lookup and a map lookup per pick (figures in
 // docs/RELEASES.md) and allocates nothing. See docs/RELEASES.md.
 //
+// # Locality
+//
+// With the client's zone or region known, the endpoints of each group (the
+// base, each color) are split in levels (the client's zone, the rest of
+// its region, everything else) and each call draws its level by the
+// levels' health, exactly as muster_p2c does (see its package
+// documentation, "Locality": Envoy's priority load rule with the
+// overprovisioning factor locality.overprovisioningFactor, 1.4 by
+// default); the weighted round robin then runs within the level.
+//
 // # Config
 //
 // All fields are optional:
@@ -99,7 +109,8 @@
 //	    "maxEjectionPercent": 50
 //	  },
 //	  "endpointWeights": {"10.0.0.7:9000": 200, "10.0.0.8:9000": 50},
-//	  "colors": {"key": "color", "strict": false}
+//	  "colors": {"key": "color", "strict": false},
+//	  "locality": {"overprovisioningFactor": 1.4}
 //	}}
 //
 // Durations use Go's syntax ("30s", "1.5s", "250ms") and must be positive.

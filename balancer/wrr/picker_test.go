@@ -149,6 +149,8 @@ func TestParseConfig(t *testing.T) {
 	}
 	for _, tc := range []struct{ js, want string }{
 		{`{"colors":{"canary":5}}`, `muster_wrr: colors: json: unknown field "canary"`},
+		{`{"locality":{"overprovisioningFactor":"1.4"}}`, `muster_wrr: locality: json: cannot unmarshal string`},
+		{`{"locality":{"overprovisioningFactor":0}}`, `muster_wrr: locality.overprovisioningFactor: 0 is out of range 1..10`},
 		{`{"colors":{"key":7}}`, `muster_wrr: colors: json: cannot unmarshal number`},
 		{`{"weights":[1]}`, `muster_wrr: invalid config: json: unknown field "weights"`},
 		{`{"decayTime":"1s"}`, `muster_wrr: invalid config: json: unknown field "decayTime"`},
@@ -191,7 +193,7 @@ func TestModMatchesTheRemainder(t *testing.T) {
 // grpc-go's xDS support marshals the parsed config and parses the result:
 // nothing may be lost on the way.
 func TestConfigSurvivesAJSONRoundTrip(t *testing.T) {
-	js := `{"outlier":{"consecutiveFailures":2,"baseEjectionTime":"1.5s","maxEjectionTime":"5m","maxEjectionPercent":0},"endpointWeights":{"db.local:5":10000},"colors":{"key":"","strict":true}}`
+	js := `{"outlier":{"consecutiveFailures":2,"baseEjectionTime":"1.5s","maxEjectionTime":"5m","maxEjectionPercent":0},"endpointWeights":{"db.local:5":10000},"colors":{"key":"","strict":true},"locality":{"overprovisioningFactor":3}}`
 	want, _ := builder{}.ParseConfig([]byte(js))
 	out, err := json.Marshal(want)
 	if err != nil {
@@ -201,7 +203,8 @@ func TestConfigSurvivesAJSONRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ParseConfig(%s): %v", out, err)
 	}
-	if g, w := got.(*config), want.(*config); g.outlier != w.outlier || !maps.Equal(g.weights, w.weights) || g.colors != w.colors {
+	if g, w := got.(*config), want.(*config); g.outlier != w.outlier || !maps.Equal(g.weights, w.weights) || g.colors != w.colors ||
+		g.locality != w.locality || g.locality.OverprovisioningFactor != 3 {
 		t.Errorf("marshalled as %s, parsed again as %+v, want %+v", out, *g, *w)
 	}
 }

@@ -29,9 +29,10 @@ func init() {
 type config struct {
 	serviceconfig.LoadBalancingConfig `json:"-"`
 
-	outlier lb.OutlierConfig
-	weights lb.EndpointWeights
-	colors  lb.ColorConfig
+	outlier  lb.OutlierConfig
+	weights  lb.EndpointWeights
+	colors   lb.ColorConfig
+	locality lb.LocalityConfig
 }
 
 // MarshalJSON returns the config as ParseConfig reads it: grpc-go's xDS
@@ -42,11 +43,12 @@ func (c *config) MarshalJSON() ([]byte, error) {
 		Outlier         lb.OutlierConfig   `json:"outlier"`
 		EndpointWeights lb.EndpointWeights `json:"endpointWeights,omitempty"`
 		Colors          lb.ColorConfig     `json:"colors"`
-	}{c.outlier, c.weights, c.colors})
+		Locality        lb.LocalityConfig  `json:"locality"`
+	}{c.outlier, c.weights, c.colors, c.locality})
 }
 
 func defaultConfig() *config {
-	return &config{outlier: lb.DefaultOutlierConfig(), colors: lb.DefaultColorConfig()}
+	return &config{outlier: lb.DefaultOutlierConfig(), colors: lb.DefaultColorConfig(), locality: lb.DefaultLocalityConfig()}
 }
 
 type builder struct{}
@@ -75,6 +77,7 @@ func (builder) ParseConfig(js json.RawMessage) (serviceconfig.LoadBalancingConfi
 		Outlier         json.RawMessage `json:"outlier"`
 		EndpointWeights json.RawMessage `json:"endpointWeights"`
 		Colors          json.RawMessage `json:"colors"`
+		Locality        json.RawMessage `json:"locality"`
 	}
 	if err := lb.DecodeStrict(js, &j); err != nil {
 		return nil, fmt.Errorf("%s: invalid config: %v", Name, err)
@@ -88,6 +91,9 @@ func (builder) ParseConfig(js json.RawMessage) (serviceconfig.LoadBalancingConfi
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
 	if cfg.colors, err = lb.ParseColorConfig(j.Colors); err != nil {
+		return nil, fmt.Errorf("%s: %w", Name, err)
+	}
+	if cfg.locality, err = lb.ParseLocalityConfig(j.Locality); err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
 	return cfg, nil
@@ -113,7 +119,7 @@ func (b *wrrBalancer) UpdateClientConnState(s balancer.ClientConnState) error {
 		}
 		cfg = c
 	}
-	return b.Update(s, cfg.outlier, cfg.weights, cfg.colors)
+	return b.Update(s, cfg.outlier, cfg.weights, cfg.colors, cfg.locality)
 }
 
 // callbacks are an endpoint's Done callbacks, made once so that picks do

@@ -190,3 +190,8 @@ func TestOtherResolversGetEqualWeights(t *testing.T) {
 func TestColorRouting(t *testing.T) { balancertest.ColorRouting(t, Name) }
 
 func TestCanary(t *testing.T) { balancertest.Canary(t, Name) }
+
+func TestLocalityPrefersZone(t *testing.T)       { balancertest.LocalityPrefersZone(t, Name) }
+func TestLocalitySpillsWhenFailing(t *testing.T) { balancertest.LocalitySpillsWhenFailing(t, Name) }
+func TestLocalitySpillByCapacity(t *testing.T)   { balancertest.LocalitySpillByCapacity(t, Name) }
+func TestLocalityRegionFailover(t *testing.T)    { balancertest.LocalityRegionFailover(t, Name) }

@@ -313,7 +313,16 @@ type Registry struct {
 	// Client is the etcd client, for operators' changes (SetCanary).
 	Client *clientv3.Client
 
-	reg *etcd.Registrar
+	reg  *etcd.Registrar
+	disc *etcd.Discovery
+}
+
+// BuilderWith returns another resolver Builder over the registry, with
+// opts (WithZone, WithRegion, ...). Close nothing: it holds nothing of its
+// own.
+func (r *Registry) BuilderWith(opts ...resolver.Option) *resolver.Builder {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	return resolver.NewBuilder(r.disc, append([]resolver.Option{resolver.WithLogger(quiet)}, opts...)...)
 }
 
 // StartRegistry starts an embedded etcd and the Registrar, Discovery and
@@ -339,7 +348,7 @@ func StartRegistry(t testing.TB) *Registry {
 		t.Fatal(err)
 	}
 	b := resolver.NewBuilder(disc, resolver.WithLogger(quiet), resolver.WithCanaries(canaries))
-	return &Registry{Builder: b, Client: cli, reg: reg}
+	return &Registry{Builder: b, Client: cli, reg: reg, disc: disc}
 }
 
 // Register registers in, failing the test on error.

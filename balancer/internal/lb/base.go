@@ -46,6 +46,7 @@ type Endpoint[T any] struct {
 	Stats T
 
 	key       string
+	wasReady  bool   // has been READY; guarded by Base.mu
 	gen       uint64 // Base.gen of the last resolver state listing it
 	removedAt int64  // Nanotime when it left the resolver state; 0 while listed
 }
@@ -60,7 +61,8 @@ type Ready[T any] struct {
 	// Weight is the endpoint's weight, > 0 (see Base).
 	Weight int
 
-	color string // see ColorConfig; "" for the base
+	color string            // see ColorConfig; "" for the base
+	level registry.Nearness // how near the client it runs (see Locality)
 }
 
 // Policy is what a balancing policy supplies to Base.
@@ -100,6 +102,16 @@ type Policy[T any] struct {
 // routes each call to a policy picker over the endpoints of the call's
 // color, or over the base; see route.
 //
+// Locality: when the resolver state says where the client runs
+// (resolver.LocalityOf), each group of endpoints (the base, a color) is
+// split in levels by registry.Near: the client's zone, the rest of its
+// region, everything else. Each level takes the share of the calls that
+// Spill gives it from its healthy fraction (READY, not ejected, not
+// draining; by weight, a draining endpoint counting DefaultWeight), with
+// the LocalityConfig's overprovisioning factor, and the level's policy
+// picker picks within it; see localityPicker. Without a locality, one
+// policy picker over the group, as before.
+//
 // Base implements balancer.Balancer except UpdateClientConnState, which the
 // policy implements to parse its config and then calls Update. gRPC
 // serialises calls to a balancer; Base is also called by its children from
@@ -123,6 +135,11 @@ type Base[T any] struct {
 	weights   EndpointWeights // from the last Update; read-only
 	colors    ColorConfig     // from the last Update
 	canary    registry.Canary // from the last resolver state; zero for none
+	local     resolver.Locality
+	localOK   bool                     // local is known (resolver.LocalityOf)
+	localCfg  LocalityConfig           // from the last Update
+	capacity  map[string]levelCapacity // per group (color; "" the base)
+	tracks    map[string]*healthTrack  // per group, across pickers
 	closed    bool
 }
 
@@ -158,7 +175,7 @@ func (i interceptor[T]) UpdateState(s balancer.State) { i.b.updateState(s) }
 // to the children, which makes a new picker (with the new weights even
 // when the endpoints are the same). It returns balancer.ErrBadResolverState for a state without
 // endpoints (gRPC then asks the resolver again, with backoff).
-func (b *Base[T]) Update(s balancer.ClientConnState, oc OutlierConfig, weights EndpointWeights, colors ColorConfig) error {
+func (b *Base[T]) Update(s balancer.ClientConnState, oc OutlierConfig, weights EndpointWeights, colors ColorConfig, lc LocalityConfig) error {
 	b.Detector.SetConfig(oc)
 	retention := max(minRetention, oc.MaxEjectionTime)
 
@@ -169,6 +186,8 @@ func (b *Base[T]) Update(s balancer.ClientConnState, oc OutlierConfig, weights E
 	b.weights = weights
 	b.colors = colors
 	b.canary, _ = resolver.CanaryOf(s.ResolverState)
+	b.local, b.localOK = resolver.LocalityOf(s.ResolverState)
+	b.localCfg = lc
 	for _, ep := range s.ResolverState.Endpoints {
 		if len(ep.Addresses) == 0 {
 			continue
@@ -275,6 +294,32 @@ func (b *Base[T]) updateState(s balancer.State) {
 	}
 	ready := make([]Ready[T], 0, len(children))
 	positive := 0
+	var capacity map[string]levelCapacity
+	if b.localOK {
+		capacity = map[string]levelCapacity{}
+		for _, c := range children {
+			if len(c.Endpoint.Addresses) == 0 {
+				continue
+			}
+			e := b.endpoints[Key(c.Endpoint)]
+			if e == nil {
+				continue
+			}
+			st := c.State.ConnectivityState
+			if st == connectivity.Ready {
+				e.wasReady = true
+			}
+			g := colorOf(c.Endpoint, b.colors.Key)
+			lc := capacity[g]
+			lv, w := levelOf(c.Endpoint, b.local), capacityWeight(weightOf(c.Endpoint, b.weights))
+			lc.total[lv] += w
+			if st != connectivity.Ready && !e.wasReady && st != connectivity.TransientFailure && weightOf(c.Endpoint, b.weights) > 0 {
+				lc.fresh[lv] += w // connecting for the first time: healthy until it fails
+			}
+			capacity[g] = lc
+		}
+	}
+	b.capacity = capacity
 	for _, c := range children {
 		if c.State.ConnectivityState != connectivity.Ready || len(c.Endpoint.Addresses) == 0 {
 			continue
@@ -287,7 +332,11 @@ func (b *Base[T]) updateState(s balancer.State) {
 		if w > 0 {
 			positive++
 		}
-		ready = append(ready, Ready[T]{Endpoint: e, Picker: c.State.Picker, Weight: w, color: colorOf(c.Endpoint, b.colors.Key)})
+		r := Ready[T]{Endpoint: e, Picker: c.State.Picker, Weight: w, color: colorOf(c.Endpoint, b.colors.Key)}
+		if b.localOK {
+			r.level = levelOf(c.Endpoint, b.local)
+		}
+		ready = append(ready, r)
 	}
 	if len(ready) == 0 {
 		b.Detector.SetMembers(nil)
@@ -308,6 +357,35 @@ func (b *Base[T]) updateState(s balancer.State) {
 	}
 	b.Detector.SetMembers(members)
 	b.cc.UpdateState(balancer.State{ConnectivityState: connectivity.Ready, Picker: b.route(ready, b.colors, b.canary)})
+}
+
+// newPicker returns the picker over ready, the READY endpoints of the
+// group (color; "" for the base): the policy's, or with a locality a
+// localityPicker over the policy's pickers of each level. Called under
+// b.mu.
+func (b *Base[T]) newPicker(group string, ready []Ready[T]) balancer.Picker {
+	if !b.localOK {
+		return b.policy.NewPicker(ready)
+	}
+	lc := b.capacity[group]
+	present := 0
+	for _, c := range lc.total {
+		if c > 0 {
+			present++
+		}
+	}
+	if present <= 1 {
+		return b.policy.NewPicker(ready) // one level: nowhere to spill
+	}
+	if b.tracks == nil {
+		b.tracks = map[string]*healthTrack{}
+	}
+	t := b.tracks[group]
+	if t == nil {
+		t = &healthTrack{}
+		b.tracks[group] = t
+	}
+	return newLocalityPicker(ready, lc, b.localCfg, t, b.policy.NewPicker)
 }
 
 // Key identifies an endpoint by its set of addresses, as grpc-go's

@@ -80,15 +80,15 @@ func (b *Base[T]) route(ready []Ready[T], cc ColorConfig, cn registry.Canary) ba
 		groups[r.color] = append(groups[r.color], r)
 	}
 	if groups == nil && !cc.Strict {
-		return b.policy.NewPicker(ready)
+		return b.newPicker("", ready)
 	}
 	var basePicker balancer.Picker
 	if len(base) > 0 {
-		basePicker = b.policy.NewPicker(base)
+		basePicker = b.newPicker("", base)
 	}
 	colors := make(map[string]balancer.Picker, len(groups))
 	for c, g := range groups {
-		colors[c] = b.policy.NewPicker(g)
+		colors[c] = b.newPicker(c, g)
 	}
 	return NewRoutePicker(b.policy.Name, cc, cn, basePicker, colors)
 }
