@@ -31,9 +31,17 @@ func (r *musterResolver) stateAttributes() *attributes.Attributes {
 	if !r.b.opts.zoneFallback || r.q.zone == "" && r.q.region == "" {
 		return a
 	}
-	l := Locality{Region: r.q.region, Zone: r.q.zone}
-	if a == nil {
-		return attributes.New(localityKey{}, l)
+	return StateWithLocality(grpcresolver.State{Attributes: a}, Locality{Region: r.q.region, Zone: r.q.zone}).Attributes
+}
+
+// StateWithLocality returns s carrying l, as the states of a channel with
+// a locality do (LocalityOf reads it), for other resolvers and tests that
+// feed Muster's balancers.
+func StateWithLocality(s grpcresolver.State, l Locality) grpcresolver.State {
+	if s.Attributes == nil {
+		s.Attributes = attributes.New(localityKey{}, l)
+	} else {
+		s.Attributes = s.Attributes.WithValue(localityKey{}, l)
 	}
-	return a.WithValue(localityKey{}, l)
+	return s
 }

@@ -37,6 +37,9 @@ var policies = []string{p2c.Name, wrr.Name, roundrobin.Name, leastRequest}
 type cluster struct {
 	backends []*backend
 	blue     int
+	// local puts the first three backends in the client's zone z1 and
+	// the others in z2, and gives the channel that locality.
+	local bool
 }
 
 func startCluster(n int) (*cluster, error) {
@@ -87,7 +90,7 @@ func (c *cluster) dial(policy string, captured bool) (*grpc.ClientConn, error) {
 		name = captures[policy].Name()
 	}
 	target, res := c.target(), grpcresolver.Builder(resolver.NewDirectBuilder())
-	if c.blue > 0 {
+	if c.blue > 0 || c.local {
 		target, res = "bench:///colored", c.coloredResolver()
 	}
 	conn, err := grpc.NewClient(target,
@@ -100,7 +103,11 @@ func (c *cluster) dial(policy string, captured bool) (*grpc.ClientConn, error) {
 	seen := map[string]bool{}
 	deadline := time.Now().Add(10 * time.Second)
 	blue := color.WithColor(context.Background(), "blue")
-	for i := 0; len(seen) < len(c.backends); i++ {
+	want := len(c.backends)
+	if c.local {
+		want = 3 // the client's zone takes every call while healthy
+	}
+	for i := 0; len(seen) < want; i++ {
 		if time.Now().After(deadline) {
 			conn.Close()
 			return nil, fmt.Errorf("%s: after 10s only %d of %d backends served a call", policy, len(seen), len(c.backends))
@@ -128,10 +135,20 @@ func (c *cluster) coloredResolver() grpcresolver.Builder {
 		if i >= len(c.backends)-c.blue {
 			in.Metadata = map[string]string{"color": "blue"}
 		}
+		if c.local {
+			in.Zone = "z1"
+			if i >= 3 {
+				in.Zone = "z2"
+			}
+		}
 		eps[i] = resolver.EndpointOf(in)
 	}
 	r := manual.NewBuilderWithScheme("bench")
-	r.InitialState(grpcresolver.State{Endpoints: eps})
+	st := grpcresolver.State{Endpoints: eps}
+	if c.local {
+		st = resolver.StateWithLocality(st, resolver.Locality{Zone: "z1"})
+	}
+	r.InitialState(st)
 	return r
 }
 

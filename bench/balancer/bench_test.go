@@ -36,7 +36,8 @@ func BenchmarkPick(b *testing.B) {
 // BenchmarkRoutedPick measures the cost of routing by color: Pick+Done of
 // Muster's policies over five real loopback connections, plain (no
 // instance has a color) and routed (two of the five are blue) for an
-// uncolored and a blue call, beside round_robin, in one run:
+// uncolored and a blue call, and split by locality (three in the client's
+// zone, two in another), beside round_robin, in one run:
 //
 //	go test -run '^$' -bench RoutedPick -count 3 ./bench/balancer/
 func BenchmarkRoutedPick(b *testing.B) {
@@ -51,6 +52,12 @@ func BenchmarkRoutedPick(b *testing.B) {
 	}
 	defer colored.stop()
 	colored.blue = 2
+	local, err := startCluster(5)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer local.stop()
+	local.local = true
 	bg := context.Background()
 	for _, run := range []struct {
 		name   string
@@ -62,9 +69,11 @@ func BenchmarkRoutedPick(b *testing.B) {
 		{"muster_p2c/plain", plain, p2c.Name, bg},
 		{"muster_p2c/routed_uncolored", colored, p2c.Name, bg},
 		{"muster_p2c/routed_blue", colored, p2c.Name, color.WithColor(bg, "blue")},
+		{"muster_p2c/locality", local, p2c.Name, bg},
 		{"muster_wrr/plain", plain, wrr.Name, bg},
 		{"muster_wrr/routed_uncolored", colored, wrr.Name, bg},
 		{"muster_wrr/routed_blue", colored, wrr.Name, color.WithColor(bg, "blue")},
+		{"muster_wrr/locality", local, wrr.Name, bg},
 	} {
 		one, closeConn, err := pickBench(run.c, run.policy, run.ctx)
 		if err != nil {
