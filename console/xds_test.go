@@ -56,13 +56,13 @@ func startXDS(t *testing.T, c *etcdtest.Cluster, service string) (cp *xds.Server
 }
 
 // dialXDS opens a grpc-go xDS channel to xds:///service as node nodeID in
-// zone, through the control plane at addr, and calls until backend
-// answers.
+// zone (of region eu-1), through the control plane at addr, and calls
+// until backend answers.
 func dialXDS(t *testing.T, addr, service, nodeID, zone, backend string) {
 	t.Helper()
 	b, err := grpcxds.NewXDSResolverWithConfigForTesting([]byte(fmt.Sprintf(`{
   "xds_servers": [{"server_uri": %q, "channel_creds": [{"type": "insecure"}], "server_features": ["xds_v3"]}],
-  "node": {"id": %q, "locality": {"zone": %q}}
+  "node": {"id": %q, "locality": {"region": "eu-1", "zone": %q}}
 }`, addr, nodeID, zone)))
 	if err != nil {
 		t.Fatalf("xDS resolver: %v", err)
@@ -120,6 +120,9 @@ func TestConsoleXDSClientsPage(t *testing.T) {
 		if got := b.Text(fmt.Sprintf(`#xds-clients [data-type=%q] .acked`, typ)); got == "" || got == "—" {
 			t.Errorf("%s: acked version %q, want one", typ, got)
 		}
+	}
+	if z, r := b.Text(`#xds-clients tbody tr td.zone`), b.Text(`#xds-clients tbody tr td.region`); z != "eu-1a" || r != "eu-1" {
+		t.Errorf("zone and region cells = %q, %q; want eu-1a, eu-1", z, r)
 	}
 	if got := b.Text(`#xds-clients tbody tr td.services`); got != "greeter" {
 		t.Errorf("services cell = %q, want greeter", got)

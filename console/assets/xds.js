@@ -40,6 +40,7 @@
       tr.dataset.node = c.node;
       tr.appendChild(el('td', c.node, 'node'));
       tr.appendChild(el('td', c.zone || '', 'zone'));
+      tr.appendChild(el('td', c.region || '', 'region'));
       tr.appendChild(el('td', (c.delta ? 'delta #' : 'ADS #') + c.stream));
       const since = el('td', formatAge(now - Date.parse(c.since)) + ' ago');
       since.title = c.since;

@@ -4,7 +4,7 @@
 // and stops, logging each step (log/slog, key=value on stderr, like
 // `muster serve`).
 //
-//	go run ./examples/user/server --endpoints http://127.0.0.1:2379 --zone eu-1a
+//	go run ./examples/user/server --endpoints http://127.0.0.1:2379 --zone eu-1a --region eu-1
 package main
 
 import (
@@ -29,16 +29,19 @@ func main() {
 	endpoints := flag.String("endpoints", "http://127.0.0.1:2379", "etcd endpoints, comma-separated")
 	listen := flag.String("listen", "127.0.0.1:0", "address to listen on (port 0: any free port)")
 	zone := flag.String("zone", "", "zone this instance runs in")
+	region := flag.String("region", "", "region this instance runs in")
 	version := flag.String("version", "v1", "version this instance runs")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	if err := run(context.Background(), log, strings.Split(*endpoints, ","), *listen, *zone, *version); err != nil {
+	if err := run(context.Background(), log, strings.Split(*endpoints, ","), *listen, registry.Instance{Zone: *zone, Region: *region, Version: *version}); err != nil {
 		log.Error("user service stopped with an error", "error", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, log *slog.Logger, endpoints []string, listen, zone, version string) error {
+// run serves the user service, registered as in says (its Zone, Region
+// and Version; the name is set here).
+func run(ctx context.Context, log *slog.Logger, endpoints []string, listen string, in registry.Instance) error {
 	cli, err := clientv3.New(etcd.ClientConfig(endpoints...))
 	if err != nil {
 		return err
@@ -58,7 +61,8 @@ func run(ctx context.Context, log *slog.Logger, endpoints []string, listen, zone
 		log.Info("registrar closed; lease revoked")
 	}()
 
-	s, err := server.New(reg, registry.Instance{Name: "user", Zone: zone, Version: version}, server.WithLogger(log))
+	in.Name = "user"
+	s, err := server.New(reg, in, server.WithLogger(log))
 	if err != nil {
 		return err
 	}
