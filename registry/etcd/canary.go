@@ -3,7 +3,6 @@ package etcd
 import (
 	"context"
 	"fmt"
-	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -90,61 +89,6 @@ func NewCanaries(cli *clientv3.Client, opts ...Option) (*Canaries, error) {
 // uncolored calls on the base.
 func (c *Canaries) WatchCanary(ctx context.Context, service string) <-chan registry.Canary {
 	ch := make(chan registry.Canary, 1)
-	go c.follow(ctx, registry.CanaryKey(c.o.prefix, service), ch)
+	go followSetting(ctx, c.cli, c.o, "canary", registry.CanaryKey(c.o.prefix, service), registry.UnmarshalCanary, ch)
 	return ch
-}
-
-func (c *Canaries) follow(ctx context.Context, key string, ch chan registry.Canary) {
-	defer close(ch)
-	wait := c.o.backoffMin
-	for ctx.Err() == nil {
-		gctx, cancel := context.WithTimeout(ctx, c.o.requestTimeout)
-		resp, err := c.cli.Get(gctx, key)
-		cancel()
-		if err != nil {
-			c.o.logger.Warn("cannot read the canary setting; retrying", "key", key, "error", err, "in", wait)
-			select {
-			case <-ctx.Done():
-			case <-time.After(wait):
-			}
-			wait = min(2*wait, c.o.backoffMax)
-			continue
-		}
-		wait = c.o.backoffMin
-		var val []byte
-		if len(resp.Kvs) > 0 {
-			val = resp.Kvs[0].Value
-		}
-		c.publish(ch, key, val)
-		wctx, stop := context.WithCancel(clientv3.WithRequireLeader(ctx))
-		for wr := range c.cli.Watch(wctx, key, clientv3.WithRev(resp.Header.Revision+1)) {
-			if wr.Err() != nil {
-				break
-			}
-			for _, ev := range wr.Events {
-				val = nil
-				if ev.Type == clientv3.EventTypePut {
-					val = ev.Kv.Value
-				}
-				c.publish(ch, key, val)
-			}
-		}
-		stop()
-	}
-}
-
-// publish replaces what ch holds with the setting val (nil: none).
-func (c *Canaries) publish(ch chan registry.Canary, key string, val []byte) {
-	var cn registry.Canary
-	if val != nil {
-		var err error
-		if cn, err = registry.UnmarshalCanary(val); err != nil {
-			c.o.logger.Error("ignoring a bad canary setting", "key", key, "error", err)
-		}
-	}
-	select {
-	case <-ch:
-	default:
-	}
-	ch <- cn
 }

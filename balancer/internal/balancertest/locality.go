@@ -118,7 +118,7 @@ func LocalitySpillsWhenFailing(t *testing.T, policy string) {
 }
 
 // LocalitySpillByCapacity checks the spill rule when z1 loses two of its
-// three backends (stopped; still registered): its healthy fraction is 1/3,
+// three backends (crashed: their connections reset; still registered): its healthy fraction is 1/3,
 // so it keeps min(1, 1.4/3) = 46.7 % of the calls and z2, the rest of the
 // region, takes the other 53.3 %; z3 (another region) none. Each call
 // draws its level independently, so z1's count of n calls is
@@ -127,7 +127,7 @@ func LocalitySpillByCapacity(t *testing.T, policy string) {
 	f := startLocalFleet(t, 3)
 	conn := f.dial(t, policy, "", "z1")
 	for _, b := range f.zones["z1"][1:] {
-		b.Stop()
+		b.Crash(t)
 	}
 	alive := f.zones["z1"][0]
 	CallUntil(t, conn, 20*time.Second, "calls in z2 once two of z1's backends stopped", ServedAll(f.zones["z2"]...))
@@ -140,12 +140,12 @@ func LocalitySpillByCapacity(t *testing.T, policy string) {
 	t.Logf("%s: z1 with 1 of 3 backends took %d of %d calls (%.1f %%; want %d..%d, 46.7 %% ± 5σ), z2 %d, z3 %d, failed %d",
 		policy, z1, n, 100*float64(z1)/n, lo, hi, f.in(got, "z2"), f.in(got, "z3"), got.Failed)
 	if z1 < lo || z1 > hi || f.in(got, "z3") != 0 || got.Failed != 0 {
-		t.Fatalf("%s: z1 took %d of %d (want %d..%d), z3 %d (want 0), %d failed (%v)", policy, z1, n, lo, hi, f.in(got, "z3"), got.Failed, got.LastErr)
+		t.Fatalf("%s: z1 took %d of %d (want %d..%d), z3 %d (want 0), %d failed (%v); all: %v", policy, z1, n, lo, hi, f.in(got, "z3"), got.Failed, got.LastErr, got)
 	}
 }
 
 // LocalityRegionFailover checks that when every backend of the client's
-// region dies (stopped, still registered), calls move to the other
+// region dies (crashed, still registered), calls move to the other
 // region; the calls that fail are at most those in flight at the kill: one
 // per caller and killed backend (a call sent on a connection whose end the
 // client has not read yet).
@@ -158,7 +158,7 @@ func LocalityRegionFailover(t *testing.T, policy string) {
 	time.Sleep(500 * time.Millisecond) // let the callers run before the kill; not a synchronisation
 	for _, z := range []string{"z1", "z2"} {
 		for _, b := range f.zones[z] {
-			b.Stop()
+			b.Crash(t)
 		}
 	}
 	got := <-done

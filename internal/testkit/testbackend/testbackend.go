@@ -6,6 +6,7 @@ package testbackend
 import (
 	"context"
 	"net"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -31,6 +32,10 @@ type Backend struct {
 	delay atomic.Int64 // nanoseconds added to each call
 	fail  atomic.Bool
 	done  chan struct{}
+
+	mu      sync.Mutex
+	refuser net.Listener  // holds Addr after Crash; nil before
+	refused chan struct{} // closed when the refusing loop ends
 }
 
 // Start starts a backend on 127.0.0.1 and stops it at t.Cleanup.
@@ -85,10 +90,52 @@ func (b *Backend) SetDelay(d time.Duration) { b.delay.Store(int64(d)) }
 // SetFailing makes every call fail with Unavailable, or stops that.
 func (b *Backend) SetFailing(fail bool) { b.fail.Store(fail) }
 
-// Stop stops the server at once. It is idempotent.
+// Stop stops the server at once, and ends a Crash's refusal, freeing the
+// port. It is idempotent.
 func (b *Backend) Stop() {
 	b.srv.Stop()
 	<-b.done
+	b.mu.Lock()
+	r, refused := b.refuser, b.refused
+	b.refuser = nil
+	b.mu.Unlock()
+	if r != nil {
+		_ = r.Close()
+		<-refused
+	}
+}
+
+// Crash stops the server as a crashed process does: its connections end,
+// and every new connection to Addr is reset at once, until Stop (the test's
+// cleanup). Unlike Stop it keeps Addr bound, so that no other server (of
+// another test process) can take the port while clients still dial it.
+// The port is free for a moment between the two; Crash fails the test if
+// another listener took it meanwhile.
+func (b *Backend) Crash(t testing.TB) {
+	t.Helper()
+	b.srv.Stop()
+	<-b.done
+	lis, err := net.Listen("tcp", b.Addr)
+	if err != nil {
+		t.Fatalf("testbackend: keep %s refusing after the crash: %v", b.Addr, err)
+	}
+	refused := make(chan struct{})
+	b.mu.Lock()
+	b.refuser, b.refused = lis, refused
+	b.mu.Unlock()
+	go func() {
+		defer close(refused)
+		for {
+			c, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			if tc, ok := c.(*net.TCPConn); ok {
+				_ = tc.SetLinger(0) // close with a reset, as a port nobody serves answers
+			}
+			_ = c.Close()
+		}
+	}()
 }
 
 // Call makes one unary call (a health check) on conn and returns the

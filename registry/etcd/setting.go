@@ -1,0 +1,71 @@
+package etcd
+
+import (
+	"context"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// followSetting follows the service setting stored under key (a canary, a
+// policy) and sends it on ch, decoded, when first read and after each
+// change (the zero T when there is none, or when the value does not
+// decode, which is logged): a Get, then a watch from the next revision;
+// when the watch ends (an error, a compaction, a lost leader) it reads
+// again, backing off between failed attempts. ch coalesces: a send
+// replaces what it holds. It closes ch when ctx ends.
+func followSetting[T any](ctx context.Context, cli *clientv3.Client, o options, what, key string,
+	decode func([]byte) (T, error), ch chan T) {
+	defer close(ch)
+	publish := func(val []byte) {
+		var v T
+		if val != nil {
+			var err error
+			if v, err = decode(val); err != nil {
+				var zero T
+				v = zero
+				o.logger.Error("ignoring a bad "+what+" setting", "key", key, "error", err)
+			}
+		}
+		select {
+		case <-ch:
+		default:
+		}
+		ch <- v
+	}
+	wait := o.backoffMin
+	for ctx.Err() == nil {
+		gctx, cancel := context.WithTimeout(ctx, o.requestTimeout)
+		resp, err := cli.Get(gctx, key)
+		cancel()
+		if err != nil {
+			o.logger.Warn("cannot read the "+what+" setting; retrying", "key", key, "error", err, "in", wait)
+			select {
+			case <-ctx.Done():
+			case <-time.After(wait):
+			}
+			wait = min(2*wait, o.backoffMax)
+			continue
+		}
+		wait = o.backoffMin
+		var val []byte
+		if len(resp.Kvs) > 0 {
+			val = resp.Kvs[0].Value
+		}
+		publish(val)
+		wctx, stop := context.WithCancel(clientv3.WithRequireLeader(ctx))
+		for wr := range cli.Watch(wctx, key, clientv3.WithRev(resp.Header.Revision+1)) {
+			if wr.Err() != nil {
+				break
+			}
+			for _, ev := range wr.Events {
+				val = nil
+				if ev.Type == clientv3.EventTypePut {
+					val = ev.Kv.Value
+				}
+				publish(val)
+			}
+		}
+		stop()
+	}
+}
