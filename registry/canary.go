@@ -36,10 +36,10 @@ type wireCanary struct {
 // bytes and a percent in 0..100.
 func (c Canary) Validate() error {
 	if c.Color == "" || len(c.Color) > MaxMetadataValueLen {
-		return fieldErr("color", "canary color %q must have 1 to %d bytes", c.Color, MaxMetadataValueLen)
+		return settingErr("canary", "color", "canary color %q must have 1 to %d bytes", c.Color, MaxMetadataValueLen)
 	}
 	if !(c.Percent >= 0 && c.Percent <= 100) { // also rejects NaN
-		return fieldErr("percent", "canary percent %v is out of range 0..100", c.Percent)
+		return settingErr("canary", "percent", "canary percent %v is out of range 0..100", c.Percent)
 	}
 	return nil
 }

@@ -139,11 +139,17 @@ type FieldError struct {
 	Field string
 	// Reason says what is wrong with it.
 	Reason string
+
+	what string // "instance" when empty, or "canary", "policy"
 }
 
 // Error implements error.
 func (e *FieldError) Error() string {
-	return "registry: invalid instance: " + e.Field + ": " + e.Reason
+	what := e.what
+	if what == "" {
+		what = "instance"
+	}
+	return "registry: invalid " + what + ": " + e.Field + ": " + e.Reason
 }
 
 // Is makes a FieldError match ErrInvalidInstance.
@@ -151,6 +157,12 @@ func (e *FieldError) Is(target error) bool { return target == ErrInvalidInstance
 
 func fieldErr(field, format string, args ...any) error {
 	return &FieldError{Field: field, Reason: fmt.Sprintf(format, args...)}
+}
+
+// settingErr is fieldErr for a service setting (what: "canary",
+// "policy").
+func settingErr(what, field, format string, args ...any) error {
+	return &FieldError{Field: field, Reason: fmt.Sprintf(format, args...), what: what}
 }
 
 // Validate checks every field of in against the rules documented on

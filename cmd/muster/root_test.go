@@ -141,7 +141,7 @@ func TestHelpEtcdFlags(t *testing.T) {
 			}
 		}
 	}
-	for _, cmd := range []string{"ls", "get", "watch", "deregister", "drain", "undrain", "weight", "register", "xds"} {
+	for _, cmd := range []string{"ls", "get", "watch", "deregister", "drain", "undrain", "weight", "canary", "policy", "register", "xds"} {
 		r := run(cmd, "--help")
 		if !strings.Contains(r.stdout, "--endpoints") || !strings.Contains(r.stdout, "host:port (meaning http://)") {
 			t.Errorf("%s --help does not describe --endpoints:\n%s", cmd, r.stdout)

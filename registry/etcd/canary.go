@@ -35,27 +35,11 @@ func SetCanary(ctx context.Context, cli *clientv3.Client, service string, c regi
 // calls all go to the base again. Of the options only WithPrefix and
 // WithRequestTimeout apply.
 func ClearCanary(ctx context.Context, cli *clientv3.Client, service string, opts ...Option) error {
-	op, key, err := canaryKey(opts, service)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, op.requestTimeout)
-	defer cancel()
-	if _, err := cli.Delete(ctx, key); err != nil {
-		return fmt.Errorf("etcd: delete canary %s: %w", key, err)
-	}
-	return nil
+	return clearSetting(ctx, cli, "canary", registry.CanaryKey, service, opts)
 }
 
 func canaryKey(opts []Option, service string) (options, string, error) {
-	op := buildOptions(opts)
-	if op.err != nil {
-		return op, "", op.err
-	}
-	if err := registry.ValidateName(service); err != nil {
-		return op, "", err
-	}
-	return op, registry.CanaryKey(op.prefix, service), nil
+	return settingKey(opts, registry.CanaryKey, service)
 }
 
 // Canaries follows the canary settings stored by SetCanary, for

@@ -2,10 +2,43 @@ package etcd
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/musterhq/muster/registry"
 )
+
+// settingKey builds the options and returns the key (by keyOf: a
+// registry.CanaryKey, PolicyKey) of a service setting, checking the
+// service name.
+func settingKey(opts []Option, keyOf func(prefix, service string) string, service string) (options, string, error) {
+	op := buildOptions(opts)
+	if op.err != nil {
+		return op, "", op.err
+	}
+	if err := registry.ValidateName(service); err != nil {
+		return op, "", err
+	}
+	return op, keyOf(op.prefix, service), nil
+}
+
+// clearSetting deletes the setting what of service, stored under keyOf's
+// key, if any.
+func clearSetting(ctx context.Context, cli *clientv3.Client, what string, keyOf func(prefix, service string) string,
+	service string, opts []Option) error {
+	op, key, err := settingKey(opts, keyOf, service)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, op.requestTimeout)
+	defer cancel()
+	if _, err := cli.Delete(ctx, key); err != nil {
+		return fmt.Errorf("etcd: delete %s %s: %w", what, key, err)
+	}
+	return nil
+}
 
 // followSetting follows the service setting stored under key (a canary, a
 // policy) and sends it on ch, decoded, when first read and after each
