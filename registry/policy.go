@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -327,4 +328,15 @@ func UnmarshalPolicy(data []byte) (Policy, error) {
 		return Policy{}, err
 	}
 	return p.Normalize(), nil
+}
+
+// PolicySource follows the policies of services; a backend that stores
+// them implements it (registry/etcd's Policies) and the resolver reads it
+// (resolver.WithPolicies).
+type PolicySource interface {
+	// WatchPolicy follows service's policy until ctx ends and returns at
+	// once. The channel receives the policy when it is first read and
+	// after each change, the zero Policy for none; it coalesces (a slow
+	// reader gets the latest) and is closed after ctx ends.
+	WatchPolicy(ctx context.Context, service string) <-chan Policy
 }

@@ -105,6 +105,9 @@ func (b *Builder) Build(target grpcresolver.Target, cc grpcresolver.ClientConn, 
 		cancel()
 		return nil, err
 	}
+	if b.opts.policies != nil {
+		r.policies = b.opts.policies.WatchPolicy(ctx, q.service)
+	}
 	if b.opts.canaries != nil {
 		r.canaries = b.opts.canaries.WatchCanary(ctx, q.service)
 	}

@@ -25,9 +25,17 @@ func LocalityOf(s grpcresolver.State) (l Locality, ok bool) {
 }
 
 // stateAttributes returns the attributes of the states r pushes: the
-// canary setting and the client's locality, when there are any.
+// canary setting, the call policy and the client's locality, when there
+// are any.
 func (r *musterResolver) stateAttributes() *attributes.Attributes {
 	a := withCanary(r.canary)
+	if !r.policy.IsZero() {
+		if a == nil {
+			a = attributes.New(policyKey{}, policyAttr{r.policy})
+		} else {
+			a = a.WithValue(policyKey{}, policyAttr{r.policy})
+		}
+	}
 	if !r.b.opts.zoneFallback || r.q.zone == "" && r.q.region == "" {
 		return a
 	}

@@ -40,3 +40,30 @@ func TestStatesCarryTheLocality(t *testing.T) {
 		})
 	}
 }
+
+// The call policy rides along with the canary and the locality; a policy
+// that sets nothing is not carried.
+func TestStatesCarryThePolicy(t *testing.T) {
+	p := (registry.Policy{Timeout: 800_000_000, Retry: registry.RetryPolicy{MaxAttempts: 2, Codes: []string{"UNAVAILABLE"}}}).Normalize()
+	r := &musterResolver{b: &Builder{opts: options{zoneFallback: true}}, q: query{zone: "z1"},
+		canary: registry.Canary{Color: "blue", Percent: 5}, policy: p}
+	st := grpcresolver.State{Attributes: r.stateAttributes()}
+	if got, ok := PolicyOf(st); !ok || !(policyAttr{got}).Equal(policyAttr{p}) {
+		t.Errorf("PolicyOf = %+v, %v; want %+v", got, ok, p)
+	}
+	if _, ok := LocalityOf(st); !ok {
+		t.Error("the locality is lost")
+	}
+	if _, ok := CanaryOf(st); !ok {
+		t.Error("the canary is lost")
+	}
+	r.policy = registry.Policy{}
+	if _, ok := PolicyOf(grpcresolver.State{Attributes: r.stateAttributes()}); ok {
+		t.Error("a zero policy is carried")
+	}
+	// Equal states compare equal (gRPC compares attributes).
+	a, b := r.stateAttributes(), r.stateAttributes()
+	if !a.Equal(b) {
+		t.Error("equal attributes differ")
+	}
+}

@@ -31,6 +31,7 @@ type options struct {
 	clientID        string
 	logger          *slog.Logger
 	canaries        registry.CanarySource
+	policies        registry.PolicySource
 }
 
 func buildOptions(opts []Option) options {

@@ -29,6 +29,7 @@ type musterResolver struct {
 	// the lift timer is set again.
 	rearm    chan struct{}
 	canaries <-chan registry.Canary // nil without WithCanaries
+	policies <-chan registry.Policy // nil without WithPolicies
 
 	mu        sync.Mutex // guards what follows; held while calling the channel
 	closed    bool
@@ -39,6 +40,7 @@ type musterResolver struct {
 	sent      *builtState   // the state last pushed
 	withheld  bool          // protection is withholding the live list
 	canary    registry.Canary
+	policy    registry.Policy
 }
 
 // ResolveNow does nothing: the channel already gets every change as it
@@ -92,12 +94,13 @@ func (r *musterResolver) run(ctx context.Context) {
 				r.canaries = nil // ctx ended: the next turn returns
 				continue
 			}
-			r.mu.Lock()
-			r.canary = c
-			if r.delivered && r.sent != nil {
-				r.push(r.sent) // the same endpoints, the new setting
+			r.setting(func() { r.canary = c })
+		case p, ok := <-r.policies:
+			if !ok {
+				r.policies = nil // ctx ended: the next turn returns
+				continue
 			}
-			r.mu.Unlock()
+			r.setting(func() { r.policy = p })
 		case <-firstC:
 			firstC = nil
 			r.mu.Lock()
@@ -106,6 +109,18 @@ func (r *musterResolver) run(ctx context.Context) {
 			}
 			r.mu.Unlock()
 		}
+	}
+}
+
+// setting applies a new service setting (set changes r.canary or
+// r.policy) and, once the channel has a state, pushes the same endpoints
+// again with it.
+func (r *musterResolver) setting(set func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	set()
+	if r.delivered && r.sent != nil {
+		r.push(r.sent)
 	}
 }
 

@@ -46,14 +46,15 @@ type caches struct {
 	metadata bool // endpoints carry their instance (WithEndpointMetadata)
 	log      *slog.Logger
 
-	mu       sync.Mutex
-	services map[string][]registry.Instance // usable instances per published service
-	ringHash map[string]bool                // published services whose policy is RingHash
-	weights  map[string]map[string]int      // weightTable in the published Cluster, per service whose policy takesWeights
-	bytes    map[string]*endpointBytes      // serialized endpoints per published service
-	coloring map[string]coloring            // colors and canary in the published route, per service
-	eds      map[locality]*zoneCache        // by client locality; zero for clients without one
-	overflow bool                           // a locality was refused for maxZones (logged once)
+	mu          sync.Mutex
+	services    map[string][]registry.Instance // usable instances per published service
+	ringHash    map[string]bool                // published services whose policy is RingHash
+	weights     map[string]map[string]int      // weightTable in the published Cluster, per service whose policy takesWeights
+	bytes       map[string]*endpointBytes      // serialized endpoints per published service
+	coloring    map[string]coloring            // colors and canary in the published route, per service
+	clusterCall map[string]registry.Policy     // cluster parts of the call policy in the published Clusters, per service
+	eds         map[locality]*zoneCache        // by client locality; zero for clients without one
+	overflow    bool                           // a locality was refused for maxZones (logged once)
 
 	// unknown, if set, is called (without locks held) when a client asks
 	// for a listener of a service that is not published.
@@ -74,19 +75,20 @@ func newCaches(prefix string, maxZones int, metadata bool, log *slog.Logger) *ca
 		return cachev3.NewLinearCache(typ, cachev3.WithVersionPrefix(prefix))
 	}
 	return &caches{
-		prefix:   prefix,
-		lds:      lc(resourcev3.ListenerType),
-		rds:      lc(resourcev3.RouteType),
-		cds:      lc(resourcev3.ClusterType),
-		maxZones: maxZones,
-		metadata: metadata,
-		log:      log,
-		services: map[string][]registry.Instance{},
-		ringHash: map[string]bool{},
-		weights:  map[string]map[string]int{},
-		bytes:    map[string]*endpointBytes{},
-		coloring: map[string]coloring{},
-		eds:      map[locality]*zoneCache{},
+		prefix:      prefix,
+		lds:         lc(resourcev3.ListenerType),
+		rds:         lc(resourcev3.RouteType),
+		cds:         lc(resourcev3.ClusterType),
+		maxZones:    maxZones,
+		metadata:    metadata,
+		log:         log,
+		services:    map[string][]registry.Instance{},
+		ringHash:    map[string]bool{},
+		weights:     map[string]map[string]int{},
+		bytes:       map[string]*endpointBytes{},
+		coloring:    map[string]coloring{},
+		clusterCall: map[string]registry.Policy{},
+		eds:         map[locality]*zoneCache{},
 	}
 }
 
@@ -100,15 +102,17 @@ func newCaches(prefix string, maxZones int, metadata bool, log *slog.Logger) *ca
 // after the route that no longer does; the route is published again only
 // when the colors or the applicable canary change. An assignment equal to
 // the one already published for a zone is not set again, so clients get no
-// response for it.
-func (c *caches) setService(service string, p Policy, list []registry.Instance, canary registry.Canary, first bool) error {
+// response for it. call is the service's call policy (zero for none): its
+// route parts go into every route, its cluster parts into every Cluster,
+// each published again when they change (see callpolicy.go).
+func (c *caches) setService(service string, p Policy, list []registry.Instance, canary registry.Canary, call registry.Policy, first bool) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var table map[string]int
 	if p.takesWeights() {
 		table = weightTable(list)
 	}
-	co := coloring{colors: colorsOf(list), canary: canary, hash: p == RingHash}
+	co := coloring{colors: colorsOf(list), canary: canary, hash: p == RingHash, call: routeParts(call)}
 	prev := c.coloring[service]
 	if first {
 		l, err := listenerFor(service)
@@ -120,10 +124,14 @@ func (c *caches) setService(service string, p Policy, list []registry.Instance, 
 		}
 	}
 	tableChanged := p.takesWeights() && !maps.Equal(c.weights[service], table)
+	cc := clusterParts(call)
+	callChanged := !samePolicy(c.clusterCall[service], cc)
 	for _, name := range clusterNames(service, co.colors) {
 		isNew := first || name != service && !slices.Contains(clusterNames(service, prev.colors), name)
-		if isNew || tableChanged {
-			if err := c.cds.UpdateResource(name, clusterFor(name, p, table)); err != nil {
+		if isNew || tableChanged || callChanged {
+			cl := clusterFor(name, p, table)
+			applyClusterPolicy(cl, cc)
+			if err := c.cds.UpdateResource(name, cl); err != nil {
 				return fmt.Errorf("xds: cluster %s: %w", name, err)
 			}
 		}
@@ -131,6 +139,7 @@ func (c *caches) setService(service string, p Policy, list []registry.Instance, 
 	if p.takesWeights() {
 		c.weights[service] = table
 	}
+	c.clusterCall[service] = cc
 	var gone []string
 	for _, name := range clusterNames(service, prev.colors) {
 		if !slices.Contains(clusterNames(service, co.colors), name) {

@@ -17,10 +17,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/musterhq/muster/internal/demo/greeterpb"
 	"github.com/musterhq/muster/xds"
@@ -32,9 +35,22 @@ import (
 type greeterBackend struct {
 	greeterpb.UnimplementedGreeterServer
 	Addr string
+
+	fail  atomic.Bool  // every call fails with UNAVAILABLE
+	delay atomic.Int64 // ns each call waits before it answers
 }
 
-func (g *greeterBackend) SayHello(_ context.Context, req *greeterpb.HelloRequest) (*greeterpb.HelloReply, error) {
+func (g *greeterBackend) SayHello(ctx context.Context, req *greeterpb.HelloRequest) (*greeterpb.HelloReply, error) {
+	if d := time.Duration(g.delay.Load()); d > 0 {
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	if g.fail.Load() {
+		return nil, status.Error(codes.Unavailable, "greeter: failing on purpose")
+	}
 	return &greeterpb.HelloReply{Message: "hello " + req.GetName(), ServedBy: g.Addr}, nil
 }
 
@@ -178,6 +194,49 @@ func (c *childClient) until(t *testing.T, what string, cond func(map[string]int)
 		}
 	}
 	return counts
+}
+
+// streak reads the client's calls until n in a row satisfy ok, and reports
+// whether that happened within within.
+func (c *childClient) streak(t *testing.T, n int, within time.Duration, ok func(clientCall) bool) bool {
+	t.Helper()
+	timeout := time.After(within)
+	run := 0
+	for run < n {
+		select {
+		case call, open := <-c.calls:
+			if !open {
+				t.Fatalf("%s exited; stderr:\n%s", c.name, c.stderr)
+			}
+			if ok(call) {
+				run++
+			} else {
+				run = 0
+			}
+		case <-timeout:
+			return false
+		}
+	}
+	return true
+}
+
+// next returns the client's next n calls.
+func (c *childClient) next(t *testing.T, n int) []clientCall {
+	t.Helper()
+	var out []clientCall
+	timeout := time.After(30 * time.Second)
+	for len(out) < n {
+		select {
+		case call, open := <-c.calls:
+			if !open {
+				t.Fatalf("%s exited; stderr:\n%s", c.name, c.stderr)
+			}
+			out = append(out, call)
+		case <-timeout:
+			t.Fatalf("after 30s %s made %d of %d calls; stderr:\n%s", c.name, len(out), n, c.stderr)
+		}
+	}
+	return out
 }
 
 // missing reads calls until n in a row went elsewhere than addr, and

@@ -36,18 +36,20 @@ const canaryScale = 10000
 func colorCluster(service, c string) string { return service + colorSep + c }
 
 // coloring is what a service's routes depend on: its colors, sorted, its
-// canary setting (zero for none), and whether its routes carry the
-// affinity hash policy (its policy is RingHash).
+// canary setting (zero for none), whether its routes carry the affinity
+// hash policy (its policy is RingHash), and the route parts of its call
+// policy (routeParts; zero for none).
 type coloring struct {
 	colors []string
 	canary registry.Canary
 	hash   bool
+	call   registry.Policy
 }
 
 // equal reports whether a and b give the same routes.
 func (a coloring) equal(b coloring) bool {
 	return slices.Equal(a.colors, b.colors) && a.hash == b.hash && a.canaryWeight() == b.canaryWeight() &&
-		(a.canaryWeight() == 0 || a.canary.Color == b.canary.Color)
+		(a.canaryWeight() == 0 || a.canary.Color == b.canary.Color) && samePolicy(a.call, b.call)
 }
 
 // canaryWeight returns the canary color's weight out of canaryScale, 0
@@ -164,14 +166,14 @@ func routeWithColors(service string, co coloring) *routev3.RouteConfiguration {
 		//lint:ignore SA1019 exact_match is deprecated, and the one form every client at the floor accepts (see above)
 		m := &routev3.HeaderMatcher_ExactMatch{ExactMatch: c}
 		routes = append(routes, headerRoute(&routev3.HeaderMatcher{Name: color.Header, HeaderMatchSpecifier: m},
-			routeTo(colorCluster(service, c), co.hash)))
+			routeTo(colorCluster(service, c), co)))
 	}
-	def := routeTo(service, co.hash)
+	def := routeTo(service, co)
 	if w := co.canaryWeight(); w > 0 {
 		// A colored call whose color has no cluster goes to the base, as
 		// in the balancers: the canary takes a share of uncolored calls only.
 		routes = append(routes, headerRoute(&routev3.HeaderMatcher{Name: color.Header,
-			HeaderMatchSpecifier: &routev3.HeaderMatcher_PresentMatch{PresentMatch: true}}, routeTo(service, co.hash)))
+			HeaderMatchSpecifier: &routev3.HeaderMatcher_PresentMatch{PresentMatch: true}}, routeTo(service, co)))
 		// Clients leave out a cluster of weight 0 (a canary of 100%); the
 		// total is always canaryScale.
 		def.ClusterSpecifier = &routev3.RouteAction_WeightedClusters{WeightedClusters: &routev3.WeightedCluster{
@@ -198,27 +200,29 @@ func routeWithColors(service string, co coloring) *routev3.RouteConfiguration {
 }
 
 // routeTo is the action of a route to cluster, hashing calls for ring hash
-// when hash is set.
-func routeTo(cluster string, hash bool) *routev3.RouteAction {
+// when co.hash is set, with the route parts of co.call.
+func routeTo(cluster string, co coloring) *routev3.RouteAction {
 	a := &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: cluster}}
-	if hash {
-		a.HashPolicy = hashPolicies()
+	if co.hash {
+		a.HashPolicy = hashPolicies(co.call.Affinity())
 	}
+	applyRoutePolicy(a, co.call)
 	return a
 }
 
 // hashPolicies are the hash policies of a RingHash service's routes
-// (gRFC A42): the affinity header color.KeyHeader when a call has it,
+// (gRFC A42): the affinity header (color.KeyHeader unless the service's
+// call policy names another) when a call has it,
 // otherwise the channel (filter state io.grpc.channel_id), so that every
 // call of a channel without a key reaches one backend instead of a random
 // one per call. The header's policy is terminal: a client combines the
 // hashes of every policy that applies, and grpc-js-xds (1.10 to 1.14 at
 // least) combines them into a value past 64 bits that lands on the ring's
 // first entry half the time (one backend got two thirds of three).
-func hashPolicies() []*routev3.RouteAction_HashPolicy {
+func hashPolicies(header string) []*routev3.RouteAction_HashPolicy {
 	return []*routev3.RouteAction_HashPolicy{
 		{PolicySpecifier: &routev3.RouteAction_HashPolicy_Header_{Header: &routev3.RouteAction_HashPolicy_Header{
-			HeaderName: color.KeyHeader}}, Terminal: true},
+			HeaderName: header}}, Terminal: true},
 		{PolicySpecifier: &routev3.RouteAction_HashPolicy_FilterState_{FilterState: &routev3.RouteAction_HashPolicy_FilterState{
 			Key: "io.grpc.channel_id"}}},
 	}

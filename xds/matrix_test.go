@@ -111,6 +111,7 @@ func matrixScenarios() []scenario {
 		{"etcd down 10 s: no failed call", scenarioEtcdDown},
 		{"an instance at a DNS name skipped, the rest called", scenarioDNSNameSkipped},
 		{"TLS to the control plane (tls channel_creds, gRFC A65, client certificate)", scenarioTLS},
+		{"call policy, set live: retry on UNAVAILABLE, then a 300 ms timeout", scenarioCallPolicy},
 	}
 }
 
@@ -516,4 +517,49 @@ func registerEventually(t *testing.T, e *env, service, id, addr string) {
 	if err != nil {
 		t.Fatalf("register %s/%s after etcd came back: %v", service, id, err)
 	}
+}
+
+// The service's call policy, set while the client runs: with one of two
+// backends failing every call, a retry policy (2 attempts on UNAVAILABLE)
+// makes 100 calls in a row succeed, where without it calls failed; then,
+// with both backends answering after 1 s (under the client's own 2 s
+// deadline), a 300 ms timeout makes 5 calls in a row end with
+// DEADLINE_EXCEEDED. A client that applies neither is noted, not failed:
+// the resources must still be accepted (no NACK).
+func scenarioCallPolicy(t *testing.T, cl xdsClient) string {
+	e := newPolicyEnv(t)
+	a, b := startGreeter(t), startGreeter(t)
+	e.register(t, "greeter", "a", a.Addr, "", 0, false)
+	e.register(t, "greeter", "b", b.Addr, "", 0, false)
+	c := cl.startIn(t, e, "policy", "")
+	c.until(t, "calling a and b", hasAll(a.Addr, b.Addr))
+	a.fail.Store(true)
+	failed := 0
+	for _, call := range c.next(t, 40) {
+		if !call.OK {
+			failed++
+		}
+	}
+	if failed == 0 {
+		t.Fatalf("no call failed with a failing backend and no policy; the scenario cannot tell retries")
+	}
+	var notes []string
+	e.setPolicy(t, registry.Policy{Retry: registry.RetryPolicy{MaxAttempts: 2, Codes: []string{"UNAVAILABLE"},
+		BackoffBase: time.Millisecond, BackoffMax: 10 * time.Millisecond}})
+	if !c.streak(t, 100, 20*time.Second, func(call clientCall) bool { return call.OK }) {
+		notes = append(notes, "no retries")
+	}
+	a.fail.Store(false)
+	a.delay.Store(int64(time.Second))
+	b.delay.Store(int64(time.Second))
+	e.setPolicy(t, registry.Policy{Timeout: 300 * time.Millisecond})
+	const deadlineExceeded = 4
+	if !c.streak(t, 5, 20*time.Second, func(call clientCall) bool { return !call.OK && call.Code == deadlineExceeded }) {
+		notes = append(notes, "no timeout")
+	}
+	noNACKs(t, e)
+	if len(notes) > 0 {
+		return "accepted; " + strings.Join(notes, ", ")
+	}
+	return ""
 }

@@ -225,6 +225,22 @@ func WithCanaries(src registry.CanarySource) Option {
 	}
 }
 
+// WithPolicies makes the Server follow each service's call policy in src
+// (registry/etcd's Policies), as resolver.WithPolicies does, and publish
+// it: the timeout and retries in every route, outlier ejection and the cap
+// on calls in flight in every Cluster, the affinity header in ring hash
+// routes (docs/POLICY.md says what each client does with each). nil is an
+// error of New; without the option no policy is published.
+func WithPolicies(src registry.PolicySource) Option {
+	return func(o *options) {
+		if src == nil {
+			o.invalid("WithPolicies: nil source")
+			return
+		}
+		o.resolverOpts = append(o.resolverOpts, resolver.WithPolicies(src))
+	}
+}
+
 // WithGRPCServerOptions adds options to the grpc.Server that Serve creates.
 func WithGRPCServerOptions(opts ...grpc.ServerOption) Option {
 	return func(o *options) {

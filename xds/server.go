@@ -346,7 +346,8 @@ func (f *feed) UpdateState(st grpcresolver.State) error {
 	}
 	f.logged = now
 	canary, _ := resolver.CanaryOf(st)
-	if err := f.s.c.setService(f.service, f.policy, ok, canary, !f.published); err != nil {
+	call, _ := resolver.PolicyOf(st)
+	if err := f.s.c.setService(f.service, f.policy, ok, canary, call, !f.published); err != nil {
 		f.s.log.Error("xds: cannot publish service", "service", f.service, "error", err)
 		return err
 	}

@@ -371,7 +371,13 @@ func serveXDS(cfg clientv3.Config, o xdsOptions, reg prometheus.Registerer, log 
 		cli.Close()
 		return nil, nil, fmt.Errorf("xds: %w", err)
 	}
-	cp, stopCP, err := startXDS(d, canaries, o, log)
+	policies, err := etcd.NewPolicies(cli, etcd.WithLogger(log))
+	if err != nil {
+		_ = d.Close()
+		cli.Close()
+		return nil, nil, fmt.Errorf("xds: %w", err)
+	}
+	cp, stopCP, err := startXDS(d, canaries, policies, o, log)
 	if err != nil {
 		_ = d.Close()
 		cli.Close()

@@ -124,12 +124,17 @@ func runXDS(ctx context.Context, g *globalOptions, o xdsOptions, stderr io.Write
 	defer s.Close()
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	// Each service's canary setting (muster canary) splits its uncolored
-	// calls over xDS as it does for Muster's own balancers.
+	// calls over xDS as it does for Muster's own balancers, and its call
+	// policy (muster policy) is published with its routes and clusters.
 	canaries, err := etcd.NewCanaries(s.cli, etcd.WithPrefix(g.prefix), etcd.WithLogger(log))
 	if err != nil {
 		return err
 	}
-	cp, stop, err := startXDS(s.d, canaries, o, log)
+	policies, err := etcd.NewPolicies(s.cli, etcd.WithPrefix(g.prefix), etcd.WithLogger(log))
+	if err != nil {
+		return err
+	}
+	cp, stop, err := startXDS(s.d, canaries, policies, o, log)
 	if err != nil {
 		return err
 	}
@@ -151,8 +156,9 @@ func runXDS(ctx context.Context, g *globalOptions, o xdsOptions, stderr io.Write
 
 // startXDS starts a control plane over d serving ADS on o.listen, logs
 // where, and returns it and the function that stops it.
-func startXDS(d registry.Discovery, canaries registry.CanarySource, o xdsOptions, log *slog.Logger) (cp *xds.Server, stop func() error, err error) {
-	opts := []xds.Option{xds.WithLogger(log), xds.WithPolicy(xds.Policy(o.policy)), xds.WithCanaries(canaries)}
+func startXDS(d registry.Discovery, canaries registry.CanarySource, policies registry.PolicySource, o xdsOptions,
+	log *slog.Logger) (cp *xds.Server, stop func() error, err error) {
+	opts := []xds.Option{xds.WithLogger(log), xds.WithPolicy(xds.Policy(o.policy)), xds.WithCanaries(canaries), xds.WithPolicies(policies)}
 	if len(o.services) > 0 {
 		opts = append(opts, xds.WithServices(o.services...))
 	}

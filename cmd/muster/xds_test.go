@@ -19,8 +19,10 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	grpcxds "google.golang.org/grpc/xds"
 
 	"github.com/musterhq/muster/internal/testkit/etcdtest"
@@ -446,6 +448,28 @@ func TestXDSCommandFollowsTheCanary(t *testing.T) {
 	cp := start(t, "xds", "--endpoints", s.endpoint, "--listen", "127.0.0.1:0", "--services", "greeter")
 	if got := xdsCallThen(t, xdsAddr(t, cp.stderr), "greeter", nil); got != blue.Addr {
 		t.Fatalf("an uncolored call with a 100%% canary to blue was served by %s, want the blue instance %s", got, blue.Addr)
+	}
+	if code := cp.stop(t); code != 0 {
+		t.Fatalf("muster xds exit code %d; stderr:\n%s", code, cp.stderr)
+	}
+}
+
+// muster xds publishes the service's call policy (muster policy): with a
+// timeout of 200 ms, a call to a backend that answers after 3 s ends with
+// DEADLINE_EXCEEDED.
+func TestXDSCommandFollowsThePolicy(t *testing.T) {
+	s := startServe(t, t.TempDir())
+	slow := testbackend.Start(t)
+	slow.SetDelay(3 * time.Second)
+	register(t, newRegistrar(t, s.endpoint), registry.Instance{Name: "greeter", Addr: slow.Addr})
+	runOK(t, "policy", "greeter", "set", "timeout=200ms", "--endpoints", s.endpoint)
+	cp := start(t, "xds", "--endpoints", s.endpoint, "--listen", "127.0.0.1:0", "--services", "greeter")
+	bootstrap := `{"xds_servers":[{"server_uri":"` + xdsAddr(t, cp.stderr) + `","channel_creds":[{"type":"insecure"}],` +
+		`"server_features":["xds_v3","ignore_resource_deletion"]}],"node":{"id":"test"}}`
+	start := time.Now()
+	_, err := xdsCallWith(bootstrap, "greeter", waitTimeout, nil)
+	if status.Code(err) != codes.DeadlineExceeded || time.Since(start) > 2*time.Second {
+		t.Fatalf("a call under a 200 ms policy timeout to a 3 s backend: %v after %v; want DEADLINE_EXCEEDED well before 3s", err, time.Since(start))
 	}
 	if code := cp.stop(t); code != 0 {
 		t.Fatalf("muster xds exit code %d; stderr:\n%s", code, cp.stderr)

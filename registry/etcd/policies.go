@@ -1,0 +1,44 @@
+package etcd
+
+import (
+	"context"
+	"fmt"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/musterhq/muster/registry"
+)
+
+// Policies follows the call policies stored by SetPolicy, for
+// resolver.WithPolicies and the xDS control plane. It is safe for
+// concurrent use and holds no resources of its own: each WatchPolicy runs
+// until its context ends.
+type Policies struct {
+	cli *clientv3.Client
+	o   options
+}
+
+var _ registry.PolicySource = (*Policies)(nil)
+
+// NewPolicies returns a Policies over cli. Of the options WithPrefix,
+// WithRequestTimeout, WithBackoff and WithLogger apply; an invalid one is
+// an error.
+func NewPolicies(cli *clientv3.Client, opts ...Option) (*Policies, error) {
+	o := buildOptions(opts)
+	if o.err != nil {
+		return nil, o.err
+	}
+	if cli == nil {
+		return nil, fmt.Errorf("etcd: NewPolicies: nil client")
+	}
+	return &Policies{cli: cli, o: o}, nil
+}
+
+// WatchPolicy implements registry.PolicySource, as Canaries.WatchCanary
+// does for canaries: a Get, then a watch, read again after the watch ends.
+// A value that does not decode is logged and read as no policy.
+func (p *Policies) WatchPolicy(ctx context.Context, service string) <-chan registry.Policy {
+	ch := make(chan registry.Policy, 1)
+	go followSetting(ctx, p.cli, p.o, "policy", registry.PolicyKey(p.o.prefix, service), registry.UnmarshalPolicy, ch)
+	return ch
+}
