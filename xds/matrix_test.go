@@ -112,6 +112,8 @@ func matrixScenarios() []scenario {
 		{"an instance at a DNS name skipped, the rest called", scenarioDNSNameSkipped},
 		{"TLS to the control plane (tls channel_creds, gRFC A65, client certificate)", scenarioTLS},
 		{"call policy, set live: retry on UNAVAILABLE, then a 300 ms timeout", scenarioCallPolicy},
+		{"call policy: outlier ejection by failure percentage", scenarioPolicyOutlier},
+		{"call policy: affinity header (ring hash): one key, one backend, across clients", scenarioPolicyAffinity},
 	}
 }
 
@@ -562,4 +564,71 @@ func scenarioCallPolicy(t *testing.T, cl xdsClient) string {
 		return "accepted; " + strings.Join(notes, ", ")
 	}
 	return ""
+}
+
+// With one of two backends failing every call and no retries, a policy of
+// failure-percentage ejection (50 %, evaluated every second) takes the
+// failing backend out: 100 calls in a row succeed, where without it calls
+// failed. A client without outlier detection (gRFC A50) is noted.
+func scenarioPolicyOutlier(t *testing.T, cl xdsClient) string {
+	e := newPolicyEnv(t)
+	a, b := startGreeter(t), startGreeter(t)
+	e.register(t, "greeter", "a", a.Addr, "", 0, false)
+	e.register(t, "greeter", "b", b.Addr, "", 0, false)
+	c := cl.startIn(t, e, "outlier", "")
+	c.until(t, "calling a and b", hasAll(a.Addr, b.Addr))
+	a.fail.Store(true)
+	failed := 0
+	for _, call := range c.next(t, 40) {
+		if !call.OK {
+			failed++
+		}
+	}
+	if failed == 0 {
+		t.Fatalf("no call failed with a failing backend and no policy; the scenario cannot tell ejection")
+	}
+	e.setPolicy(t, registry.Policy{Outlier: registry.OutlierPolicy{FailurePercent: 50}})
+	note := ""
+	if !c.streak(t, 100, 20*time.Second, func(call clientCall) bool { return call.OK && call.By == b.Addr }) {
+		note = "accepted; no outlier ejection"
+	}
+	noNACKs(t, e)
+	return note
+}
+
+// Under ring hash with a policy's affinity header x-user, three clients
+// (three channels, so three channel IDs the fallback hash would spread)
+// calling with the same x-user value all reach one backend.
+func scenarioPolicyAffinity(t *testing.T, cl xdsClient) string {
+	e := newPolicyEnv(t)
+	e.stopCP()
+	ps, err := etcd.NewPolicies(e.cli, etcdOpts()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.startControlPlane(t, xds.WithServices("greeter"), xds.WithPolicies(ps), xds.WithPolicy(xds.RingHash))
+	for _, id := range []string{"a", "b", "c", "d"} {
+		e.register(t, "greeter", id, startGreeter(t).Addr, "", 0, false)
+	}
+	e.setPolicy(t, registry.Policy{AffinityHeader: "x-user"})
+	seen := map[string]bool{}
+	for i := range 3 {
+		c := cl.startIn(t, e, fmt.Sprint("affine-", i), "", "x-user=alice")
+		waitSteady(t, c)
+		got := c.until(t, "making 100 calls", total(100))
+		if cl.ringHash != "" {
+			continue // round robin: nothing to hash
+		}
+		if len(got) != 1 {
+			t.Errorf("client %d: 100 calls with x-user=alice reached %v, want one backend", i, got)
+		}
+		for by := range got {
+			seen[by] = true
+		}
+	}
+	if cl.ringHash == "" && len(seen) != 1 {
+		t.Errorf("three clients with x-user=alice reached %v, want one backend for the key", seen)
+	}
+	noNACKs(t, e)
+	return cl.ringHash
 }
