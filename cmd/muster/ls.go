@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -40,7 +41,8 @@ service, by its Muster name.
 
 The COLOR column is an instance's metadata "color" (the key balancers read by
 default; "-" for the base). A service's canary (muster canary) shows in the
-CANARY column of the services and under the table of its instances.
+CANARY column of the services and under the table of its instances, and its
+call policy (muster policy), when one is set, on a "policy:" line after it.
 
 JSON output is an array: for services, objects {"name", "instances"} with
 "canary" ({"color", "percent"}) when one is set and, with --legacy,
@@ -120,6 +122,7 @@ func runLs(ctx context.Context, g *globalOptions, output, service string, stdout
 	}
 	var overridden map[string]bool
 	var canary map[string]*registry.Canary
+	var policy string
 	if output == outputTable && len(opts) == 0 {
 		if overridden, err = s.overridden(ctx, tctx, service, snap.Revision); err != nil {
 			return err
@@ -127,8 +130,36 @@ func runLs(ctx context.Context, g *globalOptions, output, service string, stdout
 		if canary, err = s.canaries(ctx, tctx, service, stderr); err != nil {
 			return err
 		}
+		policy = s.policyNote(tctx, service, stderr)
 	}
-	return writeInstances(stdout, stderr, output, service, snap.Instances, overridden, canary[service])
+	if err := writeInstances(stdout, stderr, output, service, snap.Instances, overridden, canary[service]); err != nil {
+		return err
+	}
+	if policy != "" {
+		_, err = fmt.Fprintln(stdout, policy)
+	}
+	return err
+}
+
+// policyNote returns the line that says service has a call policy (muster
+// policy), with its fields, or "" when it has none. A policy that cannot
+// be read is told on stderr, and the listing goes on.
+func (s *session) policyNote(ctx context.Context, service string, stderr io.Writer) string {
+	p, ok, err := etcd.GetPolicy(ctx, s.cli, service, etcd.WithPrefix(s.g.prefix))
+	if err != nil {
+		fmt.Fprintf(stderr, "muster: cannot read the policy of %s: %v\n", service, err)
+		return ""
+	}
+	if !ok {
+		return ""
+	}
+	var fields []string
+	for _, f := range policyFields {
+		if v := f.show(p); v != "" {
+			fields = append(fields, f.name+" "+v)
+		}
+	}
+	return "policy: " + strings.Join(fields, ", ") + " (muster policy " + service + ")"
 }
 
 // overridden returns the IDs of service's instances whose weight an

@@ -280,3 +280,18 @@ func TestPolicyHelp(t *testing.T) {
 		}
 	}
 }
+
+// muster ls <service> says when the service has a call policy, with its
+// fields, and says nothing of one when it has none.
+func TestLsSaysAPolicyIsSet(t *testing.T) {
+	s := startServe(t, t.TempDir())
+	register(t, newRegistrar(t, s.endpoint), registry.Instance{Name: "user", Addr: "10.0.0.1:9000"})
+	if out := runOK(t, "ls", "user", "--endpoints", s.endpoint).stdout; strings.Contains(out, "policy:") {
+		t.Fatalf("ls of a service without a policy:\n%s", out)
+	}
+	runOK(t, "policy", "user", "set", "timeout=800ms", "maxConcurrent=50", "--endpoints", s.endpoint)
+	out := runOK(t, "ls", "user", "--endpoints", s.endpoint).stdout
+	if !strings.Contains(out, "policy: timeout 800ms, maxConcurrent 50 (muster policy user)") {
+		t.Fatalf("ls of a service with a policy:\n%s", out)
+	}
+}
