@@ -138,6 +138,15 @@
 // routing costs a context lookup and a map lookup per pick (figures in
 // docs/RELEASES.md) and allocates nothing. See docs/RELEASES.md.
 //
+// # Circuit breaking
+//
+// With a service call policy that sets maxConcurrent (registry.Policy,
+// followed by resolver.WithPolicies), at most that many calls are in
+// flight on the channel; a pick over it fails at once with
+// codes.Unavailable naming the limit. A call counts from its pick to its
+// Done, across pickers; an admitted pick then allocates its Done callback.
+// muster_wrr does the same.
+//
 // # Locality
 //
 // When the client's zone or region is known (resolver.WithZone,

@@ -195,3 +195,5 @@ func TestLocalityPrefersZone(t *testing.T)       { balancertest.LocalityPrefersZ
 func TestLocalitySpillsWhenFailing(t *testing.T) { balancertest.LocalitySpillsWhenFailing(t, Name) }
 func TestLocalitySpillByCapacity(t *testing.T)   { balancertest.LocalitySpillByCapacity(t, Name) }
 func TestLocalityRegionFailover(t *testing.T)    { balancertest.LocalityRegionFailover(t, Name) }
+
+func TestCircuitBreaking(t *testing.T) { balancertest.CircuitBreaking(t, Name) }

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/balancer"
@@ -102,6 +103,11 @@ type Policy[T any] struct {
 // routes each call to a policy picker over the endpoints of the call's
 // color, or over the base; see route.
 //
+// Circuit breaking: when the resolver state carries a call policy with
+// maxConcurrent (resolver.WithPolicies), the picker admits at most that many
+// calls in flight on the channel, counted across pickers, and fails the
+// others at once with codes.Unavailable naming the limit; see capPicker.
+//
 // Locality: when the resolver state says where the client runs
 // (resolver.LocalityOf), each group of endpoints (the base, a color) is
 // split in levels by registry.Near: the client's zone, the rest of its
@@ -140,7 +146,10 @@ type Base[T any] struct {
 	localCfg  LocalityConfig           // from the last Update
 	capacity  map[string]levelCapacity // per group (color; "" the base)
 	tracks    map[string]*healthTrack  // per group, across pickers
+	maxCalls  int64                    // the call policy's maxConcurrent; 0: no cap
 	closed    bool
+
+	inFlight atomic.Int64 // calls picked and not done, for maxCalls; across pickers
 }
 
 // New returns a Base for the policy, to be embedded in the policy's
@@ -188,6 +197,8 @@ func (b *Base[T]) Update(s balancer.ClientConnState, oc OutlierConfig, weights E
 	b.canary, _ = resolver.CanaryOf(s.ResolverState)
 	b.local, b.localOK = resolver.LocalityOf(s.ResolverState)
 	b.localCfg = lc
+	cp, _ := resolver.PolicyOf(s.ResolverState)
+	b.maxCalls = int64(cp.MaxConcurrent)
 	for _, ep := range s.ResolverState.Endpoints {
 		if len(ep.Addresses) == 0 {
 			continue
@@ -356,7 +367,11 @@ func (b *Base[T]) updateState(s balancer.State) {
 		members[i] = &ready[i].Endpoint.Outlier
 	}
 	b.Detector.SetMembers(members)
-	b.cc.UpdateState(balancer.State{ConnectivityState: connectivity.Ready, Picker: b.route(ready, b.colors, b.canary)})
+	p := b.route(ready, b.colors, b.canary)
+	if b.maxCalls > 0 {
+		p = newCapPicker(p, b.maxCalls, &b.inFlight, b.policy.Name)
+	}
+	b.cc.UpdateState(balancer.State{ConnectivityState: connectivity.Ready, Picker: p})
 }
 
 // newPicker returns the picker over ready, the READY endpoints of the

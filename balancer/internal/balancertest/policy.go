@@ -1,0 +1,100 @@
+package balancertest
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/musterhq/muster/internal/testkit/testbackend"
+	"github.com/musterhq/muster/registry"
+	"github.com/musterhq/muster/registry/etcd"
+	"github.com/musterhq/muster/resolver"
+)
+
+// CircuitBreaking checks the call policy's maxConcurrent in policy over
+// real backends and real etcd, the policy written as an operator would
+// (etcd.SetPolicy) and followed by the resolver (resolver.WithPolicies):
+// with a cap of 2 and backends that answer after 1 s, of 6 calls at once 4
+// fail at once with Unavailable naming the limit; raised live to 10, all 6
+// succeed; cleared, no cap.
+func CircuitBreaking(t *testing.T, policy string) {
+	reg := StartRegistry(t)
+	for i, b := range Backends(t, 2) {
+		b.SetDelay(time.Second)
+		reg.Register(t, registry.Instance{Name: "greeter", ID: string(rune('a' + i)), Addr: b.Addr})
+	}
+	ps, err := etcd.NewPolicies(reg.Client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := Dial(t, "muster:///greeter", ServiceConfig(policy, "", false), grpc.WithResolvers(reg.BuilderWith(resolver.WithPolicies(ps))))
+	set := func(p registry.Policy) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := etcd.SetPolicy(ctx, reg.Client, "greeter", p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// burst makes 6 calls at once and returns how many failed fast
+	// (within 500 ms) with Unavailable, and how many succeeded.
+	burst := func() (fast, ok int, msg string) {
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		for range 6 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				t0 := time.Now()
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				_, err := testbackend.Call(ctx, conn)
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case err == nil:
+					ok++
+				case status.Code(err) == codes.Unavailable && time.Since(t0) < 500*time.Millisecond:
+					fast++
+					msg = status.Convert(err).Message()
+				}
+			}()
+		}
+		wg.Wait()
+		return fast, ok, msg
+	}
+	until := func(what string, cond func(fast, ok int, msg string) bool) {
+		t.Helper()
+		deadline := time.Now().Add(15 * time.Second)
+		for {
+			fast, ok, msg := burst()
+			if cond(fast, ok, msg) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("after 15s, not %s: %d failed fast, %d succeeded (%s)", what, fast, ok, msg)
+			}
+		}
+	}
+	CallUntil(t, conn, 10*time.Second, "a first call", func(r Result) bool { return r.OK > 0 })
+	until("6 calls at once all succeeding without a policy", func(_, ok int, _ string) bool { return ok == 6 })
+	set(registry.Policy{MaxConcurrent: 2})
+	until("4 of 6 calls at once failing fast under a cap of 2", func(fast, ok int, msg string) bool {
+		return fast == 4 && ok == 2 && strings.Contains(msg, "maxConcurrent") && strings.Contains(msg, "at most 2")
+	})
+	set(registry.Policy{MaxConcurrent: 10})
+	until("6 calls at once all succeeding under a cap of 10", func(_, ok int, _ string) bool { return ok == 6 })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := etcd.ClearPolicy(ctx, reg.Client, "greeter"); err != nil {
+		t.Fatal(err)
+	}
+	set(registry.Policy{MaxConcurrent: 1})
+	until("5 of 6 failing fast under a cap of 1", func(fast, _ int, _ string) bool { return fast == 5 })
+}
