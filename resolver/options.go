@@ -32,6 +32,7 @@ type options struct {
 	logger          *slog.Logger
 	canaries        registry.CanarySource
 	policies        registry.PolicySource
+	policyLB        string // WithPolicyServiceConfig's loadBalancingConfig; "" for none
 }
 
 func buildOptions(opts []Option) options {

@@ -1,9 +1,13 @@
 package resolver
 
 import (
+	"encoding/json"
 	"reflect"
+	"strconv"
+	"time"
 
 	grpcresolver "google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/serviceconfig"
 
 	"github.com/musterhq/muster/registry"
 )
@@ -36,4 +40,99 @@ func (a policyAttr) Equal(o any) bool {
 func PolicyOf(s grpcresolver.State) (p registry.Policy, ok bool) {
 	a, ok := s.Attributes.Value(policyKey{}).(policyAttr)
 	return a.p, ok && !a.p.IsZero()
+}
+
+// WithPolicyServiceConfig makes channels take their service config from
+// the resolver: loadBalancingConfig, the JSON array given (such as
+// `[{"muster_p2c":{}}]`), and, when the service's call policy (followed
+// with WithPolicies) has a timeout or retries, one methodConfig for every
+// method with them (gRFC A6). A service config from the resolver replaces
+// the channel's default one (grpc.WithDefaultServiceConfig) whole, balancer
+// included, so name the channel's balancer here; and gRPC keeps the last
+// one the resolver gave, so the resolver gives one with every state, the
+// method config dropped when the policy no longer has it. A
+// loadBalancingConfig that is not a JSON array is ignored (no service
+// config is handed), and logged.
+func WithPolicyServiceConfig(loadBalancingConfig string) Option {
+	return func(o *options) { o.policyLB = loadBalancingConfig }
+}
+
+// policyServiceConfig returns the service config JSON of p with the
+// loadBalancingConfig lb: a method config only when p has a timeout or
+// retries.
+func policyServiceConfig(p registry.Policy, lb string) string {
+	if p.Timeout == 0 && p.Retry.MaxAttempts < 2 {
+		js, err := json.Marshal(struct {
+			LoadBalancingConfig json.RawMessage `json:"loadBalancingConfig"`
+		}{json.RawMessage(lb)})
+		if err != nil {
+			return ""
+		}
+		return string(js)
+	}
+	type retryPolicy struct {
+		MaxAttempts          int      `json:"maxAttempts"`
+		InitialBackoff       string   `json:"initialBackoff"`
+		MaxBackoff           string   `json:"maxBackoff"`
+		BackoffMultiplier    float64  `json:"backoffMultiplier"`
+		RetryableStatusCodes []string `json:"retryableStatusCodes"`
+	}
+	type methodConfig struct {
+		Name        []struct{}   `json:"name"`
+		Timeout     string       `json:"timeout,omitempty"`
+		RetryPolicy *retryPolicy `json:"retryPolicy,omitempty"`
+	}
+	mc := methodConfig{Name: []struct{}{{}}}
+	if p.Timeout > 0 {
+		mc.Timeout = protoDuration(p.Timeout)
+	}
+	if r := p.Retry; r.MaxAttempts > 1 {
+		mc.RetryPolicy = &retryPolicy{MaxAttempts: r.MaxAttempts, InitialBackoff: protoDuration(r.BackoffBase),
+			MaxBackoff: protoDuration(r.BackoffMax), BackoffMultiplier: 2, RetryableStatusCodes: r.Codes}
+	}
+	js, err := json.Marshal(struct {
+		LoadBalancingConfig json.RawMessage `json:"loadBalancingConfig"`
+		MethodConfig        []methodConfig  `json:"methodConfig"`
+	}{json.RawMessage(lb), []methodConfig{mc}})
+	if err != nil {
+		return "" // lb is not JSON: WithPolicyServiceConfig's check logs it
+	}
+	return string(js)
+}
+
+// protoDuration writes d as the JSON form of a protobuf Duration ("0.8s").
+func protoDuration(d time.Duration) string {
+	return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + "s"
+}
+
+// serviceConfig returns the service config of r's policy for the channel,
+// nil for none (no WithPolicyServiceConfig). Called with r.mu held; the
+// parse is kept until the policy changes.
+func (r *musterResolver) serviceConfig() *serviceconfig.ParseResult {
+	lb := r.b.opts.policyLB
+	if lb == "" {
+		return nil
+	}
+	var arr []json.RawMessage
+	if err := json.Unmarshal([]byte(lb), &arr); err != nil {
+		if r.scJSON != "!" {
+			r.log.Error("WithPolicyServiceConfig: the loadBalancingConfig is not a JSON array; no service config is handed", "error", err)
+			r.scJSON, r.sc = "!", nil
+		}
+		return nil
+	}
+	js := policyServiceConfig(r.policy, lb)
+	if js == "" {
+		return nil
+	}
+	if js != r.scJSON {
+		r.scJSON, r.sc = js, r.cc.ParseServiceConfig(js)
+		if r.sc.Err != nil {
+			r.log.Error("the service config made of the call policy does not parse; none is handed", "error", r.sc.Err)
+		}
+	}
+	if r.sc.Err != nil {
+		return nil
+	}
+	return r.sc
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	grpcresolver "google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/serviceconfig"
 
 	"github.com/musterhq/muster/registry"
 )
@@ -41,6 +42,8 @@ type musterResolver struct {
 	withheld  bool          // protection is withholding the live list
 	canary    registry.Canary
 	policy    registry.Policy
+	scJSON    string                     // the service config last parsed, "" for none
+	sc        *serviceconfig.ParseResult // its parse
 }
 
 // ResolveNow does nothing: the channel already gets every change as it
@@ -219,11 +222,13 @@ func (r *musterResolver) choose(list []*registry.Instance) []*registry.Instance 
 	return subset(r.q.filter(list, o.zoneFallback), o.clientID, o.subsetSize)
 }
 
-// push hands st to the channel, with the service's canary setting.
+// push hands st to the channel, with the service's canary setting, call
+// policy and, with WithPolicyServiceConfig, the service config made of it.
 func (r *musterResolver) push(st *builtState) {
 	// An error here (for example: no endpoints for round_robin) makes gRPC
 	// call ResolveNow with backoff; the next change is pushed anyway.
-	_ = r.cc.UpdateState(grpcresolver.State{Endpoints: st.eps, Addresses: st.addrs, Attributes: r.stateAttributes()})
+	_ = r.cc.UpdateState(grpcresolver.State{Endpoints: st.eps, Addresses: st.addrs, Attributes: r.stateAttributes(),
+		ServiceConfig: r.serviceConfig()})
 	r.b.updates.Add(1)
 	r.delivered = true
 	r.sent = st
