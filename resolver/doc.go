@@ -57,6 +57,13 @@
 // loss (a timer, so also when the registry stays quiet), and both its start
 // and its lift are logged.
 //
+// WithCanaries and WithPolicies follow each service's canary and call
+// policy (registry/etcd's Canaries and Policies) and hand them with every
+// state (CanaryOf, PolicyOf): Muster's balancers route the canary's share
+// and cap calls in flight by the policy's maxConcurrent, and with
+// WithPolicyServiceConfig the channel gets the policy's timeout and
+// retries as a service config (docs/POLICY.md).
+//
 // DirectBuilder resolves static "direct:///host:port,host:port" targets.
 //
 // # Idle channels
