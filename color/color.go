@@ -71,6 +71,14 @@ func FromContext(ctx context.Context) string { return outgoing(ctx, Header, ctxK
 // allocation behaviour).
 func KeyFromContext(ctx context.Context) string { return outgoing(ctx, KeyHeader, keyKey{}) }
 
+// KeyFromContextHeader is KeyFromContext for a key carried in another
+// request header (a service call policy's affinityHeader, such as
+// "x-user"): the key color.WithKey set, else the last outgoing value of
+// header.
+func KeyFromContextHeader(ctx context.Context, header string) string {
+	return outgoing(ctx, header, keyKey{})
+}
+
 // outgoing reads the value set under ctxKey, else the last outgoing
 // metadata value of header.
 func outgoing(ctx context.Context, header string, ctxKey any) string {

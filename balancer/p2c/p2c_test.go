@@ -310,3 +310,4 @@ func TestLocalitySpillByCapacity(t *testing.T)   { balancertest.LocalitySpillByC
 func TestLocalityRegionFailover(t *testing.T)    { balancertest.LocalityRegionFailover(t, Name) }
 
 func TestCircuitBreaking(t *testing.T) { balancertest.CircuitBreaking(t, Name) }
+func TestCanaryKeyHeader(t *testing.T) { balancertest.CanaryKeyHeader(t, Name) }

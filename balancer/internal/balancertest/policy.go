@@ -2,6 +2,7 @@ package balancertest
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/musterhq/muster/internal/testkit/testbackend"
@@ -97,4 +99,56 @@ func CircuitBreaking(t *testing.T, policy string) {
 	}
 	set(registry.Policy{MaxConcurrent: 1})
 	until("5 of 6 failing fast under a cap of 1", func(fast, _ int, _ string) bool { return fast == 5 })
+}
+
+// CanaryKeyHeader checks that a call policy's affinityHeader keys the
+// canary's share: with a 50 % canary and affinityHeader x-user, each of 40
+// users (calls carrying x-user, not color.WithKey) gets all its 10 calls
+// on one version, and the users split between the two.
+func CanaryKeyHeader(t *testing.T, policy string) {
+	f := startFleet(t)
+	canaries, err := etcd.NewCanaries(f.reg.Client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps, err := etcd.NewPolicies(f.reg.Client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := etcd.SetPolicy(ctx, f.reg.Client, "greeter", registry.Policy{AffinityHeader: "x-user"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := etcd.SetCanary(ctx, f.reg.Client, "greeter", registry.Canary{Color: "blue", Percent: 50}); err != nil {
+		t.Fatal(err)
+	}
+	b := f.reg.BuilderWith(resolver.WithCanaries(canaries), resolver.WithPolicies(ps))
+	conn := Dial(t, "muster:///greeter", ServiceConfig(policy, "", false), grpc.WithResolvers(b))
+	CallUntil(t, conn, 10*time.Second, "uncolored calls on blue under the canary", ServedAll(f.blue))
+	// The policy is followed apart from the canary: wait until one user's
+	// 20 calls land on one version (by chance, without the policy, with
+	// probability 2·2⁻²⁰).
+	probe := metadata.AppendToOutgoingContext(context.Background(), "x-user", "probe")
+	CallUntil(t, conn, 10*time.Second, "the affinity header in force", func(Result) bool {
+		got := CallsCtx(probe, conn, 20, 1)
+		return got.By[f.blue.Addr] == 0 || got.By[f.blue.Addr] == 20
+	})
+	onBlue, mixed := 0, 0
+	for u := range 40 {
+		uctx := metadata.AppendToOutgoingContext(context.Background(), "x-user", fmt.Sprint("user-", u))
+		got := CallsCtx(uctx, conn, 10, 1)
+		switch n := got.By[f.blue.Addr]; {
+		case got.Failed != 0:
+			t.Fatalf("user-%d: %v", u, got)
+		case n == 10:
+			onBlue++
+		case n != 0:
+			mixed++
+		}
+	}
+	t.Logf("%s: of 40 users, %d on blue, %d split", policy, onBlue, mixed)
+	if mixed != 0 || onBlue == 0 || onBlue == 40 {
+		t.Fatalf("%s: %d of 40 users split between versions, %d on blue; want none split, some on each", policy, mixed, onBlue)
+	}
 }

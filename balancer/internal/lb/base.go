@@ -108,6 +108,9 @@ type Policy[T any] struct {
 // calls in flight on the channel, counted across pickers, and fails the
 // others at once with codes.Unavailable naming the limit; see capPicker.
 //
+// Canary keys: the call's key is color.WithKey's, else its x-muster-key
+// header, or the header the call policy's affinityHeader names.
+//
 // Locality: when the resolver state says where the client runs
 // (resolver.LocalityOf), each group of endpoints (the base, a color) is
 // split in levels by registry.Near: the client's zone, the rest of its
@@ -147,6 +150,7 @@ type Base[T any] struct {
 	capacity  map[string]levelCapacity // per group (color; "" the base)
 	tracks    map[string]*healthTrack  // per group, across pickers
 	maxCalls  int64                    // the call policy's maxConcurrent; 0: no cap
+	affinity  string                   // the call policy's affinityHeader; "" for none
 	closed    bool
 
 	inFlight atomic.Int64 // calls picked and not done, for maxCalls; across pickers
@@ -199,6 +203,7 @@ func (b *Base[T]) Update(s balancer.ClientConnState, oc OutlierConfig, weights E
 	b.localCfg = lc
 	cp, _ := resolver.PolicyOf(s.ResolverState)
 	b.maxCalls = int64(cp.MaxConcurrent)
+	b.affinity = cp.AffinityHeader
 	for _, ep := range s.ResolverState.Endpoints {
 		if len(ep.Addresses) == 0 {
 			continue

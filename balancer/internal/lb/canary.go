@@ -16,7 +16,8 @@ import (
 // client and every hop; a random number otherwise.
 type canaryShare struct {
 	threshold uint64
-	all       bool // 100 %: every call
+	all       bool   // 100 %: every call
+	header    string // the key's header when not color.KeyHeader (a call policy's affinityHeader); "" for it
 }
 
 // newCanaryShare returns the share of c.Percent (0..100).
@@ -34,7 +35,13 @@ func (s canaryShare) takes(ctx context.Context) bool {
 		return true
 	}
 	var draw uint64
-	if k := color.KeyFromContext(ctx); k != "" {
+	k := ""
+	if s.header == "" {
+		k = color.KeyFromContext(ctx)
+	} else {
+		k = color.KeyFromContextHeader(ctx, s.header)
+	}
+	if k != "" {
 		draw = hash.String(k)
 	} else {
 		draw = rand.Uint64()

@@ -90,7 +90,11 @@ func (b *Base[T]) route(ready []Ready[T], cc ColorConfig, cn registry.Canary) ba
 	for c, g := range groups {
 		colors[c] = b.newPicker(c, g)
 	}
-	return NewRoutePicker(b.policy.Name, cc, cn, basePicker, colors)
+	rp := NewRoutePicker(b.policy.Name, cc, cn, basePicker, colors).(*routePicker)
+	if h := b.affinity; h != "" && h != color.KeyHeader {
+		rp.share.header = h
+	}
+	return rp
 }
 
 // NewRoutePicker returns the picker that routes calls by color: to
