@@ -74,3 +74,18 @@ type fakeStream struct {
 }
 
 func (s fakeStream) Context() context.Context { return s.ctx }
+
+// KeyFromContextHeader reads the key of another header, WithKey's
+// key first.
+func TestKeyFromContextHeader(t *testing.T) {
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "x-user", "alice", KeyHeader, "ignored")
+	if got := KeyFromContextHeader(ctx, "x-user"); got != "alice" {
+		t.Errorf("x-user key %q, want alice", got)
+	}
+	if got := KeyFromContextHeader(WithKey(ctx, "bob"), "x-user"); got != "bob" {
+		t.Errorf("key with WithKey %q, want bob", got)
+	}
+	if got := KeyFromContextHeader(context.Background(), "x-user"); got != "" {
+		t.Errorf("no key: %q", got)
+	}
+}
