@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 
@@ -64,4 +65,26 @@ func TestConsoleServicePageShowsColorsAndCanary(t *testing.T) {
 // row reads text.
 func colorCellIs(id, text string) string {
 	return fmt.Sprintf(`(() => { const r = %s; return r !== null && r.querySelector('td.color').textContent === %q; })()`, rowJS(id), text)
+}
+
+// The service page shows the service's call policy (muster policy) and
+// follows it without reload.
+func TestConsoleServicePageShowsThePolicy(t *testing.T) {
+	f := newFixture(t)
+	f.register(instance("payments", 9001, "eu-1a", "v1", nil))
+	b := browsertest.Start(t)
+	openService(t, b, f, "payments", rowJS("10.0.0.1:9001")+` !== null`)
+	b.Do(browsertest.Timeout, "no policy shown", browsertest.WaitJS(`document.querySelector('#policy').hidden`))
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	if err := etcd.SetPolicy(ctx, f.cli, "payments", registry.Policy{Timeout: 800 * time.Millisecond, MaxConcurrent: 5}); err != nil {
+		t.Fatal(err)
+	}
+	b.Do(browsertest.Timeout, "the policy shows without reload",
+		browsertest.WaitJS(`(() => { const p = document.querySelector('#policy');
+			return !p.hidden && p.textContent === 'Call policy: timeout 800ms, maxConcurrent 5 (muster policy payments)'; })()`))
+	if err := etcd.ClearPolicy(ctx, f.cli, "payments"); err != nil {
+		t.Fatal(err)
+	}
+	b.Do(browsertest.Timeout, "the policy goes without reload", browsertest.WaitJS(`document.querySelector('#policy').hidden`))
 }

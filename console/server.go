@@ -26,8 +26,10 @@ type Server struct {
 	view lister
 	// closers close what newView opened, in order.
 	closers []func() error
-	// canaries follows the services' canary settings for their pages.
+	// canaries and policies follow the services' canary settings and
+	// call policies for their pages.
 	canaries *etcd.Canaries
+	policies *etcd.Policies
 	opts     options
 	mux      *http.ServeMux
 	auth     *auth
@@ -77,8 +79,18 @@ func New(cli *clientv3.Client, opts ...Option) (*Server, error) {
 		_ = d.Close()
 		return nil, fmt.Errorf("console: %w", err)
 	}
+	policies, err := etcd.NewPolicies(cli, etcd.WithPrefix(o.prefix), etcd.WithRequestTimeout(o.requestTimeout),
+		etcd.WithLogger(o.log))
+	if err != nil {
+		for _, c := range closers {
+			_ = c()
+		}
+		_ = d.Close()
+		return nil, fmt.Errorf("console: %w", err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Server{cli: cli, d: d, view: view, closers: closers, canaries: canaries, opts: o, ctx: ctx, cancel: cancel, auth: newAuth(o.adminToken, o.users)}
+	s := &Server{cli: cli, d: d, view: view, closers: closers, canaries: canaries, policies: policies, opts: o,
+		ctx: ctx, cancel: cancel, auth: newAuth(o.adminToken, o.users)}
 	s.fleet = newFleetHub(s)
 	s.logins = newLoginThrottle()
 	s.mux = s.routes()

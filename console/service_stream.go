@@ -59,6 +59,7 @@ func (s *Server) handleServiceEvents(w http.ResponseWriter, r *http.Request) {
 	// (the first read too, which may differ from what a resumed page
 	// holds) is sent with the instances.
 	canaries := s.canaries.WatchCanary(ctx, name)
+	policies := s.policies.WatchPolicy(ctx, name)
 	hb := time.NewTicker(heartbeat)
 	defer hb.Stop()
 	leaseTick := time.NewTicker(leaseRefresh)
@@ -87,6 +88,11 @@ func (s *Server) handleServiceEvents(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			st.canary = c
+		case p, ok := <-policies:
+			if !ok {
+				return
+			}
+			st.policy = p
 		}
 	}
 }
@@ -102,6 +108,7 @@ type serviceStream struct {
 	sent   bool
 	det    details
 	canary registry.Canary // the zero Canary: none
+	policy registry.Policy // the zero Policy: none
 }
 
 // publish sends snap to the page once it is loaded (or stale): "resumed" if
@@ -125,7 +132,7 @@ func (st *serviceStream) publish(ctx context.Context, snap registry.Snapshot) er
 		// which overrides exist.
 		st.det.overrides = st.s.overrides(ctx, st.name, st.det.overrides)
 	}
-	v := newServiceView(snap, st.det, st.canary)
+	v := newServiceView(snap, st.det, st.canary, st.policy)
 	if st.sent {
 		v.Changes = diff(st.prev, snap.Instances, time.Now())
 	}

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"encoding/json"
 	"maps"
 	"sort"
 	"strconv"
@@ -57,6 +58,9 @@ type serviceView struct {
 	// Canary is the service's canary setting (muster canary); absent for
 	// none.
 	Canary *registry.Canary `json:"canary,omitempty"`
+	// Policy is the service's call policy (muster policy) as stored, e.g.
+	// {"v":1,"timeout":"800ms"}; absent for none.
+	Policy json.RawMessage `json:"policy,omitempty"`
 	// Changes are the changes since the previous event of the stream,
 	// oldest first.
 	Changes []change `json:"changes,omitempty"`
@@ -69,15 +73,20 @@ type details struct {
 	expires   map[string]time.Time // lease expiry per instance ID
 }
 
-// newServiceView is the state of a service page: snap, det and canary (the
-// zero Canary: none).
-func newServiceView(snap registry.Snapshot, det details, canary registry.Canary) serviceView {
+// newServiceView is the state of a service page: snap, det, canary (the
+// zero Canary: none) and policy (the zero Policy: none).
+func newServiceView(snap registry.Snapshot, det details, canary registry.Canary, policy registry.Policy) serviceView {
 	v := serviceView{
 		Service: snap.Service, Revision: snap.Revision, Generation: snap.Generation,
 		Loaded: snap.Loaded, Stale: snap.Stale(), Instances: make([]instanceView, 0, len(snap.Instances)),
 	}
 	if canary != (registry.Canary{}) {
 		v.Canary = &canary
+	}
+	if !policy.IsZero() {
+		if js, err := registry.MarshalPolicy(policy); err == nil {
+			v.Policy = js
+		}
 	}
 	if v.Stale {
 		t := snap.StaleSince

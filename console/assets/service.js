@@ -118,6 +118,7 @@
     document.querySelectorAll('#service-view .source-col').forEach((e) => { e.hidden = sources.length === 0; });
     fillSelect(fSource, sources);
     renderCanary();
+    renderPolicy();
     const shown = matching();
     const pages = Math.max(1, Math.ceil(shown.length / pageSize));
     page = Math.min(page, pages - 1);
@@ -228,6 +229,30 @@
     p.textContent = c ? 'Canary: ' + c.percent + '% of uncolored calls go to ' + c.color + ' (muster canary ' + name + ' off ends it)' : '';
     p.dataset.color = c ? c.color : '';
     p.dataset.percent = c ? String(c.percent) : '';
+  }
+
+  // renderPolicy shows the service's call policy, if any, a field a line
+  // as "muster policy" names them.
+  function renderPolicy() {
+    const p = document.getElementById('policy');
+    const pol = state.policy;
+    p.hidden = !pol;
+    p.textContent = '';
+    if (!pol) return;
+    const parts = [];
+    const add = (name, v) => { if (v !== undefined && v !== '' && v !== 0) parts.push(name + ' ' + v); };
+    add('timeout', pol.timeout);
+    if (pol.retry) {
+      add('retry.maxAttempts', pol.retry.maxAttempts);
+      add('retry.codes', (pol.retry.codes || []).join(','));
+    }
+    if (pol.outlier) {
+      add('outlier.failurePercent', pol.outlier.failurePercent);
+      add('outlier.baseEjection', pol.outlier.baseEjection);
+    }
+    add('maxConcurrent', pol.maxConcurrent);
+    add('affinityHeader', pol.affinityHeader);
+    p.textContent = 'Call policy: ' + parts.join(', ') + ' (muster policy ' + name + ')';
   }
 
   // tick refreshes the ages and the lease times without a full render.
