@@ -70,23 +70,21 @@ func New(cli *clientv3.Client, opts ...Option) (*Server, error) {
 		_ = d.Close()
 		return nil, err
 	}
-	canaries, err := etcd.NewCanaries(cli, etcd.WithPrefix(o.prefix), etcd.WithRequestTimeout(o.requestTimeout),
-		etcd.WithLogger(o.log))
-	if err != nil {
+	fail := func(err error) (*Server, error) {
 		for _, c := range closers {
 			_ = c()
 		}
 		_ = d.Close()
 		return nil, fmt.Errorf("console: %w", err)
 	}
-	policies, err := etcd.NewPolicies(cli, etcd.WithPrefix(o.prefix), etcd.WithRequestTimeout(o.requestTimeout),
-		etcd.WithLogger(o.log))
+	sopts := []etcd.Option{etcd.WithPrefix(o.prefix), etcd.WithRequestTimeout(o.requestTimeout), etcd.WithLogger(o.log)}
+	canaries, err := etcd.NewCanaries(cli, sopts...)
 	if err != nil {
-		for _, c := range closers {
-			_ = c()
-		}
-		_ = d.Close()
-		return nil, fmt.Errorf("console: %w", err)
+		return fail(err)
+	}
+	policies, err := etcd.NewPolicies(cli, sopts...)
+	if err != nil {
+		return fail(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{cli: cli, d: d, view: view, closers: closers, canaries: canaries, policies: policies, opts: o,

@@ -529,22 +529,7 @@ func registerEventually(t *testing.T, e *env, service, id, addr string) {
 // DEADLINE_EXCEEDED. A client that applies neither is noted, not failed:
 // the resources must still be accepted (no NACK).
 func scenarioCallPolicy(t *testing.T, cl xdsClient) string {
-	e := newPolicyEnv(t)
-	a, b := startGreeter(t), startGreeter(t)
-	e.register(t, "greeter", "a", a.Addr, "", 0, false)
-	e.register(t, "greeter", "b", b.Addr, "", 0, false)
-	c := cl.startIn(t, e, "policy", "")
-	c.until(t, "calling a and b", hasAll(a.Addr, b.Addr))
-	a.fail.Store(true)
-	failed := 0
-	for _, call := range c.next(t, 40) {
-		if !call.OK {
-			failed++
-		}
-	}
-	if failed == 0 {
-		t.Fatalf("no call failed with a failing backend and no policy; the scenario cannot tell retries")
-	}
+	e, a, b, c := oneBackendFailing(t, cl, "policy")
 	var notes []string
 	e.setPolicy(t, registry.Policy{Retry: registry.RetryPolicy{MaxAttempts: 2, Codes: []string{"UNAVAILABLE"},
 		BackoffBase: time.Millisecond, BackoffMax: 10 * time.Millisecond}})
@@ -571,22 +556,7 @@ func scenarioCallPolicy(t *testing.T, cl xdsClient) string {
 // failing backend out: 100 calls in a row succeed, where without it calls
 // failed. A client without outlier detection (gRFC A50) is noted.
 func scenarioPolicyOutlier(t *testing.T, cl xdsClient) string {
-	e := newPolicyEnv(t)
-	a, b := startGreeter(t), startGreeter(t)
-	e.register(t, "greeter", "a", a.Addr, "", 0, false)
-	e.register(t, "greeter", "b", b.Addr, "", 0, false)
-	c := cl.startIn(t, e, "outlier", "")
-	c.until(t, "calling a and b", hasAll(a.Addr, b.Addr))
-	a.fail.Store(true)
-	failed := 0
-	for _, call := range c.next(t, 40) {
-		if !call.OK {
-			failed++
-		}
-	}
-	if failed == 0 {
-		t.Fatalf("no call failed with a failing backend and no policy; the scenario cannot tell ejection")
-	}
+	e, _, b, c := oneBackendFailing(t, cl, "outlier")
 	e.setPolicy(t, registry.Policy{Outlier: registry.OutlierPolicy{FailurePercent: 50}})
 	note := ""
 	if !c.streak(t, 100, 20*time.Second, func(call clientCall) bool { return call.OK && call.By == b.Addr }) {
@@ -631,4 +601,29 @@ func scenarioPolicyAffinity(t *testing.T, cl xdsClient) string {
 	}
 	noNACKs(t, e)
 	return cl.ringHash
+}
+
+// oneBackendFailing starts greeter on a control plane that follows call
+// policies, with backends a and b and cl calling it as node, then makes a
+// fail every call and checks that some of the client's calls fail (with
+// no policy yet).
+func oneBackendFailing(t *testing.T, cl xdsClient, node string) (e *env, a, b *greeterBackend, c *childClient) {
+	t.Helper()
+	e = newPolicyEnv(t)
+	a, b = startGreeter(t), startGreeter(t)
+	e.register(t, "greeter", "a", a.Addr, "", 0, false)
+	e.register(t, "greeter", "b", b.Addr, "", 0, false)
+	c = cl.startIn(t, e, node, "")
+	c.until(t, "calling a and b", hasAll(a.Addr, b.Addr))
+	a.fail.Store(true)
+	failed := 0
+	for _, call := range c.next(t, 40) {
+		if !call.OK {
+			failed++
+		}
+	}
+	if failed == 0 {
+		t.Fatalf("no call failed with a failing backend and no policy; the scenario cannot tell what a policy does")
+	}
+	return e, a, b, c
 }
