@@ -36,6 +36,8 @@ type Builder struct {
 	snaps *snapshotStore
 	// states are shared by the channels of a target.
 	states sharedStates
+	// settings are followed once per service for its channels.
+	settings settingsHub
 
 	updates   atomic.Uint64
 	protected atomic.Uint64
@@ -105,11 +107,8 @@ func (b *Builder) Build(target grpcresolver.Target, cc grpcresolver.ClientConn, 
 		cancel()
 		return nil, err
 	}
-	if b.opts.policies != nil {
-		r.policies = b.opts.policies.WatchPolicy(ctx, q.service)
-	}
-	if b.opts.canaries != nil {
-		r.canaries = b.opts.canaries.WatchCanary(ctx, q.service)
+	if b.opts.policies != nil || b.opts.canaries != nil {
+		r.settings = b.settings.join(b, q.service, r)
 	}
 	go r.run(ctx)
 	return r, nil

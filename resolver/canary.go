@@ -11,7 +11,9 @@ import (
 // src (registry/etcd's Canaries) and hand it to the balancer with every
 // state, as a state attribute that CanaryOf reads; a change of the setting
 // pushes the same endpoints again with the new one, so Muster's balancers
-// apply it without a client restart. nil (the default) follows none: the
+// apply it without a client restart. The setting is followed once per
+// service for all the Builder's channels of the service (one etcd watch,
+// not one per channel). nil (the default) follows none: the
 // balancers then send no uncolored call to a color.
 func WithCanaries(src registry.CanarySource) Option {
 	return func(o *options) { o.canaries = src }

@@ -15,9 +15,10 @@ import (
 // WithPolicies makes the Builder follow each service's call policy in src
 // (registry/etcd's Policies) and hand it with every state, as a state
 // attribute that PolicyOf reads; a change pushes the same endpoints again
-// with the new policy. Muster's xDS control plane publishes it to its
-// clients (see docs/POLICY.md for what each client applies). nil (the
-// default) follows none.
+// with the new policy. Like canaries, it is followed once per service for
+// all the Builder's channels of the service. Muster's xDS control plane
+// publishes it to its clients (see docs/POLICY.md for what each client
+// applies). nil (the default) follows none.
 func WithPolicies(src registry.PolicySource) Option {
 	return func(o *options) { o.policies = src }
 }

@@ -29,8 +29,7 @@ type musterResolver struct {
 	// rearm tells run that the feed changed the protection state, so that
 	// the lift timer is set again.
 	rearm    chan struct{}
-	canaries <-chan registry.Canary // nil without WithCanaries
-	policies <-chan registry.Policy // nil without WithPolicies
+	settings <-chan struct{} // signalled when the service's settings change; nil without WithCanaries and WithPolicies
 
 	mu        sync.Mutex // guards what follows; held while calling the channel
 	closed    bool
@@ -59,6 +58,9 @@ func (r *musterResolver) Close() {
 	r.closed = true
 	r.mu.Unlock()
 	r.b.states.leave(r)
+	if r.settings != nil {
+		r.b.settings.leave(r.q.service, r)
+	}
 }
 
 func (r *musterResolver) run(ctx context.Context) {
@@ -92,18 +94,9 @@ func (r *musterResolver) run(ctx context.Context) {
 			r.mu.Lock()
 			r.update(time.Now(), r.w.Snapshot())
 			r.mu.Unlock()
-		case c, ok := <-r.canaries:
-			if !ok {
-				r.canaries = nil // ctx ended: the next turn returns
-				continue
-			}
-			r.setting(func() { r.canary = c })
-		case p, ok := <-r.policies:
-			if !ok {
-				r.policies = nil // ctx ended: the next turn returns
-				continue
-			}
-			r.setting(func() { r.policy = p })
+		case <-r.settings:
+			c, p := r.b.settings.current(r.q.service)
+			r.setting(func() { r.canary, r.policy = c, p })
 		case <-firstC:
 			firstC = nil
 			r.mu.Lock()

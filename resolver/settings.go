@@ -1,0 +1,122 @@
+package resolver
+
+import (
+	"context"
+	"sync"
+
+	"github.com/musterhq/muster/registry"
+)
+
+// settingsHub follows each service's canary setting and call policy
+// (WithCanaries, WithPolicies) once per Builder, for every channel of the
+// Builder that resolves the service, whatever its target's filters: the
+// first channel of a service starts one follower of each, the last one to
+// close stops them. The zero value is ready.
+type settingsHub struct {
+	mu       sync.Mutex
+	services map[string]*serviceSettings
+}
+
+// serviceSettings is one service's settings and the channels that follow
+// them; guarded by settingsHub.mu.
+type serviceSettings struct {
+	canary registry.Canary
+	policy registry.Policy
+	read   bool // a value of either has arrived
+	subs   map[*musterResolver]chan struct{}
+	cancel context.CancelFunc
+}
+
+// join makes r follow service's settings and returns the channel that is
+// signalled (coalescing) when they change; it is signalled at once when
+// they are known already. The first channel of the service starts the
+// followers of b's sources.
+func (h *settingsHub) join(b *Builder, service string, r *musterResolver) <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.services == nil {
+		h.services = map[string]*serviceSettings{}
+	}
+	s := h.services[service]
+	if s == nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		s = &serviceSettings{subs: map[*musterResolver]chan struct{}{}, cancel: cancel}
+		h.services[service] = s
+		go h.follow(ctx, b, service, s)
+	}
+	ch := make(chan struct{}, 1)
+	s.subs[r] = ch
+	if s.read {
+		ch <- struct{}{}
+	}
+	return ch
+}
+
+// leave ends r's following of service; the last channel stops the
+// followers.
+func (h *settingsHub) leave(service string, r *musterResolver) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s := h.services[service]
+	if s == nil {
+		return
+	}
+	delete(s.subs, r)
+	if len(s.subs) == 0 {
+		s.cancel()
+		delete(h.services, service)
+	}
+}
+
+// current returns service's settings as last read.
+func (h *settingsHub) current(service string) (registry.Canary, registry.Policy) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if s := h.services[service]; s != nil {
+		return s.canary, s.policy
+	}
+	return registry.Canary{}, registry.Policy{}
+}
+
+// follow runs the followers of service's settings until ctx ends, and
+// signals the service's channels after each change.
+func (h *settingsHub) follow(ctx context.Context, b *Builder, service string, s *serviceSettings) {
+	var canaries <-chan registry.Canary
+	var policies <-chan registry.Policy
+	if b.opts.canaries != nil {
+		canaries = b.opts.canaries.WatchCanary(ctx, service)
+	}
+	if b.opts.policies != nil {
+		policies = b.opts.policies.WatchPolicy(ctx, service)
+	}
+	for canaries != nil || policies != nil {
+		select {
+		case c, ok := <-canaries:
+			if !ok {
+				canaries = nil
+				continue
+			}
+			h.set(s, func() { s.canary = c })
+		case p, ok := <-policies:
+			if !ok {
+				policies = nil
+				continue
+			}
+			h.set(s, func() { s.policy = p })
+		}
+	}
+}
+
+// set applies a change to s and signals its channels.
+func (h *settingsHub) set(s *serviceSettings, change func()) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	change()
+	s.read = true
+	for _, ch := range s.subs {
+		select {
+		case ch <- struct{}{}:
+		default: // already signalled: the channel reads the latest
+		}
+	}
+}
