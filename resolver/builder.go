@@ -56,6 +56,7 @@ type Stats struct {
 func NewBuilder(d registry.Discovery, opts ...Option) *Builder {
 	o := buildOptions(opts)
 	b := &Builder{d: d, opts: o, log: o.logger.With("component", "muster.resolver")}
+	checkPolicyLB(&b.opts, b.log)
 	if o.snapshotDir != "" {
 		b.snaps = &snapshotStore{dir: o.snapshotDir, written: map[string]savedList{}}
 	}

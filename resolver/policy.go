@@ -2,6 +2,8 @@ package resolver
 
 import (
 	"encoding/json"
+	"errors"
+	"log/slog"
 	"reflect"
 	"strconv"
 	"time"
@@ -106,29 +108,33 @@ func protoDuration(d time.Duration) string {
 	return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + "s"
 }
 
+// checkPolicyLB drops a WithPolicyServiceConfig loadBalancingConfig that
+// is not a JSON array, logging why, so that channels hand no service
+// config rather than a broken one. NewBuilder calls it once.
+func checkPolicyLB(o *options, log *slog.Logger) {
+	if o.policyLB == "" {
+		return
+	}
+	var arr []json.RawMessage
+	if err := json.Unmarshal([]byte(o.policyLB), &arr); err != nil {
+		log.Error("WithPolicyServiceConfig: the loadBalancingConfig is not a JSON array; no service config is handed", "error", err)
+		o.policyLB = ""
+	}
+}
+
 // serviceConfig returns the service config of r's policy for the channel,
-// nil for none (no WithPolicyServiceConfig). Called with r.mu held; the
-// parse is kept until the policy changes.
+// nil for none (no WithPolicyServiceConfig). Called with r.mu held; it is
+// made and parsed again only after the policy changed (scStale).
 func (r *musterResolver) serviceConfig() *serviceconfig.ParseResult {
 	lb := r.b.opts.policyLB
 	if lb == "" {
 		return nil
 	}
-	var arr []json.RawMessage
-	if err := json.Unmarshal([]byte(lb), &arr); err != nil {
-		if r.scJSON != "!" {
-			r.log.Error("WithPolicyServiceConfig: the loadBalancingConfig is not a JSON array; no service config is handed", "error", err)
-			r.scJSON, r.sc = "!", nil
-		}
-		return nil
-	}
-	js := policyServiceConfig(r.policy, lb)
-	if js == "" {
-		return nil
-	}
-	if js != r.scJSON {
-		r.scJSON, r.sc = js, r.cc.ParseServiceConfig(js)
-		if r.sc.Err != nil {
+	if r.sc == nil || r.scStale {
+		r.scStale = false
+		if js := policyServiceConfig(r.policy, lb); js == "" {
+			r.sc = &serviceconfig.ParseResult{Err: errors.New("no service config")}
+		} else if r.sc = r.cc.ParseServiceConfig(js); r.sc.Err != nil {
 			r.log.Error("the service config made of the call policy does not parse; none is handed", "error", r.sc.Err)
 		}
 	}

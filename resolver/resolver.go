@@ -41,8 +41,8 @@ type musterResolver struct {
 	withheld  bool          // protection is withholding the live list
 	canary    registry.Canary
 	policy    registry.Policy
-	scJSON    string                     // the service config last parsed, "" for none
-	sc        *serviceconfig.ParseResult // its parse
+	sc        *serviceconfig.ParseResult // the service config of policy, once made (WithPolicyServiceConfig)
+	scStale   bool                       // policy changed since sc was made
 }
 
 // ResolveNow does nothing: the channel already gets every change as it
@@ -115,6 +115,7 @@ func (r *musterResolver) setting(set func()) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	set()
+	r.scStale = true
 	if r.delivered && r.sent != nil {
 		r.push(r.sent)
 	}

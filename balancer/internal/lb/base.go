@@ -327,10 +327,10 @@ func (b *Base[T]) updateState(s balancer.State) {
 			}
 			g := colorOf(c.Endpoint, b.colors.Key)
 			lc := capacity[g]
-			lv, w := levelOf(c.Endpoint, b.local), capacityWeight(weightOf(c.Endpoint, b.weights))
-			lc.total[lv] += w
-			if st != connectivity.Ready && !e.wasReady && st != connectivity.TransientFailure && weightOf(c.Endpoint, b.weights) > 0 {
-				lc.fresh[lv] += w // connecting for the first time: healthy until it fails
+			lv, weight := levelOf(c.Endpoint, b.local), weightOf(c.Endpoint, b.weights)
+			lc.total[lv] += capacityWeight(weight)
+			if st != connectivity.Ready && !e.wasReady && st != connectivity.TransientFailure && weight > 0 {
+				lc.fresh[lv] += capacityWeight(weight) // connecting for the first time: healthy until it fails
 			}
 			capacity[g] = lc
 		}
