@@ -3,6 +3,7 @@ package etcd
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -14,14 +15,16 @@ import (
 // concurrent use and holds no resources of its own: each WatchPolicy runs
 // until its context ends.
 type Policies struct {
-	cli *clientv3.Client
-	o   options
+	cli     *clientv3.Client
+	o       options
+	streams *atomic.Uint64 // the gRPC stream of the watches, moved on after a silence
 }
 
 var _ registry.PolicySource = (*Policies)(nil)
 
 // NewPolicies returns a Policies over cli. Of the options WithPrefix,
-// WithRequestTimeout, WithBackoff and WithLogger apply; an invalid one is
+// WithRequestTimeout, WithBackoff, WithProgressInterval and WithLogger
+// apply; an invalid one is
 // an error.
 func NewPolicies(cli *clientv3.Client, opts ...Option) (*Policies, error) {
 	o := buildOptions(opts)
@@ -31,7 +34,7 @@ func NewPolicies(cli *clientv3.Client, opts ...Option) (*Policies, error) {
 	if cli == nil {
 		return nil, fmt.Errorf("etcd: NewPolicies: nil client")
 	}
-	return &Policies{cli: cli, o: o}, nil
+	return &Policies{cli: cli, o: o, streams: new(atomic.Uint64)}, nil
 }
 
 // WatchPolicy implements registry.PolicySource, as Canaries.WatchCanary
@@ -39,6 +42,6 @@ func NewPolicies(cli *clientv3.Client, opts ...Option) (*Policies, error) {
 // A value that does not decode is logged and read as no policy.
 func (p *Policies) WatchPolicy(ctx context.Context, service string) <-chan registry.Policy {
 	ch := make(chan registry.Policy, 1)
-	go followSetting(ctx, p.cli, p.o, "policy", registry.PolicyKey(p.o.prefix, service), registry.UnmarshalPolicy, ch)
+	go followSetting(ctx, p.cli, p.o, p.streams, "policy", registry.PolicyKey(p.o.prefix, service), registry.UnmarshalPolicy, ch)
 	return ch
 }

@@ -2,10 +2,14 @@ package etcd
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strconv"
+	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/musterhq/muster/registry"
 )
@@ -43,11 +47,17 @@ func clearSetting(ctx context.Context, cli *clientv3.Client, what string, keyOf 
 // followSetting follows the service setting stored under key (a canary, a
 // policy) and sends it on ch, decoded, when first read and after each
 // change (the zero T when there is none, or when the value does not
-// decode, which is logged): a Get, then a watch from the next revision;
-// when the watch ends (an error, a compaction, a lost leader) it reads
-// again, backing off between failed attempts. ch coalesces: a send
-// replaces what it holds. It closes ch when ctx ends.
-func followSetting[T any](ctx context.Context, cli *clientv3.Client, o options, what, key string,
+// decode, which is logged): a Get, then a watch from the Get's revision.
+// The watch is kept honest as the Discovery's are: progress is requested
+// every progress interval (WithProgressInterval), and a watch that answers
+// nothing for 2.5 intervals (a frozen or partitioned member keeps its
+// connection up) is given up for a new one on another gRPC stream, which
+// the client places on another member, after a new Get. After any end of the watch (an
+// error, a compaction, a lost leader) the key is read again, backing off
+// between failed attempts. ch coalesces: a send replaces what it holds. It
+// closes ch when ctx ends. streams selects the gRPC stream of the watches
+// of one source, moved on after a silence.
+func followSetting[T any](ctx context.Context, cli *clientv3.Client, o options, streams *atomic.Uint64, what, key string,
 	decode func([]byte) (T, error), ch chan T) {
 	defer close(ch)
 	publish := func(val []byte) {
@@ -71,34 +81,97 @@ func followSetting[T any](ctx context.Context, cli *clientv3.Client, o options, 
 		gctx, cancel := context.WithTimeout(ctx, o.requestTimeout)
 		resp, err := cli.Get(gctx, key)
 		cancel()
-		if err != nil {
-			o.logger.Warn("cannot read the "+what+" setting; retrying", "key", key, "error", err, "in", wait)
-			select {
-			case <-ctx.Done():
-			case <-time.After(wait):
+		if err == nil {
+			wait = o.backoffMin
+			var val []byte
+			if len(resp.Kvs) > 0 {
+				val = resp.Kvs[0].Value
 			}
-			wait = min(2*wait, o.backoffMax)
-			continue
+			publish(val)
+			err = watchSetting(ctx, cli, o, streams, key, resp.Header.Revision, publish)
 		}
-		wait = o.backoffMin
-		var val []byte
-		if len(resp.Kvs) > 0 {
-			val = resp.Kvs[0].Value
+		if ctx.Err() != nil {
+			return
 		}
-		publish(val)
-		wctx, stop := context.WithCancel(clientv3.WithRequireLeader(ctx))
-		for wr := range cli.Watch(wctx, key, clientv3.WithRev(resp.Header.Revision+1)) {
-			if wr.Err() != nil {
-				break
+		o.logger.Warn("cannot follow the "+what+" setting; reading it again", "key", key, "error", err, "in", wait)
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, o.backoffMax)
+	}
+}
+
+// watchSetting watches key from rev, whose value was published, and
+// publishes each later value (nil: deleted) until the watch ends or is
+// silent for 2.5 progress intervals; it returns why. A silence moves
+// streams on, so that the next watch opens a new gRPC stream.
+func watchSetting(ctx context.Context, cli *clientv3.Client, o options, streams *atomic.Uint64, key string, rev int64,
+	publish func([]byte)) error {
+	stream := streams.Load()
+	wctx, cancel := context.WithCancel(metadata.AppendToOutgoingContext(clientv3.WithRequireLeader(ctx),
+		watchStreamKey, "setting-"+strconv.FormatUint(stream, 10)))
+	defer cancel()
+	// From rev, not rev+1: etcd answers a progress request only when every
+	// watcher of the stream starts at or below the store's revision.
+	every := o.progressEvery
+	silentLimit := 3*every - every/2
+	// Watch itself blocks until the client's stream takes the request,
+	// which a stream opening on a stalled connection may never do.
+	opened := make(chan clientv3.WatchChan, 1)
+	go func() {
+		opened <- cli.Watch(wctx, key, clientv3.WithRev(rev), clientv3.WithProgressNotify(), clientv3.WithCreatedNotify())
+	}()
+	var wch clientv3.WatchChan
+	notOpened := time.NewTimer(silentLimit)
+	select {
+	case wch = <-opened:
+		notOpened.Stop()
+	case <-notOpened.C:
+		streams.CompareAndSwap(stream, stream+1)
+		cancel()
+		<-opened
+		return fmt.Errorf("etcd: the watch of %s was not taken within %v", key, silentLimit)
+	}
+	lastHeard := time.Now()
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case wr, ok := <-wch:
+			switch {
+			case !ok:
+				return errors.New("etcd: watch channel closed")
+			case wr.CompactRevision != 0:
+				return fmt.Errorf("etcd: watch %s from revision %d: compacted at %d", key, rev, wr.CompactRevision)
+			case wr.Err() != nil:
+				return fmt.Errorf("etcd: watch %s: %w", key, wr.Err())
+			case wr.Canceled:
+				return fmt.Errorf("etcd: watch %s canceled: %s", key, wr.CancelReason)
 			}
+			lastHeard = time.Now()
 			for _, ev := range wr.Events {
-				val = nil
+				if ev.Kv.ModRevision <= rev {
+					continue // in the Get already
+				}
+				var val []byte
 				if ev.Type == clientv3.EventTypePut {
 					val = ev.Kv.Value
 				}
 				publish(val)
 			}
+		case now := <-tick.C:
+			if quiet := now.Sub(lastHeard); quiet >= silentLimit {
+				streams.CompareAndSwap(stream, stream+1)
+				return fmt.Errorf("etcd: no response on the watch of %s for %v", key, quiet.Round(time.Millisecond))
+			}
+			// Answered on this watch's stream, if it is alive (the
+			// context's metadata selects the stream).
+			pctx, pcancel := context.WithTimeout(wctx, every/2)
+			_ = cli.RequestProgress(pctx)
+			pcancel()
 		}
-		stop()
 	}
 }
