@@ -49,15 +49,14 @@ func canaryKey(opts []Option, service string) (options, string, error) {
 type Canaries struct {
 	cli     *clientv3.Client
 	o       options
-	streams *atomic.Uint64 // the gRPC stream of the watches, moved on after a silence
+	streams atomic.Uint64 // the gRPC stream of the watches, moved on after a silence
 }
 
 var _ registry.CanarySource = (*Canaries)(nil)
 
 // NewCanaries returns a Canaries over cli. Of the options WithPrefix,
 // WithRequestTimeout, WithBackoff, WithProgressInterval and WithLogger
-// apply; an invalid one is
-// an error.
+// apply; an invalid one is an error.
 func NewCanaries(cli *clientv3.Client, opts ...Option) (*Canaries, error) {
 	o := buildOptions(opts)
 	if o.err != nil {
@@ -66,18 +65,18 @@ func NewCanaries(cli *clientv3.Client, opts ...Option) (*Canaries, error) {
 	if cli == nil {
 		return nil, fmt.Errorf("etcd: NewCanaries: nil client")
 	}
-	return &Canaries{cli: cli, o: o, streams: new(atomic.Uint64)}, nil
+	return &Canaries{cli: cli, o: o}, nil
 }
 
 // WatchCanary implements registry.CanarySource: a Get, then a watch,
 // given up for another on a new gRPC stream after 2.5 progress intervals
 // without an answer (a frozen or partitioned member); when the watch ends
 // (an error, a compaction, a lost leader, a silence) it reads again,
-// backing off between failed attempts. A value
-// that does not decode is logged and read as no canary, which keeps the
-// uncolored calls on the base.
+// backing off between failed attempts. A value that does not decode is
+// logged and read as no canary, which keeps the uncolored calls on the
+// base.
 func (c *Canaries) WatchCanary(ctx context.Context, service string) <-chan registry.Canary {
 	ch := make(chan registry.Canary, 1)
-	go followSetting(ctx, c.cli, c.o, c.streams, "canary", registry.CanaryKey(c.o.prefix, service), registry.UnmarshalCanary, ch)
+	go followSetting(ctx, c.cli, c.o, &c.streams, "canary", registry.CanaryKey(c.o.prefix, service), registry.UnmarshalCanary, ch)
 	return ch
 }

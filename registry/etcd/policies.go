@@ -17,15 +17,14 @@ import (
 type Policies struct {
 	cli     *clientv3.Client
 	o       options
-	streams *atomic.Uint64 // the gRPC stream of the watches, moved on after a silence
+	streams atomic.Uint64 // the gRPC stream of the watches, moved on after a silence
 }
 
 var _ registry.PolicySource = (*Policies)(nil)
 
 // NewPolicies returns a Policies over cli. Of the options WithPrefix,
 // WithRequestTimeout, WithBackoff, WithProgressInterval and WithLogger
-// apply; an invalid one is
-// an error.
+// apply; an invalid one is an error.
 func NewPolicies(cli *clientv3.Client, opts ...Option) (*Policies, error) {
 	o := buildOptions(opts)
 	if o.err != nil {
@@ -34,7 +33,7 @@ func NewPolicies(cli *clientv3.Client, opts ...Option) (*Policies, error) {
 	if cli == nil {
 		return nil, fmt.Errorf("etcd: NewPolicies: nil client")
 	}
-	return &Policies{cli: cli, o: o, streams: new(atomic.Uint64)}, nil
+	return &Policies{cli: cli, o: o}, nil
 }
 
 // WatchPolicy implements registry.PolicySource, as Canaries.WatchCanary
@@ -42,6 +41,6 @@ func NewPolicies(cli *clientv3.Client, opts ...Option) (*Policies, error) {
 // A value that does not decode is logged and read as no policy.
 func (p *Policies) WatchPolicy(ctx context.Context, service string) <-chan registry.Policy {
 	ch := make(chan registry.Policy, 1)
-	go followSetting(ctx, p.cli, p.o, p.streams, "policy", registry.PolicyKey(p.o.prefix, service), registry.UnmarshalPolicy, ch)
+	go followSetting(ctx, p.cli, p.o, &p.streams, "policy", registry.PolicyKey(p.o.prefix, service), registry.UnmarshalPolicy, ch)
 	return ch
 }

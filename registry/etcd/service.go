@@ -144,7 +144,7 @@ func (s *service) follow(ctx context.Context, rev int64) (healthy bool, err erro
 	every := s.d.opts.progressEvery
 	// Silent for this long, the watch is given up and the service
 	// reloaded: two progress requests have gone unanswered.
-	silentLimit := 3*every - every/2
+	silentLimit := s.d.opts.silenceLimit()
 	lastHeard := time.Now()
 	nextProbe := lastHeard.Add(every)
 	timer := time.NewTimer(every)
@@ -355,7 +355,7 @@ func minTime(a, b time.Time) time.Time {
 // watch is given up. The caller stops the returned timer when the call
 // returns.
 func (s *service) staleIfSlow(what string) *time.Timer {
-	bound := 3*s.d.opts.progressEvery - s.d.opts.progressEvery/2
+	bound := s.d.opts.silenceLimit()
 	return time.AfterFunc(bound, func() {
 		s.markStale(fmt.Errorf("etcd: %s of %s has not completed within %v", what, s.prefix, bound))
 	})

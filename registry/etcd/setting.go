@@ -11,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/musterhq/muster/internal/backoff"
 	"github.com/musterhq/muster/registry"
 )
 
@@ -52,11 +53,11 @@ func clearSetting(ctx context.Context, cli *clientv3.Client, what string, keyOf 
 // every progress interval (WithProgressInterval), and a watch that answers
 // nothing for 2.5 intervals (a frozen or partitioned member keeps its
 // connection up) is given up for a new one on another gRPC stream, which
-// the client places on another member, after a new Get. After any end of the watch (an
-// error, a compaction, a lost leader) the key is read again, backing off
-// between failed attempts. ch coalesces: a send replaces what it holds. It
-// closes ch when ctx ends. streams selects the gRPC stream of the watches
-// of one source, moved on after a silence.
+// the client places on another member, after a new Get. After any end of
+// the watch (an error, a compaction, a lost leader) the key is read again,
+// backing off between failed attempts. ch coalesces: a send replaces what
+// it holds. It closes ch when ctx ends. streams selects the gRPC stream of
+// the watches of one source, moved on after a silence.
 func followSetting[T any](ctx context.Context, cli *clientv3.Client, o options, streams *atomic.Uint64, what, key string,
 	decode func([]byte) (T, error), ch chan T) {
 	defer close(ch)
@@ -76,13 +77,13 @@ func followSetting[T any](ctx context.Context, cli *clientv3.Client, o options, 
 		}
 		ch <- v
 	}
-	wait := o.backoffMin
+	bo := backoff.New(o.backoffMin, o.backoffMax)
 	for ctx.Err() == nil {
 		gctx, cancel := context.WithTimeout(ctx, o.requestTimeout)
 		resp, err := cli.Get(gctx, key)
 		cancel()
 		if err == nil {
-			wait = o.backoffMin
+			bo.Reset()
 			var val []byte
 			if len(resp.Kvs) > 0 {
 				val = resp.Kvs[0].Value
@@ -93,12 +94,12 @@ func followSetting[T any](ctx context.Context, cli *clientv3.Client, o options, 
 		if ctx.Err() != nil {
 			return
 		}
+		wait := bo.Next()
 		o.logger.Warn("cannot follow the "+what+" setting; reading it again", "key", key, "error", err, "in", wait)
 		select {
 		case <-ctx.Done():
 		case <-time.After(wait):
 		}
-		wait = min(2*wait, o.backoffMax)
 	}
 }
 
@@ -112,12 +113,11 @@ func watchSetting(ctx context.Context, cli *clientv3.Client, o options, streams 
 	wctx, cancel := context.WithCancel(metadata.AppendToOutgoingContext(clientv3.WithRequireLeader(ctx),
 		watchStreamKey, "setting-"+strconv.FormatUint(stream, 10)))
 	defer cancel()
-	// From rev, not rev+1: etcd answers a progress request only when every
-	// watcher of the stream starts at or below the store's revision.
-	every := o.progressEvery
-	silentLimit := 3*every - every/2
+	every, silentLimit := o.progressEvery, o.silenceLimit()
 	// Watch itself blocks until the client's stream takes the request,
-	// which a stream opening on a stalled connection may never do.
+	// which a stream opening on a stalled connection may never do. From
+	// rev, not rev+1: etcd answers a progress request only when every
+	// watcher of the stream starts at or below the store's revision.
 	opened := make(chan clientv3.WatchChan, 1)
 	go func() {
 		opened <- cli.Watch(wctx, key, clientv3.WithRev(rev), clientv3.WithProgressNotify(), clientv3.WithCreatedNotify())
