@@ -115,6 +115,24 @@
 // longer one. The count of ejections in a row starts over after an
 // endpoint stays healthy for maxEjectionTime.
 //
+// With a service call policy that ejects (registry.Policy's
+// outlier.failurePercent, followed with resolver.WithPolicies), endpoints
+// are also ejected by failure percentage (gRFC A50): over each 1 s window
+// (closed by the first call that completes after it), an endpoint that
+// completed outlier.minRequests calls, more than outlier.failurePercent %
+// of them failed, is ejected, when at least two endpoints completed that
+// many; the worst first, within the cap. The policy's values win over
+// this config's: its baseEjection replaces baseEjectionTime, its
+// maxEjectedPercent maxEjectionPercent, and maxEjectionTime is raised to
+// the base when shorter; consecutiveFailures still ejects as configured
+// (0 leaves ejection to the policy). Ejections end by the probe as above.
+// The window costs a clock read and two atomic adds per successful call
+// while the policy ejects, nothing otherwise.
+// The cost of a failure already steers calls away from a failing
+// endpoint after a few of them, so with the default decayTime a failing
+// endpoint may get too few calls in a window to be judged: it is then
+// avoided by its cost, not ejected, and comes back as its cost decays.
+//
 // With "healthCheckConfig" in the service config (and the client
 // importing google.golang.org/grpc/health), each endpoint is health
 // checked with the standard gRPC health service, and one that is not

@@ -196,7 +196,7 @@ func (c *call) finish(info balancer.DoneInfo) {
 func untimedDone(e *lb.Endpoint[load], det *lb.Detector, info balancer.DoneInfo) {
 	switch lb.Classify(info) {
 	case lb.Success:
-		e.Outlier.Succeeded()
+		det.Succeeded(&e.Outlier)
 	case lb.Failure:
 		now := nanotime()
 		e.Stats.observe(0, now, lb.Failure, nil)

@@ -64,6 +64,20 @@
 // (the longer of 5 minutes and maxEjectionTime) after it leaves it, across
 // pickers, reconnects and membership changes.
 //
+// With a service call policy that ejects (registry.Policy's
+// outlier.failurePercent, followed with resolver.WithPolicies), endpoints
+// are also ejected by failure percentage (gRFC A50): over each 1 s window
+// (closed by the first call that completes after it), an endpoint that
+// completed outlier.minRequests calls, more than outlier.failurePercent %
+// of them failed, is ejected, when at least two endpoints completed that
+// many; the worst first, within the cap. The policy's values win over
+// this config's: its baseEjection replaces baseEjectionTime, its
+// maxEjectedPercent maxEjectionPercent, and maxEjectionTime is raised to
+// the base when shorter; consecutiveFailures still ejects as configured
+// (0 leaves ejection to the policy). Ejections end by the probe as above.
+// The window costs a clock read and two atomic adds per successful call
+// while the policy ejects, nothing otherwise.
+//
 // With "healthCheckConfig" in the service config (and the client
 // importing google.golang.org/grpc/health), each endpoint is health
 // checked with the standard gRPC health service, and one that is not

@@ -143,7 +143,7 @@ func (b *wrrBalancer) initEndpoint(e *lb.Endpoint[callbacks]) {
 			det.Record(&e.Outlier, out == lb.Failure, probe, nanotime())
 		default: // a success, not a probe: no ejection changes, no clock
 			e.Outlier.CountCall()
-			e.Outlier.Succeeded()
+			det.Succeeded(&e.Outlier)
 		}
 	}
 	e.Stats.done = func(info balancer.DoneInfo) { record(info, false) }

@@ -152,3 +152,62 @@ func CanaryKeyHeader(t *testing.T, policy string) {
 		t.Fatalf("%s: %d of 40 users split between versions, %d on blue; want none split, some on each", policy, mixed, onBlue)
 	}
 }
+
+// PolicyOutlierEjection checks the call policy's ejection by failure
+// percentage over real backends and real etcd, with config, the
+// balancer config, turning the balancer's own ejection (consecutive
+// failures) off so that only the policy ejects: of two backends, one
+// failing every call from some moment gets at most 2 % of the calls made
+// from 3 s after it, and no more than the probes at the end of its
+// ejections (the policy's window is 1 s, its base ejection 2 s: at most
+// two ejections end in the 2 s measured); once healthy it is back after
+// its ejection time. A balancer that steers away from failures by itself
+// (muster_p2c's cost) gives a failing backend few calls, so the policy
+// judges on 2 calls a window, and the balancer is configured to come back
+// to failing backends soon (a short decayTime); else the failing backend
+// gets too few calls to be judged.
+func PolicyOutlierEjection(t *testing.T, policy, config string) {
+	reg := StartRegistry(t)
+	bs := Backends(t, 2)
+	good, bad := bs[0], bs[1]
+	for i, b := range bs {
+		reg.Register(t, registry.Instance{Name: "greeter", ID: string(rune('a' + i)), Addr: b.Addr})
+	}
+	ps, err := etcd.NewPolicies(reg.Client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	const base = 2 * time.Second
+	err = etcd.SetPolicy(ctx, reg.Client, "greeter", registry.Policy{Outlier: registry.OutlierPolicy{
+		FailurePercent: 50, MinRequests: 2, BaseEjection: base,
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := Dial(t, "muster:///greeter", ServiceConfig(policy, config, false),
+		grpc.WithResolvers(reg.BuilderWith(resolver.WithPolicies(ps))))
+	CallUntil(t, conn, 10*time.Second, "both backends called", ServedAll(bs...))
+
+	bad.SetFailing(true)
+	warm := CallsFor(conn, 3*time.Second, 2)
+	bad.ResetCalls()
+	got := CallsFor(conn, 2*time.Second, 2)
+	total := got.OK + got.Failed
+	share := float64(bad.Calls()) / float64(max(total, 1))
+	t.Logf("%s: first 3 s %v; then %d calls, %d to the failing backend (%.2f%%)", policy, warm, total, bad.Calls(), 100*share)
+	if total < 100 || share > 0.02 || bad.Calls() > 2 {
+		t.Fatalf("from 3 s after it failed, the failing backend got %d of %d calls (%.2f%%); want at least 100 calls, at most 2%% and 2 probes",
+			bad.Calls(), total, 100*share)
+	}
+
+	bad.SetFailing(false)
+	healed := time.Now()
+	// Ejections in a row grow (base, 2·base, ...): the third ends at most
+	// 6·base after the first began.
+	CallUntil(t, conn, 6*base+5*time.Second, "the healed backend serving again", func(r Result) bool {
+		return r.By[bad.Addr] > 0 && r.By[good.Addr] > 0
+	})
+	t.Logf("%s: back %v after it healed", policy, time.Since(healed).Round(time.Millisecond))
+}

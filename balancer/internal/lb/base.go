@@ -108,6 +108,10 @@ type Policy[T any] struct {
 // calls in flight on the channel, counted across pickers, and fails the
 // others at once with codes.Unavailable naming the limit; see capPicker.
 //
+// Outlier ejection: the balancer config's, with the call policy's
+// failure-percentage ejection when the resolver state carries one that
+// sets it (OutlierConfig.WithPolicy: the policy's values win).
+//
 // Canary keys: the call's key is color.WithKey's, else its x-muster-key
 // header, or the header the call policy's affinityHeader names.
 //
@@ -189,6 +193,8 @@ func (i interceptor[T]) UpdateState(s balancer.State) { i.b.updateState(s) }
 // when the endpoints are the same). It returns balancer.ErrBadResolverState for a state without
 // endpoints (gRPC then asks the resolver again, with backoff).
 func (b *Base[T]) Update(s balancer.ClientConnState, oc OutlierConfig, weights EndpointWeights, colors ColorConfig, lc LocalityConfig) error {
+	cp, _ := resolver.PolicyOf(s.ResolverState)
+	oc = oc.WithPolicy(cp.Outlier)
 	b.Detector.SetConfig(oc)
 	retention := max(minRetention, oc.MaxEjectionTime)
 
@@ -201,7 +207,6 @@ func (b *Base[T]) Update(s balancer.ClientConnState, oc OutlierConfig, weights E
 	b.canary, _ = resolver.CanaryOf(s.ResolverState)
 	b.local, b.localOK = resolver.LocalityOf(s.ResolverState)
 	b.localCfg = lc
-	cp, _ := resolver.PolicyOf(s.ResolverState)
 	b.maxCalls = int64(cp.MaxConcurrent)
 	b.affinity = cp.AffinityHeader
 	for _, ep := range s.ResolverState.Endpoints {

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/musterhq/muster/registry"
 )
 
 // Defaults of OutlierConfig, used for every field the "outlier" object
@@ -32,6 +34,51 @@ type OutlierConfig struct {
 	// at once: the percentage rounded down, at least one, never all of
 	// them. 0 disables ejection.
 	MaxEjectionPercent int
+
+	// FailurePercent, when > 0, also ejects by failure percentage (gRFC
+	// A50): at the end of each Interval, an endpoint that completed at
+	// least MinRequests calls in it, of which more than FailurePercent %
+	// failed, is ejected, when at least FailurePercentMinimumHosts
+	// endpoints completed MinRequests calls. It comes from a call policy
+	// (WithPolicy), never from the balancer config's JSON.
+	FailurePercent int
+	// MinRequests is the calls an endpoint needs in an interval to be
+	// judged by failure percentage.
+	MinRequests int
+	// Interval is the failure-percentage window. The window is closed by
+	// the first call completing after it ended, so with sparse traffic it
+	// lasts longer.
+	Interval time.Duration
+}
+
+// FailurePercentInterval is the failure-percentage window of a call
+// policy's ejection, as the xDS control plane publishes it (1 s).
+const FailurePercentInterval = time.Second
+
+// FailurePercentMinimumHosts is how many endpoints must have completed
+// MinRequests calls in a window for any of them to be judged, as the xDS
+// control plane publishes it: two, so that small services are guarded.
+const FailurePercentMinimumHosts = 2
+
+// WithPolicy returns c with a call policy's outlier ejection applied: when
+// p ejects (FailurePercent > 0), ejection by failure percentage with p's
+// threshold and minimum of calls, every FailurePercentInterval, and p's
+// base ejection time and cap on the share ejected, which win over c's; c's
+// maximum ejection time is raised to p's base when shorter. c's
+// consecutive-failures ejection is kept. A p that does not eject returns c
+// unchanged.
+func (c OutlierConfig) WithPolicy(p registry.OutlierPolicy) OutlierConfig {
+	if p.FailurePercent <= 0 {
+		return c
+	}
+	p = registry.Policy{Outlier: p}.Normalize().Outlier
+	c.FailurePercent = min(p.FailurePercent, 100)
+	c.MinRequests = max(p.MinRequests, 1)
+	c.Interval = FailurePercentInterval
+	c.BaseEjectionTime = p.BaseEjection
+	c.MaxEjectionTime = max(c.MaxEjectionTime, p.BaseEjection)
+	c.MaxEjectionPercent = p.MaxEjectedPercent
+	return c
 }
 
 // DefaultOutlierConfig returns the configuration used when a balancer
@@ -46,7 +93,17 @@ func DefaultOutlierConfig() OutlierConfig {
 }
 
 // Enabled reports whether the configuration ejects anything.
-func (c OutlierConfig) Enabled() bool { return c.ConsecutiveFailures > 0 && c.MaxEjectionPercent > 0 }
+func (c OutlierConfig) Enabled() bool { return c.consecutive() || c.percentage() }
+
+// consecutive reports whether consecutive failures eject.
+func (c OutlierConfig) consecutive() bool {
+	return c.ConsecutiveFailures > 0 && c.MaxEjectionPercent > 0
+}
+
+// percentage reports whether failure percentages eject.
+func (c OutlierConfig) percentage() bool {
+	return c.FailurePercent > 0 && c.MaxEjectionPercent > 0 && c.Interval > 0
+}
 
 // outlierJSON is the "outlier" object. Pointers tell a field left out
 // (default) from one set to its zero value.

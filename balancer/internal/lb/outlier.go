@@ -1,6 +1,8 @@
 package lb
 
 import (
+	"cmp"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,6 +23,11 @@ type OutlierState struct {
 	calls     atomic.Uint64 // calls completed with a result (CountCall)
 	failed    atomic.Uint64 // failures (Record)
 	ejections atomic.Uint64 // ejections started
+
+	// The current failure-percentage window's counts (OutlierConfig's
+	// FailurePercent), of calls completed while not ejected.
+	winCalls  atomic.Int64
+	winFailed atomic.Int64
 
 	// Guarded by Detector.mu.
 	times      int32 // ejections in a row
@@ -68,13 +75,22 @@ func (s *OutlierState) Succeeded() {
 // (its transport was not ready), so that the next pick can probe.
 func (s *OutlierState) ReleaseProbe() { s.probe.Store(false) }
 
-// Detector ejects endpoints after consecutive failures, for a growing
-// time, never more than the configured share of its members. One per
-// balancer. Record is safe for concurrent use and lock-free for every call
-// that does not change an ejection.
+// Detector ejects endpoints after consecutive failures, and, with a call
+// policy's FailurePercent, by their share of failed calls over a window,
+// for a growing time, never more than the configured share of its members.
+// One per balancer. Record is safe for concurrent use and lock-free for
+// every call that neither changes an ejection nor closes a window.
+//
+// Failure-percentage windows are kept lazily on the completion path: each
+// call completed while not ejected is counted on its endpoint, and the
+// first completion after the window's end closes it: under the mutex it
+// judges every member (see OutlierConfig.FailurePercent) and starts the
+// next window. No goroutine, no timer.
 type Detector struct {
 	name string // the policy's, for logs
 	cfg  atomic.Pointer[OutlierConfig]
+
+	winStart atomic.Int64 // start of the failure-percentage window (Nanotime); 0: none yet
 
 	mu      sync.Mutex
 	members []*OutlierState // the endpoints of the current picker
@@ -107,6 +123,9 @@ func (d *Detector) SetMembers(m []*OutlierState) {
 // successful probe ends the ejection, a failed one ejects it again for
 // longer; other calls that were in flight when it was ejected are ignored.
 // now is read only when failed or probe is true.
+//
+// With failure-percentage ejection on, every call must be recorded with
+// the clock: a success through Record with now, or through Succeeded.
 func (d *Detector) Record(s *OutlierState, failed, probe bool, now int64) {
 	if failed {
 		s.failed.Add(1)
@@ -117,6 +136,9 @@ func (d *Detector) Record(s *OutlierState, failed, probe bool, now int64) {
 	}
 	if !failed {
 		s.Succeeded()
+		if c := d.cfg.Load(); c != nil && c.percentage() {
+			d.countWindow(s, c, false, now)
+		}
 		return
 	}
 	if s.until.Load() != 0 {
@@ -126,7 +148,10 @@ func (d *Detector) Record(s *OutlierState, failed, probe bool, now int64) {
 	if c == nil || !c.Enabled() {
 		return
 	}
-	if s.failures.Add(1) < int32(c.ConsecutiveFailures) {
+	if c.percentage() {
+		d.countWindow(s, c, true, now)
+	}
+	if !c.consecutive() || s.failures.Add(1) < int32(c.ConsecutiveFailures) {
 		return
 	}
 	d.mu.Lock()
@@ -139,6 +164,80 @@ func (d *Detector) Record(s *OutlierState, failed, probe bool, now int64) {
 		s.times = 0 // healthy for a long while: start from the base time again
 	}
 	d.ejectLocked(s, c, now)
+}
+
+// Succeeded accounts for a successful call to s that was not a probe,
+// for a caller that has not read the clock: as Record(s, false, false,
+// now), reading the clock only when failure-percentage ejection is on.
+func (d *Detector) Succeeded(s *OutlierState) {
+	s.Succeeded()
+	if c := d.cfg.Load(); c != nil && c.percentage() {
+		d.countWindow(s, c, false, Nanotime())
+	}
+}
+
+// countWindow counts a call to s that completed at now in the current
+// failure-percentage window, and closes the window when it has ended.
+func (d *Detector) countWindow(s *OutlierState, c *OutlierConfig, failed bool, now int64) {
+	if s.until.Load() != 0 {
+		return // ejected: the calls still in flight say nothing new
+	}
+	s.winCalls.Add(1)
+	if failed {
+		s.winFailed.Add(1)
+	}
+	start := d.winStart.Load()
+	if start != 0 && now-start < int64(c.Interval) {
+		return
+	}
+	if !d.winStart.CompareAndSwap(start, max(now, 1)) || start == 0 {
+		return // another call closes it, or this one opened the first
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.judgeLocked(c, now)
+}
+
+// judgeLocked closes a failure-percentage window: it takes every member's
+// counts (starting the next window's from zero) and, when at least
+// FailurePercentMinimumHosts members completed c.MinRequests calls, ejects
+// those of them whose share of failures exceeds c.FailurePercent, while
+// the cap on the share ejected allows, the worst first.
+func (d *Detector) judgeLocked(c *OutlierConfig, now int64) {
+	type judged struct {
+		s             *OutlierState
+		calls, failed int64
+	}
+	var enough []judged
+	for _, m := range d.members {
+		calls, failed := m.winCalls.Swap(0), m.winFailed.Swap(0)
+		if calls >= int64(c.MinRequests) {
+			enough = append(enough, judged{m, calls, failed})
+		}
+	}
+	if len(enough) < FailurePercentMinimumHosts {
+		return
+	}
+	slices.SortFunc(enough, func(x, y judged) int { // worst share first
+		return cmp.Compare(y.failed*x.calls, x.failed*y.calls)
+	})
+	for _, j := range enough {
+		if j.failed*100 <= int64(c.FailurePercent)*j.calls {
+			break
+		}
+		if j.s.until.Load() != 0 {
+			continue
+		}
+		if !d.mayEjectLocked(c) {
+			return
+		}
+		if j.s.restoredAt != 0 && now-j.s.restoredAt > int64(c.MaxEjectionTime) {
+			j.s.times = 0
+		}
+		logger.Infof("%s: %s failed %d of %d calls in %v, over %d%%", d.name, j.s.addr, j.failed, j.calls, c.Interval, c.FailurePercent)
+		j.s.failures.Store(0)
+		d.ejectLocked(j.s, c, now)
+	}
 }
 
 func (d *Detector) endProbe(s *OutlierState, failed bool, now int64) {
