@@ -198,6 +198,7 @@ func TestLocalityRegionFailover(t *testing.T)    { balancertest.LocalityRegionFa
 
 func TestCircuitBreaking(t *testing.T) { balancertest.CircuitBreaking(t, Name) }
 func TestCanaryKeyHeader(t *testing.T) { balancertest.CanaryKeyHeader(t, Name) }
+func TestPolicyAffinity(t *testing.T)  { balancertest.PolicyAffinity(t, Name) }
 func TestPolicyOutlierEjection(t *testing.T) {
 	balancertest.PolicyOutlierEjection(t, Name, `{"outlier":{"consecutiveFailures":0}}`)
 }

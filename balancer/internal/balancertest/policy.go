@@ -26,23 +26,14 @@ import (
 // fail at once with Unavailable naming the limit; raised live to 10, all 6
 // succeed; cleared, no cap.
 func CircuitBreaking(t *testing.T, policy string) {
-	reg := StartRegistry(t)
-	for i, b := range Backends(t, 2) {
+	reg, bs, ps := policyFleet(t, 2)
+	for _, b := range bs {
 		b.SetDelay(time.Second)
-		reg.Register(t, registry.Instance{Name: "greeter", ID: string(rune('a' + i)), Addr: b.Addr})
-	}
-	ps, err := etcd.NewPolicies(reg.Client)
-	if err != nil {
-		t.Fatal(err)
 	}
 	conn := Dial(t, "muster:///greeter", ServiceConfig(policy, "", false), grpc.WithResolvers(reg.BuilderWith(resolver.WithPolicies(ps))))
 	set := func(p registry.Policy) {
 		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := etcd.SetPolicy(ctx, reg.Client, "greeter", p); err != nil {
-			t.Fatal(err)
-		}
+		setPolicy(t, reg, p)
 	}
 	// burst makes 6 calls at once and returns how many failed fast
 	// (within 500 ms) with Unavailable, and how many succeeded.
@@ -167,25 +158,12 @@ func CanaryKeyHeader(t *testing.T, policy string) {
 // to failing backends soon (a short decayTime); else the failing backend
 // gets too few calls to be judged.
 func PolicyOutlierEjection(t *testing.T, policy, config string) {
-	reg := StartRegistry(t)
-	bs := Backends(t, 2)
+	reg, bs, ps := policyFleet(t, 2)
 	good, bad := bs[0], bs[1]
-	for i, b := range bs {
-		reg.Register(t, registry.Instance{Name: "greeter", ID: string(rune('a' + i)), Addr: b.Addr})
-	}
-	ps, err := etcd.NewPolicies(reg.Client)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
 	const base = 2 * time.Second
-	err = etcd.SetPolicy(ctx, reg.Client, "greeter", registry.Policy{Outlier: registry.OutlierPolicy{
+	setPolicy(t, reg, registry.Policy{Outlier: registry.OutlierPolicy{
 		FailurePercent: 50, MinRequests: 2, BaseEjection: base,
 	}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	conn := Dial(t, "muster:///greeter", ServiceConfig(policy, config, false),
 		grpc.WithResolvers(reg.BuilderWith(resolver.WithPolicies(ps))))
 	CallUntil(t, conn, 10*time.Second, "both backends called", ServedAll(bs...))
@@ -210,4 +188,85 @@ func PolicyOutlierEjection(t *testing.T, policy, config string) {
 		return r.By[bad.Addr] > 0 && r.By[good.Addr] > 0
 	})
 	t.Logf("%s: back %v after it healed", policy, time.Since(healed).Round(time.Millisecond))
+}
+
+// PolicyAffinity checks the call policy's affinity over real backends and
+// real etcd: with affinityHeader x-user, 100 calls with x-user: alice, 4
+// at a time, reach one backend, the same from a second channel; each of
+// 20 other users stays on one backend, and the users use more than one.
+// Without affinity the calls of one key spread (round robin, or by load
+// with 4 in flight).
+func PolicyAffinity(t *testing.T, policy string) {
+	reg, bs, ps := policyFleet(t, 3)
+	setPolicy(t, reg, registry.Policy{AffinityHeader: "x-user"})
+	builder := reg.BuilderWith(resolver.WithPolicies(ps))
+	conns := []*grpc.ClientConn{
+		Dial(t, "muster:///greeter", ServiceConfig(policy, "", false), grpc.WithResolvers(builder)),
+		Dial(t, "muster:///greeter", ServiceConfig(policy, "", false), grpc.WithResolvers(builder)),
+	}
+	// one returns the backend all of the user's n calls on conn reached,
+	// "" when they spread or failed.
+	one := func(conn *grpc.ClientConn, user string, n int) (string, Result) {
+		uctx := metadata.AppendToOutgoingContext(context.Background(), "x-user", user)
+		got := CallsCtx(uctx, conn, n, 4)
+		for addr, c := range got.By {
+			if c == n {
+				return addr, got
+			}
+		}
+		return "", got
+	}
+	for _, conn := range conns {
+		CallUntil(t, conn, 10*time.Second, "all backends called", ServedAll(bs...))
+		CallUntil(t, conn, 10*time.Second, "the affinity header in force", func(Result) bool {
+			addr, _ := one(conn, "probe", 20)
+			return addr != ""
+		})
+	}
+	alice, got := one(conns[0], "alice", 100)
+	if alice == "" {
+		t.Fatalf("%s: alice's 100 calls spread: %v", policy, got)
+	}
+	if again, got := one(conns[1], "alice", 100); again != alice {
+		t.Fatalf("%s: alice's calls on %s from one channel, %v from another", policy, alice, got)
+	}
+	used := map[string]int{}
+	for u := range 20 {
+		user := fmt.Sprint("user-", u)
+		addr, got := one(conns[u%2], user, 10)
+		if addr == "" {
+			t.Fatalf("%s: %s's 10 calls spread: %v", policy, user, got)
+		}
+		used[addr]++
+	}
+	if len(used) < 2 {
+		t.Fatalf("%s: 20 users all on one backend (%v); affinity should spread keys", policy, used)
+	}
+	t.Logf("%s: alice on %s from both channels; 20 users over backends %v", policy, alice, used)
+}
+
+// policyFleet starts a registry with n backends of "greeter" registered
+// (IDs a, b, ...) and the service policies it follows.
+func policyFleet(t *testing.T, n int) (*Registry, []*testbackend.Backend, *etcd.Policies) {
+	t.Helper()
+	reg := StartRegistry(t)
+	bs := Backends(t, n)
+	for i, b := range bs {
+		reg.Register(t, registry.Instance{Name: "greeter", ID: string(rune('a' + i)), Addr: b.Addr})
+	}
+	ps, err := etcd.NewPolicies(reg.Client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reg, bs, ps
+}
+
+// setPolicy writes the policy of "greeter" as an operator would.
+func setPolicy(t *testing.T, reg *Registry, p registry.Policy) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := etcd.SetPolicy(ctx, reg.Client, "greeter", p); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -47,9 +47,10 @@ type Endpoint[T any] struct {
 	Stats T
 
 	key       string
-	wasReady  bool   // has been READY; guarded by Base.mu
-	gen       uint64 // Base.gen of the last resolver state listing it
-	removedAt int64  // Nanotime when it left the resolver state; 0 while listed
+	keyedDone func(balancer.DoneInfo) // Done of keyed calls (affinityPicker); made once under Base.mu
+	wasReady  bool                    // has been READY; guarded by Base.mu
+	gen       uint64                  // Base.gen of the last resolver state listing it
+	removedAt int64                   // Nanotime when it left the resolver state; 0 while listed
 }
 
 // Ready is one READY endpoint, as handed to Policy.NewPicker.
@@ -114,6 +115,12 @@ type Policy[T any] struct {
 //
 // Canary keys: the call's key is color.WithKey's, else its x-muster-key
 // header, or the header the call policy's affinityHeader names.
+//
+// Affinity: when the call policy sets affinityHeader, a call with a key
+// (as for canaries) goes to the endpoint weighted rendezvous hashing
+// chooses for it among its group's READY endpoints not ejected, whatever
+// their locality level; calls without a key are picked as without it.
+// See affinityPicker.
 //
 // Locality: when the resolver state says where the client runs
 // (resolver.LocalityOf), each group of endpoints (the base, a color) is
@@ -389,6 +396,15 @@ func (b *Base[T]) updateState(s balancer.State) {
 // localityPicker over the policy's pickers of each level. Called under
 // b.mu.
 func (b *Base[T]) newPicker(group string, ready []Ready[T]) balancer.Picker {
+	p := b.levelPicker(group, ready)
+	if b.affinity == "" {
+		return p
+	}
+	return newAffinityPicker(p, b.affinity, ready, &b.Detector, b.policy.Calls == nil)
+}
+
+// levelPicker is newPicker without affinity.
+func (b *Base[T]) levelPicker(group string, ready []Ready[T]) balancer.Picker {
 	if !b.localOK {
 		return b.policy.NewPicker(ready)
 	}
