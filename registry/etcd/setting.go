@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/musterhq/muster/internal/backoff"
+	"github.com/musterhq/muster/internal/settingfeed"
 	"github.com/musterhq/muster/registry"
 )
 
@@ -62,20 +63,9 @@ func followSetting[T any](ctx context.Context, cli *clientv3.Client, o options, 
 	decode func([]byte) (T, error), ch chan T) {
 	defer close(ch)
 	publish := func(val []byte) {
-		var v T
-		if val != nil {
-			var err error
-			if v, err = decode(val); err != nil {
-				var zero T
-				v = zero
-				o.logger.Error("ignoring a bad "+what+" setting", "key", key, "error", err)
-			}
-		}
-		select {
-		case <-ch:
-		default:
-		}
-		ch <- v
+		settingfeed.Send(ch, val, decode, func(err error) {
+			o.logger.Error("ignoring a bad "+what+" setting", "key", key, "error", err)
+		})
 	}
 	bo := backoff.New(o.backoffMin, o.backoffMax)
 	for ctx.Err() == nil {

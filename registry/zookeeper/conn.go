@@ -61,6 +61,23 @@ func (c *conn) close() {
 	}
 }
 
+// oneShot runs f on a connection of its own to servers, bounded by the
+// request timeout of opts, and closes the connection.
+func oneShot(ctx context.Context, servers []string, opts []Option, f func(ctx context.Context, c *zk.Conn, o options) error) error {
+	o := buildOptions(opts)
+	if o.err != nil {
+		return o.err
+	}
+	c, err := dial(servers, o, func(zk.Event) {})
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	ctx, cancel := context.WithTimeout(ctx, o.requestTimeout)
+	defer cancel()
+	return f(ctx, c.Conn, o)
+}
+
 // call runs f (a blocking request of the library, which has no context) and
 // returns its error, or ctx's error if ctx ends first; f then finishes in
 // the background (the library fails it at the latest when the connection is

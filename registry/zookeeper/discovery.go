@@ -33,6 +33,7 @@ type Discovery struct {
 	conn *conn
 
 	services *watchhub.Services[*service]
+	closed   chan struct{} // closed by Close: ends the settings' followers
 
 	skipped       atomic.Uint64
 	loads         atomic.Uint64
@@ -70,6 +71,7 @@ func NewDiscovery(servers []string, opts ...Option) (*Discovery, error) {
 		o:        o,
 		log:      o.logger.With("component", "muster.discovery", "backend", "zookeeper"),
 		services: watchhub.NewServices((*service).stop, 0),
+		closed:   make(chan struct{}),
 	}
 	c, err := dial(servers, o, d.onEvent)
 	if err != nil {
@@ -154,6 +156,7 @@ func (d *Discovery) Stats() Stats {
 // It is idempotent.
 func (d *Discovery) Close() error {
 	if d.services.Close() {
+		close(d.closed)
 		d.conn.close()
 	}
 	return nil

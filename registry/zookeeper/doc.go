@@ -37,6 +37,11 @@
 // registering the same ID; entries of instances that are gone are dropped at
 // the next edit.
 //
+// A service's settings, its canary and its call policy, are persistent
+// nodes at the paths of the etcd backend's keys (<root>.canary/<service>,
+// <root>.policy/<service>), written by SetCanary and SetPolicy and
+// followed over a Discovery's connection by NewCanaries and NewPolicies.
+//
 // The client library's goroutines end with Close, and its log goes to the
 // configured slog.Logger at debug level.
 package zookeeper

@@ -116,17 +116,14 @@ func editOverrides(ctx context.Context, servers []string, service, id string, op
 	if err := registry.ValidateID(id); err != nil {
 		return err
 	}
-	o := buildOptions(opts)
-	if o.err != nil {
-		return o.err
-	}
-	c, err := dial(servers, o, func(zk.Event) {})
-	if err != nil {
-		return err
-	}
-	defer c.close()
-	ctx, cancel := context.WithTimeout(ctx, o.requestTimeout)
-	defer cancel()
+	return oneShot(ctx, servers, opts, func(ctx context.Context, c *zk.Conn, o options) error {
+		return editNode(ctx, c, o, service, id, edit)
+	})
+}
+
+// editNode is editOverrides on c.
+func editNode(ctx context.Context, c *zk.Conn, o options, service, id string,
+	edit func(c *zk.Conn, all map[string]override, instancePath string) (bool, error)) error {
 	sp := servicePath(o.root, service)
 	return call(ctx, func() error {
 		for ctx.Err() == nil {
@@ -159,7 +156,7 @@ func editOverrides(ctx context.Context, servers []string, service, id string, op
 					changed = true
 				}
 			}
-			edited, err := edit(c.Conn, all, nodePath(o.root, service, id))
+			edited, err := edit(c, all, nodePath(o.root, service, id))
 			if err != nil {
 				return err
 			}
