@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Policy is the call policy of one service, set once by an operator
@@ -252,6 +254,11 @@ type wirePolicy struct {
 	Outlier        *wireOutlier `json:"outlier,omitempty"`
 	MaxConcurrent  int          `json:"maxConcurrent,omitempty"`
 	AffinityHeader string       `json:"affinityHeader,omitempty"`
+	// SetBy and SetAt (RFC 3339, UTC) say who set the policy and when;
+	// readers that do not know them ignore them, as they ignore every
+	// unknown field.
+	SetBy string `json:"setBy,omitempty"`
+	SetAt string `json:"setAt,omitempty"`
 }
 
 type wireRetry struct {
@@ -268,14 +275,61 @@ type wireOutlier struct {
 	MaxEjectedPercent int    `json:"maxEjectedPercent"`
 }
 
+// MaxSetByLen bounds PolicyInfo.SetBy, in bytes.
+const MaxSetByLen = 256
+
+// PolicyInfo is a stored Policy with who set it and when, as SetPolicy
+// records them (registry/etcd's WithSetBy). Clients read the Policy alone:
+// a change of SetBy or SetAt is no change of the policy.
+type PolicyInfo struct {
+	Policy Policy
+	// SetBy names who set the policy and from where, as
+	// "alice (console)" or "bob (command)"; "" when not recorded. At
+	// most MaxSetByLen bytes of printable UTF-8.
+	SetBy string
+	// SetAt is when the policy was set; the zero Time when not recorded.
+	SetAt time.Time
+}
+
+// Validate checks the Policy (see Policy.Validate) and SetBy, which is a
+// *FieldError for field "setBy" when it is longer than MaxSetByLen or not
+// printable UTF-8.
+func (info PolicyInfo) Validate() error {
+	if err := info.Policy.Validate(); err != nil {
+		return err
+	}
+	if len(info.SetBy) > MaxSetByLen {
+		return policyErr("setBy", "%d bytes is longer than %d", len(info.SetBy), MaxSetByLen)
+	}
+	if !utf8.ValidString(info.SetBy) {
+		return policyErr("setBy", "%q is not UTF-8", info.SetBy)
+	}
+	for _, r := range info.SetBy {
+		if !unicode.IsPrint(r) {
+			return policyErr("setBy", "%q has the unprintable character %q", info.SetBy, r)
+		}
+	}
+	return nil
+}
+
 // MarshalPolicy validates and normalizes p and returns its JSON value, e.g.
 // {"v":1,"timeout":"800ms","retry":{"maxAttempts":2,"codes":["UNAVAILABLE"],"backoffBase":"100ms","backoffMax":"1s"}}.
 func MarshalPolicy(p Policy) ([]byte, error) {
-	if err := p.Validate(); err != nil {
+	return MarshalPolicyInfo(PolicyInfo{Policy: p})
+}
+
+// MarshalPolicyInfo is MarshalPolicy with who set the policy and when
+// (left out when not recorded): {"v":1,"timeout":"800ms","setBy":"alice
+// (console)","setAt":"2026-12-03T10:20:00Z"}.
+func MarshalPolicyInfo(info PolicyInfo) ([]byte, error) {
+	if err := info.Validate(); err != nil {
 		return nil, err
 	}
-	p = p.Normalize()
-	w := wirePolicy{V: SchemaVersion, MaxConcurrent: p.MaxConcurrent, AffinityHeader: p.AffinityHeader}
+	p := info.Policy.Normalize()
+	w := wirePolicy{V: SchemaVersion, MaxConcurrent: p.MaxConcurrent, AffinityHeader: p.AffinityHeader, SetBy: info.SetBy}
+	if !info.SetAt.IsZero() {
+		w.SetAt = info.SetAt.UTC().Format(time.RFC3339Nano)
+	}
 	if p.Timeout > 0 {
 		w.Timeout = p.Timeout.String()
 	}
@@ -289,16 +343,47 @@ func MarshalPolicy(p Policy) ([]byte, error) {
 	return json.Marshal(w)
 }
 
-// UnmarshalPolicy decodes and validates a policy value. Errors match
-// ErrMalformedValue, ErrUnsupportedVersion or ErrInvalidInstance (a
+// UnmarshalPolicy decodes and validates a policy value. Unknown fields
+// are ignored, and so are who set it and when (see UnmarshalPolicyInfo):
+// a bad setBy or setAt does not make a client drop the policy. Errors
+// match ErrMalformedValue, ErrUnsupportedVersion or ErrInvalidInstance (a
 // *FieldError), as Unmarshal's do.
 func UnmarshalPolicy(data []byte) (Policy, error) {
+	_, p, err := unmarshalPolicy(data)
+	return p, err
+}
+
+// UnmarshalPolicyInfo is UnmarshalPolicy with who set the policy and when,
+// if the value records them. A setAt that is not an RFC 3339 time is
+// ErrMalformedValue; a setBy that PolicyInfo.Validate refuses is a
+// *FieldError.
+func UnmarshalPolicyInfo(data []byte) (PolicyInfo, error) {
+	w, p, err := unmarshalPolicy(data)
+	if err != nil {
+		return PolicyInfo{}, err
+	}
+	info := PolicyInfo{Policy: p, SetBy: w.SetBy}
+	if w.SetAt != "" {
+		t, err := time.Parse(time.RFC3339Nano, w.SetAt)
+		if err != nil {
+			return PolicyInfo{}, fmt.Errorf("%w: policy: setAt: %q is not an RFC 3339 time", ErrMalformedValue, w.SetAt)
+		}
+		info.SetAt = t
+	}
+	if err := info.Validate(); err != nil {
+		return PolicyInfo{}, err
+	}
+	return info, nil
+}
+
+// unmarshalPolicy decodes data and validates and normalizes its policy.
+func unmarshalPolicy(data []byte) (wirePolicy, Policy, error) {
 	var w wirePolicy
 	if err := json.Unmarshal(data, &w); err != nil {
-		return Policy{}, fmt.Errorf("%w: policy: %v", ErrMalformedValue, err)
+		return w, Policy{}, fmt.Errorf("%w: policy: %v", ErrMalformedValue, err)
 	}
 	if w.V != SchemaVersion {
-		return Policy{}, fmt.Errorf("%w: policy has v=%d, this code reads v=%d", ErrUnsupportedVersion, w.V, SchemaVersion)
+		return w, Policy{}, fmt.Errorf("%w: policy has v=%d, this code reads v=%d", ErrUnsupportedVersion, w.V, SchemaVersion)
 	}
 	p := Policy{MaxConcurrent: w.MaxConcurrent, AffinityHeader: w.AffinityHeader}
 	var err error
@@ -322,12 +407,12 @@ func UnmarshalPolicy(data []byte) (Policy, error) {
 			BaseEjection: parse("outlier.baseEjection", o.BaseEjection), MaxEjectedPercent: o.MaxEjectedPercent}
 	}
 	if err != nil {
-		return Policy{}, err
+		return w, Policy{}, err
 	}
 	if err := p.Validate(); err != nil {
-		return Policy{}, err
+		return w, Policy{}, err
 	}
-	return p.Normalize(), nil
+	return w, p.Normalize(), nil
 }
 
 // PolicySource follows the policies of services; a backend that stores

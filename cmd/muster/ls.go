@@ -153,13 +153,7 @@ func (s *session) policyNote(ctx context.Context, service string, stderr io.Writ
 	if !ok {
 		return ""
 	}
-	var fields []string
-	for _, f := range policyFields {
-		if v := f.show(p); v != "" {
-			fields = append(fields, f.name+" "+v)
-		}
-	}
-	return "policy: " + strings.Join(fields, ", ") + " (muster policy " + service + ")"
+	return "policy: " + strings.Join(p.Describe(), ", ") + " (muster policy " + service + ")"
 }
 
 // overridden returns the IDs of service's instances whose weight an

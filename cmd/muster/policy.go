@@ -6,9 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -16,139 +14,21 @@ import (
 	"github.com/musterhq/muster/registry/etcd"
 )
 
-// policyField is one field of a registry.Policy as "muster policy" names,
-// parses, shows and documents it. The names are those of
-// registry.Policy.Validate's errors and of the JSON value.
+// policyField is a field of registry.PolicyFields under the name the help
+// lists it by.
 type policyField struct {
 	name string
-	// rng is the values the field takes (for the help and the errors),
-	// about what it means and dflt what it is when not set (for the help).
-	rng, about, dflt string
-	// set parses v into p, "" resetting the field to zero; an error says
-	// why v is not a value of the field.
-	set func(p *registry.Policy, v string) error
-	// show renders the field of p; "" when it is not set.
-	show func(p registry.Policy) string
+	registry.PolicyField
 }
 
-// policyFields are the fields of "muster policy set", in the order show
+// policyFields yields the fields of "muster policy set", in the order show
 // lists them.
-var policyFields = []policyField{
-	durationField("timeout", "1ms..1h", "the deadline of each call whose caller sets none shorter",
-		"none (0)", func(p *registry.Policy) *time.Duration { return &p.Timeout }),
-	intField("retry.maxAttempts", fmt.Sprintf("0..%d", registry.MaxRetryAttempts),
-		"the attempts of a call, the first one counted (2 retries once)",
-		"0, no retries", func(p *registry.Policy) *int { return &p.Retry.MaxAttempts }),
-	{
-		name: "retry.codes",
-		rng:  "gRPC status code names but OK, comma-separated, case-insensitive",
-		about: "the status codes whose calls are retried, such as " +
-			"UNAVAILABLE,RESOURCE_EXHAUSTED; at least one is needed to retry",
-		dflt: "none",
-		set: func(p *registry.Policy, v string) error {
-			p.Retry.Codes = nil
-			for _, c := range strings.Split(v, ",") {
-				if c = strings.TrimSpace(c); c != "" {
-					p.Retry.Codes = append(p.Retry.Codes, strings.ToUpper(c))
-				}
-			}
-			return nil
-		},
-		show: func(p registry.Policy) string { return strings.Join(p.Retry.Codes, ",") },
-	},
-	durationField("retry.backoffBase", "1ms..1m", "the first retry's backoff, randomised and doubled on each retry",
-		registry.DefaultRetryBackoffBase.String()+" when retrying",
-		func(p *registry.Policy) *time.Duration { return &p.Retry.BackoffBase }),
-	durationField("retry.backoffMax", "retry.backoffBase..5m", "the cap of the backoff",
-		registry.DefaultRetryBackoffMax.String()+" (or retry.backoffBase if longer) when retrying",
-		func(p *registry.Policy) *time.Duration { return &p.Retry.BackoffMax }),
-	intField("outlier.failurePercent", "0..100",
-		"an endpoint whose share of failed calls over an interval exceeds it is ejected",
-		"0, no ejection by the policy", func(p *registry.Policy) *int { return &p.Outlier.FailurePercent }),
-	intField("outlier.minRequests", "1..1000000", "the calls an endpoint needs in an interval to be judged",
-		strconv.Itoa(registry.DefaultOutlierMinRequests)+" when ejecting",
-		func(p *registry.Policy) *int { return &p.Outlier.MinRequests }),
-	durationField("outlier.baseEjection", "1s..1h", "the first ejection's length, longer on each in a row",
-		registry.DefaultOutlierBaseEjection.String()+" when ejecting",
-		func(p *registry.Policy) *time.Duration { return &p.Outlier.BaseEjection }),
-	intField("outlier.maxEjectedPercent", "1..100", "the share of the endpoints ejected at once, at most",
-		strconv.Itoa(registry.DefaultOutlierMaxEjectedPercent)+" when ejecting",
-		func(p *registry.Policy) *int { return &p.Outlier.MaxEjectedPercent }),
-	intField("maxConcurrent", fmt.Sprintf("0..%d", registry.MaxConcurrentLimit),
-		"a client's calls in flight to the service; a call over it fails at once with Unavailable",
-		"0, no cap", func(p *registry.Policy) *int { return &p.MaxConcurrent }),
-	{
-		name: "affinityHeader",
-		rng: "a header name of lower case letters, digits, '-', '_' and '.', " +
-			"at most 128 bytes, not starting with grpc-",
-		about: "the request header whose value keeps calls on one endpoint (ring hash) " +
-			"and keys canaries",
-		dflt: registry.DefaultAffinityHeader,
-		set:  func(p *registry.Policy, v string) error { p.AffinityHeader = v; return nil },
-		show: func(p registry.Policy) string { return p.AffinityHeader },
-	},
-}
-
-func durationField(name, rng, about, dflt string, field func(*registry.Policy) *time.Duration) policyField {
-	return policyField{
-		name: name, rng: rng, about: about, dflt: dflt,
-		set: func(p *registry.Policy, v string) error {
-			if v == "" {
-				*field(p) = 0
-				return nil
-			}
-			d, err := time.ParseDuration(v)
-			if err != nil {
-				return fmt.Errorf("%q is not a duration (such as 800ms or 2s)", v)
-			}
-			*field(p) = d
-			return nil
-		},
-		show: func(p registry.Policy) string {
-			if d := *field(&p); d != 0 {
-				return d.String()
-			}
-			return ""
-		},
-	}
-}
-
-func intField(name, rng, about, dflt string, field func(*registry.Policy) *int) policyField {
-	return policyField{
-		name: name, rng: rng, about: about, dflt: dflt,
-		set: func(p *registry.Policy, v string) error {
-			if v == "" {
-				*field(p) = 0
-				return nil
-			}
-			n, err := strconv.Atoi(v)
-			if err != nil {
-				return fmt.Errorf("%q is not a whole number", v)
-			}
-			*field(p) = n
-			return nil
-		},
-		show: func(p registry.Policy) string {
-			if n := *field(&p); n != 0 {
-				return strconv.Itoa(n)
-			}
-			return ""
-		},
-	}
-}
-
-func lookupPolicyField(name string) (policyField, error) {
-	names := make([]string, len(policyFields))
-	for i, f := range policyFields {
-		if f.name == name {
-			return f, nil
+func policyFields(yield func(int, policyField) bool) {
+	for i, f := range registry.PolicyFields() {
+		if !yield(i, policyField{name: f.Name, PolicyField: f}) {
+			return
 		}
-		if strings.EqualFold(f.name, name) {
-			return policyField{}, fmt.Errorf("unknown field %q; did you mean %s?", name, f.name)
-		}
-		names[i] = f.name
 	}
-	return policyField{}, fmt.Errorf("unknown field %q; want one of %s", name, strings.Join(names, ", "))
 }
 
 // policyLong is the help of "muster policy": what it does, then every
@@ -179,7 +59,7 @@ it stays until "clear".
 Fields:
 `)
 	for _, f := range policyFields {
-		fmt.Fprintf(&b, "  %s\n%s", f.name, wrap("      ", f.rng+": "+f.about+". Default: "+f.dflt+".", 78))
+		fmt.Fprintf(&b, "  %s\n%s", f.name, wrap("      ", f.Range+": "+f.About+". Default: "+f.Default+".", 78))
 	}
 	return strings.TrimSuffix(b.String(), "\n")
 }
@@ -207,13 +87,8 @@ func wrap(indent, text string, width int) string {
 type policyCmd struct {
 	service string
 	verb    string // "show", "set" or "clear"
-	// pairs are the FIELD=VALUE pairs of set, parsed.
-	pairs []policyPair
-}
-
-type policyPair struct {
-	field policyField
-	value string
+	// edit is the FIELD=VALUE pairs of set, parsed.
+	edit registry.PolicyEdit
 }
 
 func newPolicyCmd(g *globalOptions) *cobra.Command {
@@ -274,75 +149,34 @@ func parsePolicyArgs(cmd *cobra.Command, args []string) (policyCmd, error) {
 		if len(rest) == 0 {
 			return policyCmd{}, usageErrorf("%s %s set needs at least one FIELD=VALUE", cmd.CommandPath(), pc.service)
 		}
-		seen := map[string]bool{}
-		for _, arg := range rest {
-			name, value, ok := strings.Cut(arg, "=")
-			if !ok {
-				return policyCmd{}, usageErrorf("%q: want FIELD=VALUE (FIELD= resets the field)", arg)
+		edit, err := registry.ParsePolicyEdit(rest)
+		if err != nil {
+			var pe *registry.PolicyEditError
+			if errors.As(err, &pe) {
+				return policyCmd{}, usageErrorf("%s", pe.Reason)
 			}
-			f, err := lookupPolicyField(name)
-			if err != nil {
-				return policyCmd{}, usageErrorf("%v", err)
-			}
-			if seen[name] {
-				return policyCmd{}, usageErrorf("%s is given twice", name)
-			}
-			seen[name] = true
-			if err := f.set(&registry.Policy{}, value); err != nil {
-				return policyCmd{}, usageErrorf("%s: %v; want %s", name, err, f.rng)
-			}
-			pc.pairs = append(pc.pairs, policyPair{field: f, value: value})
+			return policyCmd{}, &usageError{err: err}
 		}
+		pc.edit = edit
 	default:
 		return policyCmd{}, usageErrorf("%s %s: unknown verb %q; want show, set or clear", cmd.CommandPath(), pc.service, pc.verb)
 	}
 	return pc, nil
 }
 
-// merge returns p with the pairs applied (see policyLong for the rules),
-// or a usage error naming the field that makes the result invalid.
+// merge returns p with the pairs applied (see registry.PolicyEdit.Apply
+// for the rules), or a usage error naming the field that makes the result
+// invalid.
 func (pc policyCmd) merge(p registry.Policy) (registry.Policy, error) {
-	for _, pr := range pc.pairs {
-		_ = pr.field.set(&p, pr.value) // parsed by parsePolicyArgs
-	}
-	// Turning retries or ejection off drops the fields that mean nothing
-	// without it (often defaults stored with the policy), unless this
-	// command sets them too.
-	if pc.names("retry.maxAttempts") && p.Retry.MaxAttempts >= 0 && p.Retry.MaxAttempts <= 1 && !pc.namesOther("retry.", "retry.maxAttempts") {
-		p.Retry = registry.RetryPolicy{}
-	}
-	if pc.names("outlier.failurePercent") && p.Outlier.FailurePercent == 0 && !pc.namesOther("outlier.", "outlier.failurePercent") {
-		p.Outlier = registry.OutlierPolicy{}
-	}
-	if err := p.Validate(); err != nil {
+	p, err := pc.edit.Apply(p)
+	if err != nil {
 		var fe *registry.FieldError
 		if errors.As(err, &fe) {
 			return registry.Policy{}, usageErrorf("invalid policy of %s: %s: %s", pc.service, fe.Field, fe.Reason)
 		}
 		return registry.Policy{}, usageErrorf("invalid policy of %s: %v", pc.service, err)
 	}
-	return p.Normalize(), nil
-}
-
-// names reports whether a pair sets the field name.
-func (pc policyCmd) names(name string) bool {
-	for _, pr := range pc.pairs {
-		if pr.field.name == name {
-			return true
-		}
-	}
-	return false
-}
-
-// namesOther reports whether a pair sets a field whose name starts with
-// group, other than except.
-func (pc policyCmd) namesOther(group, except string) bool {
-	for _, pr := range pc.pairs {
-		if strings.HasPrefix(pr.field.name, group) && pr.field.name != except {
-			return true
-		}
-	}
-	return false
+	return p, nil
 }
 
 func runPolicy(ctx context.Context, g *globalOptions, output string, pc policyCmd, stdout, stderr io.Writer) error {
@@ -419,10 +253,8 @@ func writePolicy(w io.Writer, output, service string, p registry.Policy, ok bool
 		return err
 	}
 	var b strings.Builder
-	for _, f := range policyFields {
-		if v := f.show(p); v != "" {
-			fmt.Fprintf(&b, "%s %s\n", f.name, v)
-		}
+	for _, line := range p.Describe() {
+		b.WriteString(line + "\n")
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
