@@ -77,6 +77,6 @@ func NewCanaries(cli *clientv3.Client, opts ...Option) (*Canaries, error) {
 // base.
 func (c *Canaries) WatchCanary(ctx context.Context, service string) <-chan registry.Canary {
 	ch := make(chan registry.Canary, 1)
-	go followSetting(ctx, c.cli, c.o, &c.streams, "canary", registry.CanaryKey(c.o.prefix, service), registry.UnmarshalCanary, ch)
+	go followSetting(ctx, c.cli, c.o, &c.streams, "canary", registry.CanaryKey(c.o.prefix, service), registry.UnmarshalCanary, nil, ch)
 	return ch
 }

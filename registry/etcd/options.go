@@ -37,6 +37,7 @@ type options struct {
 	layout         Layout   // nil: Muster's own
 	mirrors        []Mirror // other layouts a Registrar also writes
 	maxTxnOps      int      // operations per transaction of a Registrar
+	setBy          string   // who SetPolicy records; "": nobody
 	// broadcastDeregisters makes a Registrar's Deregisters wake on every
 	// change of its state, as they did before waiting for their own key:
 	// set by tests only, to compare the two waits.
@@ -203,5 +204,20 @@ func WithLogger(l *slog.Logger) Option {
 			return
 		}
 		o.logger = l
+	}
+}
+
+// WithSetBy makes SetPolicy record who sets the policy, as "alice
+// (console)", and when (registry.PolicyInfo; etcd.GetPolicyInfo reads
+// them). The default records neither. An empty name, or one that
+// registry.PolicyInfo.Validate refuses (longer than registry.MaxSetByLen
+// bytes, or not printable UTF-8), is an error.
+func WithSetBy(who string) Option {
+	return func(o *options) {
+		if err := (registry.PolicyInfo{SetBy: who}).Validate(); who == "" || err != nil {
+			o.invalid("WithSetBy(%.64q): want 1 to %d bytes of printable UTF-8", who, registry.MaxSetByLen)
+			return
+		}
+		o.setBy = who
 	}
 }

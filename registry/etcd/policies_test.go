@@ -3,6 +3,7 @@ package etcd_test
 import (
 	"context"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -58,5 +59,65 @@ func TestPoliciesFollowThePolicy(t *testing.T) {
 	}
 	if _, err := etcd.NewPolicies(nil); err == nil {
 		t.Error("NewPolicies(nil) succeeded")
+	}
+}
+
+// WithSetBy records who set a policy and when; GetPolicyInfo and
+// WatchPolicyInfo read them, GetPolicy and clients do not; a bad name is
+// refused and writes nothing.
+func TestPolicySetByIsRecorded(t *testing.T) {
+	c := etcdtest.Start(t)
+	cli := c.Client(t)
+	ctx := ctxFor(t, 30*time.Second)
+	opts := fast("/p")
+	p := registry.Policy{Timeout: 800 * time.Millisecond}
+	if err := etcd.SetPolicy(ctx, cli, "svc", p, opts...); err != nil {
+		t.Fatal(err)
+	}
+	if info, ok, err := etcd.GetPolicyInfo(ctx, cli, "svc", opts...); err != nil || !ok || info.SetBy != "" || !info.SetAt.IsZero() {
+		t.Fatalf("GetPolicyInfo of a policy set without WithSetBy = %+v, %v, %v; want nobody, no time", info, ok, err)
+	}
+	ps, err := etcd.NewPolicies(cli, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	infos := ps.WatchPolicyInfo(ctx, "svc")
+	next := func() registry.PolicyInfo {
+		t.Helper()
+		select {
+		case info := <-infos:
+			return info
+		case <-time.After(10 * time.Second):
+			t.Fatal("no policy info within 10s")
+			return registry.PolicyInfo{}
+		}
+	}
+	if info := next(); info.SetBy != "" || !info.Policy.Equal(p) {
+		t.Fatalf("first info %+v", info)
+	}
+	before := time.Now().UTC()
+	if err := etcd.SetPolicy(ctx, cli, "svc", p, append(opts, etcd.WithSetBy("alice (console)"))...); err != nil {
+		t.Fatal(err)
+	}
+	after := time.Now().UTC()
+	info, ok, err := etcd.GetPolicyInfo(ctx, cli, "svc", opts...)
+	if err != nil || !ok || info.SetBy != "alice (console)" || info.SetAt.Before(before.Truncate(time.Second)) || info.SetAt.After(after) ||
+		info.SetAt.Location() != time.UTC || !info.Policy.Equal(p) {
+		t.Fatalf("GetPolicyInfo = %+v, %v, %v; want alice between %v and %v", info, ok, err, before, after)
+	}
+	if got := next(); got.SetBy != "alice (console)" || !got.SetAt.Equal(info.SetAt) {
+		t.Fatalf("WatchPolicyInfo after a set by alice: %+v", got)
+	}
+	if got, _, err := etcd.GetPolicy(ctx, cli, "svc", opts...); err != nil || !got.Equal(p) {
+		t.Fatalf("GetPolicy = %+v, %v", got, err)
+	}
+	for _, who := range []string{"", "a\tb", strings.Repeat("x", registry.MaxSetByLen+1)} {
+		err := etcd.SetPolicy(ctx, cli, "svc", registry.Policy{MaxConcurrent: 1}, append(opts, etcd.WithSetBy(who))...)
+		if err == nil || !strings.Contains(err.Error(), "WithSetBy") {
+			t.Errorf("WithSetBy(%q): %v, want an error naming it", who, err)
+		}
+	}
+	if got, _, _ := etcd.GetPolicyInfo(ctx, cli, "svc", opts...); !reflect.DeepEqual(got, info) {
+		t.Fatalf("a refused SetPolicy wrote %+v", got)
 	}
 }

@@ -3,6 +3,7 @@ package etcd
 import (
 	"context"
 	"fmt"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -14,17 +15,23 @@ import (
 // field out of its range is a *registry.FieldError naming it, and the zero
 // Policy, which sets nothing, is an error (ClearPolicy removes a policy).
 // The stored value is normalized (the defaults of the fields p uses filled
-// in). The policy is bound to no lease: it stays until ClearPolicy. Of the
-// options only WithPrefix and WithRequestTimeout apply.
+// in). With WithSetBy it also records who set it and now, in UTC
+// (registry.PolicyInfo), which clients ignore. The policy is bound to no
+// lease: it stays until ClearPolicy. Of the options only WithPrefix,
+// WithRequestTimeout and WithSetBy apply.
 func SetPolicy(ctx context.Context, cli *clientv3.Client, service string, p registry.Policy, opts ...Option) error {
 	if p.IsZero() {
 		return fmt.Errorf("etcd: set policy of %s: the zero Policy sets nothing; use ClearPolicy to remove a policy", service)
 	}
-	val, err := registry.MarshalPolicy(p)
+	op, key, err := policyKey(opts, service)
 	if err != nil {
 		return err
 	}
-	op, key, err := policyKey(opts, service)
+	info := registry.PolicyInfo{Policy: p, SetBy: op.setBy}
+	if op.setBy != "" {
+		info.SetAt = time.Now().UTC()
+	}
+	val, err := registry.MarshalPolicyInfo(info)
 	if err != nil {
 		return err
 	}
@@ -43,24 +50,55 @@ func SetPolicy(ctx context.Context, cli *clientv3.Client, service string, p regi
 // registry.ErrInvalidInstance). Of the options only WithPrefix and
 // WithRequestTimeout apply.
 func GetPolicy(ctx context.Context, cli *clientv3.Client, service string, opts ...Option) (registry.Policy, bool, error) {
+	val, ok, err := getPolicy(ctx, cli, service, opts)
+	if err != nil || !ok {
+		return registry.Policy{}, false, err
+	}
+	p, err := registry.UnmarshalPolicy(val.value)
+	if err != nil {
+		return registry.Policy{}, false, fmt.Errorf("etcd: policy %s: %w", val.key, err)
+	}
+	return p, true, nil
+}
+
+// GetPolicyInfo is GetPolicy with who set the policy and when, as
+// WithSetBy recorded them (empty when it was set without): for operators'
+// views. A stored value that does not decode is an error matching what
+// registry.UnmarshalPolicyInfo returns.
+func GetPolicyInfo(ctx context.Context, cli *clientv3.Client, service string, opts ...Option) (registry.PolicyInfo, bool, error) {
+	val, ok, err := getPolicy(ctx, cli, service, opts)
+	if err != nil || !ok {
+		return registry.PolicyInfo{}, false, err
+	}
+	info, err := registry.UnmarshalPolicyInfo(val.value)
+	if err != nil {
+		return registry.PolicyInfo{}, false, fmt.Errorf("etcd: policy %s: %w", val.key, err)
+	}
+	return info, true, nil
+}
+
+// storedValue is a value read from etcd and its key.
+type storedValue struct {
+	key   string
+	value []byte
+}
+
+// getPolicy reads the stored policy value of service; false if none.
+func getPolicy(ctx context.Context, cli *clientv3.Client, service string, opts []Option) (storedValue, bool, error) {
 	op, key, err := policyKey(opts, service)
 	if err != nil {
-		return registry.Policy{}, false, err
+		return storedValue{}, false, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, op.requestTimeout)
 	defer cancel()
 	resp, err := cli.Get(ctx, key)
 	if err != nil {
-		return registry.Policy{}, false, fmt.Errorf("etcd: read policy %s: %w", key, err)
+		return storedValue{}, false, fmt.Errorf("etcd: read policy %s: %w", key, err)
 	}
 	if len(resp.Kvs) == 0 {
-		return registry.Policy{}, false, nil
+		return storedValue{}, false, nil
 	}
-	p, err := registry.UnmarshalPolicy(resp.Kvs[0].Value)
-	if err != nil {
-		return registry.Policy{}, false, fmt.Errorf("etcd: policy %s: %w", key, err)
-	}
-	return p, true, nil
+	return storedValue{key: key, value: resp.Kvs[0].Value}, true, nil
 }
 
 // ClearPolicy removes the call policy of service, if any: clients keep

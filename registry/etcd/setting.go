@@ -58,11 +58,22 @@ func clearSetting(ctx context.Context, cli *clientv3.Client, what string, keyOf 
 // the watch (an error, a compaction, a lost leader) the key is read again,
 // backing off between failed attempts. ch coalesces: a send replaces what
 // it holds. It closes ch when ctx ends. streams selects the gRPC stream of
-// the watches of one source, moved on after a silence.
+// the watches of one source, moved on after a silence. unchanged, if not
+// nil, reports whether a stored value (cur) says nothing new after the one
+// last read (prev), both present: such a value is not sent (a policy's
+// setBy alone, the same value read again after a new watch).
 func followSetting[T any](ctx context.Context, cli *clientv3.Client, o options, streams *atomic.Uint64, what, key string,
-	decode func([]byte) (T, error), ch chan T) {
+	decode func([]byte) (T, error), unchanged func(prev, cur []byte) bool, ch chan T) {
 	defer close(ch)
+	var last []byte // the value last read; nil: none, or nothing read yet
+	read := false
 	publish := func(val []byte) {
+		prev := last
+		last = val
+		if read && unchanged != nil && prev != nil && val != nil && unchanged(prev, val) {
+			return
+		}
+		read = true
 		settingfeed.Send(ch, val, decode, func(err error) {
 			o.logger.Error("ignoring a bad "+what+" setting", "key", key, "error", err)
 		})
