@@ -142,10 +142,10 @@ func runLs(ctx context.Context, g *globalOptions, output, service string, stdout
 }
 
 // policyNote returns the line that says service has a call policy (muster
-// policy), with its fields, or "" when it has none. A policy that cannot
+// policy), with its fields and who set it when, or "" when it has none. A policy that cannot
 // be read is told on stderr, and the listing goes on.
 func (s *session) policyNote(ctx context.Context, service string, stderr io.Writer) string {
-	p, ok, err := etcd.GetPolicy(ctx, s.cli, service, etcd.WithPrefix(s.g.prefix))
+	info, ok, err := etcd.GetPolicyInfo(ctx, s.cli, service, etcd.WithPrefix(s.g.prefix))
 	if err != nil {
 		fmt.Fprintf(stderr, "muster: cannot read the policy of %s: %v\n", service, err)
 		return ""
@@ -153,7 +153,11 @@ func (s *session) policyNote(ctx context.Context, service string, stderr io.Writ
 	if !ok {
 		return ""
 	}
-	return "policy: " + strings.Join(p.Describe(), ", ") + " (muster policy " + service + ")"
+	note := "policy: " + strings.Join(info.Policy.Describe(), ", ") + " (muster policy " + service + ")"
+	if by := setBy(info); by != "" {
+		note += ", " + by
+	}
+	return note
 }
 
 // overridden returns the IDs of service's instances whose weight an

@@ -6,7 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"os/user"
+	"strconv"
 	"strings"
+	"time"
+	"unicode"
 
 	"github.com/spf13/cobra"
 
@@ -51,6 +56,13 @@ policy uses are stored with it. An unknown field, a value that does not parse
 or a policy out of range is refused with exit code 2, naming the field and
 its range, and nothing is written; a policy left setting nothing is removed.
 "clear" removes the policy.
+
+"set" records who set the policy and when: the etcd user (--user) or else
+the local user, as "alice (command)"; the console records "alice (console)".
+Show prints them on stderr after the fields ("set by alice (console) at
+2026-12-03T10:20:00Z"), and in JSON they are the stored value's "setBy" and
+"setAt". Clients ignore them: a set that changes nothing else changes no
+client's behaviour.
 
 The policy is stored in the registry; clients apply it as the policy documentation (docs/POLICY.md) says.
 Its key is <prefix>.policy/<service>, beside the canary, bound to no lease:
@@ -211,17 +223,43 @@ func runPolicy(ctx context.Context, g *globalOptions, output string, pc policyCm
 			if err := etcd.ClearPolicy(ctx, s.cli, service, opts...); err != nil {
 				return g.etcdError(ctx, "clear the policy of "+service, err)
 			}
-		} else if err := etcd.SetPolicy(ctx, s.cli, service, p, opts...); err != nil {
+			return writePolicy(stdout, stderr, output, service, registry.PolicyInfo{}, false)
+		}
+		if err := etcd.SetPolicy(ctx, s.cli, service, p, append(opts, etcd.WithSetBy(g.setter()))...); err != nil {
 			return g.etcdError(ctx, "set the policy of "+service, err)
 		}
-		return writePolicy(stdout, output, service, p, !p.IsZero())
+		fallthrough // show what is stored now
 	default:
-		p, ok, err := etcd.GetPolicy(ctx, s.cli, service, opts...)
+		info, ok, err := etcd.GetPolicyInfo(ctx, s.cli, service, opts...)
 		if err != nil {
 			return policyReadError(ctx, g, service, err)
 		}
-		return writePolicy(stdout, output, service, p, ok)
+		return writePolicy(stdout, stderr, output, service, info, ok)
 	}
+}
+
+// setter is who "muster policy set" records as setting a policy: the etcd
+// user (--user), else the local user, as "alice (command)".
+func (g *globalOptions) setter() string {
+	name := g.user
+	if name == "" {
+		if u, err := user.Current(); err == nil && u.Username != "" {
+			name = u.Username
+		} else if name = os.Getenv("USER"); name == "" {
+			name = "uid " + strconv.Itoa(os.Getuid())
+		}
+	}
+	// Keep the name printable and short enough for etcd.WithSetBy.
+	name = strings.Map(func(r rune) rune {
+		if !unicode.IsPrint(r) {
+			return '?'
+		}
+		return r
+	}, strings.ToValidUTF8(name, "?"))
+	if len(name) > 128 {
+		name = strings.ToValidUTF8(name[:128], "")
+	}
+	return name + " (command)"
 }
 
 // policyReadError is the error of a failed etcd.GetPolicy: a stored value
@@ -234,28 +272,50 @@ func policyReadError(ctx context.Context, g *globalOptions, service string, err 
 	return g.etcdError(ctx, "read the policy of "+service, err)
 }
 
-// writePolicy writes the policy p of service (none if !ok): in JSON the
-// value as stored (null for none), else each field set on a line, as in
-// "timeout 800ms".
-func writePolicy(w io.Writer, output, service string, p registry.Policy, ok bool) error {
+// writePolicy writes the stored policy info of service (none if !ok): in
+// JSON the value as stored (null for none), else each field set on a line,
+// as in "timeout 800ms", and who set it and when on stderr.
+func writePolicy(stdout, stderr io.Writer, output, service string, info registry.PolicyInfo, ok bool) error {
 	if output == outputJSON {
 		if !ok {
-			return writeJSON(w, nil)
+			return writeJSON(stdout, nil)
 		}
-		v, err := registry.MarshalPolicy(p)
+		v, err := registry.MarshalPolicyInfo(info)
 		if err != nil {
 			return err
 		}
-		return writeJSON(w, json.RawMessage(v))
+		return writeJSON(stdout, json.RawMessage(v))
 	}
 	if !ok {
-		_, err := fmt.Fprintf(w, "%s: no policy\n", service)
+		_, err := fmt.Fprintf(stdout, "%s: no policy\n", service)
 		return err
 	}
 	var b strings.Builder
-	for _, line := range p.Describe() {
+	for _, line := range info.Policy.Describe() {
 		b.WriteString(line + "\n")
 	}
-	_, err := io.WriteString(w, b.String())
-	return err
+	if _, err := io.WriteString(stdout, b.String()); err != nil {
+		return err
+	}
+	if by := setBy(info); by != "" {
+		_, err := fmt.Fprintln(stderr, by)
+		return err
+	}
+	return nil
+}
+
+// setBy says who set a policy and when, as "set by alice (console) at
+// 2026-12-03T10:20:00Z"; "" when neither is recorded.
+func setBy(info registry.PolicyInfo) string {
+	var parts []string
+	if info.SetBy != "" {
+		parts = append(parts, "by "+info.SetBy)
+	}
+	if !info.SetAt.IsZero() {
+		parts = append(parts, "at "+info.SetAt.UTC().Format(time.RFC3339))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "set " + strings.Join(parts, " ")
 }

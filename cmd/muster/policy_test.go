@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -293,5 +294,51 @@ func TestLsSaysAPolicyIsSet(t *testing.T) {
 	out := runOK(t, "ls", "user", "--endpoints", s.endpoint).stdout
 	if !strings.Contains(out, "policy: timeout 800ms, maxConcurrent 50 (muster policy user)") {
 		t.Fatalf("ls of a service with a policy:\n%s", out)
+	}
+}
+
+// set records who set the policy (the etcd user given by --user, without
+// its password; else the local user) and when; show prints them after the
+// fields, on stderr, JSON carries them, and ls says them on its policy line.
+func TestPolicyRecordsWhoSetIt(t *testing.T) {
+	s := newSecureRegistry(t)
+	before := time.Now().UTC().Truncate(time.Second)
+	runOK(t, s.args([]string{"policy", "user", "set", "timeout=800ms"}, "--user", "root:root-pw")...)
+	after := time.Now().UTC()
+	root := s.c.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	info, ok, err := etcd.GetPolicyInfo(ctx, root, "user")
+	if err != nil || !ok || info.SetBy != "root (command)" || info.SetAt.Before(before) || info.SetAt.After(after) {
+		t.Fatalf("stored policy info %+v, %v, %v; want set by root (command) between %v and %v", info, ok, err, before, after)
+	}
+	if raw, _ := rawPolicy(t, root, "user"); strings.Contains(raw, "root-pw") {
+		t.Fatalf("the stored policy holds the password: %s", raw)
+	}
+	r := runOK(t, s.args([]string{"policy", "user"}, "--user", "root:root-pw")...)
+	wantBy := "set by root (command) at " + info.SetAt.Format(time.RFC3339)
+	if r.stdout != "timeout 800ms\n" || r.stderr != wantBy+"\n" {
+		t.Fatalf("policy user show: stdout %q, stderr %q; want the field, then %q on stderr", r.stdout, r.stderr, wantBy)
+	}
+	var js struct {
+		Timeout string    `json:"timeout"`
+		SetBy   string    `json:"setBy"`
+		SetAt   time.Time `json:"setAt"`
+	}
+	r = runOK(t, s.args([]string{"policy", "user", "show", "-o", "json"}, "--user", "root:root-pw")...)
+	if err := json.Unmarshal([]byte(r.stdout), &js); err != nil || js.Timeout != "800ms" || js.SetBy != "root (command)" || !js.SetAt.Equal(info.SetAt) {
+		t.Fatalf("policy user -o json = %s (%v), want the setter and time", r.stdout, err)
+	}
+	r = runOK(t, s.args([]string{"ls", "user"}, "--user", "root:root-pw")...)
+	if want := "policy: timeout 800ms (muster policy user), " + wantBy + "\n"; !strings.Contains(r.stdout, want) {
+		t.Fatalf("ls user:\n%s\nwant the line %q", r.stdout, want)
+	}
+
+	// Without --user, the local user.
+	plain := startServe(t, t.TempDir())
+	runOK(t, "policy", "user", "set", "maxConcurrent=5", "--endpoints", plain.endpoint)
+	got, _ := rawPolicy(t, newClient(t, plain.endpoint), "user")
+	if want := `"setBy":` + strconv.Quote((&globalOptions{}).setter()); !strings.Contains(got, want) || !strings.HasSuffix((&globalOptions{}).setter(), " (command)") {
+		t.Fatalf("stored policy %s, want %s", got, want)
 	}
 }
