@@ -63,13 +63,24 @@ func (a actionRequest) validate() error {
 	return nil
 }
 
+// authorizeAction checks that r comes from a logged-in admin with the
+// session's CSRF token (auth.authorize) and returns who it is, for the log,
+// and the session; otherwise it answers 403, logs the refusal of what and
+// returns false.
+func (s *Server) authorizeAction(w http.ResponseWriter, r *http.Request, what string) (string, adminSession, bool) {
+	who, sess, ok := s.auth.authorize(r, time.Now())
+	if !ok {
+		s.opts.log.Warn("console: "+what+" refused", "from", r.RemoteAddr, "admin_enabled", s.auth.enabled())
+		http.Error(w, "console: actions need an admin session and its CSRF token", http.StatusForbidden)
+	}
+	return who, sess, ok
+}
+
 // handleAction drains, undrains or weighs instances, for a logged-in admin
 // whose request carries the session's CSRF token.
 func (s *Server) handleAction(w http.ResponseWriter, r *http.Request) {
-	who, ok := s.auth.authorize(r, time.Now())
+	who, _, ok := s.authorizeAction(w, r, "action")
 	if !ok {
-		s.opts.log.Warn("console: action refused", "from", r.RemoteAddr, "admin_enabled", s.auth.enabled())
-		http.Error(w, "console: actions need an admin session and its CSRF token", http.StatusForbidden)
 		return
 	}
 	var req actionRequest

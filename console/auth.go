@@ -97,19 +97,28 @@ func (a *auth) session(r *http.Request, now time.Time) (id string, s adminSessio
 // authorize checks that r comes from a logged-in admin and carries the
 // session's CSRF token (and, if the browser says where the request comes
 // from, that it is the console's own origin), and returns who it is for the
-// log.
-func (a *auth) authorize(r *http.Request, now time.Time) (who string, ok bool) {
+// log, and its session.
+func (a *auth) authorize(r *http.Request, now time.Time) (who string, s adminSession, ok bool) {
 	if !sameOrigin(r) {
-		return "", false
+		return "", adminSession{}, false
 	}
 	id, s, ok := a.session(r, now)
 	if !ok {
-		return "", false
+		return "", adminSession{}, false
 	}
 	if subtle.ConstantTimeCompare([]byte(r.Header.Get(csrfHeader)), []byte(s.csrf)) != 1 {
-		return "", false
+		return "", adminSession{}, false
 	}
-	return describeSession(id, s.user) + " from " + r.RemoteAddr, true
+	return describeSession(id, s.user) + " from " + r.RemoteAddr, s, true
+}
+
+// setter is who a change made in session s is recorded as having been made
+// by: "alice (console)", or "admin token (console)" for the admin token.
+func (s adminSession) setter() string {
+	if s.user != "" {
+		return s.user + " (console)"
+	}
+	return "admin token (console)"
 }
 
 // sameOrigin reports whether r's Origin header, if any, names the host r
@@ -218,7 +227,7 @@ func clipName(name string) string {
 }
 
 func (s *Server) handleLogout(w http.ResponseWriter, r *http.Request) {
-	if _, ok := s.auth.authorize(r, time.Now()); !ok {
+	if _, _, ok := s.auth.authorize(r, time.Now()); !ok {
 		http.Error(w, "console: not logged in", http.StatusForbidden)
 		return
 	}

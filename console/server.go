@@ -106,6 +106,8 @@ func (s *Server) routes() *http.ServeMux {
 	mux.HandleFunc("POST /ui/api/login", s.handleLogin)
 	mux.HandleFunc("POST /ui/api/logout", s.handleLogout)
 	mux.HandleFunc("POST /ui/api/action", s.handleAction)
+	mux.HandleFunc("POST /ui/api/policy", s.handlePolicy)
+	mux.HandleFunc("GET /ui/api/policy/fields", s.handlePolicyFields)
 	mux.HandleFunc("GET /ui/api/services/events", s.limited(s.handleFleetEvents))
 	mux.HandleFunc("GET /ui/api/service/events", s.limited(s.handleServiceEvents))
 	mux.HandleFunc("GET /ui/api/xds/events", s.limited(s.handleXDSEvents))

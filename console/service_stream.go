@@ -59,7 +59,7 @@ func (s *Server) handleServiceEvents(w http.ResponseWriter, r *http.Request) {
 	// (the first read too, which may differ from what a resumed page
 	// holds) is sent with the instances.
 	canaries := s.canaries.WatchCanary(ctx, name)
-	policies := s.policies.WatchPolicy(ctx, name)
+	policies := s.policies.WatchPolicyInfo(ctx, name)
 	hb := time.NewTicker(heartbeat)
 	defer hb.Stop()
 	leaseTick := time.NewTicker(leaseRefresh)
@@ -108,7 +108,7 @@ type serviceStream struct {
 	sent   bool
 	det    details
 	canary registry.Canary // the zero Canary: none
-	policy registry.Policy // the zero Policy: none
+	policy registry.PolicyInfo // the zero PolicyInfo: none
 }
 
 // publish sends snap to the page once it is loaded (or stale): "resumed" if

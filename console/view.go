@@ -58,12 +58,24 @@ type serviceView struct {
 	// Canary is the service's canary setting (muster canary); absent for
 	// none.
 	Canary *registry.Canary `json:"canary,omitempty"`
-	// Policy is the service's call policy (muster policy) as stored, e.g.
-	// {"v":1,"timeout":"800ms"}; absent for none.
+	// Policy is the service's call policy (muster policy) as stored, with
+	// who set it and when if recorded, e.g. {"v":1,"timeout":"800ms",
+	// "setBy":"alice (console)","setAt":"2026-12-03T10:20:00Z"}; absent
+	// for none.
 	Policy json.RawMessage `json:"policy,omitempty"`
+	// PolicyFields are the fields Policy sets, in the order of
+	// registry.PolicyFields, each as an assignment spells it
+	// ([{"name":"timeout","value":"800ms"}]); absent for none.
+	PolicyFields []policyValue `json:"policyFields,omitempty"`
 	// Changes are the changes since the previous event of the stream,
 	// oldest first.
 	Changes []change `json:"changes,omitempty"`
+}
+
+// policyValue is one field a policy sets.
+type policyValue struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
 }
 
 // details are what the console reads from etcd beside a snapshot.
@@ -74,8 +86,8 @@ type details struct {
 }
 
 // newServiceView is the state of a service page: snap, det, canary (the
-// zero Canary: none) and policy (the zero Policy: none).
-func newServiceView(snap registry.Snapshot, det details, canary registry.Canary, policy registry.Policy) serviceView {
+// zero Canary: none) and policy (a zero Policy: none).
+func newServiceView(snap registry.Snapshot, det details, canary registry.Canary, policy registry.PolicyInfo) serviceView {
 	v := serviceView{
 		Service: snap.Service, Revision: snap.Revision, Generation: snap.Generation,
 		Loaded: snap.Loaded, Stale: snap.Stale(), Instances: make([]instanceView, 0, len(snap.Instances)),
@@ -83,9 +95,14 @@ func newServiceView(snap registry.Snapshot, det details, canary registry.Canary,
 	if canary != (registry.Canary{}) {
 		v.Canary = &canary
 	}
-	if !policy.IsZero() {
-		if js, err := registry.MarshalPolicy(policy); err == nil {
+	if !policy.Policy.IsZero() {
+		if js, err := registry.MarshalPolicyInfo(policy); err == nil {
 			v.Policy = js
+			for _, f := range registry.PolicyFields() {
+				if val := f.Value(policy.Policy); val != "" {
+					v.PolicyFields = append(v.PolicyFields, policyValue{Name: f.Name, Value: val})
+				}
+			}
 		}
 	}
 	if v.Stale {

@@ -131,10 +131,15 @@ function shellQuote(s) {
   return /^[A-Za-z0-9._:@%+=,-]+$/.test(s) ? s : "'" + s.replace(/'/g, "'\\''") + "'";
 }
 
+// prefixFlag is the --prefix flag of the muster commands shown, or ''
+// for the default prefix.
+function prefixFlag() {
+  return muster.session.prefix !== '/muster/services' ? ' --prefix ' + shellQuote(muster.session.prefix) : '';
+}
+
 // commandFor is the muster command line doing action on one instance.
 function commandFor(action, service, id, weight) {
   let c = 'muster ' + action + ' ' + shellQuote(service) + ' ' + shellQuote(id);
   if (action === 'weight') c += ' ' + weight;
-  if (muster.session.prefix !== '/muster/services') c += ' --prefix ' + shellQuote(muster.session.prefix);
-  return c;
+  return c + prefixFlag();
 }

@@ -231,29 +231,96 @@
     p.dataset.percent = c ? String(c.percent) : '';
   }
 
-  // renderPolicy shows the service's call policy, if any, a field a line
-  // as "muster policy" names them.
+  // policyFields are the fields of a policy (name, range, about,
+  // default), in the order they are shown, for the editor.
+  let policyFields = [];
+
+  // buildPolicyEditor makes an input per field; an input being edited is
+  // left alone by the updates of the policy until it is saved.
+  function buildPolicyEditor() {
+    const box = document.getElementById('policy-fields');
+    box.replaceChildren(...policyFields.map((f) => {
+      const label = el('label', f.name + ' ');
+      const input = el('input');
+      input.dataset.field = f.name;
+      input.placeholder = f.default;
+      input.title = f.range + ': ' + f.about + '. Default: ' + f.default + '.';
+      input.addEventListener('input', () => { input.dataset.edited = 'yes'; });
+      label.appendChild(input);
+      return label;
+    }));
+  }
+
+  // policyValues maps each field the policy sets to its value.
+  function policyValues() {
+    const values = {};
+    for (const f of state.policyFields || []) values[f.name] = f.value;
+    return values;
+  }
+
+  // renderPolicy shows the service's call policy, a field a line as
+  // "muster policy" names them, who set it and when, and fills the editor.
   function renderPolicy() {
     const p = document.getElementById('policy');
     const pol = state.policy;
+    const fields = state.policyFields || [];
     p.hidden = !pol;
-    p.textContent = '';
-    if (!pol) return;
-    const parts = [];
-    const add = (name, v) => { if (v !== undefined && v !== '' && v !== 0) parts.push(name + ' ' + v); };
-    add('timeout', pol.timeout);
-    if (pol.retry) {
-      add('retry.maxAttempts', pol.retry.maxAttempts);
-      add('retry.codes', (pol.retry.codes || []).join(','));
-    }
-    if (pol.outlier) {
-      add('outlier.failurePercent', pol.outlier.failurePercent);
-      add('outlier.baseEjection', pol.outlier.baseEjection);
-    }
-    add('maxConcurrent', pol.maxConcurrent);
-    add('affinityHeader', pol.affinityHeader);
-    p.textContent = 'Call policy: ' + parts.join(', ') + ' (muster policy ' + name + ')';
+    p.textContent = pol ? 'Call policy: ' + fields.map((f) => f.name + ' ' + f.value).join(', ') + ' (muster policy ' + name + ')' : '';
+    const by = document.getElementById('policy-by');
+    by.hidden = !pol || !pol.setBy;
+    by.textContent = pol && pol.setBy ? 'Set by ' + pol.setBy + (pol.setAt ? ' at ' + pol.setAt.replace(/\.\d+Z$/, 'Z') : '') : '';
+    by.dataset.setBy = pol && pol.setBy ? pol.setBy : '';
+    const none = document.getElementById('no-policy');
+    none.hidden = !!pol || !state.loaded;
+    none.textContent = 'No call policy (muster policy ' + name + ' set FIELD=VALUE sets one).';
+    const values = policyValues();
+    document.querySelectorAll('#policy-fields input').forEach((input) => {
+      if (input.dataset.edited !== 'yes') input.value = values[input.dataset.field] || '';
+    });
   }
+
+  // editPolicy posts a policy edit and shows its result and the command
+  // doing the same.
+  async function editPolicy(body, cmd) {
+    const res = document.getElementById('policy-result');
+    const pre = document.getElementById('policy-cmd');
+    pre.textContent = cmd + prefixFlag();
+    pre.hidden = false;
+    res.dataset.done = '';
+    res.textContent = 'Saving…';
+    try {
+      await api('policy', body);
+      document.querySelectorAll('#policy-fields input').forEach((input) => { delete input.dataset.edited; });
+      res.textContent = 'Saved. Equivalent command:';
+      res.dataset.done = 'yes';
+      renderPolicy();
+    } catch (err) {
+      res.textContent = 'Failed: ' + err.message;
+      res.dataset.done = 'error';
+    }
+  }
+
+  document.getElementById('policy-edit').addEventListener('submit', (e) => {
+    e.preventDefault();
+    const values = policyValues();
+    const set = [];
+    document.querySelectorAll('#policy-fields input').forEach((input) => {
+      const v = input.value.trim();
+      if (v !== (values[input.dataset.field] || '')) set.push(input.dataset.field + '=' + v);
+    });
+    if (set.length === 0) {
+      document.getElementById('policy-result').textContent = 'Nothing to save: no field changed.';
+      return;
+    }
+    editPolicy({ service: name, set }, 'muster policy ' + shellQuote(name) + ' set ' + set.map(shellQuote).join(' '));
+  });
+  document.getElementById('policy-clear').addEventListener('click', () =>
+    editPolicy({ service: name, clear: true }, 'muster policy ' + shellQuote(name) + ' clear'));
+  fetch('api/policy/fields', { credentials: 'same-origin' }).then((r) => r.json()).then((fs) => {
+    policyFields = fs;
+    buildPolicyEditor();
+    renderPolicy();
+  }).catch(() => {});
 
   // tick refreshes the ages and the lease times without a full render.
   function tick() {
