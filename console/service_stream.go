@@ -107,7 +107,7 @@ type serviceStream struct {
 	prev   []*registry.Instance // the instances last sent
 	sent   bool
 	det    details
-	canary registry.Canary // the zero Canary: none
+	canary registry.Canary     // the zero Canary: none
 	policy registry.PolicyInfo // the zero PolicyInfo: none
 }
 
