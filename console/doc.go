@@ -24,7 +24,12 @@
 // the console's own), writes the same override keys as
 // muster drain, undrain and weight (etcd.SetOverride, etcd.ClearOverride),
 // and is logged with who asked for what (the user's name, or the token's
-// session).
+// session). The same session and token let an operator edit a service's
+// call policy on its page: FIELD=VALUE assignments merged into the stored
+// policy as muster policy set merges them (registry.PolicyEdit), or a
+// clear, recorded as set by "alice (console)" (etcd.WithSetBy); a value
+// out of range is refused with 400 naming the field and its range. The
+// page shows the policy with who set it and when, followed live.
 //
 // Given an xDS control plane (WithXDS), the console has a page of the
 // connected xDS clients: node, zone, since when, the services they follow

@@ -42,7 +42,8 @@ service, by its Muster name.
 The COLOR column is an instance's metadata "color" (the key balancers read by
 default; "-" for the base). A service's canary (muster canary) shows in the
 CANARY column of the services and under the table of its instances, and its
-call policy (muster policy), when one is set, on a "policy:" line after it.
+call policy (muster policy), when one is set, on a "policy:" line after it,
+with who set it and when.
 
 JSON output is an array: for services, objects {"name", "instances"} with
 "canary" ({"color", "percent"}) when one is set and, with --legacy,
