@@ -48,14 +48,7 @@ func TestConsolePolicyEdit(t *testing.T) {
 	}
 	c := newClient(t, f.url)
 	c.loginAs("admin-user", "correct horse")
-	for _, tc := range []struct {
-		what   string
-		header map[string]string
-	}{
-		{"no CSRF token", nil},
-		{"a wrong CSRF token", map[string]string{"X-CSRF-Token": "not-the-session-token"}},
-		{"the token from a foreign origin", map[string]string{"X-CSRF-Token": c.csrf, "Origin": "http://attacker.example"}},
-	} {
+	for _, tc := range forgedHeaders(c.csrf) {
 		if code := c.postWith("policy", good, tc.header); code != http.StatusForbidden {
 			t.Errorf("a policy edit with %s: %d, want 403", tc.what, code)
 		}

@@ -48,6 +48,22 @@ func (c *client) postWith(path string, body any, header map[string]string) int {
 	return resp.StatusCode
 }
 
+// forged are the headers of requests that carry a logged-in session's
+// cookie but must be refused: no CSRF token, a wrong one, or the session's
+// token (csrf) from another origin.
+type forged struct {
+	what   string
+	header map[string]string
+}
+
+func forgedHeaders(csrf string) []forged {
+	return []forged{
+		{"no CSRF token", nil},
+		{"a wrong CSRF token", map[string]string{"X-CSRF-Token": "not-the-session-token"}},
+		{"the token from a foreign origin", map[string]string{"X-CSRF-Token": csrf, "Origin": "http://attacker.example"}},
+	}
+}
+
 // An action needs the session's own CSRF token, not any token, and is
 // refused from another origin, even with the right token (each check
 // removed makes its case fail: a wrong non-empty token, or a foreign
@@ -58,14 +74,7 @@ func TestActionNeedsItsCSRFTokenAndOrigin(t *testing.T) {
 	c := newClient(t, f.url)
 	c.loginAs("alice", "correct horse")
 	drain := map[string]any{"action": "drain", "service": "payments", "ids": []string{"10.0.0.1:9001"}}
-	for _, tc := range []struct {
-		what   string
-		header map[string]string
-	}{
-		{"no CSRF token", nil},
-		{"a wrong CSRF token", map[string]string{"X-CSRF-Token": "not-the-session-token"}},
-		{"the token from a foreign origin", map[string]string{"X-CSRF-Token": c.csrf, "Origin": "http://attacker.example"}},
-	} {
+	for _, tc := range forgedHeaders(c.csrf) {
 		if code := c.postWith("action", drain, tc.header); code != http.StatusForbidden {
 			t.Errorf("an action with %s: %d, want 403", tc.what, code)
 		}
