@@ -1,5 +1,11 @@
 package etcd
 
+import (
+	"context"
+
+	"github.com/musterhq/muster/registry"
+)
+
 // WithBroadcastDeregisters makes a Registrar's Deregisters wait as they did
 // before each waited for its own key: woken by every change of the
 // registrar's state (every status update, every transaction landed).
@@ -27,4 +33,11 @@ func InFlight(r *Registrar) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.inflight)
+}
+
+// FollowPolicy sends the policies of service on ch as WatchPolicy does,
+// until ctx ends; then it closes ch. Given an unbuffered channel, a test
+// receives every value sent, none coalesced away.
+func FollowPolicy(p *Policies, ctx context.Context, service string, ch chan registry.Policy) {
+	p.follow(ctx, service, ch)
 }

@@ -31,14 +31,7 @@ func TestPoliciesFollowThePolicy(t *testing.T) {
 	ch := ps.WatchPolicy(wctx, "svc")
 	next := func(want registry.Policy) {
 		t.Helper()
-		select {
-		case got := <-ch:
-			if !reflect.DeepEqual(got, want) {
-				t.Fatalf("policy %+v, want %+v", got, want)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatalf("no policy within 10s, want %+v", want)
-		}
+		nextPolicy(t, ch, want)
 	}
 	next(first)
 	retry := registry.Policy{Retry: registry.RetryPolicy{MaxAttempts: 2, Codes: []string{"UNAVAILABLE"}}}
@@ -60,6 +53,58 @@ func TestPoliciesFollowThePolicy(t *testing.T) {
 	if _, err := etcd.NewPolicies(nil); err == nil {
 		t.Error("NewPolicies(nil) succeeded")
 	}
+}
+
+// nextPolicy receives the next policy of ch and fails t unless it is want,
+// within 10s.
+func nextPolicy(t *testing.T, ch <-chan registry.Policy, want registry.Policy) {
+	t.Helper()
+	select {
+	case got := <-ch:
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("policy %+v, want %+v", got, want)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no policy within 10s, want %+v", want)
+	}
+}
+
+// A policy stored again with only who set it and when changed is no
+// change: a policy watch does not send it. The watch sends on an unbuffered
+// channel here, so every value it sends is received, in order, and none is
+// coalesced away.
+func TestWatchPolicyIgnoresWhoSetIt(t *testing.T) {
+	c := etcdtest.Start(t)
+	cli := c.Client(t)
+	ctx := ctxFor(t, 30*time.Second)
+	opts := fast("/p")
+	ps, err := etcd.NewPolicies(cli, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := func(p registry.Policy, who string) {
+		t.Helper()
+		if err := etcd.SetPolicy(ctx, cli, "svc", p, append(opts, etcd.WithSetBy(who))...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first, second := registry.Policy{Timeout: time.Second}, registry.Policy{Timeout: 2 * time.Second}
+	set(first, "alice (console)")
+	wctx, stop := context.WithCancel(ctx)
+	ch := make(chan registry.Policy)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		etcd.FollowPolicy(ps, wctx, "svc", ch)
+	}()
+	nextPolicy(t, ch, first)
+	set(first, "bob (command)") // the same policy, another setter
+	set(second, "bob (command)")
+	nextPolicy(t, ch, second)
+	stop()
+	for range ch {
+	}
+	<-done
 }
 
 // WithSetBy records who set a policy and when; GetPolicyInfo and
