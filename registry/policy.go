@@ -254,11 +254,12 @@ type wirePolicy struct {
 	Outlier        *wireOutlier `json:"outlier,omitempty"`
 	MaxConcurrent  int          `json:"maxConcurrent,omitempty"`
 	AffinityHeader string       `json:"affinityHeader,omitempty"`
-	// SetBy and SetAt (RFC 3339, UTC) say who set the policy and when;
-	// readers that do not know them ignore them, as they ignore every
-	// unknown field.
-	SetBy string `json:"setBy,omitempty"`
-	SetAt string `json:"setAt,omitempty"`
+	// SetBy and SetAt (an RFC 3339 string, UTC) say who set the policy
+	// and when; readers that do not know them ignore them, as they ignore
+	// every unknown field. Raw, so that a value of another type is
+	// ignored too, not an error.
+	SetBy json.RawMessage `json:"setBy,omitempty"`
+	SetAt json.RawMessage `json:"setAt,omitempty"`
 }
 
 type wireRetry struct {
@@ -326,9 +327,12 @@ func MarshalPolicyInfo(info PolicyInfo) ([]byte, error) {
 		return nil, err
 	}
 	p := info.Policy.Normalize()
-	w := wirePolicy{V: SchemaVersion, MaxConcurrent: p.MaxConcurrent, AffinityHeader: p.AffinityHeader, SetBy: info.SetBy}
+	w := wirePolicy{V: SchemaVersion, MaxConcurrent: p.MaxConcurrent, AffinityHeader: p.AffinityHeader}
+	if info.SetBy != "" {
+		w.SetBy, _ = json.Marshal(info.SetBy) // a string always marshals
+	}
 	if !info.SetAt.IsZero() {
-		w.SetAt = info.SetAt.UTC().Format(time.RFC3339Nano)
+		w.SetAt, _ = json.Marshal(info.SetAt.UTC().Format(time.RFC3339Nano))
 	}
 	if p.Timeout > 0 {
 		w.Timeout = p.Timeout.String()
@@ -354,24 +358,23 @@ func UnmarshalPolicy(data []byte) (Policy, error) {
 }
 
 // UnmarshalPolicyInfo is UnmarshalPolicy with who set the policy and when,
-// if the value records them. A setAt that is not an RFC 3339 time is
-// ErrMalformedValue; a setBy that PolicyInfo.Validate refuses is a
-// *FieldError.
+// if the value records them. A setBy that PolicyInfo.Validate refuses, or a
+// setAt that is not an RFC 3339 time, is left out (empty), as clients
+// ignore both: a view of the policy shows what clients apply.
 func UnmarshalPolicyInfo(data []byte) (PolicyInfo, error) {
 	w, p, err := unmarshalPolicy(data)
 	if err != nil {
 		return PolicyInfo{}, err
 	}
-	info := PolicyInfo{Policy: p, SetBy: w.SetBy}
-	if w.SetAt != "" {
-		t, err := time.Parse(time.RFC3339Nano, w.SetAt)
-		if err != nil {
-			return PolicyInfo{}, fmt.Errorf("%w: policy: setAt: %q is not an RFC 3339 time", ErrMalformedValue, w.SetAt)
-		}
-		info.SetAt = t
+	info := PolicyInfo{Policy: p}
+	var by, at string
+	if json.Unmarshal(w.SetBy, &by) == nil && (PolicyInfo{SetBy: by}).Validate() == nil {
+		info.SetBy = by
 	}
-	if err := info.Validate(); err != nil {
-		return PolicyInfo{}, err
+	if json.Unmarshal(w.SetAt, &at) == nil {
+		if t, err := time.Parse(time.RFC3339Nano, at); err == nil {
+			info.SetAt = t
+		}
 	}
 	return info, nil
 }
