@@ -43,6 +43,7 @@ type config struct {
 	weights   lb.EndpointWeights
 	colors    lb.ColorConfig
 	locality  lb.LocalityConfig
+	slowStart lb.SlowStartConfig
 }
 
 func defaultConfig() *config {
@@ -60,7 +61,8 @@ func (c *config) MarshalJSON() ([]byte, error) {
 		EndpointWeights lb.EndpointWeights `json:"endpointWeights,omitempty"`
 		Colors          lb.ColorConfig     `json:"colors"`
 		Locality        lb.LocalityConfig  `json:"locality"`
-	}{c.decayTime.String(), c.outlier, c.weights, c.colors, c.locality})
+		SlowStart       lb.SlowStartConfig `json:"slowStart"`
+	}{c.decayTime.String(), c.outlier, c.weights, c.colors, c.locality, c.slowStart})
 }
 
 type builder struct{}
@@ -97,6 +99,7 @@ func (builder) ParseConfig(js json.RawMessage) (serviceconfig.LoadBalancingConfi
 		EndpointWeights json.RawMessage `json:"endpointWeights"`
 		Colors          json.RawMessage `json:"colors"`
 		Locality        json.RawMessage `json:"locality"`
+		SlowStart       json.RawMessage `json:"slowStart"`
 	}
 	if err := lb.DecodeStrict(js, &j); err != nil {
 		return nil, fmt.Errorf("%s: invalid config: %v", Name, err)
@@ -120,6 +123,9 @@ func (builder) ParseConfig(js json.RawMessage) (serviceconfig.LoadBalancingConfi
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
 	if cfg.locality, err = lb.ParseLocalityConfig(j.Locality); err != nil {
+		return nil, fmt.Errorf("%s: %w", Name, err)
+	}
+	if cfg.slowStart, err = lb.ParseSlowStartConfig(j.SlowStart); err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
 	return cfg, nil
@@ -160,7 +166,7 @@ func (b *p2cBalancer) UpdateClientConnState(s balancer.ClientConnState) error {
 		cfg = c
 	}
 	b.cfg.Store(cfg)
-	return b.Update(s, cfg.outlier, cfg.weights, cfg.colors, cfg.locality)
+	return b.Update(s, cfg.outlier, cfg.weights, cfg.colors, cfg.locality, cfg.slowStart)
 }
 
 // newPicker is called by lb.Base with its lock held.

@@ -216,7 +216,10 @@ func TestWeightsAndDrainingFromTheMusterResolver(t *testing.T) {
 		reg.Register(t, in)
 	}
 	conn := balancertest.Dial(t, "muster:///greeter", balancertest.ServiceConfig(capture.Name(), "", false), withResolvers(reg.Builder))
-	balancertest.CallUntil(t, conn, 10*time.Second, "both weighted backends called", balancertest.ServedAll(bs[:2]...))
+	// The weight-100 backend may lose every comparison while calls run
+	// one at a time: wait for both in the picker, not for both called.
+	balancertest.CallUntil(t, conn, 10*time.Second, "the weight-1000 backend called", balancertest.ServedAll(bs[1]))
+	waitFor(t, "both weighted backends in the picker", func() bool { return inPicker(bs[0].Addr) && inPicker(bs[1].Addr) })
 	bs[2].ResetCalls()
 	// The weight divides the score: with similar latencies the weight-1000
 	// backend takes the larger share (it loses a comparison only when its
@@ -314,4 +317,8 @@ func TestCanaryKeyHeader(t *testing.T) { balancertest.CanaryKeyHeader(t, Name) }
 func TestPolicyAffinity(t *testing.T)  { balancertest.PolicyAffinity(t, Name) }
 func TestPolicyOutlierEjection(t *testing.T) {
 	balancertest.PolicyOutlierEjection(t, Name, `{"decayTime":"50ms","outlier":{"consecutiveFailures":0}}`)
+}
+func TestSlowStart(t *testing.T) { balancertest.SlowStart(t, Name, "", false) }
+func TestSlowStartFollowsRegistration(t *testing.T) {
+	balancertest.SlowStartFollowsRegistration(t, Name)
 }

@@ -427,6 +427,8 @@ func TestParseConfig(t *testing.T) {
 		{`{"locality":{"overprovisioningFactor":0.5}}`, `muster_p2c: locality.overprovisioningFactor: 0.5 is out of range 1..10`},
 		{`{"locality":{"overprovisioningFactor":11}}`, `muster_p2c: locality.overprovisioningFactor: 11 is out of range 1..10`},
 		{`{"locality":{"factor":2}}`, `muster_p2c: locality: json: unknown field "factor"`},
+		{`{"slowStart":{"aggression":2}}`, `muster_p2c: slowStart.window: missing`},
+		{`{"slowStart":{"window":"2h"}}`, `muster_p2c: slowStart.window: 2h0m0s is longer than 1h0m0s`},
 	} {
 		_, err := builder{}.ParseConfig([]byte(tc.js))
 		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
@@ -452,7 +454,8 @@ func dur(ns float64) time.Duration { return time.Duration(ns) }
 func TestConfigSurvivesAJSONRoundTrip(t *testing.T) {
 	for _, js := range []string{`{}`,
 		`{"decayTime":"1.5s","outlier":{"consecutiveFailures":0,"baseEjectionTime":"250ms","maxEjectionTime":"1m","maxEjectionPercent":100},` +
-			`"endpointWeights":{"10.0.0.7:9000":200,"[::1]:80":1},"colors":{"key":"track","strict":true},"locality":{"overprovisioningFactor":1.2}}`,
+			`"endpointWeights":{"10.0.0.7:9000":200,"[::1]:80":1},"colors":{"key":"track","strict":true},"locality":{"overprovisioningFactor":1.2},` +
+			`"slowStart":{"window":"30s","aggression":2,"minWeightPercent":5}}`,
 		`{"colors":{"key":""}}`} {
 		first, err := builder{}.ParseConfig([]byte(js))
 		if err != nil {
@@ -467,7 +470,8 @@ func TestConfigSurvivesAJSONRoundTrip(t *testing.T) {
 			t.Fatalf("ParseConfig of the marshalled %s (%s): %v", js, out, err)
 		}
 		a, b := first.(*config), second.(*config)
-		if a.decayTime != b.decayTime || a.outlier != b.outlier || !maps.Equal(a.weights, b.weights) || a.colors != b.colors || a.locality != b.locality {
+		if a.decayTime != b.decayTime || a.outlier != b.outlier || !maps.Equal(a.weights, b.weights) || a.colors != b.colors || a.locality != b.locality ||
+			a.slowStart != b.slowStart {
 			t.Errorf("%s → %s → %+v, want %+v", js, out, *b, *a)
 		}
 	}

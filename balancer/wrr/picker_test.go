@@ -149,6 +149,8 @@ func TestParseConfig(t *testing.T) {
 	}
 	for _, tc := range []struct{ js, want string }{
 		{`{"colors":{"canary":5}}`, `muster_wrr: colors: json: unknown field "canary"`},
+		{`{"slowStart":{"window":"10s","minWeightPercent":150}}`, `muster_wrr: slowStart.minWeightPercent: 150 is out of range 0..100`},
+		{`{"slowStart":{"window":"10s","aggression":0}}`, `muster_wrr: slowStart.aggression: 0 is out of range 0.1..10`},
 		{`{"locality":{"overprovisioningFactor":"1.4"}}`, `muster_wrr: locality: json: cannot unmarshal string`},
 		{`{"locality":{"overprovisioningFactor":0}}`, `muster_wrr: locality.overprovisioningFactor: 0 is out of range 1..10`},
 		{`{"colors":{"key":7}}`, `muster_wrr: colors: json: cannot unmarshal number`},
@@ -193,7 +195,7 @@ func TestModMatchesTheRemainder(t *testing.T) {
 // grpc-go's xDS support marshals the parsed config and parses the result:
 // nothing may be lost on the way.
 func TestConfigSurvivesAJSONRoundTrip(t *testing.T) {
-	js := `{"outlier":{"consecutiveFailures":2,"baseEjectionTime":"1.5s","maxEjectionTime":"5m","maxEjectionPercent":0},"endpointWeights":{"db.local:5":10000},"colors":{"key":"","strict":true},"locality":{"overprovisioningFactor":3}}`
+	js := `{"outlier":{"consecutiveFailures":2,"baseEjectionTime":"1.5s","maxEjectionTime":"5m","maxEjectionPercent":0},"endpointWeights":{"db.local:5":10000},"colors":{"key":"","strict":true},"locality":{"overprovisioningFactor":3},"slowStart":{"window":"1m","aggression":0.5,"minWeightPercent":0}}`
 	want, _ := builder{}.ParseConfig([]byte(js))
 	out, err := json.Marshal(want)
 	if err != nil {
@@ -204,7 +206,8 @@ func TestConfigSurvivesAJSONRoundTrip(t *testing.T) {
 		t.Fatalf("ParseConfig(%s): %v", out, err)
 	}
 	if g, w := got.(*config), want.(*config); g.outlier != w.outlier || !maps.Equal(g.weights, w.weights) || g.colors != w.colors ||
-		g.locality != w.locality || g.locality.OverprovisioningFactor != 3 {
+		g.locality != w.locality || g.locality.OverprovisioningFactor != 3 ||
+		g.slowStart != w.slowStart || g.slowStart.Window != time.Minute {
 		t.Errorf("marshalled as %s, parsed again as %+v, want %+v", out, *g, *w)
 	}
 }

@@ -29,10 +29,11 @@ func init() {
 type config struct {
 	serviceconfig.LoadBalancingConfig `json:"-"`
 
-	outlier  lb.OutlierConfig
-	weights  lb.EndpointWeights
-	colors   lb.ColorConfig
-	locality lb.LocalityConfig
+	outlier   lb.OutlierConfig
+	weights   lb.EndpointWeights
+	colors    lb.ColorConfig
+	locality  lb.LocalityConfig
+	slowStart lb.SlowStartConfig
 }
 
 // MarshalJSON returns the config as ParseConfig reads it: grpc-go's xDS
@@ -44,7 +45,8 @@ func (c *config) MarshalJSON() ([]byte, error) {
 		EndpointWeights lb.EndpointWeights `json:"endpointWeights,omitempty"`
 		Colors          lb.ColorConfig     `json:"colors"`
 		Locality        lb.LocalityConfig  `json:"locality"`
-	}{c.outlier, c.weights, c.colors, c.locality})
+		SlowStart       lb.SlowStartConfig `json:"slowStart"`
+	}{c.outlier, c.weights, c.colors, c.locality, c.slowStart})
 }
 
 func defaultConfig() *config {
@@ -78,6 +80,7 @@ func (builder) ParseConfig(js json.RawMessage) (serviceconfig.LoadBalancingConfi
 		EndpointWeights json.RawMessage `json:"endpointWeights"`
 		Colors          json.RawMessage `json:"colors"`
 		Locality        json.RawMessage `json:"locality"`
+		SlowStart       json.RawMessage `json:"slowStart"`
 	}
 	if err := lb.DecodeStrict(js, &j); err != nil {
 		return nil, fmt.Errorf("%s: invalid config: %v", Name, err)
@@ -94,6 +97,9 @@ func (builder) ParseConfig(js json.RawMessage) (serviceconfig.LoadBalancingConfi
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
 	if cfg.locality, err = lb.ParseLocalityConfig(j.Locality); err != nil {
+		return nil, fmt.Errorf("%s: %w", Name, err)
+	}
+	if cfg.slowStart, err = lb.ParseSlowStartConfig(j.SlowStart); err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
 	return cfg, nil
@@ -119,7 +125,7 @@ func (b *wrrBalancer) UpdateClientConnState(s balancer.ClientConnState) error {
 		}
 		cfg = c
 	}
-	return b.Update(s, cfg.outlier, cfg.weights, cfg.colors, cfg.locality)
+	return b.Update(s, cfg.outlier, cfg.weights, cfg.colors, cfg.locality, cfg.slowStart)
 }
 
 // callbacks are an endpoint's Done callbacks, made once so that picks do

@@ -202,3 +202,7 @@ func TestPolicyAffinity(t *testing.T)  { balancertest.PolicyAffinity(t, Name) }
 func TestPolicyOutlierEjection(t *testing.T) {
 	balancertest.PolicyOutlierEjection(t, Name, `{"outlier":{"consecutiveFailures":0}}`)
 }
+func TestSlowStart(t *testing.T) { balancertest.SlowStart(t, Name, "", true) }
+func TestSlowStartFollowsRegistration(t *testing.T) {
+	balancertest.SlowStartFollowsRegistration(t, Name)
+}

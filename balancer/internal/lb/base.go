@@ -122,6 +122,12 @@ type Policy[T any] struct {
 // their locality level; calls without a key are picked as without it.
 // See affinityPicker.
 //
+// Slow start: with a SlowStartConfig, an endpoint whose instance
+// registered less than its window ago is handed to the policy with a
+// ramped weight (every weight scaled by rampScale, to keep the ramp's
+// precision), and while one ramps the picker is rebuilt from the last
+// children's state every step of the window; see SlowStartConfig.
+//
 // Locality: when the resolver state says where the client runs
 // (resolver.LocalityOf), each group of endpoints (the base, a color) is
 // split in levels by registry.Near: the client's zone, the rest of its
@@ -162,6 +168,10 @@ type Base[T any] struct {
 	tracks    map[string]*healthTrack  // per group, across pickers
 	maxCalls  int64                    // the call policy's maxConcurrent; 0: no cap
 	affinity  string                   // the call policy's affinityHeader; "" for none
+	slowStart SlowStartConfig          // from the last Update
+	last      balancer.State           // endpointsharding's last state, for rebuilding during a ramp
+	rampTimer *time.Timer              // rebuilds the picker during a ramp; nil when none is due
+	wallNow   func() time.Time
 	closed    bool
 
 	inFlight atomic.Int64 // calls picked and not done, for maxCalls; across pickers
@@ -174,6 +184,7 @@ func New[T any](cc balancer.ClientConn, opts balancer.BuildOptions, p Policy[T])
 		cc:        cc,
 		policy:    p,
 		now:       Nanotime,
+		wallNow:   time.Now,
 		endpoints: map[string]*Endpoint[T]{},
 	}
 	b.Detector.name = p.Name
@@ -199,7 +210,8 @@ func (i interceptor[T]) UpdateState(s balancer.State) { i.b.updateState(s) }
 // to the children, which makes a new picker (with the new weights even
 // when the endpoints are the same). It returns balancer.ErrBadResolverState for a state without
 // endpoints (gRPC then asks the resolver again, with backoff).
-func (b *Base[T]) Update(s balancer.ClientConnState, oc OutlierConfig, weights EndpointWeights, colors ColorConfig, lc LocalityConfig) error {
+func (b *Base[T]) Update(s balancer.ClientConnState, oc OutlierConfig, weights EndpointWeights, colors ColorConfig, lc LocalityConfig,
+	ss SlowStartConfig) error {
 	cp, _ := resolver.PolicyOf(s.ResolverState)
 	oc = oc.WithPolicy(cp.Outlier)
 	b.Detector.SetConfig(oc)
@@ -216,6 +228,7 @@ func (b *Base[T]) Update(s balancer.ClientConnState, oc OutlierConfig, weights E
 	b.localCfg = lc
 	b.maxCalls = int64(cp.MaxConcurrent)
 	b.affinity = cp.AffinityHeader
+	b.slowStart = ss
 	for _, ep := range s.ResolverState.Endpoints {
 		if len(ep.Addresses) == 0 {
 			continue
@@ -294,6 +307,10 @@ func (b *Base[T]) Close() {
 	b.mu.Lock()
 	b.closed = true
 	b.endpoints = nil
+	if b.rampTimer != nil {
+		b.rampTimer.Stop()
+		b.rampTimer = nil
+	}
 	b.mu.Unlock()
 	b.Detector.SetMembers(nil)
 }
@@ -314,12 +331,31 @@ func (b *Base[T]) Endpoints() []*Endpoint[T] {
 // updateState receives endpointsharding's state, whose picker carries every
 // child's state.
 func (b *Base[T]) updateState(s balancer.State) {
-	children := endpointsharding.ChildStatesFromPicker(s.Picker)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
 		return
 	}
+	b.last = s
+	b.applyLocked(s)
+}
+
+// refreshRamp rebuilds the picker from endpointsharding's last state with
+// the ramp's weights of now (see SlowStartConfig).
+func (b *Base[T]) refreshRamp() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.rampTimer = nil
+	if b.closed {
+		return
+	}
+	b.applyLocked(b.last)
+}
+
+// applyLocked hands gRPC the picker for endpointsharding's state s. Called
+// under b.mu.
+func (b *Base[T]) applyLocked(s balancer.State) {
+	children := endpointsharding.ChildStatesFromPicker(s.Picker)
 	ready := make([]Ready[T], 0, len(children))
 	positive := 0
 	var capacity map[string]levelCapacity
@@ -348,6 +384,8 @@ func (b *Base[T]) updateState(s balancer.State) {
 		}
 	}
 	b.capacity = capacity
+	wall := b.wallNow()
+	var rampEnd time.Time // the earliest end of a ramp under way; zero for none
 	for _, c := range children {
 		if c.State.ConnectivityState != connectivity.Ready || len(c.Endpoint.Addresses) == 0 {
 			continue
@@ -359,12 +397,18 @@ func (b *Base[T]) updateState(s balancer.State) {
 		w := weightOf(c.Endpoint, b.weights)
 		if w > 0 {
 			positive++
+			if b.slowStart.Enabled() {
+				w = b.rampedLocked(c.Endpoint, w, wall, &rampEnd)
+			}
 		}
 		r := Ready[T]{Endpoint: e, Picker: c.State.Picker, Weight: w, color: colorOf(c.Endpoint, b.colors.Key)}
 		if b.localOK {
 			r.level = levelOf(c.Endpoint, b.local)
 		}
 		ready = append(ready, r)
+	}
+	if !rampEnd.IsZero() && b.rampTimer == nil {
+		b.rampTimer = time.AfterFunc(min(b.slowStart.step(), rampEnd.Sub(wall)), b.refreshRamp)
 	}
 	if len(ready) == 0 {
 		b.Detector.SetMembers(nil)
@@ -389,6 +433,20 @@ func (b *Base[T]) updateState(s balancer.State) {
 		p = newCapPicker(p, b.maxCalls, &b.inFlight, b.policy.Name)
 	}
 	b.cc.UpdateState(balancer.State{ConnectivityState: connectivity.Ready, Picker: p})
+}
+
+// rampedLocked returns the weight w of endpoint ep under slow start at
+// wall (see SlowStartConfig), and moves rampEnd to the end of its ramp
+// when it ramps and that is earlier. Called under b.mu.
+func (b *Base[T]) rampedLocked(ep grpcresolver.Endpoint, w int, wall time.Time, rampEnd *time.Time) int {
+	in, ok := resolver.InstanceOf(ep)
+	if !ok {
+		return ramp(w, 1)
+	}
+	if end, ramping := b.slowStart.rampEnds(in.RegisteredAt, wall); ramping && (rampEnd.IsZero() || end.Before(*rampEnd)) {
+		*rampEnd = end
+	}
+	return ramp(w, b.slowStart.Factor(in.RegisteredAt, wall))
 }
 
 // newPicker returns the picker over ready, the READY endpoints of the
