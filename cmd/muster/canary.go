@@ -9,7 +9,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/musterhq/muster/registry"
-	"github.com/musterhq/muster/registry/etcd"
 )
 
 func newCanaryCmd(g *globalOptions) *cobra.Command {
@@ -65,42 +64,41 @@ func parseCanary(color, percent string) (registry.Canary, error) {
 }
 
 func runCanary(ctx context.Context, g *globalOptions, args []string, stdout, stderr io.Writer) error {
-	s, err := g.connect(ctx, stderr)
+	st, err := openSettings(ctx, g, stderr)
 	if err != nil {
 		return err
 	}
-	defer s.Close()
+	defer st.close()
+	return runCanaryOn(ctx, st, args, stdout)
+}
+
+// runCanaryOn runs "muster canary" on st.
+func runCanaryOn(ctx context.Context, st settingStore, args []string, stdout io.Writer) error {
 	service := args[0]
-	opts := []etcd.Option{etcd.WithPrefix(g.prefix), etcd.WithRequestTimeout(g.timeout)}
+	var c registry.Canary
 	switch len(args) {
 	case 1:
-		tctx, cancel := context.WithTimeout(ctx, g.timeout)
-		defer cancel()
-		key := registry.CanaryKey(g.prefix, service)
-		resp, err := s.cli.Get(tctx, key)
+		got, ok, err := st.canary(ctx, service)
 		if err != nil {
-			return g.etcdError(ctx, "read the canary of "+service, err)
+			return err
 		}
-		if len(resp.Kvs) == 0 {
-			fmt.Fprintf(stdout, "%s: no canary\n", service)
-			return nil
+		if !ok {
+			_, err := fmt.Fprintf(stdout, "%s: no canary\n", service)
+			return err
 		}
-		c, err := registry.UnmarshalCanary(resp.Kvs[0].Value)
-		if err != nil {
-			return fmt.Errorf("the canary of %s at %s: %w", service, key, err)
-		}
-		fmt.Fprintf(stdout, "%s: %v%% of uncolored calls to %s\n", service, c.Percent, c.Color)
+		c = got
 	case 2:
-		if err := etcd.ClearCanary(ctx, s.cli, service, opts...); err != nil {
-			return g.etcdError(ctx, "clear the canary of "+service, err)
+		if err := st.clearCanary(ctx, service); err != nil {
+			return err
 		}
-		fmt.Fprintf(stdout, "%s: canary off\n", service)
+		_, err := fmt.Fprintf(stdout, "%s: canary off\n", service)
+		return err
 	default:
-		c, _ := parseCanary(args[1], args[2]) // checked by canaryArgs
-		if err := etcd.SetCanary(ctx, s.cli, service, c, opts...); err != nil {
-			return g.etcdError(ctx, "set the canary of "+service, err)
+		c, _ = parseCanary(args[1], args[2]) // checked by canaryArgs
+		if err := st.setCanary(ctx, service, c); err != nil {
+			return err
 		}
-		fmt.Fprintf(stdout, "%s: %v%% of uncolored calls to %s\n", service, c.Percent, c.Color)
 	}
-	return nil
+	_, err := fmt.Fprintf(stdout, "%s: %v%% of uncolored calls to %s\n", service, c.Percent, c.Color)
+	return err
 }

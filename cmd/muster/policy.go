@@ -16,7 +16,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/musterhq/muster/registry"
-	"github.com/musterhq/muster/registry/etcd"
 )
 
 // policyField is a field of registry.PolicyFields under the name the help
@@ -192,17 +191,21 @@ func (pc policyCmd) merge(p registry.Policy) (registry.Policy, error) {
 }
 
 func runPolicy(ctx context.Context, g *globalOptions, output string, pc policyCmd, stdout, stderr io.Writer) error {
-	s, err := g.connect(ctx, stderr)
+	st, err := openSettings(ctx, g, stderr)
 	if err != nil {
 		return err
 	}
-	defer s.Close()
-	opts := []etcd.Option{etcd.WithPrefix(g.prefix), etcd.WithRequestTimeout(g.timeout)}
+	defer st.close()
+	return runPolicyOn(ctx, st, g.setter(), output, pc, stdout, stderr)
+}
+
+// runPolicyOn runs "muster policy" on st; by is who a set records.
+func runPolicyOn(ctx context.Context, st settingStore, by, output string, pc policyCmd, stdout, stderr io.Writer) error {
 	service := pc.service
 	switch pc.verb {
 	case "clear":
-		if err := etcd.ClearPolicy(ctx, s.cli, service, opts...); err != nil {
-			return g.etcdError(ctx, "clear the policy of "+service, err)
+		if err := st.clearPolicy(ctx, service); err != nil {
+			return err
 		}
 		if output == outputJSON {
 			return writeJSON(stdout, nil)
@@ -212,27 +215,28 @@ func runPolicy(ctx context.Context, g *globalOptions, output string, pc policyCm
 	case "set":
 		// Read, merge, write: a set running at the same time as another
 		// one may undo it (the last write wins).
-		p, _, err := etcd.GetPolicy(ctx, s.cli, service, opts...)
+		info, _, err := st.policy(ctx, service)
 		if err != nil {
-			return policyReadError(ctx, g, service, err)
+			return policyReadError(ctx, st, service, err)
 		}
-		if p, err = pc.merge(p); err != nil {
+		p, err := pc.merge(info.Policy)
+		if err != nil {
 			return err
 		}
 		if p.IsZero() {
-			if err := etcd.ClearPolicy(ctx, s.cli, service, opts...); err != nil {
-				return g.etcdError(ctx, "clear the policy of "+service, err)
+			if err := st.clearPolicy(ctx, service); err != nil {
+				return err
 			}
 			return writePolicy(stdout, stderr, output, service, registry.PolicyInfo{}, false)
 		}
-		if err := etcd.SetPolicy(ctx, s.cli, service, p, append(opts, etcd.WithSetBy(g.setter()))...); err != nil {
-			return g.etcdError(ctx, "set the policy of "+service, err)
+		if err := st.setPolicy(ctx, service, p, by); err != nil {
+			return err
 		}
 		fallthrough // show what is stored now
 	default:
-		info, ok, err := etcd.GetPolicyInfo(ctx, s.cli, service, opts...)
+		info, ok, err := st.policy(ctx, service)
 		if err != nil {
-			return policyReadError(ctx, g, service, err)
+			return policyReadError(ctx, st, service, err)
 		}
 		return writePolicy(stdout, stderr, output, service, info, ok)
 	}
@@ -264,12 +268,12 @@ func (g *globalOptions) setter() string {
 
 // policyReadError is the error of a failed etcd.GetPolicy: a stored value
 // that does not decode, or the request's error.
-func policyReadError(ctx context.Context, g *globalOptions, service string, err error) error {
+func policyReadError(ctx context.Context, st settingStore, service string, err error) error {
 	if errors.Is(err, registry.ErrMalformedValue) || errors.Is(err, registry.ErrUnsupportedVersion) ||
 		errors.Is(err, registry.ErrInvalidInstance) {
 		return fmt.Errorf("the stored policy of %s: %w (\"muster policy %s clear\" removes it)", service, err, service)
 	}
-	return g.etcdError(ctx, "read the policy of "+service, err)
+	return st.fail(ctx, "read the policy of "+service, err)
 }
 
 // writePolicy writes the stored policy info of service (none if !ok): in

@@ -198,7 +198,6 @@ func TestPolicyUsageErrors(t *testing.T) {
 		{[]string{"User"}, []string{"invalid service name"}},
 		{[]string{}, []string{"needs a service name"}},
 		{[]string{"user", "-o", "yaml"}, []string{`unknown format "yaml"`}},
-		{[]string{"user", "--registry", "zk://127.0.0.1:2181"}, []string{"policy works on etcd only"}},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			r := run(append(append([]string{"policy"}, tc.args...), ep...)...)

@@ -20,7 +20,7 @@ const zkScheme = "zk://"
 // zkCommand reports whether command works on a ZooKeeper registry.
 func zkCommand(name string) bool {
 	switch name {
-	case "ls", "get", "watch", "drain", "undrain", "weight":
+	case "ls", "get", "watch", "drain", "undrain", "weight", "canary", "policy":
 		return true
 	}
 	return false
@@ -34,7 +34,7 @@ func (g *globalOptions) addRegistryFlag(cmd *cobra.Command) {
 		return
 	}
 	cmd.Flags().StringVar(&g.registry, "registry", "",
-		"the registry: zk://host:port,host:port for ZooKeeper (ls, get, watch, drain, undrain, weight); empty for etcd at --endpoints")
+		"the registry: zk://host:port,host:port for ZooKeeper (ls, get, watch, drain, undrain, weight, canary, policy); empty for etcd at --endpoints")
 	etcdRun := cmd.RunE
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		servers, err := g.zkServers()
@@ -104,6 +104,14 @@ func runZK(cmd *cobra.Command, g *globalOptions, servers []string, args []string
 		return z.instances(ctx, output, args[0], args[1], stdout, stderr)
 	case "watch":
 		return z.watch(ctx, output, args[0], stdout)
+	case "canary":
+		return runCanaryOn(ctx, zkSettings{z: z, opts: g.zkOptions(stderr)}, args, stdout)
+	case "policy":
+		pc, err := parsePolicyArgs(cmd, args)
+		if err != nil {
+			return err
+		}
+		return runPolicyOn(ctx, zkSettings{z: z, opts: g.zkOptions(stderr)}, "", output, pc, stdout, stderr)
 	case "undrain":
 		return z.mutate(cmd, "undrain", args[0], args[1], nil)
 	case "drain":

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/musterhq/muster/internal/testkit/zktest"
 	"github.com/musterhq/muster/registry"
@@ -64,5 +66,49 @@ func TestZooKeeperRegistry(t *testing.T) {
 	}
 	if r := run("ls", "--registry", "consul://x:1"); r.code != exitUsage {
 		t.Fatalf("ls --registry consul://: exit %d, want %d", r.code, exitUsage)
+	}
+}
+
+// canary and policy work on a ZooKeeper registry too: set, shown, read by
+// the library, refused when bad (naming the field, nothing written), and
+// removed.
+func TestZooKeeperSettings(t *testing.T) {
+	c := zktest.Start(t)
+	reg := []string{"--registry", "zk://" + strings.Join(c.Addrs(), ",")}
+	ctx := context.Background()
+	if got := runOK(t, append([]string{"canary", "user", "blue", "5"}, reg...)...); got.stdout != "user: 5% of uncolored calls to blue\n" {
+		t.Fatalf("canary set printed %q", got.stdout)
+	}
+	if got := runOK(t, append([]string{"canary", "user"}, reg...)...); got.stdout != "user: 5% of uncolored calls to blue\n" {
+		t.Fatalf("canary show printed %q", got.stdout)
+	}
+	if cn, ok, err := zookeeper.GetCanary(ctx, c.Addrs(), "user"); err != nil || !ok || cn != (registry.Canary{Color: "blue", Percent: 5}) {
+		t.Fatalf("stored canary %+v, %v, %v", cn, ok, err)
+	}
+	if got := runOK(t, append([]string{"canary", "user", "off"}, reg...)...); got.stdout != "user: canary off\n" {
+		t.Fatalf("canary off printed %q", got.stdout)
+	}
+	if got := runOK(t, append([]string{"canary", "user"}, reg...)...); got.stdout != "user: no canary\n" {
+		t.Fatalf("canary show after off printed %q", got.stdout)
+	}
+
+	if got := runOK(t, append([]string{"policy", "user", "set", "timeout=800ms", "maxConcurrent=10"}, reg...)...); got.stdout != "timeout 800ms\nmaxConcurrent 10\n" {
+		t.Fatalf("policy set printed %q", got.stdout)
+	}
+	p, ok, err := zookeeper.GetPolicy(ctx, c.Addrs(), "user")
+	if err != nil || !ok || p.Timeout != 800*time.Millisecond || p.MaxConcurrent != 10 {
+		t.Fatalf("stored policy %+v, %v, %v", p, ok, err)
+	}
+	if r := run(append([]string{"policy", "user", "set", "timeout=2h"}, reg...)...); r.code != exitUsage || !strings.Contains(r.stderr, "timeout") {
+		t.Fatalf("policy set timeout=2h: exit %d, stderr %q; want a usage error naming timeout", r.code, r.stderr)
+	}
+	if got := runOK(t, append([]string{"policy", "user", "set", "timeout="}, reg...)...); got.stdout != "maxConcurrent 10\n" {
+		t.Fatalf("policy set timeout= printed %q", got.stdout)
+	}
+	if got := runOK(t, append([]string{"policy", "user", "clear"}, reg...)...); got.stdout != "user: policy cleared\n" {
+		t.Fatalf("policy clear printed %q", got.stdout)
+	}
+	if got := runOK(t, append([]string{"policy", "user", "show", "-o", "json"}, reg...)...); strings.TrimSpace(got.stdout) != "null" {
+		t.Fatalf("policy show -o json after clear printed %q", got.stdout)
 	}
 }

@@ -32,6 +32,15 @@ func SetCanary(ctx context.Context, servers []string, service string, c registry
 	return writeSetting(ctx, servers, "canary", registry.CanaryKey, service, val, opts)
 }
 
+// GetCanary reads the canary setting of service. It returns false, and the
+// zero Canary, when none is stored; a stored value that does not decode is
+// an error matching what registry.UnmarshalCanary returns. Of the options
+// only WithRoot, WithSessionTimeout, WithRequestTimeout and WithLogger
+// apply.
+func GetCanary(ctx context.Context, servers []string, service string, opts ...Option) (registry.Canary, bool, error) {
+	return getSetting(ctx, servers, "canary", registry.CanaryKey, service, registry.UnmarshalCanary, opts)
+}
+
 // ClearCanary removes the canary setting of service, if any. Of the
 // options only WithRoot, WithSessionTimeout, WithRequestTimeout and
 // WithLogger apply.
@@ -62,8 +71,16 @@ func SetPolicy(ctx context.Context, servers []string, service string, p registry
 // only WithRoot, WithSessionTimeout, WithRequestTimeout and WithLogger
 // apply.
 func GetPolicy(ctx context.Context, servers []string, service string, opts ...Option) (registry.Policy, bool, error) {
+	return getSetting(ctx, servers, "policy", registry.PolicyKey, service, registry.UnmarshalPolicy, opts)
+}
+
+// getSetting reads the setting what of service at pathOf's path; false
+// when there is none.
+func getSetting[T any](ctx context.Context, servers []string, what string, pathOf func(root, service string) string,
+	service string, decode func([]byte) (T, error), opts []Option) (T, bool, error) {
+	var zero T
 	var val []byte
-	err := onSetting(ctx, servers, registry.PolicyKey, service, opts, func(c *zk.Conn, p string) error {
+	err := onSetting(ctx, servers, pathOf, service, opts, func(c *zk.Conn, p string) error {
 		data, _, err := c.Get(p)
 		if errors.Is(err, zk.ErrNoNode) {
 			return nil
@@ -75,13 +92,13 @@ func GetPolicy(ctx context.Context, servers []string, service string, opts ...Op
 		return err
 	})
 	if err != nil || val == nil {
-		return registry.Policy{}, false, wrapSetting("read", "policy", service, err)
+		return zero, false, wrapSetting("read", what, service, err)
 	}
-	p, err := registry.UnmarshalPolicy(val)
+	v, err := decode(val)
 	if err != nil {
-		return registry.Policy{}, false, fmt.Errorf("zookeeper: policy of %s: %w", service, err)
+		return zero, false, fmt.Errorf("zookeeper: %s of %s: %w", what, service, err)
 	}
-	return p, true, nil
+	return v, true, nil
 }
 
 // ClearPolicy removes the call policy of service, if any: clients keep

@@ -82,6 +82,9 @@ func TestSettingsFollowed(t *testing.T) {
 		t.Fatal(err)
 	}
 	next(t, canaries, "the canary", func(c registry.Canary) bool { return c == registry.Canary{Color: "blue", Percent: 10} })
+	if c, ok, err := zookeeper.GetCanary(set, servers, "svc", opts...); err != nil || !ok || c != (registry.Canary{Color: "blue", Percent: 10}) {
+		t.Fatalf("GetCanary = %+v, %v, %v", c, ok, err)
+	}
 	p1 := registry.Policy{Timeout: 800 * time.Millisecond, MaxConcurrent: 10}
 	if err := zookeeper.SetPolicy(set, servers, "svc", p1, opts...); err != nil {
 		t.Fatal(err)
@@ -131,6 +134,9 @@ func TestSettingsFollowed(t *testing.T) {
 	next(t, canaries, "no canary after ClearCanary", func(c registry.Canary) bool { return c == registry.Canary{} })
 	if _, ok, err := zookeeper.GetPolicy(set, servers, "svc", opts...); ok || err != nil {
 		t.Fatalf("GetPolicy after ClearPolicy = %v, %v; want none", ok, err)
+	}
+	if _, ok, err := zookeeper.GetCanary(set, servers, "svc", opts...); ok || err != nil {
+		t.Fatalf("GetCanary after ClearCanary = %v, %v; want none", ok, err)
 	}
 	if err := zookeeper.ClearPolicy(set, servers, "svc", opts...); err != nil {
 		t.Fatalf("ClearPolicy of none = %v, want nil", err)
