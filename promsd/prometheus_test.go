@@ -11,8 +11,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/musterhq/muster/internal/testkit/promtest"
-	"github.com/musterhq/muster/promsd"
 	"github.com/musterhq/muster/internal/testkit/testbackend"
+	"github.com/musterhq/muster/promsd"
 	"github.com/musterhq/muster/registry"
 )
 
