@@ -32,7 +32,7 @@ type env struct {
 	url string
 }
 
-func newEnv(t *testing.T, opts ...promsd.Option) *env {
+func newEnv(t testing.TB, opts ...promsd.Option) *env {
 	t.Helper()
 	c := etcdtest.Start(t)
 	cli := c.Client(t)
@@ -56,7 +56,7 @@ func newEnv(t *testing.T, opts ...promsd.Option) *env {
 	return &env{c: c, reg: reg, h: h, url: srv.URL}
 }
 
-func (e *env) register(t *testing.T, in registry.Instance) {
+func (e *env) register(t testing.TB, in registry.Instance) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
