@@ -190,12 +190,18 @@ func runConsole(ctx context.Context, g *globalOptions, o consoleOptions, stderr 
 		return err
 	}
 	defer stop()
+	sd, stopSD, err := startPrometheusSD(cfg, g.prefix, log)
+	if err != nil {
+		return fmt.Errorf("console: %w", err)
+	}
+	defer stopSD()
 	lis, err := net.Listen("tcp", o.listen)
 	if err != nil {
 		return fmt.Errorf("console: --listen %s: %w", o.listen, err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle(r.pattern, r.handler)
+	mux.Handle(sd.pattern, sd.handler)
 	mux.Handle("GET /{$}", http.RedirectHandler(consolePath, http.StatusFound))
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	done := make(chan error, 1)
@@ -213,6 +219,7 @@ func runConsole(ctx context.Context, g *globalOptions, o consoleOptions, stderr 
 	log.Info("stopping")
 	// The event streams end with the console, then the server closes.
 	stop()
+	stopSD()
 	_ = hs.Close()
 	if err := <-done; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("console: %w", err)

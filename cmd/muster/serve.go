@@ -23,6 +23,7 @@ import (
 	"github.com/musterhq/muster/console"
 	"github.com/musterhq/muster/internal/embedetcd"
 	"github.com/musterhq/muster/metrics"
+	"github.com/musterhq/muster/registry"
 	"github.com/musterhq/muster/registry/etcd"
 	"github.com/musterhq/muster/xds"
 )
@@ -266,8 +267,18 @@ func runServe(ctx context.Context, o serveOptions, stderr io.Writer, ready func(
 			_ = srv.Close()
 			return err
 		}
-		stopUI = stopConsole
-		defer stopConsole()
+		sd, stopSD, err := startPrometheusSD(o.security.selfClient(srv), registry.DefaultPrefix, log)
+		if err != nil {
+			stopConsole()
+			stopXDS()
+			_ = srv.Close()
+			return fmt.Errorf("serve: %w", err)
+		}
+		stopUI = func() {
+			stopSD()
+			stopConsole()
+		}
+		defer stopUI()
 		stop, addr, err := serveMetrics(o.metricsAddr, xdsMetrics, func() error {
 			select {
 			case <-srv.Done():
@@ -275,14 +286,15 @@ func runServe(ctx context.Context, o serveOptions, stderr io.Writer, ready func(
 			default:
 				return nil
 			}
-		}, ui)
+		}, ui, sd)
 		if err != nil {
 			stopXDS()
 			_ = srv.Close()
 			return fmt.Errorf("serve: --metrics-listen %s: %w", o.metricsAddr, err)
 		}
 		defer stop()
-		log.Info("metrics on http://" + addr + "/metrics, health on http://" + addr + "/healthz, console on http://" + addr + consolePath)
+		log.Info("metrics on http://" + addr + "/metrics, health on http://" + addr + "/healthz, console on http://" + addr + consolePath +
+			", Prometheus service discovery on http://" + addr + prometheusSDPath)
 	}
 	log.Info("ready, clients use --endpoints "+srv.Endpoint()+"; data in "+o.dataDir, "name", o.name,
 		"tls", o.security.clientTLS() != nil, "auth", o.security.rootPassword != "")
