@@ -142,7 +142,8 @@ func newConsoleCmd(g *globalOptions) *cobra.Command {
 etcd cluster given by --endpoints (the same flags as every command): the
 services, their instances live as they change, and the stale state when etcd
 does not answer. muster serve serves the same console on its --metrics-listen
-address.
+address. Both also answer Prometheus's HTTP service discovery of every
+registered instance at /prometheus/sd (docs/PROMETHEUS.md).
 
 The console is read-only unless --console-admin-token-file names a file
 holding an admin token, or --console-admin-basic-auth-file an htpasswd file

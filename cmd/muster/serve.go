@@ -165,8 +165,9 @@ with --xds-cert and --xds-key (and client certificates signed by
 --xds-cacert required, if given); those files are read again when they
 change, so certificates rotate without a restart.
 
-On its metrics address (--metrics-listen) it serves /metrics, /healthz and
-the web console at /ui/: the services and their instances, live (and, with
+On its metrics address (--metrics-listen) it serves /metrics, /healthz,
+Prometheus's HTTP service discovery of every registered instance at
+/prometheus/sd (docs/PROMETHEUS.md) and the web console at /ui/: the services and their instances, live (and, with
 --xds-listen, the connected xDS clients with their acknowledged versions);
 read-only unless --console-admin-token-file names a file holding the token that lets
 an operator drain, undrain and weigh instances, or --console-admin-basic-auth-file
