@@ -1,13 +1,16 @@
 package promsd_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -225,5 +228,44 @@ func TestValidateMetricsAddr(t *testing.T) {
 		if err := promsd.ValidateMetricsAddr(bad); err == nil || !strings.Contains(err.Error(), "promsd: metrics address") {
 			t.Errorf("ValidateMetricsAddr(%q) = %v, want an error naming the metrics address", bad, err)
 		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the handler's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestBadMetricsAddressIsLoggedOnce(t *testing.T) {
+	var logs syncBuffer
+	e := newEnv(t, promsd.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	e.register(t, registry.Instance{Name: "api", ID: "bad", Addr: "127.0.0.1:8080", Metadata: map[string]string{"metrics": "9100"}})
+	e.register(t, registry.Instance{Name: "api", ID: "a1", Addr: "127.0.0.1:8081", Metadata: map[string]string{"metrics": ":9100"}})
+	waitTargets(t, e.url, "127.0.0.1:9100")
+	// Each change of the service encodes it again; the bad instance, kept
+	// as it was, is not logged again.
+	e.register(t, registry.Instance{Name: "api", ID: "a2", Addr: "127.0.0.2:8081", Metadata: map[string]string{"metrics": ":9100"}})
+	waitTargets(t, e.url, "127.0.0.1:9100", "127.0.0.2:9100")
+	e.register(t, registry.Instance{Name: "api", ID: "bad", Addr: "127.0.0.1:8080", Version: "v2", Metadata: map[string]string{"metrics": "9100"}})
+	e.register(t, registry.Instance{Name: "api", ID: "a3", Addr: "127.0.0.3:8081", Metadata: map[string]string{"metrics": ":9100"}})
+	waitTargets(t, e.url, "127.0.0.1:9100", "127.0.0.2:9100", "127.0.0.3:9100")
+	if n := strings.Count(logs.String(), "bad metrics address"); n != 1 || !strings.Contains(logs.String(), "id=bad") {
+		t.Errorf("the bad address was logged %d times, want once:\n%s", n, logs.String())
+	}
+	if st := e.h.Stats(); st.SkippedTargets != 1 || st.Targets != 3 {
+		t.Errorf("Stats = %+v, want 3 targets and 1 skipped", st)
 	}
 }
