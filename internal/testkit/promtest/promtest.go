@@ -221,6 +221,6 @@ func (s *Server) WaitTargets(t testing.TB, timeout time.Duration, describe strin
 			t.Fatalf("promtest: not %s within %v; last targets %+v (error %v); log:\n%s",
 				describe, timeout, last, lastErr, s.logTail())
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(250 * time.Millisecond) // the answer may list thousands of targets: not too often
 	}
 }
