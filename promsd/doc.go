@@ -28,5 +28,12 @@
 // registry since the last listing) has no targets until the next listing.
 //
 // A Handler is safe for concurrent use; Close stops its goroutines and
-// watchers.
+// watchers. It is mounted like any handler:
+//
+//	h, err := promsd.NewHandler(discovery)
+//	if err != nil {
+//		return err
+//	}
+//	defer h.Close()
+//	mux.Handle("GET /prometheus/sd", h)
 package promsd
