@@ -1,10 +1,13 @@
 package server
 
 import (
+	"fmt"
 	"log/slog"
 	"time"
 
 	"google.golang.org/grpc"
+
+	"github.com/musterhq/muster/promsd"
 )
 
 // Defaults used when an option is not given or given an invalid value.
@@ -25,6 +28,8 @@ type options struct {
 	grpcOptions     []grpc.ServerOption
 	logger          *slog.Logger
 	noColor         bool
+	metricsAddr     string // "" for none
+	err             error  // the first invalid option that New reports
 }
 
 func buildOptions(opts []Option) options {
@@ -90,4 +95,24 @@ func WithLogger(l *slog.Logger) Option {
 // a colored request reaches the same color of every service along its path.
 func WithoutColorPropagation() Option {
 	return func(o *options) { o.noColor = true }
+}
+
+// WithMetricsAddr makes the server's instance declare where its metrics are
+// served, as the metadata key promsd.MetadataKey ("metrics"), for
+// Prometheus's HTTP service discovery (package promsd, docs/PROMETHEUS.md):
+// host:port, or :port for the host of the instance's address. It replaces
+// a value the instance's Metadata holds. By default the key is left as the
+// instance has it. An invalid address (no port, a port outside 1..65535, a
+// host that is neither an IP address nor a DNS name) makes New fail with
+// an error naming it.
+func WithMetricsAddr(addr string) Option {
+	return func(o *options) {
+		if err := promsd.ValidateMetricsAddr(addr); err != nil {
+			if o.err == nil {
+				o.err = fmt.Errorf("server: WithMetricsAddr: %w", err)
+			}
+			return
+		}
+		o.metricsAddr = addr
+	}
 }

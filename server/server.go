@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"os/signal"
 	"sync"
@@ -18,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/musterhq/muster/color"
+	"github.com/musterhq/muster/promsd"
 	"github.com/musterhq/muster/registry"
 )
 
@@ -64,6 +66,16 @@ func New(reg registry.Registrar, in registry.Instance, opts ...Option) (*Server,
 		return nil, err
 	}
 	o := buildOptions(opts)
+	if o.err != nil {
+		return nil, o.err
+	}
+	if o.metricsAddr != "" {
+		in.Metadata = maps.Clone(in.Metadata)
+		if in.Metadata == nil {
+			in.Metadata = map[string]string{}
+		}
+		in.Metadata[promsd.MetadataKey] = o.metricsAddr
+	}
 	s := &Server{
 		reg:    reg,
 		inst:   in,

@@ -142,7 +142,8 @@ func newConsoleCmd(g *globalOptions) *cobra.Command {
 etcd cluster given by --endpoints (the same flags as every command): the
 services, their instances live as they change, and the stale state when etcd
 does not answer. muster serve serves the same console on its --metrics-listen
-address.
+address. Both also answer Prometheus's HTTP service discovery of every
+registered instance at /prometheus/sd (docs/PROMETHEUS.md).
 
 The console is read-only unless --console-admin-token-file names a file
 holding an admin token, or --console-admin-basic-auth-file an htpasswd file
@@ -190,12 +191,18 @@ func runConsole(ctx context.Context, g *globalOptions, o consoleOptions, stderr 
 		return err
 	}
 	defer stop()
+	sd, stopSD, err := startPrometheusSD(cfg, g.prefix, log)
+	if err != nil {
+		return fmt.Errorf("console: %w", err)
+	}
+	defer stopSD()
 	lis, err := net.Listen("tcp", o.listen)
 	if err != nil {
 		return fmt.Errorf("console: --listen %s: %w", o.listen, err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle(r.pattern, r.handler)
+	mux.Handle(sd.pattern, sd.handler)
 	mux.Handle("GET /{$}", http.RedirectHandler(consolePath, http.StatusFound))
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	done := make(chan error, 1)
@@ -213,6 +220,7 @@ func runConsole(ctx context.Context, g *globalOptions, o consoleOptions, stderr 
 	log.Info("stopping")
 	// The event streams end with the console, then the server closes.
 	stop()
+	stopSD()
 	_ = hs.Close()
 	if err := <-done; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("console: %w", err)

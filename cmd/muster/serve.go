@@ -23,6 +23,7 @@ import (
 	"github.com/musterhq/muster/console"
 	"github.com/musterhq/muster/internal/embedetcd"
 	"github.com/musterhq/muster/metrics"
+	"github.com/musterhq/muster/registry"
 	"github.com/musterhq/muster/registry/etcd"
 	"github.com/musterhq/muster/xds"
 )
@@ -164,8 +165,9 @@ with --xds-cert and --xds-key (and client certificates signed by
 --xds-cacert required, if given); those files are read again when they
 change, so certificates rotate without a restart.
 
-On its metrics address (--metrics-listen) it serves /metrics, /healthz and
-the web console at /ui/: the services and their instances, live (and, with
+On its metrics address (--metrics-listen) it serves /metrics, /healthz,
+Prometheus's HTTP service discovery of every registered instance at
+/prometheus/sd (docs/PROMETHEUS.md) and the web console at /ui/: the services and their instances, live (and, with
 --xds-listen, the connected xDS clients with their acknowledged versions);
 read-only unless --console-admin-token-file names a file holding the token that lets
 an operator drain, undrain and weigh instances, or --console-admin-basic-auth-file
@@ -266,8 +268,18 @@ func runServe(ctx context.Context, o serveOptions, stderr io.Writer, ready func(
 			_ = srv.Close()
 			return err
 		}
-		stopUI = stopConsole
-		defer stopConsole()
+		sd, stopSD, err := startPrometheusSD(o.security.selfClient(srv), registry.DefaultPrefix, log)
+		if err != nil {
+			stopConsole()
+			stopXDS()
+			_ = srv.Close()
+			return fmt.Errorf("serve: %w", err)
+		}
+		stopUI = func() {
+			stopSD()
+			stopConsole()
+		}
+		defer stopUI()
 		stop, addr, err := serveMetrics(o.metricsAddr, xdsMetrics, func() error {
 			select {
 			case <-srv.Done():
@@ -275,14 +287,15 @@ func runServe(ctx context.Context, o serveOptions, stderr io.Writer, ready func(
 			default:
 				return nil
 			}
-		}, ui)
+		}, ui, sd)
 		if err != nil {
 			stopXDS()
 			_ = srv.Close()
 			return fmt.Errorf("serve: --metrics-listen %s: %w", o.metricsAddr, err)
 		}
 		defer stop()
-		log.Info("metrics on http://" + addr + "/metrics, health on http://" + addr + "/healthz, console on http://" + addr + consolePath)
+		log.Info("metrics on http://" + addr + "/metrics, health on http://" + addr + "/healthz, console on http://" + addr + consolePath +
+			", Prometheus service discovery on http://" + addr + prometheusSDPath)
 	}
 	log.Info("ready, clients use --endpoints "+srv.Endpoint()+"; data in "+o.dataDir, "name", o.name,
 		"tls", o.security.clientTLS() != nil, "auth", o.security.rootPassword != "")

@@ -1,0 +1,44 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"sync"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/musterhq/muster/promsd"
+	"github.com/musterhq/muster/registry/etcd"
+)
+
+// prometheusSDPath is where serve and console answer Prometheus's HTTP
+// service discovery (docs/PROMETHEUS.md).
+const prometheusSDPath = "/prometheus/sd"
+
+// startPrometheusSD follows every service of the registry cfg reaches under
+// prefix and returns the route of its HTTP service discovery, and the
+// function that stops it (to call before etcd stops).
+func startPrometheusSD(cfg clientv3.Config, prefix string, log *slog.Logger) (route, func(), error) {
+	log = log.With("component", "muster.promsd")
+	cli, err := clientv3.New(cfg)
+	if err != nil {
+		return route{}, nil, fmt.Errorf("prometheus sd: etcd client: %w", err)
+	}
+	d, err := etcd.NewDiscovery(cli, etcd.WithPrefix(prefix), etcd.WithLogger(log))
+	if err != nil {
+		cli.Close()
+		return route{}, nil, fmt.Errorf("prometheus sd: %w", err)
+	}
+	h, err := promsd.NewHandler(d, promsd.WithLogger(log))
+	if err != nil {
+		_ = d.Close()
+		cli.Close()
+		return route{}, nil, fmt.Errorf("prometheus sd: %w", err)
+	}
+	stop := sync.OnceFunc(func() {
+		_ = h.Close()
+		_ = d.Close()
+		_ = cli.Close()
+	})
+	return route{pattern: "GET " + prometheusSDPath, handler: h}, stop, nil
+}
