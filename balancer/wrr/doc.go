@@ -143,6 +143,10 @@
 // exactly: measured with a 10 s linear ramp from 10 %, a new backend beside
 // two old ones got 5.4 % of the calls in its first 2 s (4.8..9 % by the
 // formula) and 19.6 % 4..6 s in (17..23 %); without slow start, 33 %.
+// For a p99 to hold during a rolling deploy, a cold backend must take less
+// than 1 % of the calls while it is cold: choose a window longer than the
+// cold period and a ramp that starts low (e.g. window 20s, aggression 0.5,
+// minWeightPercent 0; docs/BENCHMARKS.md, "Rolling deploy").
 //
 // # Config
 //
