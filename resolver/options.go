@@ -33,6 +33,7 @@ type options struct {
 	canaries        registry.CanarySource
 	policies        registry.PolicySource
 	policyLB        string // WithPolicyServiceConfig's loadBalancingConfig; "" for none
+	clock           clock  // protection's time; realClock but in tests
 }
 
 func buildOptions(opts []Option) options {
@@ -43,6 +44,7 @@ func buildOptions(opts []Option) options {
 		protectFraction: defaultProtectFraction,
 		protectWindow:   defaultProtectWindow,
 		logger:          slog.Default(),
+		clock:           realClock{},
 	}
 	for _, opt := range opts {
 		opt(&o)

@@ -127,3 +127,66 @@ func TestProtectionLiftsOnAQuietRegistry(t *testing.T) {
 		t.Fatalf("calls after the lift reached %v, want the 2 live servers", got)
 	}
 }
+
+// The lift of protection is the resolver's own timer's doing: with a
+// window of an hour on a clock that moves only when the test moves it, a
+// channel protected after 8 of its 10 servers died keeps the 10 however
+// long it waits in real time, and gets the 2 live instances as soon as the
+// clock passes the window, with no registry event in between. (The
+// protector's unit tests drive its next() and cannot see a timer that
+// never fires.)
+func TestProtectionLiftTimerFiresOnTheClock(t *testing.T) {
+	const window = time.Hour
+	e := newEnv(t)
+	sink := newLogSink()
+	clk := resolver.NewFakeClock(time.Now())
+	bld := resolver.NewBuilder(e.disc, resolver.WithLogger(sink.logger()), resolver.WithProtection(0.5, window),
+		resolver.WithFakeClock(clk))
+	var live, all []string
+	for i := range 2 {
+		live = append(live, e.serve(t, fmt.Sprintf("live-%d", i), "v1", "z1").Addr)
+	}
+	all = append(all, live...)
+	deadReg, deadCli := e.cutOffRegistrar(t)
+	var dead []*testbackend.Backend
+	for i := range 8 {
+		be := testbackend.Start(t)
+		in := registry.Instance{Name: "greeter", ID: fmt.Sprintf("dead-%d", i), Addr: be.Addr}
+		if err := deadReg.Register(ctxFor(t, 10*time.Second), in); err != nil {
+			t.Fatal(err)
+		}
+		dead = append(dead, be)
+		all = append(all, be.Addr)
+	}
+	states := newStateLog()
+	conn := dial(t, grpc.WithResolvers(states.builder(bld)), "muster:///greeter")
+	callUntil(t, conn, "every server called", hasAll(all...))
+	full, _ := states.waitFor(t, "all 10 instances", 0, time.Now().Add(10*time.Second), func(s seenState) bool { return sameAddrs(s, all) })
+
+	for _, be := range dead {
+		be.Stop()
+	}
+	if err := deadCli.Close(); err != nil {
+		t.Logf("closing the dead servers' etcd client: %v", err)
+	}
+	sink.wait(t, msgProtected, 10*time.Second)
+	revAtProtection := e.storeRevision(t)
+	clk.Advance(window / 2)
+	if got := calls(t, conn, 20); len(got) != 2 {
+		t.Fatalf("calls while protected reached %v, want the 2 live servers", got)
+	}
+	for _, st := range states.since(full + 1) {
+		if len(st.addrs) < 10 {
+			t.Fatalf("half a window into protection the channel got %s, want the 10 kept", states.describe(full))
+		}
+	}
+	clk.Advance(window/2 + time.Second)
+	_, lifted := states.waitFor(t, "exactly the 2 live instances", full+1, time.Now().Add(10*time.Second),
+		func(s seenState) bool { return len(s.addrs) < 10 })
+	if !sameAddrs(lifted, live) {
+		t.Fatalf("after protection the channel got %v, want exactly the live %v", lifted.addrs, live)
+	}
+	if rev := e.storeRevision(t); rev != revAtProtection {
+		t.Fatalf("etcd's revision moved from %d to %d during protection: the lift followed a registry event", revAtProtection, rev)
+	}
+}

@@ -70,11 +70,11 @@ func (r *musterResolver) run(ctx context.Context) {
 	firstC := first.C
 	// lift fires when protection would lift with no new snapshot: a
 	// registry that really shrank may stay quiet afterwards.
-	lift := time.NewTimer(time.Hour)
-	lift.Stop()
-	defer lift.Stop()
+	clk := r.b.opts.clock
+	lift := clk.newTimer()
+	defer lift.stop()
 	r.mu.Lock()
-	r.update(time.Now(), r.w.Snapshot())
+	r.update(clk.now(), r.w.Snapshot())
 	if !r.delivered {
 		r.startFromDisk()
 	}
@@ -92,7 +92,7 @@ func (r *musterResolver) run(ctx context.Context) {
 		case <-r.rearm:
 		case <-liftC:
 			r.mu.Lock()
-			r.update(time.Now(), r.w.Snapshot())
+			r.update(clk.now(), r.w.Snapshot())
 			r.mu.Unlock()
 		case <-r.settings:
 			c, p := r.b.settings.current(r.q.service)
@@ -132,7 +132,7 @@ func (r *musterResolver) updateFromFeed() {
 		return
 	}
 	was := r.withheld
-	r.update(time.Now(), r.w.Snapshot())
+	r.update(r.b.opts.clock.now(), r.w.Snapshot())
 	if was || r.withheld {
 		// The lift time moved; run sets its timer again.
 		select {
@@ -144,14 +144,14 @@ func (r *musterResolver) updateFromFeed() {
 
 // armLift sets t to fire when protection would next change its decision,
 // and returns its channel; nil (and t stopped) while not protecting.
-func (r *musterResolver) armLift(t *time.Timer) <-chan time.Time {
+func (r *musterResolver) armLift(t liftTimer) <-chan time.Time {
 	at, ok := r.protect.next()
 	if !ok {
-		t.Stop()
+		t.stop()
 		return nil
 	}
-	t.Reset(time.Until(at))
-	return t.C
+	t.reset(at.Sub(r.b.opts.clock.now()))
+	return t.c()
 }
 
 // update pushes snap, the watcher's snapshot, to the channel, through
