@@ -55,37 +55,9 @@ func TestProtectionLiftsOnAQuietRegistry(t *testing.T) {
 	sink := newLogSink()
 	bld := resolver.NewBuilder(e.disc, resolver.WithLogger(sink.logger()), resolver.WithProtection(0.5, window))
 
-	var live, all []string
-	for i := range 2 {
-		live = append(live, e.serve(t, fmt.Sprintf("live-%d", i), "v1", "z1").Addr)
-	}
-	all = append(all, live...)
-	// The eight that die share a registrar, so their keys go in one lease
-	// revocation: one update from 10 to 2.
-	deadReg, deadCli := e.cutOffRegistrar(t)
-	var dead []*testbackend.Backend
-	for i := range 8 {
-		be := testbackend.Start(t)
-		in := registry.Instance{Name: "greeter", ID: fmt.Sprintf("dead-%d", i), Addr: be.Addr}
-		if err := deadReg.Register(ctxFor(t, 10*time.Second), in); err != nil {
-			t.Fatal(err)
-		}
-		dead = append(dead, be)
-		all = append(all, be.Addr)
-	}
-	states := newStateLog()
-	conn := dial(t, grpc.WithResolvers(states.builder(bld)), "muster:///greeter")
-	callUntil(t, conn, "every server called", hasAll(all...))
-	full, _ := states.waitFor(t, "all 10 instances", 0, time.Now().Add(10*time.Second), func(s seenState) bool { return sameAddrs(s, all) })
-
-	// The eight servers die: their processes stop and they reach etcd no
-	// more. Their lease expires within the TTL.
-	for _, be := range dead {
-		be.Stop()
-	}
-	if err := deadCli.Close(); err != nil {
-		t.Logf("closing the dead servers' etcd client: %v", err)
-	}
+	f := e.shrinkingFleet(t, bld)
+	live, states, conn, full := f.live, f.states, f.conn, f.full
+	f.die(t)
 	prot := sink.wait(t, msgProtected, 10*time.Second)
 	if prot.attrs["live"].Int64() != 2 || prot.attrs["served"].Int64() != 10 {
 		t.Fatalf("protection started with %v; want live 2, served 10", prot.attrs)
@@ -142,33 +114,9 @@ func TestProtectionLiftTimerFiresOnTheClock(t *testing.T) {
 	clk := resolver.NewFakeClock(time.Now())
 	bld := resolver.NewBuilder(e.disc, resolver.WithLogger(sink.logger()), resolver.WithProtection(0.5, window),
 		resolver.WithFakeClock(clk))
-	var live, all []string
-	for i := range 2 {
-		live = append(live, e.serve(t, fmt.Sprintf("live-%d", i), "v1", "z1").Addr)
-	}
-	all = append(all, live...)
-	deadReg, deadCli := e.cutOffRegistrar(t)
-	var dead []*testbackend.Backend
-	for i := range 8 {
-		be := testbackend.Start(t)
-		in := registry.Instance{Name: "greeter", ID: fmt.Sprintf("dead-%d", i), Addr: be.Addr}
-		if err := deadReg.Register(ctxFor(t, 10*time.Second), in); err != nil {
-			t.Fatal(err)
-		}
-		dead = append(dead, be)
-		all = append(all, be.Addr)
-	}
-	states := newStateLog()
-	conn := dial(t, grpc.WithResolvers(states.builder(bld)), "muster:///greeter")
-	callUntil(t, conn, "every server called", hasAll(all...))
-	full, _ := states.waitFor(t, "all 10 instances", 0, time.Now().Add(10*time.Second), func(s seenState) bool { return sameAddrs(s, all) })
-
-	for _, be := range dead {
-		be.Stop()
-	}
-	if err := deadCli.Close(); err != nil {
-		t.Logf("closing the dead servers' etcd client: %v", err)
-	}
+	f := e.shrinkingFleet(t, bld)
+	live, states, conn, full := f.live, f.states, f.conn, f.full
+	f.die(t)
 	sink.wait(t, msgProtected, 10*time.Second)
 	revAtProtection := e.storeRevision(t)
 	clk.Advance(window / 2)
@@ -188,5 +136,54 @@ func TestProtectionLiftTimerFiresOnTheClock(t *testing.T) {
 	}
 	if rev := e.storeRevision(t); rev != revAtProtection {
 		t.Fatalf("etcd's revision moved from %d to %d during protection: the lift followed a registry event", revAtProtection, rev)
+	}
+}
+
+// shrinkingFleet is 2 live servers and 8 that will die, on a channel with
+// bld, every server called and the 10 seen in a state (index full).
+type shrinkingFleet struct {
+	live    []string
+	dead    []*testbackend.Backend
+	deadCli *clientv3.Client
+	states  *stateLog
+	conn    *grpc.ClientConn
+	full    int
+}
+
+func (e *env) shrinkingFleet(t *testing.T, bld *resolver.Builder) shrinkingFleet {
+	t.Helper()
+	var f shrinkingFleet
+	for i := range 2 {
+		f.live = append(f.live, e.serve(t, fmt.Sprintf("live-%d", i), "v1", "z1").Addr)
+	}
+	all := append([]string(nil), f.live...)
+	// The eight that die share a registrar, so their keys go in one lease
+	// revocation: one update from 10 to 2.
+	deadReg, deadCli := e.cutOffRegistrar(t)
+	f.deadCli = deadCli
+	for i := range 8 {
+		be := testbackend.Start(t)
+		in := registry.Instance{Name: "greeter", ID: fmt.Sprintf("dead-%d", i), Addr: be.Addr}
+		if err := deadReg.Register(ctxFor(t, 10*time.Second), in); err != nil {
+			t.Fatal(err)
+		}
+		f.dead = append(f.dead, be)
+		all = append(all, be.Addr)
+	}
+	f.states = newStateLog()
+	f.conn = dial(t, grpc.WithResolvers(f.states.builder(bld)), "muster:///greeter")
+	callUntil(t, f.conn, "every server called", hasAll(all...))
+	f.full, _ = f.states.waitFor(t, "all 10 instances", 0, time.Now().Add(10*time.Second), func(s seenState) bool { return sameAddrs(s, all) })
+	return f
+}
+
+// die stops the eight servers: their processes stop and they reach etcd no
+// more. Their lease expires within the TTL.
+func (f shrinkingFleet) die(t *testing.T) {
+	for _, be := range f.dead {
+		be.Stop()
+	}
+	if err := f.deadCli.Close(); err != nil {
+		t.Logf("closing the dead servers' etcd client: %v", err)
 	}
 }
