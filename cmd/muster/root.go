@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"regexp"
 	"strings"
 	"time"
@@ -146,7 +147,12 @@ Serve runs an etcd; demo runs its own; version and xds-bootstrap need none.`,
 // addFlags adds the flags that choose and reach the registry's etcd to
 // cmd, and has cmd check them (validate) before it runs.
 func (g *globalOptions) addFlags(cmd *cobra.Command) {
-	cmd.PreRunE = func(*cobra.Command, []string) error { return g.validate() }
+	cmd.PreRunE = func(cmd *cobra.Command, _ []string) error {
+		if err := flagsFromEnv(cmd); err != nil {
+			return err
+		}
+		return g.validate()
+	}
 	cmd.SetUsageFunc(usageWithEtcdFlags)
 	f := pflag.NewFlagSet(cmd.Name(), pflag.ContinueOnError)
 	f.StringSliceVar(&g.endpoints, "endpoints", []string{defaultEndpoint},
@@ -169,8 +175,46 @@ func (g *globalOptions) addFlags(cmd *cobra.Command) {
 		"file holding the password of --user (its first line)")
 	f.VisitAll(func(fl *pflag.Flag) {
 		fl.Annotations = map[string][]string{etcdFlagAnnotation: nil}
+		if env := flagEnv(fl.Name); env != "" {
+			fl.Usage += " ($" + env + ")"
+		}
 	})
 	cmd.Flags().AddFlagSet(f)
+}
+
+// flagEnv is the environment variable an etcd flag (or --registry) takes
+// its value from when the command line does not give it, as etcdctl's
+// ETCDCTL_*: MUSTER_ENDPOINTS for --endpoints, MUSTER_PASSWORD_FILE for
+// --password-file. "" for --password, whose variable ($MUSTER_PASSWORD)
+// stands for it when no flag gives a password at all (security.go).
+func flagEnv(name string) string {
+	if name == "password" {
+		return ""
+	}
+	return "MUSTER_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+}
+
+// flagsFromEnv sets each etcd flag of cmd (and --registry) that the
+// command line left alone from its environment variable (flagEnv), when
+// set: flags win. A value the flag refuses is a usage error naming the
+// variable.
+func flagsFromEnv(cmd *cobra.Command) error {
+	var err error
+	cmd.Flags().VisitAll(func(fl *pflag.Flag) {
+		_, etcdFlag := fl.Annotations[etcdFlagAnnotation]
+		if err != nil || fl.Changed || (!etcdFlag && fl.Name != "registry") {
+			return
+		}
+		env := flagEnv(fl.Name)
+		v, ok := os.LookupEnv(env)
+		if env == "" || !ok {
+			return
+		}
+		if serr := fl.Value.Set(v); serr != nil {
+			err = usageErrorf("$%s=%q: invalid value for --%s: %v", env, v, fl.Name, serr)
+		}
+	})
+	return err
 }
 
 // etcdFlagAnnotation marks the etcd flags, which usage lists apart.

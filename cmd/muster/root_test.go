@@ -195,3 +195,28 @@ func TestFormatMetadataQuotes(t *testing.T) {
 		t.Fatalf("formatMetadata = %s, want %s", got, want)
 	}
 }
+
+// The etcd flags take their values from MUSTER_* variables when the
+// command line does not give them; a flag given wins, a bad value is a
+// usage error naming the variable, and --help names the variables.
+func TestFlagsFromEnvironment(t *testing.T) {
+	f := newLsFixture(t)
+	t.Setenv("MUSTER_ENDPOINTS", f.endpoint)
+	if r := runOK(t, "ls"); !strings.Contains(r.stdout, "user-admin") {
+		t.Fatalf("ls with $MUSTER_ENDPOINTS:\n%s", r.stdout)
+	}
+	t.Setenv("MUSTER_PREFIX", "/elsewhere")
+	if r := runOK(t, "ls", "-o", "json"); strings.TrimSpace(r.stdout) != "[]" {
+		t.Fatalf("ls with $MUSTER_PREFIX=/elsewhere printed %q, want no service", r.stdout)
+	}
+	if r := runOK(t, "ls", "--prefix", "/muster/services"); !strings.Contains(r.stdout, "user-admin") {
+		t.Fatalf("ls --prefix over $MUSTER_PREFIX:\n%s", r.stdout)
+	}
+	t.Setenv("MUSTER_TIMEOUT", "soon")
+	if r := run("ls"); r.code != exitUsage || !strings.Contains(r.stderr, "$MUSTER_TIMEOUT") {
+		t.Fatalf("ls with $MUSTER_TIMEOUT=soon: exit %d, stderr %q; want a usage error naming the variable", r.code, r.stderr)
+	}
+	if r := run("ls", "--help"); !strings.Contains(r.stdout+r.stderr, "($MUSTER_ENDPOINTS)") {
+		t.Fatalf("ls --help does not name $MUSTER_ENDPOINTS:\n%s", r.stdout+r.stderr)
+	}
+}

@@ -34,7 +34,7 @@ func (g *globalOptions) addRegistryFlag(cmd *cobra.Command) {
 		return
 	}
 	cmd.Flags().StringVar(&g.registry, "registry", "",
-		"the registry: zk://host:port,host:port for ZooKeeper (ls, get, watch, drain, undrain, weight, canary, policy); empty for etcd at --endpoints")
+		"the registry: zk://host:port,host:port for ZooKeeper (ls, get, watch, drain, undrain, weight, canary, policy); empty for etcd at --endpoints ($MUSTER_REGISTRY)")
 	etcdRun := cmd.RunE
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		servers, err := g.zkServers()
