@@ -220,6 +220,24 @@ func (c *childClient) streak(t *testing.T, n int, within time.Duration, ok func(
 	return true
 }
 
+// during returns the calls the client makes over d.
+func (c *childClient) during(t *testing.T, d time.Duration) []clientCall {
+	t.Helper()
+	var out []clientCall
+	end := time.After(d)
+	for {
+		select {
+		case call, open := <-c.calls:
+			if !open {
+				t.Fatalf("%s exited; stderr:\n%s", c.name, c.stderr)
+			}
+			out = append(out, call)
+		case <-end:
+			return out
+		}
+	}
+}
+
 // next returns the client's next n calls.
 func (c *childClient) next(t *testing.T, n int) []clientCall {
 	t.Helper()

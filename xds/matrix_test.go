@@ -552,18 +552,47 @@ func scenarioCallPolicy(t *testing.T, cl xdsClient) string {
 }
 
 // With one of two backends failing every call and no retries, a policy of
-// failure-percentage ejection (50 %, evaluated every second) takes the
-// failing backend out: 100 calls in a row succeed, where without it calls
-// failed. A client without outlier detection (gRFC A50) is noted.
+// failure-percentage ejection (50 %, evaluated every second, a base
+// ejection of 10 s) set live takes the failing backend out: 100 calls in a
+// row succeed, where without it calls failed; over the next 3 s it gets at
+// most 2 % of the calls (its ejection, the first, lasts 10 s from before
+// the 100 calls, which take about a second even on a loaded machine: it
+// gets none); healed, it is called again once its ejection has ended,
+// within the base ejection and two intervals of its healing.
 func scenarioPolicyOutlier(t *testing.T, cl xdsClient) string {
-	e, _, b, c := oneBackendFailing(t, cl, "outlier")
-	e.setPolicy(t, registry.Policy{Outlier: registry.OutlierPolicy{FailurePercent: 50}})
-	note := ""
+	const base = 10 * time.Second
+	e, a, b, c := oneBackendFailing(t, cl, "outlier")
+	set := time.Now()
+	e.setPolicy(t, registry.Policy{Outlier: registry.OutlierPolicy{FailurePercent: 50, BaseEjection: base}})
 	if !c.streak(t, 100, 20*time.Second, func(call clientCall) bool { return call.OK && call.By == b.Addr }) {
-		note = "accepted; no outlier ejection"
+		t.Fatalf("20 s after the outlier policy, no 100 calls in a row reached the healthy backend: the failing one is not ejected")
+	}
+	t.Logf("ejected: 100 calls in a row to the healthy backend %v after the policy's write", time.Since(set).Round(time.Millisecond))
+	calls := c.during(t, 3*time.Second)
+	failed := 0
+	for _, call := range calls {
+		if !call.OK {
+			failed++
+		}
+	}
+	if len(calls) == 0 || failed*50 > len(calls) {
+		t.Errorf("over 3 s after the ejection the failing backend got %d of %d calls, want at most 2 %%", failed, len(calls))
+	}
+	t.Logf("over 3 s after the ejection: %d of %d calls failed", failed, len(calls))
+	a.fail.Store(false)
+	healed := time.Now()
+	c.until(t, "calling the healed backend", hasAll(a.Addr))
+	back, ejected := time.Since(healed), time.Since(set)
+	t.Logf("healed backend called again %v after it healed, %v after the policy's write (base ejection %v)",
+		back.Round(time.Millisecond), ejected.Round(time.Millisecond), base)
+	if back > base+2*time.Second {
+		t.Errorf("the healed backend was called again %v after it healed, want within %v (the base ejection and two 1 s intervals)", back, base+2*time.Second)
+	}
+	if ejected < base {
+		t.Errorf("the healed backend was called again %v after the policy's write, before the base ejection (%v) could end", ejected, base)
 	}
 	noNACKs(t, e)
-	return note
+	return ""
 }
 
 // Under ring hash with a policy's affinity header x-user, three clients
