@@ -44,6 +44,7 @@ type caches struct {
 	cds      *cachev3.LinearCache
 	maxZones int
 	metadata bool // endpoints carry their instance (WithEndpointMetadata)
+	policies bool // call policies are followed (WithPolicies): every Cluster carries its parts
 	log      *slog.Logger
 
 	mu          sync.Mutex
@@ -70,7 +71,7 @@ type zoneCache struct {
 
 var _ cachev3.Cache = (*caches)(nil)
 
-func newCaches(prefix string, maxZones int, metadata bool, log *slog.Logger) *caches {
+func newCaches(prefix string, maxZones int, metadata, policies bool, log *slog.Logger) *caches {
 	lc := func(typ string) *cachev3.LinearCache {
 		return cachev3.NewLinearCache(typ, cachev3.WithVersionPrefix(prefix))
 	}
@@ -81,6 +82,7 @@ func newCaches(prefix string, maxZones int, metadata bool, log *slog.Logger) *ca
 		cds:         lc(resourcev3.ClusterType),
 		maxZones:    maxZones,
 		metadata:    metadata,
+		policies:    policies,
 		log:         log,
 		services:    map[string][]registry.Instance{},
 		ringHash:    map[string]bool{},
@@ -130,7 +132,9 @@ func (c *caches) setService(service string, p Policy, list []registry.Instance, 
 		isNew := first || name != service && !slices.Contains(clusterNames(service, prev.colors), name)
 		if isNew || tableChanged || callChanged {
 			cl := clusterFor(name, p, table)
-			applyClusterPolicy(cl, cc)
+			if c.policies {
+				applyClusterPolicy(cl, cc)
+			}
 			if err := c.cds.UpdateResource(name, cl); err != nil {
 				return fmt.Errorf("xds: cluster %s: %w", name, err)
 			}

@@ -1,6 +1,7 @@
 package xds
 
 import (
+	"math"
 	"reflect"
 	"strings"
 
@@ -25,7 +26,8 @@ import (
 //     num_retries is maxAttempts - 1, and the backoffs.
 //   - outlier ejection: the Cluster's outlier_detection by failure
 //     percentage (gRFC A50), evaluated every outlierInterval, success-rate
-//     and consecutive-5xx ejection off (gRPC has no consecutive-5xx).
+//     and consecutive-5xx ejection off (gRPC has no consecutive-5xx); a
+//     policy without ejection publishes outlierStandby.
 //   - max concurrent calls: the Cluster's circuit_breakers max_requests
 //     (gRFC A32).
 //   - the affinity header: the header of the ring hash hash_policy.
@@ -88,29 +90,58 @@ func applyRoutePolicy(a *routev3.RouteAction, p registry.Policy) {
 }
 
 // applyClusterPolicy sets the outlier ejection and the cap on calls in
-// flight of p on c.
+// flight of p on c. A policy that ejects nothing gets outlierStandby.
 func applyClusterPolicy(c *clusterv3.Cluster, p registry.Policy) {
+	c.OutlierDetection = outlierStandby()
 	if o := p.Outlier; o.FailurePercent > 0 {
-		zero := wrapperspb.UInt32(0)
-		c.OutlierDetection = &clusterv3.OutlierDetection{
-			Interval:                       durationpb.New(outlierInterval),
-			BaseEjectionTime:               durationpb.New(o.BaseEjection),
-			MaxEjectionPercent:             wrapperspb.UInt32(uint32(o.MaxEjectedPercent)),
-			FailurePercentageThreshold:     wrapperspb.UInt32(uint32(o.FailurePercent)),
-			EnforcingFailurePercentage:     wrapperspb.UInt32(100),
-			FailurePercentageRequestVolume: wrapperspb.UInt32(uint32(o.MinRequests)),
-			// Judged with as few as two endpoints of enough calls
-			// (the default, 5, leaves small services unguarded).
-			FailurePercentageMinimumHosts:      wrapperspb.UInt32(2),
-			EnforcingSuccessRate:               zero,
-			EnforcingConsecutive_5Xx:           zero,
-			EnforcingConsecutiveGatewayFailure: zero,
-		}
+		od := c.OutlierDetection
+		od.Interval = durationpb.New(outlierInterval)
+		od.BaseEjectionTime = durationpb.New(o.BaseEjection)
+		od.MaxEjectionPercent = wrapperspb.UInt32(uint32(o.MaxEjectedPercent))
+		od.FailurePercentageThreshold = wrapperspb.UInt32(uint32(o.FailurePercent))
+		od.FailurePercentageRequestVolume = wrapperspb.UInt32(uint32(o.MinRequests))
+		// Judged with as few as two endpoints of enough calls (the
+		// default, 5, leaves small services unguarded).
+		od.FailurePercentageMinimumHosts = wrapperspb.UInt32(2)
 	}
 	if p.MaxConcurrent > 0 {
 		c.CircuitBreakers = &clusterv3.CircuitBreakers{Thresholds: []*clusterv3.CircuitBreakers_Thresholds{{
 			Priority:    corev3.RoutingPriority_DEFAULT,
 			MaxRequests: wrapperspb.UInt32(uint32(p.MaxConcurrent)),
 		}}}
+	}
+}
+
+// outlierStandby is the outlier_detection of a Cluster whose policy ejects
+// nothing, when the control plane follows policies: failure-percentage
+// ejection that counts calls and can eject nothing (a threshold of 100 %,
+// which no failure percentage exceeds, and more endpoints than a cluster
+// has), the other algorithms off. Without it, turning ejection on later is
+// lost on grpc-js-xds (1.10.1 to 1.14.1, the newest, at least):
+//
+//   - its XdsClient drops a Cluster it finds equal to the one it holds,
+//     comparing only the fields of the one it holds (deepEqual in
+//     src/xds-resource-type/xds-resource-type.ts); a Cluster without
+//     outlier_detection converts to {child_policy: []}
+//     (convertOutlierDetectionUpdate in cluster-resource-type.ts), so a
+//     Cluster that gains one is taken for no change;
+//   - grpc-js's outlier_detection balancer builds the picker of a config
+//     update with the previous config's "count calls or not"
+//     (updateAddressList sets latestConfig after its child's synchronous
+//     updateState, load-balancer-outlier-detection.ts), so a channel that
+//     counted nothing keeps a picker that counts nothing until its
+//     endpoints or their connections change.
+//
+// With the standby every client counts calls to the cluster (an increment
+// per call) whatever the policy.
+func outlierStandby() *clusterv3.OutlierDetection {
+	zero := wrapperspb.UInt32(0)
+	return &clusterv3.OutlierDetection{
+		FailurePercentageThreshold:         wrapperspb.UInt32(100),
+		EnforcingFailurePercentage:         wrapperspb.UInt32(100),
+		FailurePercentageMinimumHosts:      wrapperspb.UInt32(math.MaxUint32),
+		EnforcingSuccessRate:               zero,
+		EnforcingConsecutive_5Xx:           zero,
+		EnforcingConsecutiveGatewayFailure: zero,
 	}
 }

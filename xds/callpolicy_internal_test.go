@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/musterhq/muster/registry"
 )
 
@@ -79,7 +81,10 @@ func TestCallPolicyInTheCluster(t *testing.T) {
 	}
 	plain := clusterFor("greeter", RoundRobin, nil)
 	applyClusterPolicy(plain, registry.Policy{})
-	if plain.GetOutlierDetection() != nil || plain.GetCircuitBreakers() != nil {
-		t.Errorf("cluster without a policy: %v", plain)
+	if !proto.Equal(plain.GetOutlierDetection(), outlierStandby()) || plain.GetCircuitBreakers() != nil {
+		t.Errorf("cluster without a policy: %v, want the standby outlier detection and no circuit breakers", plain)
+	}
+	if err := plain.Validate(); err != nil {
+		t.Errorf("cluster without a policy does not validate: %v", err)
 	}
 }

@@ -84,11 +84,13 @@ func millis(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(),
 
 // clientCall is one line of a child client's output.
 type clientCall struct {
-	N     int    `json:"n"`
-	OK    bool   `json:"ok"`
-	By    string `json:"by"`
-	Code  int    `json:"code"`
-	Error string `json:"error"`
+	N     int     `json:"n"`
+	Burst int     `json:"burst"` // the number of the burst it is of, 0 for none
+	OK    bool    `json:"ok"`
+	By    string  `json:"by"`
+	Code  int     `json:"code"`
+	Error string  `json:"error"`
+	MS    float64 `json:"ms"` // its duration, measured by the client
 }
 
 // childClient is an xDS client in another language running as a child
@@ -100,13 +102,17 @@ type childClient struct {
 	failed  int        // failed calls seen by until, after the first success
 	failure clientCall // the last of them
 	served  bool
+	// command hands the client a line of its commands ("burst N GAP").
+	command func(line string) error
+	bursts  int // bursts asked for
 }
 
 // startChild runs cmd, a client calling in a loop and printing one JSON
 // line per call, with the bootstrap boot in GRPC_XDS_BOOTSTRAP_CONFIG (and
-// no GRPC_XDS_BOOTSTRAP). The client must exit when its stdin closes: the
-// test's cleanup closes it, reaps the process, and kills it (failing the
-// test) if it has not exited 5 s later.
+// no GRPC_XDS_BOOTSTRAP). The client reads its commands as lines on its
+// stdin, and must exit when its stdin closes: the test's cleanup closes
+// it, reaps the process, and kills it (failing the test) if it has not
+// exited 5 s later.
 func startChild(t testing.TB, name string, cmd *exec.Cmd, boot string) *childClient {
 	t.Helper()
 	// No GRPC_XDS_BOOTSTRAP of the test's environment: it would win, and
@@ -125,7 +131,8 @@ func startChild(t testing.TB, name string, cmd *exec.Cmd, boot string) *childCli
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &childClient{name: name, calls: make(chan clientCall, 1024), stderr: &lockedBuffer{}}
+	c := &childClient{name: name, calls: make(chan clientCall, 1024), stderr: &lockedBuffer{},
+		command: func(line string) error { _, err := io.WriteString(stdin, line+"\n"); return err }}
 	cmd.Stderr = c.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)
@@ -218,6 +225,51 @@ func (c *childClient) streak(t *testing.T, n int, within time.Duration, ok func(
 		}
 	}
 	return true
+}
+
+// during returns the calls the client makes over d.
+func (c *childClient) during(t *testing.T, d time.Duration) []clientCall {
+	t.Helper()
+	var out []clientCall
+	end := time.After(d)
+	for {
+		select {
+		case call, open := <-c.calls:
+			if !open {
+				t.Fatalf("%s exited; stderr:\n%s", c.name, c.stderr)
+			}
+			out = append(out, call)
+		case <-end:
+			return out
+		}
+	}
+}
+
+// burst makes the client start n calls gap apart (0: at once) after its
+// current call, and returns them (the calls of its loop read meanwhile are
+// dropped), failing t after 30 s.
+func (c *childClient) burst(t *testing.T, n int, gap time.Duration) []clientCall {
+	t.Helper()
+	c.bursts++
+	if err := c.command(fmt.Sprintf("burst %d %d", n, gap.Milliseconds())); err != nil {
+		t.Fatalf("ask %s for a burst: %v", c.name, err)
+	}
+	var out []clientCall
+	timeout := time.After(30 * time.Second)
+	for len(out) < n {
+		select {
+		case call, open := <-c.calls:
+			if !open {
+				t.Fatalf("%s exited; stderr:\n%s", c.name, c.stderr)
+			}
+			if call.Burst == c.bursts {
+				out = append(out, call)
+			}
+		case <-timeout:
+			t.Fatalf("after 30s %s has made %d of the %d calls of burst %d; stderr:\n%s", c.name, len(out), n, c.bursts, c.stderr)
+		}
+	}
+	return out
 }
 
 // next returns the client's next n calls.

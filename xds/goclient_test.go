@@ -2,6 +2,7 @@ package xds_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -94,35 +95,81 @@ func goInProcess(t testing.TB, boot string, every time.Duration, md []string) *c
 		t.Fatalf("xDS resolver: %v", err)
 	}
 	conn := dialWith(t, b, "greeter")
-	c := &childClient{name: "the in-process Go client", calls: make(chan clientCall, 1024), stderr: &lockedBuffer{}}
+	type burst struct {
+		n   int
+		gap time.Duration
+	}
+	bursts := make(chan burst, 16)
+	c := &childClient{name: "the in-process Go client", calls: make(chan clientCall, 1024), stderr: &lockedBuffer{},
+		command: func(line string) error {
+			var b burst
+			var gap int
+			if _, err := fmt.Sscanf(line, "burst %d %d", &b.n, &gap); err != nil || b.n < 1 || gap < 0 {
+				return fmt.Errorf("%q is not burst N GAP", line)
+			}
+			b.gap = time.Duration(gap) * time.Millisecond
+			bursts <- b
+			return nil
+		}}
 	ctx, cancel := context.WithCancel(context.Background())
+	gc := greeterpb.NewGreeterClient(conn)
+	call := func(n int) clientCall {
+		pairs := metadata.MD{}
+		for _, kv := range md {
+			k, v, _ := strings.Cut(kv, "=")
+			pairs.Append(k, strings.ReplaceAll(v, "{n}", strconv.Itoa(n)))
+		}
+		cctx, ccancel := context.WithTimeout(metadata.NewOutgoingContext(ctx, pairs), 2*time.Second)
+		defer ccancel()
+		t0 := time.Now()
+		reply, err := gc.SayHello(cctx, &greeterpb.HelloRequest{Name: "go"})
+		call := clientCall{N: n, OK: err == nil, By: reply.GetServedBy(), MS: float64(time.Since(t0).Microseconds()) / 1000}
+		if err != nil {
+			call.Code, call.Error = int(status.Code(err)), err.Error()
+		}
+		return call
+	}
+	send := func(calls ...clientCall) bool {
+		for _, call := range calls {
+			select {
+			case c.calls <- call:
+			case <-ctx.Done():
+				return false
+			}
+		}
+		return true
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		defer close(c.calls)
-		gc := greeterpb.NewGreeterClient(conn)
-		for n := 1; ; n++ {
-			pairs := metadata.MD{}
-			for _, kv := range md {
-				k, v, _ := strings.Cut(kv, "=")
-				pairs.Append(k, strings.ReplaceAll(v, "{n}", strconv.Itoa(n)))
-			}
-			cctx, ccancel := context.WithTimeout(metadata.NewOutgoingContext(ctx, pairs), 2*time.Second)
-			reply, err := gc.SayHello(cctx, &greeterpb.HelloRequest{Name: "go"})
-			ccancel()
-			if ctx.Err() != nil {
-				return
-			}
-			call := clientCall{N: n, OK: err == nil, By: reply.GetServedBy()}
-			if err != nil {
-				call.Code, call.Error = int(status.Code(err)), err.Error()
-			}
-			select {
-			case c.calls <- call:
-			case <-ctx.Done():
+		n, made := 0, 0 // calls, bursts
+		for {
+			n++
+			one := call(n)
+			if ctx.Err() != nil || !send(one) {
 				return
 			}
 			select {
+			case b := <-bursts:
+				made++
+				calls := make([]clientCall, b.n)
+				var wg sync.WaitGroup
+				for i := range calls {
+					if i > 0 {
+						time.Sleep(b.gap) // the client's pacing, as the child clients'
+					}
+					n++
+					id := n
+					wg.Go(func() {
+						calls[i] = call(id)
+						calls[i].Burst = made
+					})
+				}
+				wg.Wait()
+				if ctx.Err() != nil || !send(calls...) {
+					return
+				}
 			case <-time.After(every):
 			case <-ctx.Done():
 				return

@@ -46,6 +46,13 @@ type xdsClient struct {
 	leastRequest string // likewise for least_request
 	musterPolicy bool   // runs the balancer a CustomPolicy names (Muster's, in this process)
 	tls          string // "" when its bootstrap takes tls channel credentials (gRFC A65), else what it takes
+	// timeoutEarly is "" when the client ends a call at the policy's
+	// timeout, else what it does instead.
+	timeoutEarly string
+	// capGap is the least time between the starts of calls for the cap on
+	// calls in flight (circuit_breakers) to see the earlier ones; 0 for
+	// calls started at once.
+	capGap time.Duration
 }
 
 func matrixClients() []xdsClient {
@@ -57,16 +64,28 @@ func matrixClients() []xdsClient {
 			tls:          "unsupported: no tls channel_creds (insecure, google_default)"},
 		{id: "node", name: "Node, @grpc/grpc-js-xds", version: nodeVersion(nodeClientDir), start: nodeClient(nodeClientDir),
 			leastRequest: "round robin (no least_request)",
-			tls:          "unsupported: no tls channel_creds (insecure, google_default)"},
+			tls:          "unsupported: no tls channel_creds (insecure, google_default)",
+			capGap:       nodeCapGap},
 		{id: "node-floor", name: "Node, @grpc/grpc-js-xds", version: nodeVersion(nodeClientFloorDir), start: nodeClient(nodeClientFloorDir),
 			leastRequest: "round robin (no least_request)",
-			tls:          "unsupported: no tls channel_creds (insecure, google_default)"},
+			tls:          "unsupported: no tls channel_creds (insecure, google_default)",
+			capGap:       nodeCapGap},
 		{id: "python", name: "Python (C-core), grpcio", version: pythonVersion, start: pythonClient,
 			ringHash:     "round robin (reads lb_policy only; its ring_hash crashes, grpc/grpc#31766)",
+			timeoutEarly: "ends calls early under a service config's timeout, grpc/grpc#34547",
 			leastRequest: "round robin (no least_request)",
 			tls:          "unsupported: no tls channel_creds (insecure, google_default, fake)"},
 	}
 }
+
+// nodeCapGap is the time between the starts of the Node client's calls
+// that its cap on calls in flight sees: grpc-js-xds counts a call in flight
+// from its start on the connection (xds_cluster_impl's onCallStarted),
+// which grpc-js makes after an asynchronous step (the call credentials'
+// metadata, load-balancing-call.ts), while it checks the cap at the pick:
+// every call picked in one turn of the event loop sees the count before
+// any of them. 10 ms leaves that step many turns.
+const nodeCapGap = 10 * time.Millisecond
 
 func nodeVersion(dir string) func(t *testing.T) string {
 	return func(t *testing.T) string {
@@ -113,6 +132,7 @@ func matrixScenarios() []scenario {
 		{"TLS to the control plane (tls channel_creds, gRFC A65, client certificate)", scenarioTLS},
 		{"call policy, set live: retry on UNAVAILABLE, then a 300 ms timeout", scenarioCallPolicy},
 		{"call policy: outlier ejection by failure percentage", scenarioPolicyOutlier},
+		{"call policy: max concurrent 2, of 6 calls at once 4 fail fast with UNAVAILABLE", scenarioPolicyMaxConcurrent},
 		{"call policy: affinity header (ring hash): one key, one backend, across clients", scenarioPolicyAffinity},
 	}
 }
@@ -526,44 +546,152 @@ func registerEventually(t *testing.T, e *env, service, id, addr string) {
 // makes 100 calls in a row succeed, where without it calls failed; then,
 // with both backends answering after 1 s (under the client's own 2 s
 // deadline), a 300 ms timeout makes 5 calls in a row end with
-// DEADLINE_EXCEEDED. A client that applies neither is noted, not failed:
-// the resources must still be accepted (no NACK).
+// DEADLINE_EXCEEDED within 360 ms (the policy's time + 20 %), as the
+// client measures them. The load of the machine can only lengthen a call:
+// 60 ms of slack is what a client scheduled late may take, and a client
+// that did not apply the timeout would take 1 s.
 func scenarioCallPolicy(t *testing.T, cl xdsClient) string {
 	e, a, b, c := oneBackendFailing(t, cl, "policy")
-	var notes []string
 	e.setPolicy(t, registry.Policy{Retry: registry.RetryPolicy{MaxAttempts: 2, Codes: []string{"UNAVAILABLE"},
 		BackoffBase: time.Millisecond, BackoffMax: 10 * time.Millisecond}})
 	if !c.streak(t, 100, 20*time.Second, func(call clientCall) bool { return call.OK }) {
-		notes = append(notes, "no retries")
+		t.Errorf("20 s after the retry policy, no 100 calls in a row succeeded: no retries")
 	}
 	a.fail.Store(false)
 	a.delay.Store(int64(time.Second))
 	b.delay.Store(int64(time.Second))
 	e.setPolicy(t, registry.Policy{Timeout: 300 * time.Millisecond})
 	const deadlineExceeded = 4
-	if !c.streak(t, 5, 20*time.Second, func(call clientCall) bool { return !call.OK && call.Code == deadlineExceeded }) {
-		notes = append(notes, "no timeout")
+	var last clientCall
+	slowest := 0.0
+	if !c.streak(t, 5, 20*time.Second, func(call clientCall) bool {
+		last = call
+		ok := !call.OK && call.Code == deadlineExceeded && (call.MS <= 360 || cl.timeoutEarly != "")
+		if ok {
+			slowest = max(slowest, call.MS)
+		} else {
+			slowest = 0
+		}
+		return ok
+	}) {
+		t.Errorf("20 s after the 300 ms timeout policy, no 5 calls in a row ended with DEADLINE_EXCEEDED within 360 ms; the last %+v", last)
 	}
+	t.Logf("timeout 300 ms: 5 calls in a row DEADLINE_EXCEEDED, the slowest after %.1f ms", slowest)
 	noNACKs(t, e)
-	if len(notes) > 0 {
-		return "accepted; " + strings.Join(notes, ", ")
+	if cl.timeoutEarly != "" {
+		return fmt.Sprintf("retries yes; timeout 300 ms: DEADLINE_EXCEEDED after %.1f ms at most (%s)", slowest, cl.timeoutEarly)
 	}
 	return ""
 }
 
+// With both backends answering after 1 s, the client makes 6 calls at
+// once: all succeed; then, with a policy capping calls in flight at 2 set
+// live, 6 calls at once give 2 successes and 4 UNAVAILABLE within 500 ms
+// (as the client measures them), the cap's fast failure: a call that
+// waited for a backend would take 1 s, whatever the load.
+func scenarioPolicyMaxConcurrent(t *testing.T, cl xdsClient) string {
+	e := newPolicyEnv(t)
+	a, b := startGreeter(t), startGreeter(t)
+	e.register(t, "greeter", "a", a.Addr, "", 0, false)
+	e.register(t, "greeter", "b", b.Addr, "", 0, false)
+	c := cl.startIn(t, e, "max-concurrent", "")
+	c.until(t, "calling a and b", hasAll(a.Addr, b.Addr))
+	a.delay.Store(int64(time.Second))
+	b.delay.Store(int64(time.Second))
+	gap := cl.capGap
+	if got := burstOutcome(c.burst(t, 6, gap)); got.ok != 6 {
+		t.Fatalf("6 calls at once without a cap: %+v, want all 6 to succeed", got)
+	}
+	set := time.Now()
+	e.setPolicy(t, registry.Policy{MaxConcurrent: 2})
+	var got outcome
+	for {
+		if got = burstOutcome(c.burst(t, 6, gap)); got.ok == 2 && got.fast == 4 {
+			break
+		}
+		if time.Since(set) > 20*time.Second {
+			t.Fatalf("20 s after the cap of 2, 6 calls at once gave %+v; want 2 successes and 4 UNAVAILABLE within 500 ms", got)
+		}
+	}
+	t.Logf("cap of 2 applied within %v of its write: of 6 calls started %v apart, 4 UNAVAILABLE after at most %.1f ms (%q), 2 served",
+		time.Since(set).Round(time.Millisecond), gap, got.slowestFast, got.err)
+	noNACKs(t, e)
+	if gap > 0 {
+		if got := burstOutcome(c.burst(t, 6, 0)); got.ok != 6 {
+			t.Errorf("6 calls started at once under the cap of 2 gave %+v; the client caps them now: make its capGap 0 and update docs/POLICY.md", got)
+		}
+		return fmt.Sprintf("yes, for calls started %v apart (calls started at once all pass)", gap)
+	}
+	return ""
+}
+
+// outcome sums up the calls of a burst.
+type outcome struct {
+	ok, fast, other int     // served; UNAVAILABLE within 500 ms; anything else
+	slowestFast     float64 // ms of the slowest fast failure
+	err             string  // the error of a fast failure
+}
+
+func burstOutcome(calls []clientCall) outcome {
+	const unavailable = 14
+	var o outcome
+	for _, call := range calls {
+		switch {
+		case call.OK:
+			o.ok++
+		case call.Code == unavailable && call.MS < 500:
+			o.fast++
+			o.slowestFast = max(o.slowestFast, call.MS)
+			o.err = call.Error
+		default:
+			o.other++
+		}
+	}
+	return o
+}
+
 // With one of two backends failing every call and no retries, a policy of
-// failure-percentage ejection (50 %, evaluated every second) takes the
-// failing backend out: 100 calls in a row succeed, where without it calls
-// failed. A client without outlier detection (gRFC A50) is noted.
+// failure-percentage ejection (50 %, evaluated every second, a base
+// ejection of 10 s) set live takes the failing backend out: 100 calls in a
+// row succeed, where without it calls failed; over the next 3 s it gets at
+// most 2 % of the calls (its ejection, the first, lasts 10 s from before
+// the 100 calls, which take about a second even on a loaded machine: it
+// gets none); healed, it is called again once its ejection has ended,
+// within the base ejection and two intervals of its healing.
 func scenarioPolicyOutlier(t *testing.T, cl xdsClient) string {
-	e, _, b, c := oneBackendFailing(t, cl, "outlier")
-	e.setPolicy(t, registry.Policy{Outlier: registry.OutlierPolicy{FailurePercent: 50}})
-	note := ""
+	const base = 10 * time.Second
+	e, a, b, c := oneBackendFailing(t, cl, "outlier")
+	set := time.Now()
+	e.setPolicy(t, registry.Policy{Outlier: registry.OutlierPolicy{FailurePercent: 50, BaseEjection: base}})
 	if !c.streak(t, 100, 20*time.Second, func(call clientCall) bool { return call.OK && call.By == b.Addr }) {
-		note = "accepted; no outlier ejection"
+		t.Fatalf("20 s after the outlier policy, no 100 calls in a row reached the healthy backend: the failing one is not ejected")
+	}
+	t.Logf("ejected: 100 calls in a row to the healthy backend %v after the policy's write", time.Since(set).Round(time.Millisecond))
+	calls := c.during(t, 3*time.Second)
+	failed := 0
+	for _, call := range calls {
+		if !call.OK {
+			failed++
+		}
+	}
+	if len(calls) == 0 || failed*50 > len(calls) {
+		t.Errorf("over 3 s after the ejection the failing backend got %d of %d calls, want at most 2 %%", failed, len(calls))
+	}
+	t.Logf("over 3 s after the ejection: %d of %d calls failed", failed, len(calls))
+	a.fail.Store(false)
+	healed := time.Now()
+	c.until(t, "calling the healed backend", hasAll(a.Addr))
+	back, ejected := time.Since(healed), time.Since(set)
+	t.Logf("healed backend called again %v after it healed, %v after the policy's write (base ejection %v)",
+		back.Round(time.Millisecond), ejected.Round(time.Millisecond), base)
+	if back > base+2*time.Second {
+		t.Errorf("the healed backend was called again %v after it healed, want within %v (the base ejection and two 1 s intervals)", back, base+2*time.Second)
+	}
+	if ejected < base {
+		t.Errorf("the healed backend was called again %v after the policy's write, before the base ejection (%v) could end", ejected, base)
 	}
 	noNACKs(t, e)
-	return note
+	return ""
 }
 
 // Under ring hash with a policy's affinity header x-user, three clients

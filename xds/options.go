@@ -40,6 +40,7 @@ type options struct {
 	maxConns     int
 	maxStreams   int
 	metadata     bool
+	callPolicies bool // WithPolicies
 	forgetAfter  time.Duration
 	grpcOpts     []grpc.ServerOption
 	tlsConfig    *tls.Config // WithTLS
@@ -238,6 +239,7 @@ func WithPolicies(src registry.PolicySource) Option {
 			return
 		}
 		o.resolverOpts = append(o.resolverOpts, resolver.WithPolicies(src))
+		o.callPolicies = true
 	}
 }
 

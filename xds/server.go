@@ -84,7 +84,7 @@ func New(d registry.Discovery, opts ...Option) (*Server, error) {
 	s := &Server{
 		opts:    o,
 		b:       resolver.NewBuilder(d, append([]resolver.Option{resolver.WithLogger(o.log)}, o.resolverOpts...)...),
-		c:       newCaches(strconv.FormatInt(time.Now().UnixNano(), 36)+"-", o.maxZones, o.metadata, o.log),
+		c:       newCaches(strconv.FormatInt(time.Now().UnixNano(), 36)+"-", o.maxZones, o.metadata, o.callPolicies, o.log),
 		stats:   st,
 		log:     o.log,
 		ctx:     ctx,

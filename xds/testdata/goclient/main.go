@@ -14,10 +14,16 @@
 //	{"n":1,"ok":true,"by":"127.0.0.1:40001"}
 //	{"n":2,"ok":false,"code":14,"error":"..."}
 //
-// It exits when its standard input ends.
+// Each line also gives the call's duration in milliseconds, measured here
+// ("ms"). A line "burst N GAP" on standard input makes it, after its
+// current call, start N calls GAP milliseconds apart (0: at once) and
+// print their lines once all have ended, with "burst" the burst's number
+// (1 for the first), before it calls in its loop again. It exits when its
+// standard input ends.
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -25,6 +31,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -69,11 +76,36 @@ func servedBy(b []byte) string {
 }
 
 type line struct {
-	N     int    `json:"n"`
-	OK    bool   `json:"ok"`
-	By    string `json:"by,omitempty"`
-	Code  int    `json:"code,omitempty"`
-	Error string `json:"error,omitempty"`
+	N     int     `json:"n"`
+	Burst int     `json:"burst,omitempty"`
+	OK    bool    `json:"ok"`
+	By    string  `json:"by,omitempty"`
+	Code  int     `json:"code,omitempty"`
+	Error string  `json:"error,omitempty"`
+	MS    float64 `json:"ms"`
+}
+
+// burst is a "burst N GAP" command.
+type burst struct {
+	n   int
+	gap time.Duration
+}
+
+// readCommands sends each "burst N GAP" line of r on bursts, and cancels
+// once r ends.
+func readCommands(r io.Reader, bursts chan<- burst, cancel func()) {
+	defer cancel()
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		var b burst
+		var gap int
+		if _, err := fmt.Sscanf(sc.Text(), "burst %d %d", &b.n, &gap); err != nil || b.n < 1 || gap < 0 {
+			fmt.Fprintf(os.Stderr, "goclient: %q is not burst N GAP\n", sc.Text())
+			continue
+		}
+		b.gap = time.Duration(gap) * time.Millisecond
+		bursts <- b
+	}
 }
 
 func main() {
@@ -97,10 +129,8 @@ func main() {
 		pairs = append(pairs, [2]string{k, v})
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	go func() {
-		_, _ = io.Copy(io.Discard, os.Stdin) // returns at EOF: the parent is gone
-		cancel()
-	}()
+	bursts := make(chan burst, 16)
+	go readCommands(os.Stdin, bursts, cancel) // ends at EOF: the parent is gone
 	conn, err := grpc.Dial(target, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.ForceCodec(rawCodec{})))
 	if err != nil {
@@ -109,30 +139,59 @@ func main() {
 	}
 	defer conn.Close()
 	req := protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), []byte("go"))
-	enc := json.NewEncoder(os.Stdout)
-	for n := 1; ctx.Err() == nil; n++ {
+	call := func(n int) line {
 		md := metadata.MD{}
 		for _, p := range pairs {
 			md.Append(p[0], strings.ReplaceAll(p[1], "{n}", strconv.Itoa(n)))
 		}
 		cctx, ccancel := context.WithTimeout(metadata.NewOutgoingContext(ctx, md), 2*time.Second)
+		defer ccancel()
 		var reply []byte
+		t0 := time.Now()
 		err := conn.Invoke(cctx, method, &req, &reply)
-		ccancel()
-		if ctx.Err() != nil {
-			return
-		}
-		l := line{N: n, OK: err == nil}
+		l := line{N: n, OK: err == nil, MS: float64(time.Since(t0).Microseconds()) / 1000}
 		if err != nil {
 			s := status.Convert(err)
 			l.Code, l.Error = int(s.Code()), s.Message()
 		} else {
 			l.By = servedBy(reply)
 		}
+		return l
+	}
+	enc := json.NewEncoder(os.Stdout)
+	n, made := 0, 0 // calls, bursts
+	for ctx.Err() == nil {
+		n++
+		l := call(n)
+		if ctx.Err() != nil {
+			return
+		}
 		if enc.Encode(l) != nil {
 			return
 		}
 		select {
+		case b := <-bursts:
+			made++
+			lines := make([]line, b.n)
+			var wg sync.WaitGroup
+			for i := range lines {
+				if i > 0 {
+					time.Sleep(b.gap)
+				}
+				n++
+				wg.Add(1)
+				go func(i, n int) {
+					defer wg.Done()
+					lines[i] = call(n)
+					lines[i].Burst = made
+				}(i, n)
+			}
+			wg.Wait()
+			for _, l := range lines {
+				if enc.Encode(l) != nil {
+					return
+				}
+			}
 		case <-ctx.Done():
 		case <-time.After(time.Duration(ms) * time.Millisecond):
 		}

@@ -18,12 +18,18 @@
 // time, and prints one JSON line per call on stdout:
 //   {"n":1,"ok":true,"by":"127.0.0.1:40001"}       served_by of the reply
 //   {"n":2,"ok":false,"code":14,"error":"..."}     a failed call
+// Each line also gives the call's duration in milliseconds, measured here
+// ("ms"). A line "burst N GAP" on stdin makes it, after its current call,
+// start N calls GAP milliseconds apart (0: at once, in one turn of the
+// event loop) and print their lines once all have ended, with "burst" the
+// burst's number (1 for the first), before it calls in its loop again.
 // It needs no proto-loader: requests and replies are raw protobuf bytes,
 // encoded and decoded by hand below. It exits when its stdin ends (the
 // parent test is gone) or on SIGTERM/SIGINT.
 'use strict';
 
 const path = require('path');
+const readline = require('readline');
 const { createRequire } = require('module');
 
 const packages = process.env.XDS_CLIENT_PACKAGES || __dirname;
@@ -97,27 +103,76 @@ function stop() {
 }
 process.on('SIGTERM', stop);
 process.on('SIGINT', stop);
-process.stdin.on('end', stop);
 process.stdin.on('error', stop);
-process.stdin.resume();
+const bursts = []; // the [N, GAP] of each "burst N GAP" not yet made
+const commands = readline.createInterface({ input: process.stdin });
+commands.on('close', stop);
+commands.on('line', (text) => {
+  const m = /^burst (\d+) (\d+)$/.exec(text.trim());
+  if (!m || Number(m[1]) < 1) {
+    process.stderr.write('client.js: ' + JSON.stringify(text) + ' is not burst N GAP\n');
+    return;
+  }
+  bursts.push([Number(m[1]), Number(m[2])]);
+});
+
+// call makes call number id and hands its line to done.
+function call(id, done) {
+  const md = new grpc.Metadata();
+  for (const [k, v] of pairs) md.add(k, v.split('{n}').join(String(id)));
+  const t0 = performance.now();
+  client.makeUnaryRequest(method, (b) => b, (b) => b, request, md,
+    { deadline: Date.now() + 2000 }, (err, reply) => {
+      const ms = Math.round((performance.now() - t0) * 1000) / 1000;
+      if (err) {
+        done({ n: id, ok: false, code: err.code, error: err.details || err.message, ms: ms });
+      } else {
+        done({ n: id, ok: true, by: servedBy(reply), ms: ms });
+      }
+    });
+}
+
+let burst = 0;
+
+// burstOnce starts k calls gap ms apart, prints their lines once all have
+// ended, then goes on with the loop.
+function burstOnce(k, gap) {
+  burst++;
+  const lines = [];
+  const start = () => {
+    n++;
+    call(n, (line) => {
+      line.burst = burst;
+      lines.push(line);
+      if (lines.length === k) {
+        for (const l of lines) process.stdout.write(JSON.stringify(l) + '\n');
+        setTimeout(callOnce, intervalMs);
+      }
+    });
+  };
+  if (gap === 0) {
+    for (let i = 0; i < k; i++) start();
+    return;
+  }
+  let started = 0;
+  const next = () => {
+    start();
+    if (++started < k) setTimeout(next, gap);
+  };
+  next();
+}
 
 function callOnce() {
   if (stopping) return;
+  if (bursts.length > 0) {
+    burstOnce(...bursts.shift());
+    return;
+  }
   n++;
-  const id = n;
-  const md = new grpc.Metadata();
-  for (const [k, v] of pairs) md.add(k, v.split('{n}').join(String(id)));
-  client.makeUnaryRequest(method, (b) => b, (b) => b, request, md,
-    { deadline: Date.now() + 2000 }, (err, reply) => {
-      let line;
-      if (err) {
-        line = { n: id, ok: false, code: err.code, error: err.details || err.message };
-      } else {
-        line = { n: id, ok: true, by: servedBy(reply) };
-      }
-      process.stdout.write(JSON.stringify(line) + '\n');
-      setTimeout(callOnce, intervalMs);
-    });
+  call(n, (line) => {
+    process.stdout.write(JSON.stringify(line) + '\n');
+    setTimeout(callOnce, intervalMs);
+  });
 }
 
 callOnce();

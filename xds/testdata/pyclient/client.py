@@ -16,15 +16,22 @@ It calls muster.demo.greeter.v1.Greeter/SayHello in a loop, one call at a
 time, and prints one JSON line per call on stdout, as the Node client does:
   {"n": 1, "ok": true, "by": "127.0.0.1:40001"}       served_by of the reply
   {"n": 2, "ok": false, "code": 14, "error": "..."}   a failed call
+Each line also gives the call's duration in milliseconds, measured here
+("ms"). A line "burst N GAP" on stdin makes it, after its current call,
+start N calls GAP milliseconds apart (0: at once) and print their lines once
+all have ended, with "burst" the burst's number (1 for the first), before it
+calls in its loop again.
 Requests and replies are raw protobuf bytes (no serializers), encoded and
 decoded by hand below. It exits when its stdin ends (the parent test is
 gone) or on SIGTERM/SIGINT.
 """
 
 import json
+import queue
 import signal
 import sys
 import threading
+import time
 
 import grpc
 
@@ -83,28 +90,76 @@ def main():
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
 
-    def watch_stdin():
-        sys.stdin.buffer.read()  # returns at EOF: the parent is gone
+    bursts = queue.Queue()  # the (N, GAP) of each "burst N GAP" not yet made
+
+    def read_commands():
+        for text in sys.stdin:  # ends at EOF: the parent is gone
+            words = text.split()
+            if (len(words) == 3 and words[0] == "burst" and words[1].isdigit()
+                    and int(words[1]) > 0 and words[2].isdigit()):
+                bursts.put((int(words[1]), int(words[2]) / 1000))
+            else:
+                sys.stderr.write("client.py: %r is not burst N GAP\n" % text)
         stop.set()
 
-    threading.Thread(target=watch_stdin, daemon=True).start()
+    threading.Thread(target=read_commands, daemon=True).start()
+
+    def metadata(n):
+        return [(k, v.replace("{n}", str(n))) for k, v in pairs] or None
+
+    def line_of(n, t0, reply=None, err=None):
+        ms = round((time.monotonic() - t0) * 1000, 3)
+        if err is None:
+            return {"n": n, "ok": True, "by": served_by(reply), "ms": ms}
+        return {"n": n, "ok": False, "code": err.code().value[0],
+                "error": err.details(), "ms": ms}
+
+    def write(line):
+        sys.stdout.write(json.dumps(line) + "\n")
+        sys.stdout.flush()
 
     with grpc.insecure_channel(target) as channel:
         # No serializers: the request and the reply are bytes as they are.
         call = channel.unary_unary(METHOD)
-        n = 0
+        n, burst = 0, 0
         while not stop.is_set():
             n += 1
+            t0 = time.monotonic()
             try:
-                md = [(k, v.replace("{n}", str(n))) for k, v in pairs]
-                reply = call(REQUEST, timeout=2, metadata=md or None)
-                line = {"n": n, "ok": True, "by": served_by(reply)}
+                line = line_of(n, t0, reply=call(REQUEST, timeout=2, metadata=metadata(n)))
             except grpc.RpcError as err:
-                line = {"n": n, "ok": False, "code": err.code().value[0],
-                        "error": err.details()}
-            sys.stdout.write(json.dumps(line) + "\n")
-            sys.stdout.flush()
-            stop.wait(interval)
+                line = line_of(n, t0, err=err)
+            write(line)
+            try:
+                k, gap = bursts.get_nowait()
+            except queue.Empty:
+                stop.wait(interval)
+                continue
+            burst += 1
+            lines, done = [], threading.Event()
+            lock = threading.Lock()
+
+            def ended(fut, n, t0):
+                try:
+                    line = line_of(n, t0, reply=fut.result())
+                except grpc.RpcError as err:
+                    line = line_of(n, t0, err=err)
+                line["burst"] = burst
+                with lock:
+                    lines.append(line)
+                    if len(lines) == k:
+                        done.set()
+
+            for i in range(k):
+                if i > 0:
+                    time.sleep(gap)
+                n += 1
+                t0 = time.monotonic()
+                fut = call.future(REQUEST, timeout=2, metadata=metadata(n))
+                fut.add_done_callback(lambda f, n=n, t0=t0: ended(f, n, t0))
+            done.wait()
+            for line in lines:
+                write(line)
 
 
 if __name__ == "__main__":
