@@ -78,8 +78,15 @@ func SlowStart(t *testing.T, policy, extra string, exact bool) {
 	if got.first.Failed+got.mid.Failed+contender.first.Failed+contender.mid.Failed > 0 {
 		t.Fatalf("failed calls: %v; %v", got.first.LastErr, got.mid.LastErr)
 	}
-	if c := contender.first.Share(young.Addr); c < 0.25 {
-		t.Fatalf("without slow start the new backend got %.1f%% in its first 2 s, want its third (at least 25%%): the test cannot tell the ramp", 100*c)
+	// A policy that follows weights exactly gives the new backend its
+	// third at once; muster_p2c by its latency, which a loaded machine
+	// bends: 15 % is still more than the ramp's 9 % bound.
+	floor := 0.25
+	if !exact {
+		floor = 0.15
+	}
+	if c := contender.first.Share(young.Addr); c < floor {
+		t.Fatalf("without slow start the new backend got %.1f%% in its first 2 s, want at least %.0f%% (its third): the test cannot tell the ramp", 100*c, 100*floor)
 	}
 	if first > 0.12 {
 		t.Fatalf("with slow start the new backend got %.1f%% of the calls in its first 2 s, want at most 12%% (9%% by the ramp)", 100*first)
