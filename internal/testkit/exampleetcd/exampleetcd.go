@@ -1,0 +1,94 @@
+// Package exampleetcd starts a throwaway embedded etcd server for the
+// runnable examples (Example functions) of Muster's packages. An example
+// cannot take a *testing.T, so it cannot use etcdtest; this package starts
+// one internal/embedetcd server in a temporary directory, on free loopback
+// ports, and Close stops it and removes the directory.
+//
+// A typical example:
+//
+//	srv, err := exampleetcd.Start()
+//	if err != nil {
+//		log.Fatal(err)
+//	}
+//	defer srv.Close()
+//	cli, err := clientv3.New(etcd.ClientConfig(srv.Endpoint()))
+//
+// Close ends every goroutine Start began, so the package's goleak check
+// (with etcdtest.LeakOptions) stays green.
+package exampleetcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/musterhq/muster/internal/embedetcd"
+	"github.com/musterhq/muster/internal/testkit/proctest"
+)
+
+// startAttempts is how often Start tries again when a port it picked was
+// taken before the server bound it.
+const startAttempts = 5
+
+// Server is a running embedded etcd server in a temporary directory.
+type Server struct {
+	*embedetcd.Server
+	dir string
+}
+
+// Start starts a single-member etcd server on free loopback ports, with no
+// logging, and returns once it serves clients (within a minute).
+func Start() (*Server, error) {
+	dir, err := os.MkdirTemp("", "muster-example-etcd-")
+	if err != nil {
+		return nil, err
+	}
+	for attempt := 1; ; attempt++ {
+		cfg, err := config(dir)
+		if err != nil {
+			_ = os.RemoveAll(dir)
+			return nil, err
+		}
+		srv, err := embedetcd.Start(context.Background(), cfg)
+		if err == nil {
+			return &Server{Server: srv, dir: dir}, nil
+		}
+		if !errors.Is(err, embedetcd.ErrAddrInUse) || attempt == startAttempts {
+			_ = os.RemoveAll(dir)
+			return nil, err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// config returns the configuration of a server in dir on two free ports.
+func config(dir string) (embedetcd.Config, error) {
+	var ports proctest.Ports
+	defer ports.Release()
+	client, err := ports.Pick("127.0.0.1")
+	if err != nil {
+		return embedetcd.Config{}, err
+	}
+	peer, err := ports.Pick("127.0.0.1")
+	if err != nil {
+		return embedetcd.Config{}, err
+	}
+	return embedetcd.Config{
+		Dir:       dir + "/etcd",
+		Name:      "example",
+		ClientURL: fmt.Sprintf("http://127.0.0.1:%d", client),
+		PeerURL:   fmt.Sprintf("http://127.0.0.1:%d", peer),
+	}, nil
+}
+
+// Close stops the server and removes its data directory. It is
+// idempotent.
+func (s *Server) Close() error {
+	err := s.Server.Close()
+	if rerr := os.RemoveAll(s.dir); err == nil {
+		err = rerr
+	}
+	return err
+}
