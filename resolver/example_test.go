@@ -1,0 +1,73 @@
+package resolver_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"net"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/musterhq/muster/examples/user/userpb"
+	"github.com/musterhq/muster/examples/user/usersvc"
+	"github.com/musterhq/muster/internal/testkit/exampleetcd"
+	"github.com/musterhq/muster/registry"
+	"github.com/musterhq/muster/registry/etcd"
+	"github.com/musterhq/muster/resolver"
+)
+
+// A channel to "muster:///user" follows the service's instances in etcd:
+// here one gRPC server, registered under its listener's address.
+func ExampleNewBuilder() {
+	srv, err := exampleetcd.Start() // an embedded etcd; in production, your cluster's URLs
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Close()
+	cli, err := clientv3.New(etcd.ClientConfig(srv.Endpoint()))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer cli.Close()
+
+	// The server side: a gRPC server, registered once it serves.
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	gs := grpc.NewServer()
+	userpb.RegisterUserServer(gs, &usersvc.Service{Addr: lis.Addr().String})
+	go gs.Serve(lis)
+	defer gs.Stop()
+	reg, err := etcd.NewRegistrar(cli)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer reg.Close()
+	in := registry.Instance{Name: "user", ID: "user-1", Addr: lis.Addr().String()}
+	if err := reg.Register(context.Background(), in); err != nil {
+		log.Fatal(err)
+	}
+
+	// The client side: one Discovery per process, a Builder per channel.
+	disc, err := etcd.NewDiscovery(cli)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer disc.Close()
+	conn, err := grpc.NewClient("muster:///user",
+		grpc.WithResolvers(resolver.NewBuilder(disc)),
+		grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer conn.Close()
+	reply, err := userpb.NewUserClient(conn).Get(context.Background(), &userpb.GetRequest{Id: "1"}, grpc.WaitForReady(true))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(reply.GetName(), "served by the registered instance:", reply.GetServedBy() == in.Addr)
+	// Output: Ada Lovelace served by the registered instance: true
+}
