@@ -6,7 +6,6 @@ import (
 	"log"
 	"net"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -21,16 +20,13 @@ import (
 // A channel to "muster:///user" follows the service's instances in etcd:
 // here one gRPC server, registered under its listener's address.
 func ExampleNewBuilder() {
-	srv, err := exampleetcd.Start() // an embedded etcd; in production, your cluster's URLs
+	// A client of an embedded etcd; a program takes
+	// clientv3.New(etcd.ClientConfig("http://etcd-0:2379", ...)).
+	cli, stop, err := exampleetcd.Client()
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer srv.Close()
-	cli, err := clientv3.New(etcd.ClientConfig(srv.Endpoint()))
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer cli.Close()
+	defer stop()
 
 	// The server side: a gRPC server, registered once it serves.
 	lis, err := net.Listen("tcp", "127.0.0.1:0")

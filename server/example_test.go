@@ -8,8 +8,6 @@ import (
 	"net"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-
 	"github.com/musterhq/muster/examples/user/userpb"
 	"github.com/musterhq/muster/examples/user/usersvc"
 	"github.com/musterhq/muster/internal/testkit/exampleetcd"
@@ -22,16 +20,13 @@ import (
 // serves. Run returns once ctx ends (or on SIGINT or SIGTERM) and Shutdown
 // has deregistered, drained and stopped the server.
 func ExampleRun() {
-	srv, err := exampleetcd.Start() // an embedded etcd; in production, your cluster's URLs
+	// A client of an embedded etcd; a program takes
+	// clientv3.New(etcd.ClientConfig("http://etcd-0:2379", ...)).
+	cli, stop, err := exampleetcd.Client()
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer srv.Close()
-	cli, err := clientv3.New(etcd.ClientConfig(srv.Endpoint()))
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer cli.Close()
+	defer stop()
 	reg, err := etcd.NewRegistrar(cli) // one per process
 	if err != nil {
 		log.Fatal(err)

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"log"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-
 	"github.com/musterhq/muster/internal/testkit/exampleetcd"
 	"github.com/musterhq/muster/registry"
 	"github.com/musterhq/muster/registry/etcd"
@@ -16,16 +14,13 @@ import (
 // process follows the service with a Discovery and sees it in the watch's
 // snapshot. Closing the Registrar revokes its lease: the instance leaves.
 func Example() {
-	srv, err := exampleetcd.Start() // an embedded etcd; in production, your cluster's URLs
+	// A client of an embedded etcd; a program takes
+	// clientv3.New(etcd.ClientConfig("http://etcd-0:2379", ...)).
+	cli, stop, err := exampleetcd.Client()
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer srv.Close()
-	cli, err := clientv3.New(etcd.ClientConfig(srv.Endpoint()))
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer cli.Close()
+	defer stop()
 	ctx := context.Background()
 
 	reg, err := etcd.NewRegistrar(cli)

@@ -4,14 +4,14 @@
 // one internal/embedetcd server in a temporary directory, on free loopback
 // ports, and Close stops it and removes the directory.
 //
-// A typical example:
+// A typical example takes a client of such a server, as a program takes
+// clientv3.New(etcd.ClientConfig(endpoints...)):
 //
-//	srv, err := exampleetcd.Start()
+//	cli, stop, err := exampleetcd.Client()
 //	if err != nil {
 //		log.Fatal(err)
 //	}
-//	defer srv.Close()
-//	cli, err := clientv3.New(etcd.ClientConfig(srv.Endpoint()))
+//	defer stop()
 //
 // Close ends every goroutine Start began, so the package's goleak check
 // (with etcdtest.LeakOptions) stays green.
@@ -24,8 +24,11 @@ import (
 	"os"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/musterhq/muster/internal/embedetcd"
 	"github.com/musterhq/muster/internal/testkit/proctest"
+	"github.com/musterhq/muster/registry/etcd"
 )
 
 // startAttempts is how often Start tries again when a port it picked was
@@ -91,4 +94,19 @@ func (s *Server) Close() error {
 		err = rerr
 	}
 	return err
+}
+
+// Client starts a server (see Start) and returns a client of it, configured
+// by etcd.ClientConfig, and stop, which closes the client and the server.
+func Client() (cli *clientv3.Client, stop func(), err error) {
+	srv, err := Start()
+	if err != nil {
+		return nil, nil, err
+	}
+	cli, err = clientv3.New(etcd.ClientConfig(srv.Endpoint()))
+	if err != nil {
+		_ = srv.Close()
+		return nil, nil, err
+	}
+	return cli, func() { _ = cli.Close(); _ = srv.Close() }, nil
 }
