@@ -10,7 +10,6 @@ import (
 	"github.com/musterhq/muster/internal/testkit/exampleetcd"
 	"github.com/musterhq/muster/metrics"
 	"github.com/musterhq/muster/registry"
-	"github.com/musterhq/muster/registry/etcd"
 	"github.com/musterhq/muster/resolver"
 )
 
@@ -19,32 +18,21 @@ import (
 // promhttp.HandlerFor(reg, promhttp.HandlerOpts{}). Each is read when
 // Prometheus scrapes.
 func Example() {
-	// A client of an embedded etcd; a program takes
-	// clientv3.New(etcd.ClientConfig("http://etcd-0:2379", ...)).
-	cli, stop, err := exampleetcd.Client()
+	// A Registrar and a Discovery (registry/etcd) on an embedded etcd.
+	r, err := exampleetcd.StartRegistry()
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer stop()
-	registrar, err := etcd.NewRegistrar(cli)
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer registrar.Close()
-	discovery, err := etcd.NewDiscovery(cli)
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer discovery.Close()
+	defer r.Close()
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
-		metrics.Registrar(registrar, prometheus.Labels{"app": "greeter"}),
-		metrics.Discovery(discovery, nil),
-		metrics.Resolver(resolver.NewBuilder(discovery), nil),
+		metrics.Registrar(r.Registrar, prometheus.Labels{"app": "greeter"}),
+		metrics.Discovery(r.Discovery, nil),
+		metrics.Resolver(resolver.NewBuilder(r.Discovery), nil),
 	)
 	in := registry.Instance{Name: "greeter", ID: "greeter-1", Addr: "10.0.0.1:9000"}
-	if err := registrar.Register(context.Background(), in); err != nil {
+	if err := r.Registrar.Register(context.Background(), in); err != nil {
 		log.Fatal(err)
 	}
 	families, err := reg.Gather()

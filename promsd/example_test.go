@@ -13,37 +13,24 @@ import (
 	"github.com/musterhq/muster/internal/testkit/exampleetcd"
 	"github.com/musterhq/muster/promsd"
 	"github.com/musterhq/muster/registry"
-	"github.com/musterhq/muster/registry/etcd"
 )
 
 // Prometheus scrapes every instance whose metadata says where its metrics
 // are served: the handler answers http_sd_configs with one target group
 // per instance, labelled from the registry.
 func ExampleNewHandler() {
-	// A client of an embedded etcd; a program takes
-	// clientv3.New(etcd.ClientConfig("http://etcd-0:2379", ...)).
-	cli, stop, err := exampleetcd.Client()
+	// A Registrar and a Discovery (registry/etcd) on an embedded etcd.
+	r, err := exampleetcd.StartRegistry()
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer stop()
-	reg, err := etcd.NewRegistrar(cli)
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer reg.Close()
+	defer r.Close()
 	in := registry.Instance{Name: "greeter", ID: "greeter-1", Addr: "10.0.0.1:9000", Zone: "eu-1a",
 		Version: "v1.4.2", Metadata: map[string]string{promsd.MetadataKey: ":9100"}}
-	if err := reg.Register(context.Background(), in); err != nil {
+	if err := r.Registrar.Register(context.Background(), in); err != nil {
 		log.Fatal(err)
 	}
-
-	disc, err := etcd.NewDiscovery(cli)
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer disc.Close()
-	h, err := promsd.NewHandler(disc, promsd.WithServices("greeter"))
+	h, err := promsd.NewHandler(r.Discovery, promsd.WithServices("greeter"))
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -13,20 +13,18 @@ import (
 	"github.com/musterhq/muster/examples/user/usersvc"
 	"github.com/musterhq/muster/internal/testkit/exampleetcd"
 	"github.com/musterhq/muster/registry"
-	"github.com/musterhq/muster/registry/etcd"
 	"github.com/musterhq/muster/resolver"
 )
 
 // A channel to "muster:///user" follows the service's instances in etcd:
 // here one gRPC server, registered under its listener's address.
 func ExampleNewBuilder() {
-	// A client of an embedded etcd; a program takes
-	// clientv3.New(etcd.ClientConfig("http://etcd-0:2379", ...)).
-	cli, stop, err := exampleetcd.Client()
+	// A Registrar and a Discovery (registry/etcd) on an embedded etcd.
+	r, err := exampleetcd.StartRegistry()
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer stop()
+	defer r.Close()
 
 	// The server side: a gRPC server, registered once it serves.
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -37,24 +35,14 @@ func ExampleNewBuilder() {
 	userpb.RegisterUserServer(gs, &usersvc.Service{Addr: lis.Addr().String})
 	go gs.Serve(lis)
 	defer gs.Stop()
-	reg, err := etcd.NewRegistrar(cli)
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer reg.Close()
 	in := registry.Instance{Name: "user", ID: "user-1", Addr: lis.Addr().String()}
-	if err := reg.Register(context.Background(), in); err != nil {
+	if err := r.Registrar.Register(context.Background(), in); err != nil {
 		log.Fatal(err)
 	}
 
 	// The client side: one Discovery per process, a Builder per channel.
-	disc, err := etcd.NewDiscovery(cli)
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer disc.Close()
 	conn, err := grpc.NewClient("muster:///user",
-		grpc.WithResolvers(resolver.NewBuilder(disc)),
+		grpc.WithResolvers(resolver.NewBuilder(r.Discovery)),
 		grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		log.Fatal(err)

@@ -12,7 +12,6 @@ import (
 	"github.com/musterhq/muster/examples/user/usersvc"
 	"github.com/musterhq/muster/internal/testkit/exampleetcd"
 	"github.com/musterhq/muster/registry"
-	"github.com/musterhq/muster/registry/etcd"
 	"github.com/musterhq/muster/server"
 )
 
@@ -20,20 +19,14 @@ import (
 // serves. Run returns once ctx ends (or on SIGINT or SIGTERM) and Shutdown
 // has deregistered, drained and stopped the server.
 func ExampleRun() {
-	// A client of an embedded etcd; a program takes
-	// clientv3.New(etcd.ClientConfig("http://etcd-0:2379", ...)).
-	cli, stop, err := exampleetcd.Client()
+	// A Registrar and a Discovery (registry/etcd) on an embedded etcd.
+	r, err := exampleetcd.StartRegistry()
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer stop()
-	reg, err := etcd.NewRegistrar(cli) // one per process
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer reg.Close()
+	defer r.Close()
 
-	s, err := server.New(reg, registry.Instance{Name: "user", ID: "user-1", Zone: "eu-1a"})
+	s, err := server.New(r.Registrar, registry.Instance{Name: "user", ID: "user-1", Zone: "eu-1a"})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -47,9 +40,9 @@ func ExampleRun() {
 	go func() { done <- server.Run(ctx, s, lis, 30*time.Second) }()
 
 	<-s.Ready()
-	fmt.Println("registered:", reg.Status().Registered, reg.Status().Instances)
+	fmt.Println("registered:", r.Registrar.Status().Registered, r.Registrar.Status().Instances)
 	stop() // as SIGTERM would
-	fmt.Println("run:", <-done, "instances left:", reg.Status().Instances)
+	fmt.Println("run:", <-done, "instances left:", r.Registrar.Status().Instances)
 	fmt.Println("shutdown again:", errors.Is(s.Shutdown(context.Background()), server.ErrServerClosed))
 	// Output:
 	// registered: true 1

@@ -9,40 +9,28 @@ import (
 
 	"github.com/musterhq/muster/contrib/kratos"
 	"github.com/musterhq/muster/internal/testkit/exampleetcd"
-	"github.com/musterhq/muster/registry/etcd"
 )
 
 // A Kratos app on Muster's registry: the Registry is both the app's
-// registrar (kratos.Registrar(r) on the server) and its discovery
-// (grpc.WithDiscovery(r) on the client). An instance is registered under
+// registrar (kratos.Registrar(k) on the server) and its discovery
+// (grpc.WithDiscovery(k) on the client). An instance is registered under
 // the address of its grpc:// endpoint.
 func ExampleNew() {
-	// A client of an embedded etcd; a program takes
-	// clientv3.New(etcd.ClientConfig("http://etcd-0:2379", ...)).
-	cli, stop, err := exampleetcd.Client()
+	// A Registrar and a Discovery (registry/etcd) on an embedded etcd.
+	r, err := exampleetcd.StartRegistry()
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer stop()
-	registrar, err := etcd.NewRegistrar(cli)
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer registrar.Close()
-	discovery, err := etcd.NewDiscovery(cli)
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer discovery.Close()
-	r := kratos.New(registrar, discovery)
+	defer r.Close()
+	k := kratos.New(r.Registrar, r.Discovery)
 
 	ctx := context.Background()
 	si := &kratosregistry.ServiceInstance{ID: "greeter-1", Name: "greeter", Version: "v1.4.2",
 		Endpoints: []string{"http://10.0.0.1:8000", "grpc://10.0.0.1:9000"}}
-	if err := r.Register(ctx, si); err != nil {
+	if err := k.Register(ctx, si); err != nil {
 		log.Fatal(err)
 	}
-	found, err := r.GetService(ctx, "greeter")
+	found, err := k.GetService(ctx, "greeter")
 	if err != nil {
 		log.Fatal(err)
 	}

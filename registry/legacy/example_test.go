@@ -15,25 +15,19 @@ import (
 // servers already on Muster and those still published by go-zero (as
 // "user.rpc"), each instance telling where it was found.
 func ExampleNewMerged() {
-	// A client of an embedded etcd; a program takes
-	// clientv3.New(etcd.ClientConfig("http://etcd-0:2379", ...)).
-	cli, stop, err := exampleetcd.Client()
+	// A Registrar and a Discovery (registry/etcd) on an embedded etcd.
+	r, err := exampleetcd.StartRegistry()
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer stop()
+	defer r.Close()
 	ctx := context.Background()
 	// A go-zero server's key, as go-zero writes it (under its lease).
-	if _, err := cli.Put(ctx, "user.rpc/7587", "10.0.0.2:9000"); err != nil {
+	if _, err := r.Client.Put(ctx, "user.rpc/7587", "10.0.0.2:9000"); err != nil {
 		log.Fatal(err)
 	}
 	// A server already on Muster.
-	reg, err := etcd.NewRegistrar(cli)
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer reg.Close()
-	if err := reg.Register(ctx, registry.Instance{Name: "user", ID: "user-1", Addr: "10.0.0.1:9000"}); err != nil {
+	if err := r.Registrar.Register(ctx, registry.Instance{Name: "user", ID: "user-1", Addr: "10.0.0.1:9000"}); err != nil {
 		log.Fatal(err)
 	}
 
@@ -41,17 +35,12 @@ func ExampleNewMerged() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	primary, err := etcd.NewDiscovery(cli)
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer primary.Close()
-	old, err := etcd.NewDiscovery(cli, etcd.WithLayout(gozero))
+	old, err := etcd.NewDiscovery(r.Client, etcd.WithLayout(gozero))
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer old.Close()
-	merged, err := legacy.NewMerged(primary, legacy.Source{Name: "go-zero", Discovery: old, Services: []string{"user"}})
+	merged, err := legacy.NewMerged(r.Discovery, legacy.Source{Name: "go-zero", Discovery: old, Services: []string{"user"}})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -13,6 +13,10 @@
 //	}
 //	defer stop()
 //
+// An example about what runs on a registry, rather than about the registry
+// itself, starts one with StartRegistry: a Registrar and a Discovery of
+// registry/etcd over such a client.
+//
 // Close ends every goroutine Start began, so the package's goleak check
 // (with etcdtest.LeakOptions) stays green.
 package exampleetcd
@@ -109,4 +113,42 @@ func Client() (cli *clientv3.Client, stop func(), err error) {
 		return nil, nil, err
 	}
 	return cli, func() { _ = cli.Close(); _ = srv.Close() }, nil
+}
+
+// Registry is a client of a server started by Start, with a Registrar and
+// a Discovery over it (registry/etcd's defaults).
+type Registry struct {
+	Client    *clientv3.Client
+	Registrar *etcd.Registrar
+	Discovery *etcd.Discovery
+	stop      func()
+}
+
+// StartRegistry starts a server (see Start) and returns a Registry on it.
+func StartRegistry() (*Registry, error) {
+	cli, stop, err := Client()
+	if err != nil {
+		return nil, err
+	}
+	r := &Registry{Client: cli, stop: stop}
+	if r.Registrar, err = etcd.NewRegistrar(cli); err == nil {
+		r.Discovery, err = etcd.NewDiscovery(cli)
+	}
+	if err != nil {
+		r.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// Close closes the Discovery, the Registrar (revoking its lease), the
+// client and the server.
+func (r *Registry) Close() {
+	if r.Discovery != nil {
+		_ = r.Discovery.Close()
+	}
+	if r.Registrar != nil {
+		_ = r.Registrar.Close()
+	}
+	r.stop()
 }
