@@ -8,7 +8,7 @@ import (
 	"net/http/httptest"
 
 	"github.com/musterhq/muster/console"
-	"github.com/musterhq/muster/internal/testkit/exampleetcd"
+	"github.com/musterhq/muster/internal/testkit/examplekit"
 )
 
 // The console is an http.Handler for the paths under /ui/: mount it on a
@@ -17,7 +17,7 @@ import (
 func ExampleNew() {
 	// A client of an embedded etcd; a program takes
 	// clientv3.New(etcd.ClientConfig("http://etcd-0:2379", ...)).
-	cli, stop, err := exampleetcd.Client()
+	cli, stop, err := examplekit.EtcdClient()
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/musterhq/muster/internal/testkit/exampleetcd"
+	"github.com/musterhq/muster/internal/testkit/examplekit"
 	"github.com/musterhq/muster/promsd"
 	"github.com/musterhq/muster/registry"
 )
@@ -20,7 +20,7 @@ import (
 // per instance, labelled from the registry.
 func ExampleNewHandler() {
 	// A Registrar and a Discovery (registry/etcd) on an embedded etcd.
-	r, err := exampleetcd.StartRegistry()
+	r, err := examplekit.StartRegistry()
 	if err != nil {
 		log.Fatal(err)
 	}

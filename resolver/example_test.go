@@ -11,7 +11,7 @@ import (
 
 	"github.com/musterhq/muster/examples/user/userpb"
 	"github.com/musterhq/muster/examples/user/usersvc"
-	"github.com/musterhq/muster/internal/testkit/exampleetcd"
+	"github.com/musterhq/muster/internal/testkit/examplekit"
 	"github.com/musterhq/muster/registry"
 	"github.com/musterhq/muster/resolver"
 )
@@ -20,7 +20,7 @@ import (
 // here one gRPC server, registered under its listener's address.
 func ExampleNewBuilder() {
 	// A Registrar and a Discovery (registry/etcd) on an embedded etcd.
-	r, err := exampleetcd.StartRegistry()
+	r, err := examplekit.StartRegistry()
 	if err != nil {
 		log.Fatal(err)
 	}

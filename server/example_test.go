@@ -10,7 +10,7 @@ import (
 
 	"github.com/musterhq/muster/examples/user/userpb"
 	"github.com/musterhq/muster/examples/user/usersvc"
-	"github.com/musterhq/muster/internal/testkit/exampleetcd"
+	"github.com/musterhq/muster/internal/testkit/examplekit"
 	"github.com/musterhq/muster/registry"
 	"github.com/musterhq/muster/server"
 )
@@ -20,7 +20,7 @@ import (
 // has deregistered, drained and stopped the server.
 func ExampleRun() {
 	// A Registrar and a Discovery (registry/etcd) on an embedded etcd.
-	r, err := exampleetcd.StartRegistry()
+	r, err := examplekit.StartRegistry()
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	kratosregistry "github.com/go-kratos/kratos/v2/registry"
 
 	"github.com/musterhq/muster/contrib/kratos"
-	"github.com/musterhq/muster/internal/testkit/exampleetcd"
+	"github.com/musterhq/muster/internal/testkit/examplekit"
 )
 
 // A Kratos app on Muster's registry: the Registry is both the app's
@@ -17,7 +17,7 @@ import (
 // the address of its grpc:// endpoint.
 func ExampleNew() {
 	// A Registrar and a Discovery (registry/etcd) on an embedded etcd.
-	r, err := exampleetcd.StartRegistry()
+	r, err := examplekit.StartRegistry()
 	if err != nil {
 		log.Fatal(err)
 	}

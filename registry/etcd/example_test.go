@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"log"
 
-	"github.com/musterhq/muster/internal/testkit/exampleetcd"
+	"github.com/musterhq/muster/internal/testkit/examplekit"
 	"github.com/musterhq/muster/registry"
 	"github.com/musterhq/muster/registry/etcd"
 )
@@ -16,7 +16,7 @@ import (
 func Example() {
 	// A client of an embedded etcd; a program takes
 	// clientv3.New(etcd.ClientConfig("http://etcd-0:2379", ...)).
-	cli, stop, err := exampleetcd.Client()
+	cli, stop, err := examplekit.EtcdClient()
 	if err != nil {
 		log.Fatal(err)
 	}

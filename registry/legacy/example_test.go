@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"log"
 
-	"github.com/musterhq/muster/internal/testkit/exampleetcd"
+	"github.com/musterhq/muster/internal/testkit/examplekit"
 	"github.com/musterhq/muster/registry"
 	"github.com/musterhq/muster/registry/etcd"
 	"github.com/musterhq/muster/registry/legacy"
@@ -16,7 +16,7 @@ import (
 // "user.rpc"), each instance telling where it was found.
 func ExampleNewMerged() {
 	// A Registrar and a Discovery (registry/etcd) on an embedded etcd.
-	r, err := exampleetcd.StartRegistry()
+	r, err := examplekit.StartRegistry()
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -51,10 +51,7 @@ func ExampleNewMerged() {
 		log.Fatal(err)
 	}
 	defer w.Close()
-	for !w.Snapshot().Loaded {
-		<-w.Updates()
-	}
-	for _, in := range w.Snapshot().Instances {
+	for _, in := range examplekit.Loaded(w).Instances { // the first loaded snapshot
 		fmt.Println(in.ID, in.Addr, "from", legacy.SourceOf(in))
 	}
 	// Output:

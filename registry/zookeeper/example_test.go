@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log"
 
+	"github.com/musterhq/muster/internal/testkit/examplekit"
 	"github.com/musterhq/muster/registry"
 	"github.com/musterhq/muster/registry/zookeeper"
 )
@@ -37,10 +38,7 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer w.Close()
-	for !w.Snapshot().Loaded {
-		<-w.Updates()
-	}
-	for _, in := range w.Snapshot().Instances {
+	for _, in := range examplekit.Loaded(w).Instances { // the first loaded snapshot
 		fmt.Println(in.ID, in.Addr)
 	}
 }

@@ -1,13 +1,13 @@
-// Package exampleetcd starts a throwaway embedded etcd server for the
-// runnable examples (Example functions) of Muster's packages. An example
-// cannot take a *testing.T, so it cannot use etcdtest; this package starts
-// one internal/embedetcd server in a temporary directory, on free loopback
-// ports, and Close stops it and removes the directory.
+// Package examplekit holds what the runnable examples (Example functions)
+// of Muster's packages share. An example cannot take a *testing.T, so it
+// cannot use etcdtest: StartEtcd starts one internal/embedetcd server in a
+// temporary directory, on free loopback ports, and Close stops it and
+// removes the directory.
 //
 // A typical example takes a client of such a server, as a program takes
 // clientv3.New(etcd.ClientConfig(endpoints...)):
 //
-//	cli, stop, err := exampleetcd.Client()
+//	cli, stop, err := examplekit.EtcdClient()
 //	if err != nil {
 //		log.Fatal(err)
 //	}
@@ -17,9 +17,12 @@
 // itself, starts one with StartRegistry: a Registrar and a Discovery of
 // registry/etcd over such a client.
 //
-// Close ends every goroutine Start began, so the package's goleak check
+// Loaded waits for a watcher's first loaded snapshot, as every example that
+// prints a service does.
+//
+// Close ends every goroutine StartEtcd began, so the package's goleak check
 // (with etcdtest.LeakOptions) stays green.
-package exampleetcd
+package examplekit
 
 import (
 	"context"
@@ -32,10 +35,11 @@ import (
 
 	"github.com/musterhq/muster/internal/embedetcd"
 	"github.com/musterhq/muster/internal/testkit/proctest"
+	"github.com/musterhq/muster/registry"
 	"github.com/musterhq/muster/registry/etcd"
 )
 
-// startAttempts is how often Start tries again when a port it picked was
+// startAttempts is how often StartEtcd tries again when a port it picked was
 // taken before the server bound it.
 const startAttempts = 5
 
@@ -45,9 +49,9 @@ type Server struct {
 	dir string
 }
 
-// Start starts a single-member etcd server on free loopback ports, with no
-// logging, and returns once it serves clients (within a minute).
-func Start() (*Server, error) {
+// StartEtcd starts a single-member etcd server on free loopback ports, with
+// no logging, and returns once it serves clients (within a minute).
+func StartEtcd() (*Server, error) {
 	dir, err := os.MkdirTemp("", "muster-example-etcd-")
 	if err != nil {
 		return nil, err
@@ -100,10 +104,11 @@ func (s *Server) Close() error {
 	return err
 }
 
-// Client starts a server (see Start) and returns a client of it, configured
-// by etcd.ClientConfig, and stop, which closes the client and the server.
-func Client() (cli *clientv3.Client, stop func(), err error) {
-	srv, err := Start()
+// EtcdClient starts a server (see StartEtcd) and returns a client of it,
+// configured by etcd.ClientConfig, and stop, which closes the client and
+// the server.
+func EtcdClient() (cli *clientv3.Client, stop func(), err error) {
+	srv, err := StartEtcd()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -115,7 +120,7 @@ func Client() (cli *clientv3.Client, stop func(), err error) {
 	return cli, func() { _ = cli.Close(); _ = srv.Close() }, nil
 }
 
-// Registry is a client of a server started by Start, with a Registrar and
+// Registry is a client of a server started by StartEtcd, with a Registrar and
 // a Discovery over it (registry/etcd's defaults).
 type Registry struct {
 	Client    *clientv3.Client
@@ -124,9 +129,10 @@ type Registry struct {
 	stop      func()
 }
 
-// StartRegistry starts a server (see Start) and returns a Registry on it.
+// StartRegistry starts a server (see StartEtcd) and returns a Registry on
+// it.
 func StartRegistry() (*Registry, error) {
-	cli, stop, err := Client()
+	cli, stop, err := EtcdClient()
 	if err != nil {
 		return nil, err
 	}
@@ -151,4 +157,17 @@ func (r *Registry) Close() {
 		_ = r.Registrar.Close()
 	}
 	r.stop()
+}
+
+// Loaded returns w's first loaded snapshot, waiting for it; the zero
+// Snapshot if w is closed first.
+func Loaded(w registry.Watcher) registry.Snapshot {
+	for {
+		if s := w.Snapshot(); s.Loaded {
+			return s
+		}
+		if _, open := <-w.Updates(); !open {
+			return registry.Snapshot{}
+		}
+	}
 }
