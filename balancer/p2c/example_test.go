@@ -4,14 +4,13 @@ import (
 	"context"
 	"fmt"
 	"log"
-	"net"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
 	_ "github.com/musterhq/muster/balancer/p2c" // registers muster_p2c
 	"github.com/musterhq/muster/examples/user/userpb"
-	"github.com/musterhq/muster/examples/user/usersvc"
+	"github.com/musterhq/muster/internal/testkit/examplekit"
 	"github.com/musterhq/muster/resolver"
 )
 
@@ -19,18 +18,11 @@ import (
 // is forgotten, and when an endpoint that keeps failing is ejected. Each
 // call goes to the less loaded of two endpoints drawn at random.
 func Example() {
-	var addrs []string
-	for range 2 {
-		lis, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			log.Fatal(err)
-		}
-		addrs = append(addrs, lis.Addr().String())
-		gs := grpc.NewServer()
-		userpb.RegisterUserServer(gs, &usersvc.Service{Addr: lis.Addr().String})
-		go gs.Serve(lis)
-		defer gs.Stop()
+	addrs, stop, err := examplekit.UserBackends(2) // two gRPC servers of the user service
+	if err != nil {
+		log.Fatal(err)
 	}
+	defer stop()
 	conn, err := grpc.NewClient("direct:///"+addrs[0]+","+addrs[1],
 		grpc.WithResolvers(resolver.NewDirectBuilder()), // or resolver.NewBuilder(discovery) and "muster:///user"
 		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"muster_p2c":{

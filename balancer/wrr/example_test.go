@@ -4,14 +4,13 @@ import (
 	"context"
 	"fmt"
 	"log"
-	"net"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
 	_ "github.com/musterhq/muster/balancer/wrr" // registers muster_wrr
 	"github.com/musterhq/muster/examples/user/userpb"
-	"github.com/musterhq/muster/examples/user/usersvc"
+	"github.com/musterhq/muster/internal/testkit/examplekit"
 	"github.com/musterhq/muster/resolver"
 )
 
@@ -19,18 +18,11 @@ import (
 // carry their instance's weight; these static ones are weighed by the
 // config's endpointWeights: the first backend takes three calls in four.
 func Example() {
-	var addrs [2]string
-	for i := range addrs {
-		lis, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			log.Fatal(err)
-		}
-		addrs[i] = lis.Addr().String()
-		gs := grpc.NewServer()
-		userpb.RegisterUserServer(gs, &usersvc.Service{Addr: lis.Addr().String})
-		go gs.Serve(lis)
-		defer gs.Stop()
+	addrs, stop, err := examplekit.UserBackends(2) // two gRPC servers of the user service
+	if err != nil {
+		log.Fatal(err)
 	}
+	defer stop()
 	config := fmt.Sprintf(`{"loadBalancingConfig":[{"muster_wrr":{
 		"endpointWeights":{%q:300,%q:100},
 		"outlier":{"consecutiveFailures":5,"baseEjectionTime":"30s"}}}]}`, addrs[0], addrs[1])

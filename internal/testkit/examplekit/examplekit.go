@@ -18,7 +18,8 @@
 // registry/etcd over such a client.
 //
 // Loaded waits for a watcher's first loaded snapshot, as every example that
-// prints a service does.
+// prints a service does; UserBackends starts gRPC servers for the examples
+// that call through a balancer.
 //
 // Close ends every goroutine StartEtcd began, so the package's goleak check
 // (with etcdtest.LeakOptions) stays green.
@@ -28,11 +29,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
 
+	"github.com/musterhq/muster/examples/user/userpb"
+	"github.com/musterhq/muster/examples/user/usersvc"
 	"github.com/musterhq/muster/internal/embedetcd"
 	"github.com/musterhq/muster/internal/testkit/proctest"
 	"github.com/musterhq/muster/registry"
@@ -170,4 +175,29 @@ func Loaded(w registry.Watcher) registry.Snapshot {
 			return registry.Snapshot{}
 		}
 	}
+}
+
+// UserBackends starts n gRPC servers of the example user service
+// (examples/user/usersvc) on loopback ports and returns their addresses,
+// and stop, which stops them all.
+func UserBackends(n int) (addrs []string, stop func(), err error) {
+	var servers []*grpc.Server
+	stop = func() {
+		for _, gs := range servers {
+			gs.Stop()
+		}
+	}
+	for range n {
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			stop()
+			return nil, nil, err
+		}
+		gs := grpc.NewServer()
+		userpb.RegisterUserServer(gs, &usersvc.Service{Addr: lis.Addr().String})
+		go func() { _ = gs.Serve(lis) }()
+		servers = append(servers, gs)
+		addrs = append(addrs, lis.Addr().String())
+	}
+	return addrs, stop, nil
 }
