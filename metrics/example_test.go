@@ -42,16 +42,11 @@ func Example() {
 	for _, f := range families {
 		switch f.GetName() {
 		case "muster_registrar_registered", "muster_registrar_instances", "muster_discovery_watchers":
-			m := f.GetMetric()[0]
-			labels := ""
-			for _, l := range m.GetLabel() {
-				labels += fmt.Sprintf("%s=%q", l.GetName(), l.GetValue())
-			}
-			fmt.Printf("%s{%s} %v\n", f.GetName(), labels, m.GetGauge().GetValue())
+			fmt.Println(f.GetName(), f.GetMetric()[0].GetGauge().GetValue())
 		}
 	}
 	// Output:
-	// muster_discovery_watchers{} 0
-	// muster_registrar_instances{app="greeter"} 1
-	// muster_registrar_registered{app="greeter"} 1
+	// muster_discovery_watchers 0
+	// muster_registrar_instances 1
+	// muster_registrar_registered 1
 }
