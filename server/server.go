@@ -46,6 +46,8 @@ type Server struct {
 
 	drainCtx context.Context // done when open streams must end
 	drain    context.CancelFunc
+	warmCtx  context.Context // done when Shutdown begins
+	stopWarm context.CancelFunc
 	ready    chan struct{}
 	pending  sync.WaitGroup // logRegistered, while it waits
 
@@ -85,6 +87,7 @@ func New(reg registry.Registrar, in registry.Instance, opts ...Option) (*Server,
 		ready:  make(chan struct{}),
 	}
 	s.drainCtx, s.drain = context.WithCancel(context.Background())
+	s.warmCtx, s.stopWarm = context.WithCancel(context.Background())
 	var gopts []grpc.ServerOption
 	if !o.noColor {
 		gopts = append(gopts, grpc.ChainUnaryInterceptor(color.UnaryServerInterceptor()),
@@ -127,7 +130,7 @@ func (s *Server) ListenAndServe(addr string) error {
 }
 
 // Serve serves on lis and registers the instance, in this order: serve,
-// set health to SERVING, register. The advertised address is the
+// warm up (WithWarmup), set health to SERVING, register. The advertised address is the
 // instance's Addr if set, else the listener's address, with a wildcard host
 // replaced by the first routable address of the machine (a global unicast
 // IPv4 address of an interface that is up and not a loopback, else IPv6,
@@ -136,8 +139,8 @@ func (s *Server) ListenAndServe(addr string) error {
 // If the registry does not answer within the register timeout
 // (WithRegisterTimeout), Serve serves on and the registrar registers the
 // instance as soon as the registry answers; both are logged. An instance the registrar
-// refuses (invalid, permission denied) stops the server and is returned.
-// Serve blocks until the server stops; after Shutdown it returns
+// refuses (invalid, permission denied) stops the server and is returned,
+// and so is a failed warm-up. Serve blocks until the server stops; after Shutdown it returns
 // ErrServerClosed. A Server serves once.
 func (s *Server) Serve(lis net.Listener) error {
 	s.mu.Lock()
@@ -168,6 +171,22 @@ func (s *Server) Serve(lis net.Listener) error {
 
 	served := make(chan error, 1)
 	go func() { served <- s.gs.Serve(lis) }()
+	// abort stops a server that never registered and returns err.
+	abort := func(err error) error {
+		close(s.ready)
+		s.gs.Stop()
+		<-served
+		return err
+	}
+	if err := s.warmUp(); err != nil {
+		s.mu.Lock()
+		shut := s.shutdown
+		s.mu.Unlock()
+		if shut {
+			return abort(ErrServerClosed)
+		}
+		return abort(fmt.Errorf("server: warm-up of %s: %w", in.Name, err))
+	}
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.registerTimeout)
@@ -183,10 +202,7 @@ func (s *Server) Serve(lis net.Listener) error {
 			go s.logRegistered(sr, time.Now())
 		}
 	default:
-		close(s.ready)
-		s.gs.Stop()
-		<-served
-		return fmt.Errorf("server: register %s: %w", in.Name, err)
+		return abort(fmt.Errorf("server: register %s: %w", in.Name, err))
 	}
 	s.mu.Lock()
 	s.advertised = in.Normalize()
@@ -233,6 +249,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.shutdown = true
 	started := s.started
 	s.mu.Unlock()
+	s.stopWarm() // a warm-up in progress ends; Serve then gives up
 	if started {
 		// Let a Serve in progress finish registering, so that the
 		// instance is deregistered below rather than left behind.
@@ -281,6 +298,37 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.log.Info("stopped", "took", time.Since(begun).Round(time.Millisecond))
 	return errors.Join(errs...)
+}
+
+// warmUp runs the warm-up (WithWarmup), retrying it as WithWarmupRetry
+// allows, and returns its last error; nil if there is none or it
+// succeeded. It gives up when Shutdown begins.
+func (s *Server) warmUp() error {
+	if s.opts.warmup == nil {
+		return nil
+	}
+	begun := time.Now()
+	var err error
+	for attempt := 1; ; attempt++ {
+		if err = s.opts.warmup(s.warmCtx); err == nil {
+			s.log.Info("warmed up", "took", time.Since(begun).Round(time.Millisecond), "attempts", attempt)
+			return nil
+		}
+		if attempt == s.opts.warmupAttempts || s.warmCtx.Err() != nil {
+			if attempt > 1 {
+				err = fmt.Errorf("%d attempts, the last: %w", attempt, err)
+			}
+			return err
+		}
+		s.log.Warn("warm-up failed; retrying", "attempt", attempt, "of", s.opts.warmupAttempts, "backoff", s.opts.warmupBackoff, "error", err)
+		timer := time.NewTimer(s.opts.warmupBackoff)
+		select {
+		case <-timer.C:
+		case <-s.warmCtx.Done():
+			timer.Stop()
+			return err
+		}
+	}
 }
 
 // logRegistered waits until a registration that was pending when Serve
