@@ -34,7 +34,7 @@ type options struct {
 	warmup          func(context.Context) error
 	warmupAttempts  int
 	warmupBackoff   time.Duration
-	err             error  // the first invalid option that New reports
+	err             error // the first invalid option that New reports
 }
 
 func buildOptions(opts []Option) options {
