@@ -46,8 +46,9 @@ type Server struct {
 
 	drainCtx context.Context // done when open streams must end
 	drain    context.CancelFunc
-	warmCtx  context.Context // done when Shutdown begins
-	stopWarm context.CancelFunc
+	leaving  context.Context // done when Shutdown begins or the server stops
+	leave    context.CancelFunc
+	follower sync.WaitGroup // followHealth
 	ready    chan struct{}
 	pending  sync.WaitGroup // logRegistered, while it waits
 
@@ -87,7 +88,7 @@ func New(reg registry.Registrar, in registry.Instance, opts ...Option) (*Server,
 		ready:  make(chan struct{}),
 	}
 	s.drainCtx, s.drain = context.WithCancel(context.Background())
-	s.warmCtx, s.stopWarm = context.WithCancel(context.Background())
+	s.leaving, s.leave = context.WithCancel(context.Background())
 	var gopts []grpc.ServerOption
 	if !o.noColor {
 		gopts = append(gopts, grpc.ChainUnaryInterceptor(color.UnaryServerInterceptor()),
@@ -104,7 +105,14 @@ func New(reg registry.Registrar, in registry.Instance, opts ...Option) (*Server,
 func (s *Server) GRPC() *grpc.Server { return s.gs }
 
 // Health returns the server's health service. Serve sets the overall
-// status ("") to SERVING and Shutdown sets every status to NOT_SERVING.
+// status ("") to SERVING once warmed up (WithWarmup) and Shutdown sets
+// every status to NOT_SERVING. Between the two the overall status reaches
+// the registry: while it is anything but SERVING the instance is
+// registered Draining, so that every client balancing on the registry
+// (muster_p2c, muster_wrr, muster xds) stops sending it new calls, and
+// when it is SERVING again the instance is registered as before. An
+// operator's drain (muster drain) is a separate override that this never
+// undoes. Per-service statuses stay local to the health service.
 func (s *Server) Health() *health.Server { return s.health }
 
 // Ready returns a channel closed once Serve is serving and has made its
@@ -207,9 +215,13 @@ func (s *Server) Serve(lis net.Listener) error {
 	s.mu.Lock()
 	s.advertised = in.Normalize()
 	s.mu.Unlock()
+	s.follower.Add(1)
+	go s.followHealth(in)
 	close(s.ready)
 
 	err = <-served
+	s.leave() // ends followHealth if the server stopped on its own
+	s.follower.Wait()
 	s.drain() // ends logRegistered if the server stopped on its own
 	s.pending.Wait()
 	s.mu.Lock()
@@ -249,7 +261,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.shutdown = true
 	started := s.started
 	s.mu.Unlock()
-	s.stopWarm() // a warm-up in progress ends; Serve then gives up
+	s.leave() // a warm-up in progress ends (Serve then gives up), followHealth ends
 	if started {
 		// Let a Serve in progress finish registering, so that the
 		// instance is deregistered below rather than left behind.
@@ -263,6 +275,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Unlock()
 
 	begun := time.Now()
+	s.follower.Wait() // its last write must not follow the deregistration
 	s.health.Shutdown()
 	var errs []error
 	if registered {
@@ -310,11 +323,11 @@ func (s *Server) warmUp() error {
 	begun := time.Now()
 	var err error
 	for attempt := 1; ; attempt++ {
-		if err = s.opts.warmup(s.warmCtx); err == nil {
+		if err = s.opts.warmup(s.leaving); err == nil {
 			s.log.Info("warmed up", "took", time.Since(begun).Round(time.Millisecond), "attempts", attempt)
 			return nil
 		}
-		if attempt == s.opts.warmupAttempts || s.warmCtx.Err() != nil {
+		if attempt == s.opts.warmupAttempts || s.leaving.Err() != nil {
 			if attempt > 1 {
 				err = fmt.Errorf("%d attempts, the last: %w", attempt, err)
 			}
@@ -324,7 +337,7 @@ func (s *Server) warmUp() error {
 		timer := time.NewTimer(s.opts.warmupBackoff)
 		select {
 		case <-timer.C:
-		case <-s.warmCtx.Done():
+		case <-s.leaving.Done():
 			timer.Stop()
 			return err
 		}
