@@ -87,17 +87,25 @@ func awaitOwnValue(t *testing.T, e *env, id, what string, cond func(*registry.In
 	t.Fatalf("%s's own value in etcd was not %s within 10s", id, what)
 }
 
+// twoGreeters starts greeters a and b and a client (muster_p2c, no
+// client-side health checks) that has called both; it returns a and its
+// address.
+func twoGreeters(t *testing.T) (*env, *backend, string, *grpc.ClientConn) {
+	t.Helper()
+	e := newEnv(t)
+	a, b := e.start(t, "a"), e.start(t, "b")
+	conn := dial(t, e, "muster:///greeter")
+	testbackend.CallUntil(t, conn, 10*time.Second, "calling both", testbackend.HasAll(a.s.Instance().Addr, b.s.Instance().Addr))
+	return e, a, a.s.Instance().Addr, conn
+}
+
 // TestHealthDrainsInTheRegistry: a server whose overall health turns
 // NOT_SERVING takes no new calls from a client balancing on the registry
 // (muster_p2c, no client-side health checks) within drainWithin, and
 // takes calls again once SERVING. Without followHealth the client keeps
 // calling it.
 func TestHealthDrainsInTheRegistry(t *testing.T) {
-	e := newEnv(t)
-	a, b := e.start(t, "a"), e.start(t, "b")
-	addrA, addrB := a.s.Instance().Addr, b.s.Instance().Addr
-	conn := dial(t, e, "muster:///greeter")
-	testbackend.CallUntil(t, conn, 10*time.Second, "calling both", testbackend.HasAll(addrA, addrB))
+	_, a, addrA, conn := twoGreeters(t)
 
 	setHealth(a, healthpb.HealthCheckResponse_NOT_SERVING)
 	took := awaitNoCallsTo(t, conn, addrA, drainWithin)
@@ -113,11 +121,7 @@ func TestHealthDrainsInTheRegistry(t *testing.T) {
 // turning NOT_SERVING and SERVING again. Without the override surviving
 // the instance's own writes, SERVING gives it calls again.
 func TestHealthNeverUndoesAnOperatorDrain(t *testing.T) {
-	e := newEnv(t)
-	a, b := e.start(t, "a"), e.start(t, "b")
-	addrA, addrB := a.s.Instance().Addr, b.s.Instance().Addr
-	conn := dial(t, e, "muster:///greeter")
-	testbackend.CallUntil(t, conn, 10*time.Second, "calling both", testbackend.HasAll(addrA, addrB))
+	e, a, addrA, conn := twoGreeters(t)
 
 	zero := 0
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

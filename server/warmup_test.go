@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/musterhq/muster/internal/testkit/registrytest"
 	"github.com/musterhq/muster/internal/testkit/testbackend"
 	"github.com/musterhq/muster/registry"
 	"github.com/musterhq/muster/server"
@@ -27,24 +28,8 @@ func watchGreeter(t *testing.T, e *env) registry.Watcher {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = w.Close() })
-	awaitSnapshot(t, w, "the first load", func(s registry.Snapshot) bool { return s.Loaded })
+	registrytest.WaitFor(t, w, "the first load", func(s registry.Snapshot) bool { return s.Loaded })
 	return w
-}
-
-// awaitSnapshot waits up to 10s for w's snapshot to satisfy cond.
-func awaitSnapshot(t *testing.T, w registry.Watcher, what string, cond func(registry.Snapshot) bool) registry.Snapshot {
-	t.Helper()
-	timeout := time.After(10 * time.Second)
-	for {
-		if s := w.Snapshot(); cond(s) {
-			return s
-		}
-		select {
-		case <-w.Updates():
-		case <-timeout:
-			t.Fatalf("the watcher's snapshot was not %s within 10s: %v", what, w.Snapshot().Instances)
-		}
-	}
 }
 
 func hasInstance(id string) func(registry.Snapshot) bool {
@@ -133,7 +118,7 @@ func TestWarmupRunsBeforeRegistration(t *testing.T) {
 	// watcher: a, had it been registered when it started serving, would
 	// be there too.
 	e.start(t, "b")
-	awaitSnapshot(t, w, "holding b, registered during a's warm-up", hasInstance("b"))
+	registrytest.WaitFor(t, w, "holding b, registered during a's warm-up", hasInstance("b"))
 	resp, err := e.cli.Get(context.Background(), registry.Key(registry.DefaultPrefix, "greeter", "a"))
 	if err != nil {
 		t.Fatal(err)
@@ -148,7 +133,7 @@ func TestWarmupRunsBeforeRegistration(t *testing.T) {
 	default:
 	}
 	close(release)
-	awaitSnapshot(t, w, "holding the warmed-up instance", hasInstance("a"))
+	registrytest.WaitFor(t, w, "holding the warmed-up instance", hasInstance("a"))
 	<-b.s.Ready()
 	direct := directConn(t, addr)
 	got, err := healthpb.NewHealthClient(direct).Check(context.Background(), &healthpb.HealthCheckRequest{})
@@ -209,7 +194,7 @@ func TestRetriedWarmupRegisters(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("not ready within 10s")
 	}
-	awaitSnapshot(t, w, "holding the instance", hasInstance("a"))
+	registrytest.WaitFor(t, w, "holding the instance", hasInstance("a"))
 	if n := calls.Load(); n != 3 {
 		t.Fatalf("the warm-up ran %d times, want 3", n)
 	}

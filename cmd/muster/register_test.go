@@ -19,16 +19,7 @@ import (
 func TestRegisterSidecarFollowsHealth(t *testing.T) {
 	s := startServe(t, t.TempDir())
 	be := testbackend.Start(t)
-	disc, err := etcd.NewDiscovery(newClient(t, s.endpoint), etcd.WithLogger(quietLog))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer disc.Close()
-	w, err := disc.Watch(context.Background(), "legacy")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
+	w := watchLegacy(t, s.endpoint)
 
 	side := startReading(t, true, "register", "--endpoints", s.endpoint, "--name", "legacy", "--addr", be.Addr,
 		"--zone", "z1", "--region", "r1", "--meta", "team=core", "--check", "grpc://"+be.Addr,
@@ -184,16 +175,7 @@ func TestRegisterWarmup(t *testing.T) {
 	const warmup = 1500 * time.Millisecond
 	s := startServe(t, t.TempDir())
 	be := testbackend.Start(t)
-	disc, err := etcd.NewDiscovery(newClient(t, s.endpoint), etcd.WithLogger(quietLog))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer disc.Close()
-	w, err := disc.Watch(context.Background(), "legacy")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
+	w := watchLegacy(t, s.endpoint)
 
 	be.Health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	side := startReading(t, true, "register", "--endpoints", s.endpoint, "--name", "legacy", "--addr", be.Addr,
@@ -218,4 +200,21 @@ func TestRegisterWarmup(t *testing.T) {
 	if code := side.stop(t); code != 0 {
 		t.Fatalf("register exited %d; stderr:\n%s", code, side.stderr)
 	}
+}
+
+// watchLegacy follows the service "legacy" on endpoint through a Discovery
+// of its own, closed at the end of the test.
+func watchLegacy(t *testing.T, endpoint string) registry.Watcher {
+	t.Helper()
+	disc, err := etcd.NewDiscovery(newClient(t, endpoint), etcd.WithLogger(quietLog))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = disc.Close() })
+	w, err := disc.Watch(context.Background(), "legacy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.Close() })
+	return w
 }
