@@ -138,17 +138,19 @@ func (s *Server) ListenAndServe(addr string) error {
 }
 
 // Serve serves on lis and registers the instance, in this order: serve,
-// warm up (WithWarmup), set health to SERVING, register. The advertised address is the
-// instance's Addr if set, else the listener's address, with a wildcard host
-// replaced by the first routable address of the machine (a global unicast
-// IPv4 address of an interface that is up and not a loopback, else IPv6,
-// else 127.0.0.1); set Addr explicitly in a container or behind NAT.
+// warm up (WithWarmup), set health to SERVING, register. The advertised
+// address is the instance's Addr if set, else the listener's address, with
+// a wildcard host replaced by the first routable address of the machine (a
+// global unicast IPv4 address of an interface that is up and not a
+// loopback, else IPv6, else 127.0.0.1); set Addr explicitly in a container
+// or behind NAT.
 //
 // If the registry does not answer within the register timeout
 // (WithRegisterTimeout), Serve serves on and the registrar registers the
-// instance as soon as the registry answers; both are logged. An instance the registrar
-// refuses (invalid, permission denied) stops the server and is returned,
-// and so is a failed warm-up. Serve blocks until the server stops; after Shutdown it returns
+// instance as soon as the registry answers; both are logged. An instance
+// the registrar refuses (invalid, permission denied) stops the server and
+// is returned, and so does a failed warm-up, with nothing registered.
+// Serve blocks until the server stops; after Shutdown it returns
 // ErrServerClosed. A Server serves once.
 func (s *Server) Serve(lis net.Listener) error {
 	s.mu.Lock()
