@@ -17,7 +17,9 @@ const OverrideSuffix = "override"
 // JSON form is {"v":1,"weight":N}.
 type Override struct {
 	// Weight, when set, replaces the instance's weight; 0 drains it (it
-	// takes no new calls).
+	// takes no new calls). It never undrains an instance registered
+	// Draining (one whose own health is not SERVING, see package server):
+	// the instance's drain and the operator's both hold.
 	Weight *int `json:"weight,omitempty"`
 }
 
@@ -43,7 +45,7 @@ func ParseOverrideKey(prefix, key string) (instanceKey string, ok bool) {
 func (o Override) Apply(in Instance) Instance {
 	if o.Weight != nil {
 		in.Weight = *o.Weight
-		in.Draining = *o.Weight == 0
+		in.Draining = in.Draining || *o.Weight == 0
 	}
 	return in
 }

@@ -29,6 +29,11 @@ func TestOverrideCodecAndApply(t *testing.T) {
 	if got := (registry.Override{Weight: &two}).Apply(in); got.EffectiveWeight() != 200 {
 		t.Fatalf("a weight-200 override gives weight %d", got.EffectiveWeight())
 	}
+	self := in
+	self.Draining = true // drained by its own health
+	if got := (registry.Override{Weight: &two}).Apply(self); !got.Draining || got.EffectiveWeight() != 0 {
+		t.Fatalf("a weight-200 override of an instance registered draining gives %+v, want it still draining", got)
+	}
 	bad := 10001
 	if _, err := registry.MarshalOverride(registry.Override{Weight: &bad}); !errors.Is(err, registry.ErrInvalidInstance) {
 		t.Fatalf("MarshalOverride of weight 10001 = %v, want ErrInvalidInstance", err)

@@ -103,7 +103,21 @@ func (e *env) start(t *testing.T, id string, opts ...server.Option) *backend {
 // services setup registers (nil for none beyond health).
 func (e *env) startInstance(t *testing.T, in registry.Instance, setup func(*grpc.Server), opts ...server.Option) *backend {
 	t.Helper()
-	id := in.ID
+	b := e.launch(t, in, setup, nil, opts...)
+	select {
+	case <-b.s.Ready():
+	case err := <-b.err:
+		t.Fatalf("Serve: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatalf("server %s not ready within 10s", in.ID)
+	}
+	return b
+}
+
+// launch starts Serve for in on lis (a new loopback port if nil) and
+// returns at once, without waiting for Ready.
+func (e *env) launch(t *testing.T, in registry.Instance, setup func(*grpc.Server), lis net.Listener, opts ...server.Option) *backend {
+	t.Helper()
 	reg, err := etcd.NewRegistrar(e.cli, etcdOpts()...)
 	if err != nil {
 		t.Fatal(err)
@@ -116,21 +130,22 @@ func (e *env) startInstance(t *testing.T, in registry.Instance, setup func(*grpc
 	if setup != nil {
 		setup(s.GRPC())
 	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	if lis == nil {
+		if lis, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+			t.Fatal(err)
+		}
 	}
 	b := &backend{s: s, reg: reg, err: make(chan error, 1)}
 	go func() { b.err <- s.Serve(lis) }()
-	select {
-	case <-s.Ready():
-	case err := <-b.err:
-		t.Fatalf("Serve: %v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatalf("server %s not ready within 10s", id)
-	}
 	t.Cleanup(func() { b.stop(t) })
 	return b
+}
+
+// launchOn starts Serve for greeter instance id on lis (a new loopback
+// port if nil) and returns at once, without waiting for Ready.
+func (e *env) launchOn(t *testing.T, id string, lis net.Listener, opts ...server.Option) *backend {
+	t.Helper()
+	return e.launch(t, registry.Instance{Name: "greeter", ID: id}, nil, lis, opts...)
 }
 
 // stop shuts the backend down (if not already) and closes its registrar.

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -29,7 +31,10 @@ type options struct {
 	logger          *slog.Logger
 	noColor         bool
 	metricsAddr     string // "" for none
-	err             error  // the first invalid option that New reports
+	warmup          func(context.Context) error
+	warmupAttempts  int
+	warmupBackoff   time.Duration
+	err             error // the first invalid option that New reports
 }
 
 func buildOptions(opts []Option) options {
@@ -37,11 +42,19 @@ func buildOptions(opts []Option) options {
 		drainDelay:      DefaultDrainDelay,
 		registerTimeout: defaultRegisterTimeout,
 		logger:          slog.Default(),
+		warmupAttempts:  1,
 	}
 	for _, opt := range opts {
 		opt(&o)
 	}
 	return o
+}
+
+// fail records the first invalid option, for New to report.
+func (o *options) fail(err error) {
+	if o.err == nil {
+		o.err = err
+	}
 }
 
 // Option configures a Server.
@@ -108,11 +121,46 @@ func WithoutColorPropagation() Option {
 func WithMetricsAddr(addr string) Option {
 	return func(o *options) {
 		if err := promsd.ValidateMetricsAddr(addr); err != nil {
-			if o.err == nil {
-				o.err = fmt.Errorf("server: WithMetricsAddr: %w", err)
-			}
+			o.fail(fmt.Errorf("server: WithMetricsAddr: %w", err))
 			return
 		}
 		o.metricsAddr = addr
+	}
+}
+
+// WithWarmup makes Serve run warm before it takes traffic: after the
+// server listens and serves (so warm may call the server itself, through
+// the listener's address) and while its health is still NOT_SERVING,
+// Serve calls warm and waits for it; only when it returns nil does the
+// health become SERVING and the instance get registered, so no client of
+// the registry sees the instance before. warm's context ends when
+// Shutdown begins. If warm fails (after the attempts WithWarmupRetry
+// allows), nothing is registered and Serve stops the server and returns
+// an error wrapping warm's. By default there is no warm-up; a nil warm
+// makes New fail.
+func WithWarmup(warm func(ctx context.Context) error) Option {
+	return func(o *options) {
+		if warm == nil {
+			o.fail(errors.New("server: WithWarmup: nil warm-up function"))
+			return
+		}
+		o.warmup = warm
+	}
+}
+
+// WithWarmupRetry lets Serve call the warm-up (WithWarmup) up to attempts
+// times, waiting backoff after each failure, before it gives up. The
+// default is one attempt. attempts below 1 or a negative backoff makes New
+// fail with an error naming it.
+func WithWarmupRetry(attempts int, backoff time.Duration) Option {
+	return func(o *options) {
+		switch {
+		case attempts < 1:
+			o.fail(fmt.Errorf("server: WithWarmupRetry: attempts %d, want at least 1", attempts))
+		case backoff < 0:
+			o.fail(fmt.Errorf("server: WithWarmupRetry: negative backoff %v", backoff))
+		default:
+			o.warmupAttempts, o.warmupBackoff = attempts, backoff
+		}
 	}
 }

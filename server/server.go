@@ -46,6 +46,9 @@ type Server struct {
 
 	drainCtx context.Context // done when open streams must end
 	drain    context.CancelFunc
+	leaving  context.Context // done when Shutdown begins or the server stops
+	leave    context.CancelFunc
+	follower sync.WaitGroup // followHealth
 	ready    chan struct{}
 	pending  sync.WaitGroup // logRegistered, while it waits
 
@@ -85,6 +88,7 @@ func New(reg registry.Registrar, in registry.Instance, opts ...Option) (*Server,
 		ready:  make(chan struct{}),
 	}
 	s.drainCtx, s.drain = context.WithCancel(context.Background())
+	s.leaving, s.leave = context.WithCancel(context.Background())
 	var gopts []grpc.ServerOption
 	if !o.noColor {
 		gopts = append(gopts, grpc.ChainUnaryInterceptor(color.UnaryServerInterceptor()),
@@ -101,7 +105,14 @@ func New(reg registry.Registrar, in registry.Instance, opts ...Option) (*Server,
 func (s *Server) GRPC() *grpc.Server { return s.gs }
 
 // Health returns the server's health service. Serve sets the overall
-// status ("") to SERVING and Shutdown sets every status to NOT_SERVING.
+// status ("") to SERVING once warmed up (WithWarmup) and Shutdown sets
+// every status to NOT_SERVING. Between the two the overall status reaches
+// the registry: while it is anything but SERVING the instance is
+// registered Draining, so that every client balancing on the registry
+// (muster_p2c, muster_wrr, muster xds) stops sending it new calls, and
+// when it is SERVING again the instance is registered as before. An
+// operator's drain (muster drain) is a separate override that this never
+// undoes. Per-service statuses stay local to the health service.
 func (s *Server) Health() *health.Server { return s.health }
 
 // Ready returns a channel closed once Serve is serving and has made its
@@ -127,16 +138,18 @@ func (s *Server) ListenAndServe(addr string) error {
 }
 
 // Serve serves on lis and registers the instance, in this order: serve,
-// set health to SERVING, register. The advertised address is the
-// instance's Addr if set, else the listener's address, with a wildcard host
-// replaced by the first routable address of the machine (a global unicast
-// IPv4 address of an interface that is up and not a loopback, else IPv6,
-// else 127.0.0.1); set Addr explicitly in a container or behind NAT.
+// warm up (WithWarmup), set health to SERVING, register. The advertised
+// address is the instance's Addr if set, else the listener's address, with
+// a wildcard host replaced by the first routable address of the machine (a
+// global unicast IPv4 address of an interface that is up and not a
+// loopback, else IPv6, else 127.0.0.1); set Addr explicitly in a container
+// or behind NAT.
 //
 // If the registry does not answer within the register timeout
 // (WithRegisterTimeout), Serve serves on and the registrar registers the
-// instance as soon as the registry answers; both are logged. An instance the registrar
-// refuses (invalid, permission denied) stops the server and is returned.
+// instance as soon as the registry answers; both are logged. An instance
+// the registrar refuses (invalid, permission denied) stops the server and
+// is returned, and so does a failed warm-up, with nothing registered.
 // Serve blocks until the server stops; after Shutdown it returns
 // ErrServerClosed. A Server serves once.
 func (s *Server) Serve(lis net.Listener) error {
@@ -168,6 +181,22 @@ func (s *Server) Serve(lis net.Listener) error {
 
 	served := make(chan error, 1)
 	go func() { served <- s.gs.Serve(lis) }()
+	// abort stops a server that never registered and returns err.
+	abort := func(err error) error {
+		close(s.ready)
+		s.gs.Stop()
+		<-served
+		return err
+	}
+	if err := s.warmUp(); err != nil {
+		s.mu.Lock()
+		shut := s.shutdown
+		s.mu.Unlock()
+		if shut {
+			return abort(ErrServerClosed)
+		}
+		return abort(fmt.Errorf("server: warm-up of %s: %w", in.Name, err))
+	}
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.registerTimeout)
@@ -183,17 +212,18 @@ func (s *Server) Serve(lis net.Listener) error {
 			go s.logRegistered(sr, time.Now())
 		}
 	default:
-		close(s.ready)
-		s.gs.Stop()
-		<-served
-		return fmt.Errorf("server: register %s: %w", in.Name, err)
+		return abort(fmt.Errorf("server: register %s: %w", in.Name, err))
 	}
 	s.mu.Lock()
 	s.advertised = in.Normalize()
 	s.mu.Unlock()
+	s.follower.Add(1)
+	go s.followHealth(in)
 	close(s.ready)
 
 	err = <-served
+	s.leave() // ends followHealth if the server stopped on its own
+	s.follower.Wait()
 	s.drain() // ends logRegistered if the server stopped on its own
 	s.pending.Wait()
 	s.mu.Lock()
@@ -233,6 +263,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.shutdown = true
 	started := s.started
 	s.mu.Unlock()
+	s.leave() // a warm-up in progress ends (Serve then gives up), followHealth ends
 	if started {
 		// Let a Serve in progress finish registering, so that the
 		// instance is deregistered below rather than left behind.
@@ -246,6 +277,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Unlock()
 
 	begun := time.Now()
+	s.follower.Wait() // its last write must not follow the deregistration
 	s.health.Shutdown()
 	var errs []error
 	if registered {
@@ -281,6 +313,37 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.log.Info("stopped", "took", time.Since(begun).Round(time.Millisecond))
 	return errors.Join(errs...)
+}
+
+// warmUp runs the warm-up (WithWarmup), retrying it as WithWarmupRetry
+// allows, and returns its last error; nil if there is none or it
+// succeeded. It gives up when Shutdown begins.
+func (s *Server) warmUp() error {
+	if s.opts.warmup == nil {
+		return nil
+	}
+	begun := time.Now()
+	var err error
+	for attempt := 1; ; attempt++ {
+		if err = s.opts.warmup(s.leaving); err == nil {
+			s.log.Info("warmed up", "took", time.Since(begun).Round(time.Millisecond), "attempts", attempt)
+			return nil
+		}
+		if attempt == s.opts.warmupAttempts || s.leaving.Err() != nil {
+			if attempt > 1 {
+				err = fmt.Errorf("%d attempts, the last: %w", attempt, err)
+			}
+			return err
+		}
+		s.log.Warn("warm-up failed; retrying", "attempt", attempt, "of", s.opts.warmupAttempts, "backoff", s.opts.warmupBackoff, "error", err)
+		timer := time.NewTimer(s.opts.warmupBackoff)
+		select {
+		case <-timer.C:
+		case <-s.leaving.Done():
+			timer.Stop()
+			return err
+		}
+	}
 }
 
 // logRegistered waits until a registration that was pending when Serve

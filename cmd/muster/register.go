@@ -32,6 +32,7 @@ type registerOptions struct {
 	ttl      time.Duration
 	interval time.Duration
 	failures int
+	warmup   time.Duration
 }
 
 func newRegisterCmd(g *globalOptions) *cobra.Command {
@@ -39,19 +40,23 @@ func newRegisterCmd(g *globalOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "register",
 		Short: "Keep a service that is not written in Go registered while it is healthy",
-		Long: `Register is a sidecar: it registers one instance, keeps it registered while
-the instance's health check passes, deregisters it after --failures checks
-in a row fail, registers it again when a check passes, and deregisters it on
-SIGINT or SIGTERM (revoking its lease).
+		Long: `Register is a sidecar: it registers one instance once its health check passes
+(and has passed continuously for --warmup), drains it (registered, weight 0:
+no new calls) after --failures checks in a row fail, undrains it when a check
+passes again, and deregisters it on SIGINT or SIGTERM (revoking its lease; if
+the sidecar is killed, the entry expires within --ttl). An operator's drain
+(muster drain) is a separate override that the sidecar never undoes.
 
 Checks (--check): grpc://host:port (the standard gRPC health service,
 overall status), http://host:port/path (any 2xx), tcp://host:port (a
-connection). Without --check the instance stays registered until stopped.
+connection). Without --check the instance is registered at once and stays
+registered until stopped.
 
 It logs on stderr: "registered" once etcd holds the instance; while etcd does
 not answer, a warning at once and then every 5s, with etcd's last error; on
 exit, "deregistered on exit", or that nothing was registered.`,
 		Example: `  muster register --name user --addr 10.0.0.7:9000 --zone eu-1a --region eu-1 --check grpc://127.0.0.1:9000
+  muster register --name user --addr 10.0.0.7:9000 --check grpc://127.0.0.1:9000 --warmup 30s
   muster register --name web --addr 10.0.0.8:8080 --meta team=core --check http://127.0.0.1:8080/healthz`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -76,7 +81,8 @@ exit, "deregistered on exit", or that nothing was registered.`,
 	f.StringVar(&o.check, "check", "", "health check: grpc://host:port, http://host:port/path or tcp://host:port")
 	f.DurationVar(&o.ttl, "ttl", 10*time.Second, "lease TTL: how long the entry outlives this process if it is killed")
 	f.DurationVar(&o.interval, "interval", 2*time.Second, "time between health checks")
-	f.IntVar(&o.failures, "failures", 3, "failed checks in a row before deregistering")
+	f.IntVar(&o.failures, "failures", 3, "failed checks in a row before draining")
+	f.DurationVar(&o.warmup, "warmup", 0, "register only once the health check has passed continuously for this long")
 	return cmd
 }
 
@@ -121,8 +127,13 @@ func (o *registerOptions) parse() (func(context.Context) error, error) {
 		return nil, usageErrorf("--interval %v: must be positive", o.interval)
 	case o.failures < 1:
 		return nil, usageErrorf("--failures %d: must be at least 1", o.failures)
+	case o.warmup < 0:
+		return nil, usageErrorf("--warmup %v: must not be negative", o.warmup)
 	}
 	if o.check == "" {
+		if o.warmup > 0 {
+			return nil, usageErrorf("--warmup %v needs --check: it counts passing health checks", o.warmup)
+		}
 		return nil, nil
 	}
 	u, err := url.Parse(o.check)
@@ -196,15 +207,25 @@ func tcpCheck(addr string, timeout time.Duration) func(context.Context) error {
 // registered because etcd does not answer.
 const registerWarnEvery = 5 * time.Second
 
+// sidecarState is what muster register wants of its instance.
+type sidecarState int
+
+const (
+	unregistered sidecarState = iota // not yet: no check has passed for --warmup
+	serving                          // registered as given
+	drained                          // registered, weight 0: --failures checks failed
+)
+
 // sidecar is the state of muster register: what it wants (the instance
-// registered or not, after the health checks) and what it told the user.
+// registered, drained or not, after the health checks) and what it told
+// the user.
 type sidecar struct {
 	g   *globalOptions
 	o   registerOptions
 	reg *etcd.Registrar
 	log *slog.Logger
-	// want is true while the instance should be registered.
-	want bool
+	// state is what the instance should be.
+	state sidecarState
 	// announced is true once "registered" was logged, until the
 	// registration is lost or withdrawn.
 	announced bool
@@ -262,31 +283,48 @@ func runRegister(ctx context.Context, g *globalOptions, o registerOptions, check
 	}
 
 	failed := 0
+	var passing time.Time // since when checks have passed; zero after a failure
 	checkTick := time.NewTicker(o.interval)
 	defer checkTick.Stop()
 	sc.warnTick = time.NewTicker(registerWarnEvery)
 	defer sc.warnTick.Stop()
 	for {
-		healthy := true
+		want := serving
 		if check != nil {
+			want = sc.state
 			if err := check(ctx); err != nil {
 				failed++
-				healthy = failed < o.failures && sc.want
+				passing = time.Time{}
+				if sc.state == serving && failed >= o.failures {
+					want = drained
+				}
 				if ctx.Err() == nil {
-					next := fmt.Sprintf("deregistering at %d", o.failures)
-					if !sc.want {
-						next = "registering when a check passes"
+					next := fmt.Sprintf("draining at %d", o.failures)
+					switch sc.state {
+					case drained:
+						next = "drained; undraining when a check passes"
+					case unregistered:
+						next = "registering when checks pass"
 					}
 					sc.log.Warn(fmt.Sprintf("health check failed (%d in a row; %s)", failed, next), "error", err)
 				}
 			} else {
 				failed = 0
+				if passing.IsZero() {
+					passing = time.Now()
+					if sc.state == unregistered && o.warmup > 0 {
+						sc.log.Info(fmt.Sprintf("health check passed; registering once checks have passed for --warmup %v", o.warmup))
+					}
+				}
+				if sc.state == drained || time.Since(passing) >= o.warmup {
+					want = serving
+				}
 			}
 		}
 		if ctx.Err() != nil {
 			return nil
 		}
-		sc.apply(ctx, healthy, failed)
+		sc.apply(ctx, want, failed)
 		for next := false; !next; {
 			select {
 			case <-ctx.Done():
@@ -303,44 +341,37 @@ func runRegister(ctx context.Context, g *globalOptions, o registerOptions, check
 	}
 }
 
-// apply registers or deregisters the instance when want changes.
-func (sc *sidecar) apply(ctx context.Context, want bool, failed int) {
-	if want == sc.want {
+// apply registers, drains or undrains the instance when want changes.
+// The instance is deregistered only on exit (close).
+func (sc *sidecar) apply(ctx context.Context, want sidecarState, failed int) {
+	if want == sc.state {
 		sc.follow()
 		return
 	}
 	rctx, cancel := context.WithTimeout(ctx, sc.g.timeout)
 	defer cancel()
 	in := sc.o.in
-	if want {
-		err := sc.reg.Register(rctx, in)
-		if err != nil && !errors.Is(err, registry.ErrPending) {
-			sc.log.Error("cannot register", "error", err)
-			return
-		}
-		sc.want = true
-		sc.follow()
+	in.Draining = in.Draining || want == drained
+	if err := sc.reg.Register(rctx, in); err != nil && !errors.Is(err, registry.ErrPending) {
+		sc.log.Error("cannot register", "error", err)
 		return
 	}
-	sc.want, sc.announced = false, false
-	reason := fmt.Sprintf("%d health checks failed in a row", failed)
-	switch err := sc.reg.Deregister(rctx, in.Name, in.Normalize().ID); {
-	case err == nil:
-		sc.inEtcd = false
-		sc.log.Info("deregistered: " + reason)
-	case errors.Is(err, registry.ErrPending):
-		sc.log.Warn(fmt.Sprintf("deregistering (%s), but etcd does not answer: the entry is deleted when it does, or expires within --ttl %v", reason, sc.o.ttl),
-			"error", sc.lastError(err))
-	default:
-		sc.log.Error("cannot deregister ("+reason+")", "error", err)
+	was := sc.state
+	sc.state = want
+	switch {
+	case want == drained:
+		sc.log.Info(fmt.Sprintf("drained (weight 0: no new calls): %d health checks failed in a row", failed))
+	case was == drained:
+		sc.log.Info("undrained: the health check passes again")
 	}
+	sc.follow() // warns if etcd has not taken the change yet
 }
 
 // follow logs what changed in the registrar's state: "registered" once
 // the instance is in etcd, and while it is not, a warning every
 // registerWarnEvery.
 func (sc *sidecar) follow() {
-	if !sc.want {
+	if sc.state == unregistered {
 		return
 	}
 	st := sc.reg.Status()
@@ -405,7 +436,7 @@ func (sc *sidecar) close() {
 		sc.log.Error(fmt.Sprintf("could not deregister on exit: the entry expires within --ttl %v", sc.o.ttl), "error", err)
 	case sc.inEtcd:
 		sc.log.Info("deregistered on exit")
-	case sc.want:
+	case sc.state != unregistered:
 		sc.log.Info("exiting; the instance was never registered (etcd did not answer), so there is nothing to deregister")
 	default:
 		sc.log.Info("exiting; the instance is not registered, nothing to deregister")

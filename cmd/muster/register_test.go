@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -18,18 +19,9 @@ import (
 func TestRegisterSidecarFollowsHealth(t *testing.T) {
 	s := startServe(t, t.TempDir())
 	be := testbackend.Start(t)
-	disc, err := etcd.NewDiscovery(newClient(t, s.endpoint), etcd.WithLogger(quietLog))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer disc.Close()
-	w, err := disc.Watch(context.Background(), "legacy")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
+	w := watchLegacy(t, s.endpoint)
 
-	side := start(t, "register", "--endpoints", s.endpoint, "--name", "legacy", "--addr", be.Addr,
+	side := startReading(t, true, "register", "--endpoints", s.endpoint, "--name", "legacy", "--addr", be.Addr,
 		"--zone", "z1", "--region", "r1", "--meta", "team=core", "--check", "grpc://"+be.Addr,
 		"--interval", "100ms", "--failures", "2", "--ttl", "2s")
 	in := registrytest.WaitFor(t, w, "the sidecar's instance", registrytest.HasIDs(be.Addr)).Instances[0]
@@ -44,15 +36,33 @@ func TestRegisterSidecarFollowsHealth(t *testing.T) {
 		t.Fatalf("registry value of the sidecar's instance: %v, %v; want zone z1 and region r1", resp, err)
 	}
 	be.Health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
-	registrytest.WaitFor(t, w, "the instance gone while NOT_SERVING", registrytest.HasIDs())
+	registrytest.WaitFor(t, w, "the instance drained while NOT_SERVING", draining(be.Addr, true))
 	be.Health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	registrytest.WaitFor(t, w, "the instance back when SERVING", registrytest.HasIDs(be.Addr))
+	registrytest.WaitFor(t, w, "the instance undrained when SERVING", draining(be.Addr, false))
+
+	// An operator's drain outlives the sidecar's undrain.
+	zero := 0
+	if err := etcd.SetOverride(ctx, newClient(t, s.endpoint), "legacy", be.Addr, registry.Override{Weight: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	registrytest.WaitFor(t, w, "the instance drained by the operator", draining(be.Addr, true))
+	be.Health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	awaitLine(t, side, `msg="drained \(weight 0: no new calls\): 2 health checks failed in a row"`)
+	be.Health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	awaitLine(t, side, `msg="undrained: the health check passes again"`)
+	// Once a later write reaches the watcher, so has the undrain.
+	later := registry.Instance{Name: "legacy", ID: "later", Addr: "127.0.0.1:9"}
+	register(t, newRegistrar(t, s.endpoint), later)
+	snap := registrytest.WaitFor(t, w, "a later instance", registrytest.HasIDs(be.Addr, "later"))
+	if !draining(be.Addr, true)(snap) {
+		t.Fatalf("the sidecar's undrain undid the operator's drain: %s", registrytest.Describe(snap))
+	}
 
 	if code := side.stop(t); code != 0 {
 		t.Fatalf("sidecar exited %d on SIGTERM; stderr:\n%s", code, side.stderr)
 	}
 	start := time.Now()
-	registrytest.WaitFor(t, w, "the instance gone on exit", registrytest.HasIDs())
+	registrytest.WaitFor(t, w, "the instance gone on exit", registrytest.HasIDs("later"))
 	if took := time.Since(start); took > time.Second {
 		t.Fatalf("the instance left %v after the sidecar stopped; want at once (lease revoked), not at TTL", took)
 	}
@@ -67,6 +77,8 @@ func TestRegisterUsageErrors(t *testing.T) {
 		{"register", "--name", "x", "--addr", "h:1", "--check", "ftp://h:1"},
 		{"register", "--name", "x", "--addr", "h:1", "--ttl", "100ms"},
 		{"register", "--name", "x", "--addr", "h:1", "--weight", "20000"},
+		{"register", "--name", "x", "--addr", "h:1", "--warmup", "1s"},
+		{"register", "--name", "x", "--addr", "h:1", "--check", "tcp://h:1", "--warmup", "-1s"},
 		{"register", "--name", "x", "--addr", "h:1", "--region", strings.Repeat("r", registry.MaxRegionLen+1)},
 	} {
 		if r := run(args...); r.code != 2 {
@@ -129,4 +141,80 @@ func TestRegisterWarnsWhileEtcdIsUnreachable(t *testing.T) {
 	if r := run("get", "legacy", "one", "--endpoints", s.endpoint); r.code != 1 {
 		t.Fatalf("get after register exited: exit %d, want 1 (gone)", r.code)
 	}
+}
+
+// draining returns a WaitFor condition: instance id is registered and
+// draining is want.
+func draining(id string, want bool) func(registry.Snapshot) bool {
+	return func(s registry.Snapshot) bool {
+		for _, in := range s.Instances {
+			if in.ID == id {
+				return in.Draining == want
+			}
+		}
+		return false
+	}
+}
+
+// awaitLine reads b's lines until one matches re (unanchored).
+func awaitLine(t *testing.T, b *background, re string) string {
+	t.Helper()
+	r := regexp.MustCompile(re)
+	for {
+		if line := b.next(t, fmt.Sprintf("a line matching %q", re)); r.MatchString(line) {
+			return line
+		}
+	}
+}
+
+// TestRegisterWarmup: with --warmup the instance is registered only once
+// its health check has passed continuously for that long; a failed check
+// starts the count again. Without the warm-up the first passing check
+// registers it.
+func TestRegisterWarmup(t *testing.T) {
+	const warmup = 1500 * time.Millisecond
+	s := startServe(t, t.TempDir())
+	be := testbackend.Start(t)
+	w := watchLegacy(t, s.endpoint)
+
+	be.Health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	side := startReading(t, true, "register", "--endpoints", s.endpoint, "--name", "legacy", "--addr", be.Addr,
+		"--check", "grpc://"+be.Addr, "--interval", "50ms", "--warmup", warmup.String())
+	awaitLine(t, side, `msg="health check failed \(1 in a row; registering when checks pass\)"`)
+	// Passing, then failing before the warm-up is over: not registered.
+	be.Health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	awaitLine(t, side, `msg="health check passed; registering once checks have passed for --warmup 1.5s"`)
+	be.Health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	// Ten failures (half a second): a count not started again would
+	// register the instance well within --warmup of the next pass.
+	awaitLine(t, side, `msg="health check failed \(10 in a row`)
+	if ids := registrytest.IDs(w.Snapshot()); len(ids) != 0 {
+		t.Fatalf("registered %v before its checks passed for --warmup", ids)
+	}
+	be.Health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	passed := time.Now()
+	registrytest.WaitFor(t, w, "the instance registered after its warm-up", registrytest.HasIDs(be.Addr))
+	if took := time.Since(passed); took < warmup {
+		t.Fatalf("registered %v after its checks began to pass, before --warmup %v", took.Round(time.Millisecond), warmup)
+	}
+	if code := side.stop(t); code != 0 {
+		t.Fatalf("register exited %d; stderr:\n%s", code, side.stderr)
+	}
+}
+
+// watchLegacy follows the service "legacy" on endpoint through a Discovery
+// of its own, closed at the end of the test.
+func watchLegacy(t *testing.T, endpoint string) registry.Watcher {
+	t.Helper()
+	disc, err := etcd.NewDiscovery(newClient(t, endpoint), etcd.WithLogger(quietLog))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = disc.Close() })
+	w, err := disc.Watch(context.Background(), "legacy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.Close() })
+	return w
 }
