@@ -254,26 +254,19 @@ func (c *childClient) burst(t *testing.T, n int, gap time.Duration) []clientCall
 	if err := c.command(fmt.Sprintf("burst %d %d", n, gap.Milliseconds())); err != nil {
 		t.Fatalf("ask %s for a burst: %v", c.name, err)
 	}
-	var out []clientCall
-	timeout := time.After(30 * time.Second)
-	for len(out) < n {
-		select {
-		case call, open := <-c.calls:
-			if !open {
-				t.Fatalf("%s exited; stderr:\n%s", c.name, c.stderr)
-			}
-			if call.Burst == c.bursts {
-				out = append(out, call)
-			}
-		case <-timeout:
-			t.Fatalf("after 30s %s has made %d of the %d calls of burst %d; stderr:\n%s", c.name, len(out), n, c.bursts, c.stderr)
-		}
-	}
-	return out
+	burst := c.bursts
+	return c.collect(t, n, fmt.Sprintf("calls of burst %d", burst), func(call clientCall) bool { return call.Burst == burst })
 }
 
 // next returns the client's next n calls.
 func (c *childClient) next(t *testing.T, n int) []clientCall {
+	t.Helper()
+	return c.collect(t, n, "calls", func(clientCall) bool { return true })
+}
+
+// collect returns the client's next n calls that keep takes (the others
+// read meanwhile are dropped), failing t after 30 s naming what.
+func (c *childClient) collect(t *testing.T, n int, what string, keep func(clientCall) bool) []clientCall {
 	t.Helper()
 	var out []clientCall
 	timeout := time.After(30 * time.Second)
@@ -283,9 +276,11 @@ func (c *childClient) next(t *testing.T, n int) []clientCall {
 			if !open {
 				t.Fatalf("%s exited; stderr:\n%s", c.name, c.stderr)
 			}
-			out = append(out, call)
+			if keep(call) {
+				out = append(out, call)
+			}
 		case <-timeout:
-			t.Fatalf("after 30s %s made %d of %d calls; stderr:\n%s", c.name, len(out), n, c.stderr)
+			t.Fatalf("after 30s %s has made %d of %d %s; stderr:\n%s", c.name, len(out), n, what, c.stderr)
 		}
 	}
 	return out

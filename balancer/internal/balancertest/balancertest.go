@@ -221,10 +221,19 @@ func ServedAll(bs ...*testbackend.Backend) func(Result) bool {
 
 // NotServedLast holds once n calls in a row succeeded without b.
 func NotServedLast(b *testbackend.Backend, n int) func(Result) bool {
+	return notServedLastSince(b, n, nil)
+}
+
+// notServedLastSince is NotServedLast that also sets *served (unless nil)
+// to when it last saw b's count move.
+func notServedLastSince(b *testbackend.Backend, n int, served *time.Time) func(Result) bool {
 	last, run := int64(-1), 0
 	return func(Result) bool {
 		if c := b.Calls(); c != last {
 			last, run = c, 0
+			if served != nil {
+				*served = time.Now()
+			}
 			return false
 		}
 		run++

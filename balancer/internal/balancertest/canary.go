@@ -104,15 +104,9 @@ func clearCanary(t *testing.T, reg *Registry, conn *grpc.ClientConn, blue *testb
 	// The promise is the time the clear takes to reach the balancer (the
 	// last call blue takes), not how fast a loaded machine makes 200 calls.
 	cleared := time.Now()
-	lastBlue, last, run := cleared, int64(-1), 0
-	CallUntil(t, conn, 10*time.Second, "200 uncolored calls in a row off blue after clearing the canary", func(Result) bool {
-		if c := blue.Calls(); c != last {
-			last, run, lastBlue = c, 0, time.Now()
-			return false
-		}
-		run++
-		return run >= 200
-	})
+	lastBlue := cleared
+	CallUntil(t, conn, 10*time.Second, "200 uncolored calls in a row off blue after clearing the canary",
+		notServedLastSince(blue, 200, &lastBlue))
 	if d := lastBlue.Sub(cleared); d > time.Second {
 		t.Fatalf("blue still took an uncolored call %v after the canary was cleared, want none after 1s", d)
 	}

@@ -171,7 +171,6 @@ type Base[T any] struct {
 	slowStart SlowStartConfig          // from the last Update
 	last      balancer.State           // endpointsharding's last state, for rebuilding during a ramp
 	rampTimer *time.Timer              // rebuilds the picker during a ramp; nil when none is due
-	wallNow   func() time.Time
 	closed    bool
 
 	inFlight atomic.Int64 // calls picked and not done, for maxCalls; across pickers
@@ -184,7 +183,6 @@ func New[T any](cc balancer.ClientConn, opts balancer.BuildOptions, p Policy[T])
 		cc:        cc,
 		policy:    p,
 		now:       Nanotime,
-		wallNow:   time.Now,
 		endpoints: map[string]*Endpoint[T]{},
 	}
 	b.Detector.name = p.Name
@@ -384,7 +382,7 @@ func (b *Base[T]) applyLocked(s balancer.State) {
 		}
 	}
 	b.capacity = capacity
-	wall := b.wallNow()
+	wall := time.Now()
 	var rampEnd time.Time // the earliest end of a ramp under way; zero for none
 	for _, c := range children {
 		if c.State.ConnectivityState != connectivity.Ready || len(c.Endpoint.Addresses) == 0 {
