@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
@@ -50,7 +50,7 @@ type caches struct {
 	mu          sync.Mutex
 	services    map[string][]registry.Instance // usable instances per published service
 	ringHash    map[string]bool                // published services whose policy is RingHash
-	weights     map[string]map[string]int      // weightTable in the published Cluster, per service whose policy takesWeights
+	configs     map[string]musterConfig        // balancer config in the published Cluster, per service whose policy takesWeights
 	bytes       map[string]*endpointBytes      // serialized endpoints per published service
 	coloring    map[string]coloring            // colors and canary in the published route, per service
 	clusterCall map[string]registry.Policy     // cluster parts of the call policy in the published Clusters, per service
@@ -86,7 +86,7 @@ func newCaches(prefix string, maxZones int, metadata, policies bool, log *slog.L
 		log:         log,
 		services:    map[string][]registry.Instance{},
 		ringHash:    map[string]bool{},
-		weights:     map[string]map[string]int{},
+		configs:     map[string]musterConfig{},
 		bytes:       map[string]*endpointBytes{},
 		coloring:    map[string]coloring{},
 		clusterCall: map[string]registry.Policy{},
@@ -97,9 +97,10 @@ func newCaches(prefix string, maxZones int, metadata, policies bool, log *slog.L
 // setService publishes a service's usable instances, with canary the
 // service's canary setting (zero for none). The first call for a service
 // publishes its Listener, Route and Cluster too; a later one publishes a
-// Cluster again when p takesWeights and the weight table changed (before
-// the endpoints, so that a new instance's weight is known when it
-// arrives). The clusters of colors (colors.go) are published when a color
+// Cluster again when p takesWeights and its balancer config changed: the
+// weight table, or with ss (the service's slow start; off for none) the
+// registration times of the instances still ramping (before the endpoints,
+// so that a new instance's weight and age are known when it arrives). The clusters of colors (colors.go) are published when a color
 // appears, before its endpoints and the route that names them, and removed
 // after the route that no longer does; the route is published again only
 // when the colors or the applicable canary change. An assignment equal to
@@ -107,12 +108,12 @@ func newCaches(prefix string, maxZones int, metadata, policies bool, log *slog.L
 // response for it. call is the service's call policy (zero for none): its
 // route parts go into every route, its cluster parts into every Cluster,
 // each published again when they change (see callpolicy.go).
-func (c *caches) setService(service string, p Policy, list []registry.Instance, canary registry.Canary, call registry.Policy, first bool) error {
+func (c *caches) setService(service string, p Policy, ss slowStart, list []registry.Instance, canary registry.Canary, call registry.Policy, first bool) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var table map[string]int
+	var mc musterConfig
 	if p.takesWeights() {
-		table = weightTable(list)
+		mc = musterConfig{weights: weightTable(list), slowStart: slowStartFor(ss, list, time.Now())}
 	}
 	co := coloring{colors: colorsOf(list), canary: canary, hash: p == RingHash, call: routeParts(call)}
 	prev := c.coloring[service]
@@ -125,13 +126,13 @@ func (c *caches) setService(service string, p Policy, list []registry.Instance, 
 			return fmt.Errorf("xds: listener %s: %w", service, err)
 		}
 	}
-	tableChanged := p.takesWeights() && !maps.Equal(c.weights[service], table)
+	tableChanged := p.takesWeights() && !mc.equal(c.configs[service])
 	cc := clusterParts(call)
 	callChanged := !samePolicy(c.clusterCall[service], cc)
 	for _, name := range clusterNames(service, co.colors) {
 		isNew := first || name != service && !slices.Contains(clusterNames(service, prev.colors), name)
 		if isNew || tableChanged || callChanged {
-			cl := clusterFor(name, p, table)
+			cl := clusterFor(name, p, mc)
 			if c.policies {
 				applyClusterPolicy(cl, cc)
 			}
@@ -141,7 +142,7 @@ func (c *caches) setService(service string, p Policy, list []registry.Instance, 
 		}
 	}
 	if p.takesWeights() {
-		c.weights[service] = table
+		c.configs[service] = mc
 	}
 	c.clusterCall[service] = cc
 	var gone []string

@@ -61,7 +61,7 @@ func TestCallPolicyInEveryRoute(t *testing.T) {
 // Every Cluster carries failure-percentage ejection and the cap on calls
 // in flight; the rest of the cluster is as without the policy.
 func TestCallPolicyInTheCluster(t *testing.T) {
-	c := clusterFor("greeter", RoundRobin, nil)
+	c := clusterFor("greeter", RoundRobin, musterConfig{})
 	applyClusterPolicy(c, clusterParts(testCallPolicy))
 	if err := c.Validate(); err != nil {
 		t.Fatalf("cluster does not validate: %v", err)
@@ -79,7 +79,7 @@ func TestCallPolicyInTheCluster(t *testing.T) {
 	if len(th) != 1 || th[0].GetMaxRequests().GetValue() != 100 {
 		t.Errorf("circuit breakers %v, want max_requests 100", th)
 	}
-	plain := clusterFor("greeter", RoundRobin, nil)
+	plain := clusterFor("greeter", RoundRobin, musterConfig{})
 	applyClusterPolicy(plain, registry.Policy{})
 	if !proto.Equal(plain.GetOutlierDetection(), outlierStandby()) || plain.GetCircuitBreakers() != nil {
 		t.Errorf("cluster without a policy: %v, want the standby outlier detection and no circuit breakers", plain)

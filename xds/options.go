@@ -33,6 +33,8 @@ type options struct {
 	services     []string
 	policy       Policy
 	policies     map[string]Policy
+	slowStart    slowStart            // WithSlowStart of every service; off for none
+	slowStarts   map[string]slowStart // WithSlowStart of named services
 	resolverOpts []resolver.Option
 	log          *slog.Logger
 	listInterval time.Duration
@@ -77,6 +79,7 @@ func defaultOptions() options {
 	return options{
 		policy:       RoundRobin,
 		policies:     map[string]Policy{},
+		slowStarts:   map[string]slowStart{},
 		log:          slog.New(slog.NewTextHandler(io.Discard, nil)),
 		listInterval: defaultListInterval,
 		maxZones:     defaultMaxZones,

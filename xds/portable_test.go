@@ -64,7 +64,7 @@ func TestResourcesUsePortableForms(t *testing.T) {
 		if weighted != 1 {
 			t.Errorf("%s: %d routes with weighted clusters, want 1 (the canary)", p, weighted)
 		}
-		c := clusterFor("greeter", p, nil)
+		c := clusterFor("greeter", p, musterConfig{})
 		if err := c.Validate(); err != nil {
 			t.Fatalf("%s: cluster: %v", p, err)
 		}

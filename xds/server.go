@@ -65,6 +65,7 @@ func New(d registry.Discovery, opts ...Option) (*Server, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
+	o.checkSlowStart()
 	if o.err != nil {
 		return nil, o.err
 	}
@@ -228,11 +229,7 @@ func (s *Server) follow(service string) error {
 	if _, ok := s.feeds[service]; ok {
 		return nil
 	}
-	p, ok := s.opts.policies[service]
-	if !ok {
-		p = s.opts.policy
-	}
-	f := &feed{s: s, service: service, policy: p, logged: map[skipped]bool{}}
+	f := &feed{s: s, service: service, policy: s.opts.policyOf(service), slowStart: s.opts.slowStartOf(service), logged: map[skipped]bool{}}
 	// The resolver's Builder is the one place that applies empty-list
 	// protection; feeding from it gives the xDS clients exactly what a
 	// muster:/// channel would get.
@@ -291,10 +288,11 @@ func (s *Server) listLoop(l registry.ServiceLister) {
 // feed receives one service's instances from the resolver (it is the
 // resolver's ClientConn) and publishes them.
 type feed struct {
-	s       *Server
-	service string
-	policy  Policy
-	r       grpcresolver.Resolver
+	s         *Server
+	service   string
+	policy    Policy
+	slowStart slowStart // off for none
+	r         grpcresolver.Resolver
 
 	// Written by the resolver's goroutine, which makes every call, and
 	// read by the list loop (forgetGone).
@@ -347,7 +345,7 @@ func (f *feed) UpdateState(st grpcresolver.State) error {
 	f.logged = now
 	canary, _ := resolver.CanaryOf(st)
 	call, _ := resolver.PolicyOf(st)
-	if err := f.s.c.setService(f.service, f.policy, ok, canary, call, !f.published); err != nil {
+	if err := f.s.c.setService(f.service, f.policy, f.slowStart, ok, canary, call, !f.published); err != nil {
 		f.s.log.Error("xds: cannot publish service", "service", f.service, "error", err)
 		return err
 	}

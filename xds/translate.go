@@ -163,10 +163,10 @@ func routeFor(service string) *routev3.RouteConfiguration {
 }
 
 // clusterFor returns the Cluster named service: EDS over ADS, endpoints
-// from the ClusterLoadAssignment named service, balanced by p. weights,
-// from weightTable, is written into the config of a policy that
-// takesWeights; other policies ignore it.
-func clusterFor(service string, p Policy, weights map[string]int) *clusterv3.Cluster {
+// from the ClusterLoadAssignment named service, balanced by p. mc, the
+// weights from weightTable and the slow start, is written into the config
+// of a policy that takesWeights; other policies ignore it.
+func clusterFor(service string, p Policy, mc musterConfig) *clusterv3.Cluster {
 	c := &clusterv3.Cluster{
 		Name:                 service,
 		ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_EDS},
@@ -190,29 +190,20 @@ func clusterFor(service string, p Policy, weights map[string]int) *clusterv3.Clu
 	case RoundRobin:
 	default:
 		if !p.takesWeights() {
-			weights = nil
+			mc = musterConfig{}
 		}
-		c.LoadBalancingPolicy = customPolicy(string(p), weights)
+		c.LoadBalancingPolicy = customPolicy(string(p), mc)
 	}
 	return c
 }
 
 // customPolicy is the load_balancing_policy of a custom policy: the named
-// balancer, with a config that is empty or has only the endpointWeights
-// table weights (when it is not empty), then round robin within localities
-// weighted by their weights, which is what lb_policy ROUND_ROBIN means to a
-// gRPC client.
-func customPolicy(name string, weights map[string]int) *clusterv3.LoadBalancingPolicy {
-	config := &structpb.Struct{}
-	if len(weights) > 0 {
-		table := make(map[string]*structpb.Value, len(weights))
-		for addr, w := range weights {
-			table[addr] = structpb.NewNumberValue(float64(w))
-		}
-		config.Fields = map[string]*structpb.Value{
-			endpointWeightsField: structpb.NewStructValue(&structpb.Struct{Fields: table}),
-		}
-	}
+// balancer, with a config that is empty or has only what mc carries (the
+// endpointWeights table and the slowStart of Muster's balancers), then
+// round robin within localities weighted by their weights, which is what
+// lb_policy ROUND_ROBIN means to a gRPC client.
+func customPolicy(name string, mc musterConfig) *clusterv3.LoadBalancingPolicy {
+	config := &structpb.Struct{Fields: mc.fields()}
 	custom := mustAny(&xdstypev3.TypedStruct{TypeUrl: typedStructPrefix + name, Value: config})
 	return withRoundRobinFallback(&corev3.TypedExtensionConfig{Name: name, TypedConfig: custom})
 }

@@ -61,7 +61,7 @@ func TestCluster(t *testing.T) {
 		{LeastRequest, clusterv3.Cluster_ROUND_ROBIN}, // for clients that read lb_policy only; load_balancing_policy names least_request
 		{MusterP2C, clusterv3.Cluster_ROUND_ROBIN},    // ignored by clients: load_balancing_policy wins
 	} {
-		c := clusterFor("greeter", tc.p, nil)
+		c := clusterFor("greeter", tc.p, musterConfig{})
 		if err := c.Validate(); err != nil {
 			t.Fatalf("%s: %v", tc.p, err)
 		}
@@ -74,13 +74,13 @@ func TestCluster(t *testing.T) {
 		}
 	}
 	for _, p := range []Policy{RoundRobin} {
-		if lbp := clusterFor("greeter", p, nil).GetLoadBalancingPolicy(); lbp != nil {
+		if lbp := clusterFor("greeter", p, musterConfig{}).GetLoadBalancingPolicy(); lbp != nil {
 			t.Errorf("%s: load_balancing_policy %v, want none", p, lbp)
 		}
 	}
 	// A custom policy: the TypedStruct naming the balancer, then
 	// wrr_locality over round_robin for the clients without it.
-	pols := clusterFor("greeter", MusterWRR, nil).GetLoadBalancingPolicy().GetPolicies()
+	pols := clusterFor("greeter", MusterWRR, musterConfig{}).GetLoadBalancingPolicy().GetPolicies()
 	if len(pols) != 2 {
 		t.Fatalf("muster_wrr: %d policies, want 2", len(pols))
 	}

@@ -43,9 +43,9 @@ func TestWeightTable(t *testing.T) {
 // balancerConfig returns the JSON config a gRPC client gives the first
 // policy of c's load_balancing_policy: its TypedStruct's struct, marshalled
 // as grpc-go does (encoding/json on the structpb.Struct).
-func balancerConfig(t *testing.T, p Policy, table map[string]int) (string, json.RawMessage) {
+func balancerConfig(t *testing.T, p Policy, mc musterConfig) (string, json.RawMessage) {
 	t.Helper()
-	c := clusterFor("greeter", p, table)
+	c := clusterFor("greeter", p, mc)
 	if err := c.Validate(); err != nil {
 		t.Fatalf("%s: cluster does not validate: %v", p, err)
 	}
@@ -65,7 +65,7 @@ func balancerConfig(t *testing.T, p Policy, table map[string]int) (string, json.
 func TestClusterCarriesWeights(t *testing.T) {
 	table := map[string]int{"10.0.0.3:80": 300, "[::1]:81": 1, "backend.example:82": registry.MaxWeight}
 	for _, p := range []Policy{MusterP2C, MusterWRR} {
-		_, js := balancerConfig(t, p, table)
+		_, js := balancerConfig(t, p, musterConfig{weights: table})
 		var got struct {
 			EndpointWeights map[string]int `json:"endpointWeights"`
 		}
@@ -76,11 +76,11 @@ func TestClusterCarriesWeights(t *testing.T) {
 		if _, err := parser.ParseConfig(js); err != nil {
 			t.Errorf("%s rejects the config the control plane writes, %s: %v", p, js, err)
 		}
-		if _, js := balancerConfig(t, p, nil); string(js) != "{}" {
+		if _, js := balancerConfig(t, p, musterConfig{}); string(js) != "{}" {
 			t.Errorf("%s without a table: config %s, want {}", p, js)
 		}
 	}
-	if _, js := balancerConfig(t, CustomPolicy("other_lb"), table); string(js) != "{}" {
+	if _, js := balancerConfig(t, CustomPolicy("other_lb"), musterConfig{weights: table}); string(js) != "{}" {
 		t.Errorf("a custom policy not Muster's: config %s, want {} (its balancer may not know the field)", js)
 	}
 }
@@ -104,9 +104,9 @@ func TestClusterSizeAt1000Instances(t *testing.T) {
 	if len(table) != n {
 		t.Fatalf("table of %d entries, want %d", len(table), n)
 	}
-	empty := proto.Size(clusterFor("greeter", MusterWRR, nil))
-	full := proto.Size(clusterFor("greeter", MusterWRR, table))
-	_, js := balancerConfig(t, MusterWRR, table)
+	empty := proto.Size(clusterFor("greeter", MusterWRR, musterConfig{}))
+	full := proto.Size(clusterFor("greeter", MusterWRR, musterConfig{weights: table}))
+	_, js := balancerConfig(t, MusterWRR, musterConfig{weights: table})
 	t.Logf("Cluster: %d bytes without a table, %d bytes with %d entries (%.1f bytes per entry); balancer JSON config %d bytes; "+
 		"the same instances' ClusterLoadAssignment: %d bytes", empty, full, n, float64(full-empty)/n, len(js), proto.Size(assignment("greeter", list, view{})))
 	if per := (full - empty) / n; per > 40 {
@@ -127,7 +127,7 @@ func BenchmarkWeightTable1000(b *testing.B) {
 	table := weightTable(list)
 	b.Run("cluster+marshal", func(b *testing.B) {
 		for b.Loop() {
-			if _, err := proto.Marshal(clusterFor("greeter", MusterWRR, table)); err != nil {
+			if _, err := proto.Marshal(clusterFor("greeter", MusterWRR, musterConfig{weights: table})); err != nil {
 				b.Fatal(err)
 			}
 		}

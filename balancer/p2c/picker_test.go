@@ -471,7 +471,7 @@ func TestConfigSurvivesAJSONRoundTrip(t *testing.T) {
 		}
 		a, b := first.(*config), second.(*config)
 		if a.decayTime != b.decayTime || a.outlier != b.outlier || !maps.Equal(a.weights, b.weights) || a.colors != b.colors || a.locality != b.locality ||
-			a.slowStart != b.slowStart {
+			!a.slowStart.Equal(b.slowStart) {
 			t.Errorf("%s → %s → %+v, want %+v", js, out, *b, *a)
 		}
 	}

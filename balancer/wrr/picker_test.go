@@ -207,7 +207,7 @@ func TestConfigSurvivesAJSONRoundTrip(t *testing.T) {
 	}
 	if g, w := got.(*config), want.(*config); g.outlier != w.outlier || !maps.Equal(g.weights, w.weights) || g.colors != w.colors ||
 		g.locality != w.locality || g.locality.OverprovisioningFactor != 3 ||
-		g.slowStart != w.slowStart || g.slowStart.Window != time.Minute {
+		!g.slowStart.Equal(w.slowStart) || g.slowStart.Window != time.Minute {
 		t.Errorf("marshalled as %s, parsed again as %+v, want %+v", out, *g, *w)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"time"
 
@@ -36,6 +37,10 @@ type xdsOptions struct {
 	// maxConns and maxStreams are xds.WithMaxConnections and
 	// xds.WithMaxStreams; 0: their defaults.
 	maxConns, maxStreams int
+	// slowStart is xds.WithSlowStart's window (0: off), with its
+	// aggression and minimum weight percent.
+	slowStart                        time.Duration
+	slowAggression, slowMinWeightPct float64
 }
 
 func newXDSCmd(g *globalOptions) *cobra.Command {
@@ -62,6 +67,7 @@ key that does not match) is logged and the last good files stay in use.
 (--cacert, --cert and --key are the etcd connection's.)`,
 		Example: `  muster xds --endpoints http://127.0.0.1:2379 --listen 127.0.0.1:18000
   muster xds --services user,greeter --policy ring_hash
+  muster xds --policy muster_wrr --slow-start 30s
   muster xds --xds-cert cp.pem --xds-key cp-key.pem --xds-cacert clients-ca.pem`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -80,6 +86,9 @@ key that does not match) is logged and the last good files stay in use.
 	f.IntVar(&o.maxConns, "max-connections", 1024, "most client connections served at once; more are closed as they come")
 	f.IntVar(&o.maxStreams, "max-streams", 4096, "most ADS streams served at once; more end at once with RESOURCE_EXHAUSTED")
 	f.BoolVar(&o.endpointMetadata, "endpoint-metadata", false, "publish each endpoint's instance (id, version, zone, weight, metadata) as filter metadata \"muster\", for proxies and tools that read it; no gRPC client does, and it costs clients decoding time on every change")
+	f.DurationVar(&o.slowStart, "slow-start", 0, "with --policy muster_p2c or muster_wrr: ramp an instance registered less than this ago (at most 1h) from --slow-start-min-weight-percent to its full share, by its registration time (Go clients on Muster's balancers; others give it its full share at once); 0 for off")
+	f.Float64Var(&o.slowAggression, "slow-start-aggression", 1, "shape of the --slow-start ramp, 0.1..10: 1 is linear, more gives a young instance more sooner")
+	f.Float64Var(&o.slowMinWeightPct, "slow-start-min-weight-percent", 10, "the share of its weight a ramping instance gets at least, 0..100")
 	o.tls.addFlags(cmd)
 	return cmd
 }
@@ -112,7 +121,27 @@ func validateXDSFlags(o xdsOptions) error {
 	default:
 		return usageErrorf("--policy %q: want round_robin, ring_hash, least_request, muster_p2c or muster_wrr", o.policy)
 	}
+	if err := validateSlowStartFlags(o); err != nil {
+		return err
+	}
 	return o.tls.validate()
+}
+
+// validateSlowStartFlags checks --slow-start and its shape flags.
+func validateSlowStartFlags(o xdsOptions) error {
+	switch {
+	case o.slowStart == 0:
+		return nil
+	case o.slowStart < 0 || o.slowStart > time.Hour:
+		return usageErrorf("--slow-start %v: want a duration up to 1h, or 0 for off", o.slowStart)
+	case o.policy != string(xds.MusterP2C) && o.policy != string(xds.MusterWRR):
+		return usageErrorf("--slow-start: --policy %s has no slow start; want muster_p2c or muster_wrr", o.policy)
+	case math.IsNaN(o.slowAggression) || o.slowAggression < 0.1 || o.slowAggression > 10:
+		return usageErrorf("--slow-start-aggression %v: want 0.1..10", o.slowAggression)
+	case math.IsNaN(o.slowMinWeightPct) || o.slowMinWeightPct < 0 || o.slowMinWeightPct > 100:
+		return usageErrorf("--slow-start-min-weight-percent %v: want 0..100", o.slowMinWeightPct)
+	}
+	return nil
 }
 
 // runXDS serves ADS as o says until ctx ends, then returns nil.
@@ -173,6 +202,9 @@ func startXDS(d registry.Discovery, canaries registry.CanarySource, policies reg
 	}
 	if o.maxStreams > 0 {
 		opts = append(opts, xds.WithMaxStreams(o.maxStreams))
+	}
+	if o.slowStart != 0 {
+		opts = append(opts, xds.WithSlowStart(o.slowStart, o.slowAggression, o.slowMinWeightPct))
 	}
 	if tlsOpt := o.tls.option(); tlsOpt != nil {
 		opts = append(opts, tlsOpt)

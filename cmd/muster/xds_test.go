@@ -148,6 +148,10 @@ func TestXDSCommand(t *testing.T) {
 		{"xds", "--metrics-listen", "no-port"},
 		{"xds", "--xds-cert", "c.pem"},
 		{"xds", "--xds-cacert", "ca.pem"},
+		{"xds", "--slow-start", "30s"}, // round_robin has none
+		{"xds", "--policy", "muster_wrr", "--slow-start", "2h"},
+		{"xds", "--policy", "muster_wrr", "--slow-start", "30s", "--slow-start-aggression", "0"},
+		{"xds", "--policy", "muster_p2c", "--slow-start", "30s", "--slow-start-min-weight-percent", "101"},
 	} {
 		if r := run(args...); r.code != exitUsage {
 			t.Errorf("muster %v: exit code %d, want %d (usage); stderr:\n%s", args, r.code, exitUsage, r.stderr)

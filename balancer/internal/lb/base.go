@@ -437,14 +437,11 @@ func (b *Base[T]) applyLocked(s balancer.State) {
 // wall (see SlowStartConfig), and moves rampEnd to the end of its ramp
 // when it ramps and that is earlier. Called under b.mu.
 func (b *Base[T]) rampedLocked(ep grpcresolver.Endpoint, w int, wall time.Time, rampEnd *time.Time) int {
-	in, ok := resolver.InstanceOf(ep)
-	if !ok {
-		return ramp(w, 1)
-	}
-	if end, ramping := b.slowStart.rampEnds(in.RegisteredAt, wall); ramping && (rampEnd.IsZero() || end.Before(*rampEnd)) {
+	registered := registeredAt(ep, b.slowStart.Registered)
+	if end, ramping := b.slowStart.rampEnds(registered, wall); ramping && (rampEnd.IsZero() || end.Before(*rampEnd)) {
 		*rampEnd = end
 	}
-	return ramp(w, b.slowStart.Factor(in.RegisteredAt, wall))
+	return ramp(w, b.slowStart.Factor(registered, wall))
 }
 
 // newPicker returns the picker over ready, the READY endpoints of the

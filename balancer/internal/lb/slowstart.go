@@ -4,8 +4,15 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
+	"net"
+	"slices"
 	"time"
+
+	grpcresolver "google.golang.org/grpc/resolver"
+
+	"github.com/musterhq/muster/resolver"
 )
 
 // Bounds and defaults of SlowStartConfig.
@@ -34,8 +41,10 @@ const (
 // the registry keeps it), not from when this client first saw it, so a
 // client that starts or restarts does not ramp instances that have been
 // serving for longer than the window. An endpoint without a Muster
-// instance (another resolver's, or gRPC's xDS support's) has no
-// registration time and is not ramped. The zero value (Window 0) is off.
+// instance (gRPC's xDS support's) takes its registration time from
+// Registered, the table Muster's xDS control plane writes; an endpoint with
+// neither (another resolver's) is not ramped. The zero value (Window 0) is
+// off.
 type SlowStartConfig struct {
 	// Window is how long the ramp lasts; 0 turns slow start off. At most
 	// MaxSlowStartWindow.
@@ -47,6 +56,37 @@ type SlowStartConfig struct {
 	// MinWeightPercent is the share of its weight an endpoint gets at
 	// least while it ramps, 0 to 100 (a weight never falls below 1).
 	MinWeightPercent float64
+	// Registered is the registration time of endpoints that carry no
+	// Muster instance, by address (the config's "registeredAt" table);
+	// nil for none. Never modified once parsed.
+	Registered EndpointRegistrations
+}
+
+// EndpointRegistrations is a slow-start config's "registeredAt" table: an
+// endpoint's registration time by its address (host:port, as the endpoint
+// carries it), for endpoints without a Muster instance. Muster's xDS
+// control plane writes it into the Cluster for the instances registered
+// less than a window ago, since gRPC's xDS endpoints carry no registration
+// time.
+type EndpointRegistrations map[string]time.Time
+
+// registeredAt returns when the instance behind ep registered: its
+// instance's RegisteredAt when the Muster resolver made it, else its first
+// address's time in table, else zero (unknown: not ramped).
+func registeredAt(ep grpcresolver.Endpoint, table EndpointRegistrations) time.Time {
+	if in, ok := resolver.InstanceOf(ep); ok {
+		return in.RegisteredAt
+	}
+	if len(ep.Addresses) > 0 {
+		return table[ep.Addresses[0].Addr]
+	}
+	return time.Time{}
+}
+
+// Equal reports whether c and o are the same config, tables included.
+func (c SlowStartConfig) Equal(o SlowStartConfig) bool {
+	return c.Window == o.Window && c.Aggression == o.Aggression && c.MinWeightPercent == o.MinWeightPercent &&
+		maps.EqualFunc(c.Registered, o.Registered, time.Time.Equal)
 }
 
 // Enabled reports whether c ramps anything.
@@ -94,17 +134,20 @@ func ramp(weight int, factor float64) int {
 }
 
 type slowStartJSON struct {
-	Window           *string  `json:"window"`
-	Aggression       *float64 `json:"aggression"`
-	MinWeightPercent *float64 `json:"minWeightPercent"`
+	Window           *string           `json:"window"`
+	Aggression       *float64          `json:"aggression"`
+	MinWeightPercent *float64          `json:"minWeightPercent"`
+	RegisteredAt     map[string]string `json:"registeredAt,omitempty"`
 }
 
 // ParseSlowStartConfig parses the "slowStart" object of a balancer config:
 // an absent (empty) or null object gives the zero config (off); a present
 // one needs its window, and defaults aggression to
 // DefaultSlowStartAggression and minWeightPercent to
-// DefaultMinWeightPercent. Errors name the field ("slowStart.window:
-// ..."); the caller prefixes its policy name.
+// DefaultMinWeightPercent. Its "registeredAt" table, if any, maps
+// host:port addresses to RFC 3339 times (see EndpointRegistrations).
+// Errors name the field ("slowStart.window: ..."); the caller prefixes its
+// policy name.
 func ParseSlowStartConfig(js json.RawMessage) (SlowStartConfig, error) {
 	if t := bytes.TrimSpace(js); len(t) == 0 || bytes.Equal(t, []byte("null")) {
 		return SlowStartConfig{}, nil
@@ -137,7 +180,30 @@ func ParseSlowStartConfig(js json.RawMessage) (SlowStartConfig, error) {
 		}
 		c.MinWeightPercent = *m
 	}
+	if c.Registered, err = parseRegistrations(j.RegisteredAt); err != nil {
+		return SlowStartConfig{}, err
+	}
 	return c, nil
+}
+
+// parseRegistrations parses the "registeredAt" table; nil when it is
+// empty.
+func parseRegistrations(raw map[string]string) (EndpointRegistrations, error) {
+	if len(raw) == 0 {
+		return nil, nil
+	}
+	table := make(EndpointRegistrations, len(raw))
+	for _, addr := range slices.Sorted(maps.Keys(raw)) { // the first bad address, always the same
+		if host, port, err := net.SplitHostPort(addr); err != nil || host == "" || port == "" {
+			return nil, fmt.Errorf("slowStart.registeredAt: %q is not a host:port address", addr)
+		}
+		t, err := time.Parse(time.RFC3339Nano, raw[addr])
+		if err != nil {
+			return nil, fmt.Errorf("slowStart.registeredAt: %q: %q is not an RFC 3339 time", addr, raw[addr])
+		}
+		table[addr] = t
+	}
+	return table, nil
 }
 
 // MarshalJSON returns c as the "slowStart" object ParseSlowStartConfig
@@ -147,5 +213,12 @@ func (c SlowStartConfig) MarshalJSON() ([]byte, error) {
 		return []byte("null"), nil
 	}
 	w := c.Window.String()
-	return json.Marshal(slowStartJSON{Window: &w, Aggression: &c.Aggression, MinWeightPercent: &c.MinWeightPercent})
+	j := slowStartJSON{Window: &w, Aggression: &c.Aggression, MinWeightPercent: &c.MinWeightPercent}
+	if len(c.Registered) > 0 {
+		j.RegisteredAt = make(map[string]string, len(c.Registered))
+		for addr, t := range c.Registered {
+			j.RegisteredAt[addr] = t.Format(time.RFC3339Nano)
+		}
+	}
+	return json.Marshal(j)
 }

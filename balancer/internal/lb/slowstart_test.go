@@ -1,10 +1,13 @@
 package lb
 
 import (
+	"encoding/json"
 	"math"
 	"strings"
 	"testing"
 	"time"
+
+	grpcresolver "google.golang.org/grpc/resolver"
 )
 
 // Factor is Envoy's ramp: max(min, (age/window)^(1/aggression)), 1 after
@@ -59,7 +62,7 @@ func TestParseSlowStartConfig(t *testing.T) {
 		}
 	}
 	c, err := ParseSlowStartConfig([]byte(`{"window":"30s"}`))
-	if err != nil || c != (SlowStartConfig{Window: 30 * time.Second, Aggression: 1, MinWeightPercent: 10}) {
+	if err != nil || !c.Equal(SlowStartConfig{Window: 30 * time.Second, Aggression: 1, MinWeightPercent: 10}) {
 		t.Errorf("defaults: %+v, %v", c, err)
 	}
 	for _, tc := range []struct{ js, want string }{
@@ -75,6 +78,47 @@ func TestParseSlowStartConfig(t *testing.T) {
 	} {
 		_, err := ParseSlowStartConfig([]byte(tc.js))
 		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("ParseSlowStartConfig(%s) error = %v, want one starting with %q", tc.js, err, tc.want)
+		}
+	}
+}
+
+// The registeredAt table gives endpoints without a Muster instance (gRPC's
+// xDS ones) their registration time, and survives a round trip through
+// MarshalJSON; bad entries are refused with the address named.
+func TestSlowStartRegisteredAt(t *testing.T) {
+	js := `{"window":"10s","registeredAt":{"10.0.0.1:80":"2026-01-01T00:00:05.5Z","[::1]:81":"2026-01-01T01:00:00+01:00"}}`
+	c, err := ParseSlowStartConfig([]byte(js))
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 1, 1, 0, 0, 5, 5e8, time.UTC)
+	if got := registeredAt(grpcresolver.Endpoint{Addresses: []grpcresolver.Address{{Addr: "10.0.0.1:80"}}}, c.Registered); !got.Equal(at) {
+		t.Errorf("registeredAt(10.0.0.1:80) = %v, want %v", got, at)
+	}
+	if got := registeredAt(grpcresolver.Endpoint{Addresses: []grpcresolver.Address{{Addr: "[::1]:81"}}}, c.Registered); !got.Equal(at.Add(-5500 * time.Millisecond)) {
+		t.Errorf("registeredAt([::1]:81) = %v, want midnight UTC", got)
+	}
+	if got := registeredAt(grpcresolver.Endpoint{Addresses: []grpcresolver.Address{{Addr: "10.0.0.9:80"}}}, c.Registered); !got.IsZero() {
+		t.Errorf("registeredAt of an address not in the table = %v, want zero (not ramped)", got)
+	}
+	if f := c.Factor(at, at.Add(5*time.Second)); f != 0.5 {
+		t.Errorf("Factor at half the window = %v, want 0.5", f)
+	}
+	out, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := ParseSlowStartConfig(out)
+	if err != nil || !back.Equal(c) {
+		t.Errorf("round trip %s → %+v, %v; want %+v", out, back, err, c)
+	}
+	for _, tc := range []struct{ js, want string }{
+		{`{"window":"1s","registeredAt":{"nohost":"2026-01-01T00:00:00Z"}}`, `slowStart.registeredAt: "nohost" is not a host:port address`},
+		{`{"window":"1s","registeredAt":{"10.0.0.1:80":"yesterday"}}`, `slowStart.registeredAt: "10.0.0.1:80": "yesterday" is not an RFC 3339 time`},
+		{`{"window":"1s","registeredAt":{"10.0.0.1:80":5}}`, `slowStart: json: cannot unmarshal number`},
+	} {
+		if _, err := ParseSlowStartConfig([]byte(tc.js)); err == nil || !strings.HasPrefix(err.Error(), tc.want) {
 			t.Errorf("ParseSlowStartConfig(%s) error = %v, want one starting with %q", tc.js, err, tc.want)
 		}
 	}
