@@ -24,16 +24,16 @@ func TestCommandsShowColorsAndCanary(t *testing.T) {
 	ep := []string{"--endpoints", s.endpoint}
 
 	w := start(t, append([]string{"watch", "user"}, ep...)...)
-	w.expect(t, `# user: 2 instances at revision \d+; watching for changes`)
-	w.expect(t, `= base 10\.0\.0\.1:9000 \(weight 100\)`)
-	w.expect(t, `= blue 10\.0\.0\.2:9000 \(color blue, weight 100, metadata color=blue\)`)
+	w.expectWatch(t, `# user: 2 instances at revision \d+; watching for changes`)
+	w.expectWatch(t, `= base 10\.0\.0\.1:9000 \(weight 100\)`)
+	w.expectWatch(t, `= blue 10\.0\.0\.2:9000 \(color blue, weight 100, metadata color=blue\)`)
 	wj := start(t, append([]string{"watch", "user", "-o", "json"}, ep...)...)
 	if line := wj.next(t, "the list event"); !strings.Contains(line, `"event":"list"`) {
 		t.Fatalf("first JSON line: %s", line)
 	}
 
 	runOK(t, append([]string{"canary", "user", "blue", "5"}, ep...)...)
-	w.expect(t, `% canary 5% of uncolored calls to blue`)
+	w.expectWatch(t, `% canary 5% of uncolored calls to blue`)
 	var ev struct {
 		Event  string           `json:"event"`
 		Canary *registry.Canary `json:"canary"`
@@ -74,7 +74,7 @@ func TestCommandsShowColorsAndCanary(t *testing.T) {
 	// The blue instance turns green, then the canary goes.
 	blue.Metadata = map[string]string{"color": "green"}
 	register(t, r, blue)
-	w.expect(t, `~ blue 10\.0\.0\.2:9000 \(color blue->green, metadata \{color=blue\}->\{color=green\}\)`)
+	w.expectWatch(t, `~ blue 10\.0\.0\.2:9000 \(color blue->green, metadata \{color=blue\}->\{color=green\}\)`)
 	// Each watch follows the instances and the canary setting through two
 	// etcd watches, which keep no order between them: the canary goes once
 	// both watchers have shown the change.
@@ -82,7 +82,7 @@ func TestCommandsShowColorsAndCanary(t *testing.T) {
 		t.Fatalf("JSON event = %+v (%v), want changed", ev, err)
 	}
 	runOK(t, append([]string{"canary", "user", "off"}, ep...)...)
-	w.expect(t, `% canary off`)
+	w.expectWatch(t, `% canary off`)
 	ev.Canary = nil
 	if err := json.Unmarshal([]byte(wj.next(t, "a canary event")), &ev); err != nil || ev.Event != "canary" || ev.Canary != nil {
 		t.Fatalf("JSON event = %+v (%v), want canary without a setting", ev, err)

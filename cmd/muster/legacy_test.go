@@ -138,28 +138,28 @@ func matchLines(t *testing.T, what, out string, want ...string) {
 func TestWatchLegacy(t *testing.T) {
 	endpoint, cli := legacyFixture(t)
 	w := start(t, "watch", "user", "--endpoints", endpoint, "--legacy", "go-zero:user.rpc")
-	w.expect(t, `# user: 2 instances at revision \d+; watching for changes`)
-	w.expect(t, `= 42 10\.0\.0\.4:9000 \(source go-zero, weight 100\)`)
-	w.expect(t, `= user-1 10\.0\.0\.1:9000 \(source muster, weight 100, metadata tier=gold\)`)
+	w.expectWatch(t, `# user: 2 instances at revision \d+; watching for changes`)
+	w.expectWatch(t, `= 42 10\.0\.0\.4:9000 \(source go-zero, weight 100\)`)
+	w.expectWatch(t, `= user-1 10\.0\.0\.1:9000 \(source muster, weight 100, metadata tier=gold\)`)
 
 	putRaw(t, cli, "user.rpc/43", "10.0.0.5:9000")
-	w.expect(t, `\+ 43 10\.0\.0\.5:9000 \(source go-zero, weight 100\)`)
+	w.expectWatch(t, `\+ 43 10\.0\.0\.5:9000 \(source go-zero, weight 100\)`)
 
 	r := newRegistrar(t, endpoint)
 	register(t, r, registry.Instance{ID: "user-4", Name: "user", Addr: "10.0.0.4:9000"})
-	w.expect(t, `- 42 10\.0\.0\.4:9000`)
-	w.expect(t, `\+ user-4 10\.0\.0\.4:9000 \(source muster, weight 100\)`)
+	w.expectWatch(t, `- 42 10\.0\.0\.4:9000`)
+	w.expectWatch(t, `\+ user-4 10\.0\.0\.4:9000 \(source muster, weight 100\)`)
 
 	// An ID two sources use for different instances: each followed as
 	// its own instance, not as one that changes.
 	register(t, r, registry.Instance{ID: "43", Name: "user", Addr: "10.0.0.6:9000"})
-	w.expect(t, `\+ 43 10\.0\.0\.6:9000 \(source muster, weight 100\)`)
+	w.expectWatch(t, `\+ 43 10\.0\.0\.6:9000 \(source muster, weight 100\)`)
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
 	if _, err := cli.Delete(ctx, "user.rpc/43"); err != nil {
 		t.Fatal(err)
 	}
-	w.expect(t, `- 43 10\.0\.0\.5:9000`)
+	w.expectWatch(t, `- 43 10\.0\.0\.5:9000`)
 	if code := w.stop(t); code != exitOK {
 		t.Fatalf("watch: exit code %d; stderr:\n%s", code, w.stderr)
 	}
@@ -170,17 +170,17 @@ func TestWatchLegacy(t *testing.T) {
 func TestWatchLayout(t *testing.T) {
 	endpoint, cli := legacyFixture(t)
 	w := start(t, "watch", "user", "--endpoints", endpoint, "--layout", "go-zero", "--legacy-name", "user.rpc")
-	w.expect(t, `# user: 2 instances at revision \d+; watching for changes`)
-	w.expect(t, `= 42 10\.0\.0\.4:9000 \(weight 100\)`)
-	w.expect(t, `= 7587867878 10\.0\.0\.1:9000 \(weight 100\)`)
+	w.expectWatch(t, `# user: 2 instances at revision \d+; watching for changes`)
+	w.expectWatch(t, `= 42 10\.0\.0\.4:9000 \(weight 100\)`)
+	w.expectWatch(t, `= 7587867878 10\.0\.0\.1:9000 \(weight 100\)`)
 	putRaw(t, cli, "user.rpc/43", "10.0.0.5:9000")
-	w.expect(t, `\+ 43 10\.0\.0\.5:9000 \(weight 100\)`)
+	w.expectWatch(t, `\+ 43 10\.0\.0\.5:9000 \(weight 100\)`)
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
 	if _, err := cli.Delete(ctx, "user.rpc/42"); err != nil {
 		t.Fatal(err)
 	}
-	w.expect(t, `- 42 10\.0\.0\.4:9000`)
+	w.expectWatch(t, `- 42 10\.0\.0\.4:9000`)
 	if code := w.stop(t); code != exitOK {
 		t.Fatalf("watch: exit code %d; stderr:\n%s", code, w.stderr)
 	}

@@ -204,14 +204,14 @@ func TestTablesShowOverridesAndDistinctIDs(t *testing.T) {
 	ep := []string{"--endpoints", s.endpoint}
 
 	w := start(t, append([]string{"watch", "user"}, ep...)...)
-	w.expect(t, `# user: 2 instances at revision \d+; watching for changes`)
-	w.expect(t, `= 10\.0\.0\.1:9000 \(weight 100\)`)
-	w.expect(t, `= b 10\.0\.0\.2:9000 \(weight 100\)`)
+	w.expectWatch(t, `# user: 2 instances at revision \d+; watching for changes`)
+	w.expectWatch(t, `= 10\.0\.0\.1:9000 \(weight 100\)`)
+	w.expectWatch(t, `= b 10\.0\.0\.2:9000 \(weight 100\)`)
 
 	runOK(t, append([]string{"weight", "user", "b", "250"}, ep...)...)
-	w.expect(t, `~ b 10\.0\.0\.2:9000 \(weight 100->250 by override\)`)
+	w.expectWatch(t, `~ b 10\.0\.0\.2:9000 \(weight 100->250 by override\)`)
 	runOK(t, append([]string{"drain", "user", "10.0.0.1:9000"}, ep...)...)
-	w.expect(t, `~ 10\.0\.0\.1:9000 \(weight 100->0 by override\)`)
+	w.expectWatch(t, `~ 10\.0\.0\.1:9000 \(weight 100->0 by override\)`)
 
 	want := "" +
 		"ID  ADDR           VERSION  ZONE  REGION  COLOR  WEIGHT  METADATA  AGE\n" +
@@ -223,7 +223,7 @@ func TestTablesShowOverridesAndDistinctIDs(t *testing.T) {
 	}
 
 	runOK(t, append([]string{"undrain", "user", "b"}, ep...)...)
-	w.expect(t, `~ b 10\.0\.0\.2:9000 \(weight 250->100, override removed\)`)
+	w.expectWatch(t, `~ b 10\.0\.0\.2:9000 \(weight 250->100, override removed\)`)
 	want = "" +
 		"ID  ADDR           VERSION  ZONE  REGION  COLOR  WEIGHT  METADATA  AGE\n" +
 		"b   10.0.0.2:9000  -        -     -       -      100     -         60s\n"
@@ -236,6 +236,6 @@ func TestTablesShowOverridesAndDistinctIDs(t *testing.T) {
 
 	// A new watch sees the drain as an override from the start.
 	w = start(t, append([]string{"watch", "user"}, ep...)...)
-	w.expect(t, `# user: 2 instances at revision \d+; watching for changes`)
-	w.expect(t, `= 10\.0\.0\.1:9000 \(weight 0 \(draining, override\)\)`)
+	w.expectWatch(t, `# user: 2 instances at revision \d+; watching for changes`)
+	w.expectWatch(t, `= 10\.0\.0\.1:9000 \(weight 0 \(draining, override\)\)`)
 }

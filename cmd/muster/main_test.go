@@ -318,6 +318,15 @@ func (b *background) expect(t *testing.T, re string) string {
 	return line
 }
 
+// watchTime matches the time that starts each line of watch's table.
+const watchTime = `\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z `
+
+// expectWatch is expect for a line of watch's table: re after the time.
+func (b *background) expectWatch(t *testing.T, re string) string {
+	t.Helper()
+	return b.expect(t, watchTime+"(?:"+re+")")
+}
+
 // stop cancels the command and returns its exit code; the lines not read
 // yet are added to seen. Later calls return -1 without waiting.
 func (b *background) stop(t *testing.T) int {

@@ -85,10 +85,10 @@ func TestTLSAndAuthFlags(t *testing.T) {
 	}
 
 	w := start(t, s.args([]string{"watch", "user"}, "--user", "user-svc:user-pw")...)
-	w.expect(t, `# user: 1 instance at revision \d+; watching for changes`)
-	w.expect(t, `= user-1 10\.0\.0\.1:9000 .*`)
+	w.expectWatch(t, `# user: 1 instance at revision \d+; watching for changes`)
+	w.expectWatch(t, `= user-1 10\.0\.0\.1:9000 .*`)
 	register(t, s.r, registry.Instance{ID: "user-2", Name: "user", Addr: "10.0.0.2:9000"})
-	w.expect(t, `\+ user-2 10\.0\.0\.2:9000 .*`)
+	w.expectWatch(t, `\+ user-2 10\.0\.0\.2:9000 .*`)
 	if code := w.stop(t); code != exitOK {
 		t.Fatalf("watch over TLS as user-svc: exit code %d; stderr:\n%s", code, w.stderr)
 	}

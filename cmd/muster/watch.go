@@ -27,7 +27,8 @@ func newWatchCmd(g *globalOptions) *cobra.Command {
 		Use:   "watch <service>",
 		Short: "Print a service's instances, then every change",
 		Long: `Watch prints the current instances of a service, then one line per change
-as clients see it, until interrupted:
+as clients see it, until interrupted. Each line starts with when it was
+printed (UTC, to the millisecond, e.g. 2026-12-03T10:20:00.123Z), then:
 
   # service: N instances ...  the header
   = id addr (...)             an instance present at the start
@@ -212,9 +213,14 @@ func (p *watchPrinter) overrides(rev int64) {
 	}
 }
 
+// watchTimeFormat is the time that starts each line of the table: the
+// JSON events' time, to the millisecond.
+const watchTimeFormat = "2006-01-02T15:04:05.000Z07:00"
+
+// line prints one line of the table, starting with the time.
 func (p *watchPrinter) line(format string, args ...any) {
 	if p.err == nil {
-		_, p.err = fmt.Fprintf(p.w, format+"\n", args...)
+		_, p.err = fmt.Fprintf(p.w, "%s "+format+"\n", append([]any{timeNow().UTC().Format(watchTimeFormat)}, args...)...)
 	}
 }
 

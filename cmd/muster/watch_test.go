@@ -3,7 +3,9 @@ package main
 import (
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/musterhq/muster/registry"
 )
@@ -21,34 +23,39 @@ func TestWatchPrintsChanges(t *testing.T) {
 
 	// --timeout bounds etcd requests, and with them how long a watch that
 	// etcd stopped answering stays silent before it is restarted.
+	started := time.Now()
 	w := start(t, "watch", "user", "--endpoints", s.endpoint, "--timeout", "2s")
-	w.expect(t, `# user: 1 instance at revision \d+; watching for changes`)
-	w.expect(t, `= user-1 10\.0\.0\.1:9000 \(version v1\.4\.2, zone eu-1a, region eu-1, color blue, weight 100, metadata color=blue\)`)
+	header := w.expectWatch(t, `# user: 1 instance at revision \d+; watching for changes`)
+	stamp, _, _ := strings.Cut(header, " ")
+	if at, err := time.Parse(watchTimeFormat, stamp); err != nil || at.Before(started.Truncate(time.Millisecond)) || at.After(time.Now()) {
+		t.Errorf("header %q starts with %q: want the time it was printed, between %v and now (%v)", header, stamp, started.UTC(), err)
+	}
+	w.expectWatch(t, `= user-1 10\.0\.0\.1:9000 \(version v1\.4\.2, zone eu-1a, region eu-1, color blue, weight 100, metadata color=blue\)`)
 
 	register(t, r, other)
 	u2 := registry.Instance{ID: "user-2", Name: "user", Addr: "10.0.0.2:9000", Weight: 300}
 	register(t, r, u2)
-	w.expect(t, `\+ user-2 10\.0\.0\.2:9000 \(weight 300\)`)
+	w.expectWatch(t, `\+ user-2 10\.0\.0\.2:9000 \(weight 300\)`)
 
 	u2.Region = "eu-2"
 	register(t, r, u2)
-	w.expect(t, `~ user-2 10\.0\.0\.2:9000 \(region -->eu-2\)`)
+	w.expectWatch(t, `~ user-2 10\.0\.0\.2:9000 \(region -->eu-2\)`)
 
 	u2.Draining = true
 	register(t, r, u2)
-	w.expect(t, `~ user-2 10\.0\.0\.2:9000 \(weight 300->0\)`)
+	w.expectWatch(t, `~ user-2 10\.0\.0\.2:9000 \(weight 300->0\)`)
 
 	deregister(t, r, u2)
-	w.expect(t, `- user-2 10\.0\.0\.2:9000`)
+	w.expectWatch(t, `- user-2 10\.0\.0\.2:9000`)
 
 	// The registry goes away and comes back on the same ports and data.
 	s.stop(t)
-	w.expect(t, `! stale since \S+: .+ \(showing the last known 1 instance\)`)
+	w.expectWatch(t, `! stale since \S+: .+ \(showing the last known 1 instance\)`)
 	restartServe(t, s)
-	w.expect(t, `! fresh again at revision \d+`)
+	w.expectWatch(t, `! fresh again at revision \d+`)
 
 	deregister(t, r, u1)
-	w.expect(t, `- user-1 10\.0\.0\.1:9000`)
+	w.expectWatch(t, `- user-1 10\.0\.0\.1:9000`)
 
 	if code := w.stop(t); code != exitOK {
 		t.Fatalf("watch stopped by its context: exit code %d, want 0; stderr:\n%s", code, w.stderr)

@@ -32,25 +32,25 @@ func TestZooKeeperRegistry(t *testing.T) {
 		t.Fatalf("ls user -o json:\n%s", got.stdout)
 	}
 	w := start(t, append([]string{"watch", "user"}, reg...)...)
-	w.expect(t, `# user: 2 instances.*`)
-	w.expect(t, `= a 127\.0\.0\.1:9001.*`)
-	w.expect(t, `= b 127\.0\.0\.1:9002.*`)
+	w.expectWatch(t, `# user: 2 instances.*`)
+	w.expectWatch(t, `= a 127\.0\.0\.1:9001.*`)
+	w.expectWatch(t, `= b 127\.0\.0\.1:9002.*`)
 
 	if got := runOK(t, append([]string{"drain", "user", "a"}, reg...)...); got.stdout != "drain user/a: done, weight 100 -> 0\n" {
 		t.Fatalf("drain printed %q", got.stdout)
 	}
-	w.expect(t, `~ a 127\.0\.0\.1:9001 .*weight 100->0.*`)
+	w.expectWatch(t, `~ a 127\.0\.0\.1:9001 .*weight 100->0.*`)
 	if got := runOK(t, append([]string{"get", "user", "a"}, reg...)...); !strings.Contains(got.stdout, "0*") {
 		t.Fatalf("get after drain (weight 0, marked as an override):\n%s", got.stdout)
 	}
 	if got := runOK(t, append([]string{"weight", "user", "b", "50"}, reg...)...); got.stdout != "weight user/b: done, weight 100 -> 50\n" {
 		t.Fatalf("weight printed %q", got.stdout)
 	}
-	w.expect(t, `~ b 127\.0\.0\.1:9002 .*weight 100->50.*`)
+	w.expectWatch(t, `~ b 127\.0\.0\.1:9002 .*weight 100->50.*`)
 	if got := runOK(t, append([]string{"undrain", "user", "a"}, reg...)...); got.stdout != "undrain user/a: override removed, weight 0 -> 100\n" {
 		t.Fatalf("undrain printed %q", got.stdout)
 	}
-	w.expect(t, `~ a 127\.0\.0\.1:9001 .*weight 0->100.*`)
+	w.expectWatch(t, `~ a 127\.0\.0\.1:9001 .*weight 0->100.*`)
 
 	if r := run(append([]string{"get", "user", "zz"}, reg...)...); r.code != 1 || !strings.Contains(r.stderr, "no such instance") {
 		t.Fatalf("get of a missing instance: exit %d, stderr %q", r.code, r.stderr)
