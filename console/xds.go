@@ -48,13 +48,15 @@ type xdsView struct {
 
 // xdsClient is one ADS stream.
 type xdsClient struct {
-	Stream   int64     `json:"stream"`
-	Delta    bool      `json:"delta"`
-	Node     string    `json:"node"`
-	Zone     string    `json:"zone,omitempty"`
-	Region   string    `json:"region,omitempty"`
-	Since    time.Time `json:"since"`
-	Services []string  `json:"services"`
+	Stream int64  `json:"stream"`
+	Delta  bool   `json:"delta"`
+	Node   string `json:"node"`
+	Zone   string `json:"zone,omitempty"`
+	Region string `json:"region,omitempty"`
+	// UserAgent is the client's xDS implementation and version.
+	UserAgent string    `json:"userAgent,omitempty"`
+	Since     time.Time `json:"since"`
+	Services  []string  `json:"services"`
 	// MoreServices counts the services not listed (beyond
 	// maxXDSServicesShown).
 	MoreServices int       `json:"moreServices,omitempty"`
@@ -96,7 +98,7 @@ func newXDSView(clients []xds.ClientStatus, shown int) xdsView {
 		if len(services) > maxXDSServicesShown {
 			more, services = len(services)-maxXDSServicesShown, services[:maxXDSServicesShown]
 		}
-		vc := xdsClient{Stream: c.Stream, Delta: c.Delta, Node: c.Node, Zone: c.Zone, Region: c.Region, Since: c.Since,
+		vc := xdsClient{Stream: c.Stream, Delta: c.Delta, Node: c.Node, Zone: c.Zone, Region: c.Region, UserAgent: c.UserAgent, Since: c.Since,
 			Services: services, MoreServices: more, Types: make([]xdsType, 0, len(c.Types))}
 		for _, t := range c.Types {
 			vt := xdsType{Type: t.TypeURL[strings.LastIndexByte(t.TypeURL, '.')+1:], TypeURL: t.TypeURL,

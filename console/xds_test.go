@@ -124,6 +124,9 @@ func TestConsoleXDSClientsPage(t *testing.T) {
 	if z, r := b.Text(`#xds-clients tbody tr td.zone`), b.Text(`#xds-clients tbody tr td.region`); z != "eu-1a" || r != "eu-1" {
 		t.Errorf("zone and region cells = %q, %q; want eu-1a, eu-1", z, r)
 	}
+	if got, want := b.Text(`#xds-clients tbody tr td.user-agent`), "gRPC Go "+grpc.Version; got != want {
+		t.Errorf("client cell = %q, want %q", got, want)
+	}
 	if got := b.Text(`#xds-clients tbody tr td.services`); got != "greeter" {
 		t.Errorf("services cell = %q, want greeter", got)
 	}

@@ -38,14 +38,17 @@ import (
 //
 // caches is safe for concurrent use.
 type caches struct {
-	prefix   string // version prefix, unique to this process
-	lds      *cachev3.LinearCache
-	rds      *cachev3.LinearCache
-	cds      *cachev3.LinearCache
-	maxZones int
-	metadata bool // endpoints carry their instance (WithEndpointMetadata)
-	policies bool // call policies are followed (WithPolicies): every Cluster carries its parts
-	log      *slog.Logger
+	prefix string // version prefix, unique to this process
+	lds    *cachev3.LinearCache
+	rds    *cachev3.LinearCache
+	// rdsNoTimeout holds the same routes without the call policy's
+	// timeout, for the clients that misapply it (withholdsTimeout).
+	rdsNoTimeout *cachev3.LinearCache
+	cds          *cachev3.LinearCache
+	maxZones     int
+	metadata     bool // endpoints carry their instance (WithEndpointMetadata)
+	policies     bool // call policies are followed (WithPolicies): every Cluster carries its parts
+	log          *slog.Logger
 
 	mu          sync.Mutex
 	services    map[string][]registry.Instance // usable instances per published service
@@ -76,21 +79,22 @@ func newCaches(prefix string, maxZones int, metadata, policies bool, log *slog.L
 		return cachev3.NewLinearCache(typ, cachev3.WithVersionPrefix(prefix))
 	}
 	return &caches{
-		prefix:      prefix,
-		lds:         lc(resourcev3.ListenerType),
-		rds:         lc(resourcev3.RouteType),
-		cds:         lc(resourcev3.ClusterType),
-		maxZones:    maxZones,
-		metadata:    metadata,
-		policies:    policies,
-		log:         log,
-		services:    map[string][]registry.Instance{},
-		ringHash:    map[string]bool{},
-		configs:     map[string]musterConfig{},
-		bytes:       map[string]*endpointBytes{},
-		coloring:    map[string]coloring{},
-		clusterCall: map[string]registry.Policy{},
-		eds:         map[locality]*zoneCache{},
+		prefix:       prefix,
+		lds:          lc(resourcev3.ListenerType),
+		rds:          lc(resourcev3.RouteType),
+		rdsNoTimeout: lc(resourcev3.RouteType),
+		cds:          lc(resourcev3.ClusterType),
+		maxZones:     maxZones,
+		metadata:     metadata,
+		policies:     policies,
+		log:          log,
+		services:     map[string][]registry.Instance{},
+		ringHash:     map[string]bool{},
+		configs:      map[string]musterConfig{},
+		bytes:        map[string]*endpointBytes{},
+		coloring:     map[string]coloring{},
+		clusterCall:  map[string]registry.Policy{},
+		eds:          map[locality]*zoneCache{},
 	}
 }
 
@@ -167,6 +171,11 @@ func (c *caches) setService(service string, p Policy, ss slowStart, list []regis
 	eb.keepOnly(list)
 	if first || !co.equal(prev) {
 		if err := c.rds.UpdateResource(service, routeWithColors(service, co)); err != nil {
+			errs = append(errs, fmt.Errorf("xds: route %s: %w", service, err))
+		}
+		untimed := co
+		untimed.call.Timeout = 0
+		if err := c.rdsNoTimeout.UpdateResource(service, routeWithColors(service, untimed)); err != nil {
 			errs = append(errs, fmt.Errorf("xds: route %s: %w", service, err))
 		}
 	}
@@ -299,6 +308,9 @@ func (c *caches) forType(typeURL string, node *corev3.Node) (*cachev3.LinearCach
 	case resourcev3.ListenerType:
 		return c.lds, nil
 	case resourcev3.RouteType:
+		if withholdsTimeout(node) {
+			return c.rdsNoTimeout, nil
+		}
 		return c.rds, nil
 	case resourcev3.ClusterType:
 		return c.cds, nil

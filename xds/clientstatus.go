@@ -36,6 +36,10 @@ type ClientStatus struct {
 	// Node is the client's node ID, Region and Zone its locality's; all
 	// are empty until its first request.
 	Node, Region, Zone string
+	// UserAgent is the client's xDS implementation as its node names it
+	// (user_agent_name and user_agent_version, e.g. "gRPC Go 1.85.0");
+	// empty until its first request.
+	UserAgent string
 	// Since is when the stream opened.
 	Since time.Time
 	// Services are the resource names the client subscribes to, of every
@@ -101,6 +105,7 @@ type clientTable struct {
 // clientState is one stream's status.
 type clientState struct {
 	node, region, zone string
+	userAgent          string
 	since              time.Time
 	types              map[string]*typeState
 }
@@ -169,6 +174,7 @@ func (t *clientTable) request(k streamKey, r request, now time.Time) (over bool)
 	}
 	if r.node != nil && c.node == "" {
 		c.node, c.region, c.zone = clip(r.node.GetId()), clip(r.node.GetLocality().GetRegion()), clip(r.node.GetLocality().GetZone())
+		c.userAgent = clip(userAgent(r.node))
 	}
 	ts := c.typeState(r.typeURL)
 	if ts == nil {
@@ -248,7 +254,7 @@ func (t *clientTable) list() []ClientStatus {
 	defer t.mu.Unlock()
 	out := make([]ClientStatus, 0, len(t.streams))
 	for k, c := range t.streams {
-		cs := ClientStatus{Stream: k.id, Delta: k.delta, Node: c.node, Region: c.region, Zone: c.zone, Since: c.since,
+		cs := ClientStatus{Stream: k.id, Delta: k.delta, Node: c.node, Region: c.region, Zone: c.zone, UserAgent: c.userAgent, Since: c.since,
 			Types: make([]TypeStatus, 0, len(c.types))}
 		services := map[string]struct{}{}
 		for typeURL, ts := range c.types {

@@ -7,6 +7,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/grpc"
 
 	"github.com/musterhq/muster/internal/testkit/testbackend"
 	"github.com/musterhq/muster/xds"
@@ -47,6 +48,9 @@ func TestClients(t *testing.T) {
 	c := cs[0]
 	if c.Node != "client-<1>" || c.Zone != "z1" || c.Delta || c.Since.IsZero() || !slices.Equal(c.Services, []string{"greeter"}) {
 		t.Errorf("client %+v: want node client-<1> in z1, state of the world, subscribed to greeter", c)
+	}
+	if want := "gRPC Go " + grpc.Version; c.UserAgent != want {
+		t.Errorf("user agent %q, want %q", c.UserAgent, want)
 	}
 	want := []string{resourcev3.ClusterType, resourcev3.EndpointType, resourcev3.ListenerType, resourcev3.RouteType}
 	for i, ts := range c.Types {

@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/grpc"
 
 	"github.com/musterhq/muster/color"
@@ -46,9 +47,10 @@ type xdsClient struct {
 	leastRequest string // likewise for least_request
 	musterPolicy bool   // runs the balancer a CustomPolicy names (Muster's, in this process)
 	tls          string // "" when its bootstrap takes tls channel credentials (gRFC A65), else what it takes
-	// timeoutEarly is "" when the client ends a call at the policy's
-	// timeout, else what it does instead.
-	timeoutEarly string
+	// timeoutWithheld is "" when the client gets the policy's timeout and
+	// ends a call at it, else why the control plane withholds it from the
+	// client (withholdsTimeout): its calls then run to their own deadline.
+	timeoutWithheld string
 	// capGap is the least time between the starts of calls for the cap on
 	// calls in flight (circuit_breakers) to see the earlier ones; 0 for
 	// calls started at once.
@@ -71,10 +73,10 @@ func matrixClients() []xdsClient {
 			tls:          "unsupported: no tls channel_creds (insecure, google_default)",
 			capGap:       nodeCapGap},
 		{id: "python", name: "Python (C-core), grpcio", version: pythonVersion, start: pythonClient,
-			ringHash:     "round robin (reads lb_policy only; its ring_hash crashes, grpc/grpc#31766)",
-			timeoutEarly: "ends calls early under a service config's timeout, grpc/grpc#34547",
-			leastRequest: "round robin (no least_request)",
-			tls:          "unsupported: no tls channel_creds (insecure, google_default, fake)"},
+			ringHash:        "round robin (reads lb_policy only; its ring_hash crashes, grpc/grpc#31766)",
+			timeoutWithheld: "withheld: grpcio ends calls early under a service config's timeout, grpc/grpc#34547",
+			leastRequest:    "round robin (no least_request)",
+			tls:             "unsupported: no tls channel_creds (insecure, google_default, fake)"},
 	}
 }
 
@@ -547,9 +549,12 @@ func registerEventually(t *testing.T, e *env, service, id, addr string) {
 // with both backends answering after 1 s (under the client's own 2 s
 // deadline), a 300 ms timeout makes 5 calls in a row end with
 // DEADLINE_EXCEEDED within 360 ms (the policy's time + 20 %), as the
-// client measures them. The load of the machine can only lengthen a call:
+// client measures them, once it acked the route the policy published. The load of the machine can only lengthen a call:
 // 60 ms of slack is what a client scheduled late may take, and a client
-// that did not apply the timeout would take 1 s.
+// that did not apply the timeout would take 1 s. A client the timeout is
+// withheld from (timeoutWithheld) must instead see 5 calls in a row
+// succeed after the backends' 1 s: had the timeout reached it, its calls
+// would end early, after about 1 ms.
 func scenarioCallPolicy(t *testing.T, cl xdsClient) string {
 	e, a, b, c := oneBackendFailing(t, cl, "policy")
 	e.setPolicy(t, registry.Policy{Retry: registry.RetryPolicy{MaxAttempts: 2, Codes: []string{"UNAVAILABLE"},
@@ -560,13 +565,29 @@ func scenarioCallPolicy(t *testing.T, cl xdsClient) string {
 	a.fail.Store(false)
 	a.delay.Store(int64(time.Second))
 	b.delay.Store(int64(time.Second))
+	before := ackedRoute(e.cp.Clients(), "policy")
 	e.setPolicy(t, registry.Policy{Timeout: 300 * time.Millisecond})
+	waitClients(t, e.cp, "the client acking the route published with the timeout policy", func(cs []xds.ClientStatus) bool {
+		v := ackedRoute(cs, "policy")
+		return v != "" && v != before
+	})
+	if cl.timeoutWithheld != "" {
+		var last clientCall
+		if !c.streak(t, 5, 30*time.Second, func(call clientCall) bool {
+			last = call
+			return call.OK && call.MS >= 1000
+		}) {
+			t.Errorf("30 s after the 300 ms timeout policy, no 5 calls in a row took the backends' 1 s and succeeded: the timeout reached a client it is withheld from; the last %+v", last)
+		}
+		noNACKs(t, e)
+		return "retries yes; timeout 300 ms " + cl.timeoutWithheld + " (its calls keep their own deadline)"
+	}
 	const deadlineExceeded = 4
 	var last clientCall
 	slowest := 0.0
 	if !c.streak(t, 5, 20*time.Second, func(call clientCall) bool {
 		last = call
-		ok := !call.OK && call.Code == deadlineExceeded && (call.MS <= 360 || cl.timeoutEarly != "")
+		ok := !call.OK && call.Code == deadlineExceeded && call.MS <= 360
 		if ok {
 			slowest = max(slowest, call.MS)
 		} else {
@@ -578,8 +599,21 @@ func scenarioCallPolicy(t *testing.T, cl xdsClient) string {
 	}
 	t.Logf("timeout 300 ms: 5 calls in a row DEADLINE_EXCEEDED, the slowest after %.1f ms", slowest)
 	noNACKs(t, e)
-	if cl.timeoutEarly != "" {
-		return fmt.Sprintf("retries yes; timeout 300 ms: DEADLINE_EXCEEDED after %.1f ms at most (%s)", slowest, cl.timeoutEarly)
+	return ""
+}
+
+// ackedRoute returns the route version the client named node accepted
+// last; "" for none.
+func ackedRoute(cs []xds.ClientStatus, node string) string {
+	for _, c := range cs {
+		if c.Node != node {
+			continue
+		}
+		for _, ts := range c.Types {
+			if ts.TypeURL == resourcev3.RouteType {
+				return ts.Acked
+			}
+		}
 	}
 	return ""
 }

@@ -41,6 +41,7 @@
       tr.appendChild(el('td', c.node, 'node'));
       tr.appendChild(el('td', c.zone || '', 'zone'));
       tr.appendChild(el('td', c.region || '', 'region'));
+      tr.appendChild(el('td', c.userAgent || '', 'user-agent'));
       tr.appendChild(el('td', (c.delta ? 'delta #' : 'ADS #') + c.stream));
       const since = el('td', formatAge(now - Date.parse(c.since)) + ' ago');
       since.title = c.since;
@@ -53,7 +54,7 @@
     if (state.more) {
       const tr = el('tr');
       const td = el('td', 'and ' + state.more + ' more clients not listed', 'muted');
-      td.colSpan = 7;
+      td.colSpan = 9;
       tr.appendChild(td);
       rows.push(tr);
     }
