@@ -22,17 +22,17 @@ func Wakeups(r *Registrar) (total, most int64) {
 func Waiting(r *Registrar) (keys, waiters int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, sig := range r.gone {
+	for _, sig := range r.keys.gone {
 		waiters += sig.waiters
 	}
-	return len(r.gone), waiters
+	return len(r.keys.gone), waiters
 }
 
 // InFlight returns the number of keys r has a transaction in flight for.
 func InFlight(r *Registrar) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return len(r.inflight)
+	return len(r.keys.inflight)
 }
 
 // FollowPolicy sends the policies of service on ch as WatchPolicy does,

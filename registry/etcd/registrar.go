@@ -43,34 +43,14 @@ type Registrar struct {
 	done   chan struct{} // closed when run returns
 
 	mu sync.Mutex
-	// entries is the desired set, by key. An entry is replaced, never
-	// modified, so a pointer identifies one version of a value.
-	entries map[string]*entry
-	// written holds what the run loop wrote under the current lease, by
-	// key. A key in written but not in entries is still to be deleted.
-	written map[string]*entry
-	// inflight counts, per key, the transactions in flight that write it:
-	// a Deregister waits for them, so that its key is not written after it
-	// returned.
-	inflight map[string]int
-	// gone holds, by key, the signal the waiting Deregisters of the key
-	// wait on (registrar_gone.go).
-	gone map[string]*goneSignal
+	// keys is the desired set, what is written under the lease, and
+	// the bookkeeping that keeps the two in step (registrar_keyset.go).
+	keys keyset
 	// wakeups counts the times waiting Registers and Deregisters woke up
 	// to look again, and mostWakeups the most times one call did; read
 	// by tests.
 	wakeups, mostWakeups atomic.Int64
-	// wroteAt is the revision of the last write of each key, so that a
-	// deletion older than it (a watch replaying events) is not repaired.
-	wroteAt map[string]int64
-	// dirty holds exactly the keys where entries and written differ: the
-	// run loop's work list, so that a Register costs O(1) however many
-	// instances the registrar holds. The value is true for a key in
-	// entries (one to write), false for one to delete.
-	dirty map[string]bool
-	// pending counts the keys to write: those of dirty whose value is true.
-	pending int
-	lease   clientv3.LeaseID
+	lease                clientv3.LeaseID
 	// orphan is a lease the run loop believes lost but has not revoked:
 	// revoking it after the re-puts deletes keys deregistered meanwhile.
 	orphan  clientv3.LeaseID
@@ -83,10 +63,6 @@ type Registrar struct {
 	// attempt that succeeds after a success changes nothing they read.
 	alarm  chan struct{}
 	closed bool
-	// retrying is true while the run loop's last attempt failed because
-	// etcd did not answer, until an attempt succeeds: etcd is believed
-	// unreachable.
-	retrying bool
 
 	// Owned by the run loop.
 	ls        *lease // the current lease's keepalive; nil without a lease
@@ -111,7 +87,7 @@ type entry struct {
 	// written and deleted with it.
 	mirrors []mirrored
 	// err is set when etcd refused the entry for good; it is then removed
-	// from entries.
+	// from the desired set.
 	err error
 	// done is closed, under Registrar.mu, once the entry is written,
 	// replaced, deregistered or refused: what its Register waits for.
@@ -141,22 +117,17 @@ func NewRegistrar(cli *clientv3.Client, opts ...Option) (*Registrar, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &Registrar{
-		cli:      cli,
-		opts:     o,
-		log:      o.logger.With("component", "muster.registrar"),
-		ctx:      ctx,
-		cancel:   cancel,
-		wake:     make(chan struct{}, 1),
-		done:     make(chan struct{}),
-		entries:  make(map[string]*entry),
-		written:  make(map[string]*entry),
-		inflight: make(map[string]int),
-		gone:     make(map[string]*goneSignal),
-		wroteAt:  make(map[string]int64),
-		dirty:    make(map[string]bool),
-		changed:  make(chan struct{}),
-		alarm:    make(chan struct{}),
-		txnOps:   o.maxTxnOps,
+		cli:     cli,
+		opts:    o,
+		log:     o.logger.With("component", "muster.registrar"),
+		ctx:     ctx,
+		cancel:  cancel,
+		wake:    make(chan struct{}, 1),
+		done:    make(chan struct{}),
+		keys:    newKeyset(),
+		changed: make(chan struct{}),
+		alarm:   make(chan struct{}),
+		txnOps:  o.maxTxnOps,
 	}
 	r.status.Since = time.Now()
 	go r.run()
@@ -187,7 +158,7 @@ func (r *Registrar) Register(ctx context.Context, in registry.Instance) error {
 	}
 	if in.RegisteredAt.IsZero() {
 		in.RegisteredAt = time.Now()
-		if prev, ok := r.entries[key]; ok {
+		if prev := r.keys.wanted(key); prev != nil {
 			if old, err := registry.Unmarshal(prev.val); err == nil {
 				in.RegisteredAt = old.RegisteredAt
 			}
@@ -204,15 +175,14 @@ func (r *Registrar) Register(ctx context.Context, in registry.Instance) error {
 		return err
 	}
 	e := &entry{key: key, val: val, mirrors: mirrors, done: make(chan struct{})}
-	if prev, ok := r.entries[key]; ok && string(prev.val) == string(val) {
+	if prev := r.keys.wanted(key); prev != nil && string(prev.val) == string(val) {
 		e = prev // unchanged: nothing to rewrite
 	} else {
-		prev, replaced := r.entries[key]
+		prev := r.keys.want(e)
+		replaced := prev != nil
 		if replaced {
 			prev.settleLocked()
 		}
-		r.entries[key] = e
-		r.syncKeyLocked(key)
 		// Waiters learn of a replaced value (their Register is
 		// superseded) and of a change of Registered; a new key concerns
 		// none of them, and waking them all on each of many concurrent
@@ -233,10 +203,10 @@ func (r *Registrar) Register(ctx context.Context, in registry.Instance) error {
 		return e.done
 	}
 	return r.await(ctx, own, func() (bool, error) {
-		if r.written[key] == e {
+		if r.keys.isWritten(e) {
 			return true, nil
 		}
-		if r.entries[key] != e {
+		if r.keys.wanted(key) != e {
 			// Refused by etcd, or replaced by a later Register.
 			return true, e.err
 		}
@@ -266,21 +236,23 @@ func (r *Registrar) Deregister(ctx context.Context, name, id string) error {
 		r.mu.Unlock()
 		return registry.ErrClosed
 	}
-	if e, ok := r.entries[key]; ok {
+	if e := r.keys.unwant(key); e != nil {
 		e.settleLocked()
-		delete(r.entries, key)
-		r.syncKeyLocked(key)
 		r.updateStatusLocked()
 	}
 	r.mu.Unlock()
 	r.kick()
-	cond := func() (bool, error) { return r.goneLocked(key), nil }
+	cond := func() (bool, error) { return r.keys.isGone(key), nil }
 	if r.opts.broadcastDeregisters {
 		return r.await(ctx, nil, cond)
 	}
 	w := &goneWait{key: key}
-	defer r.leaveGone(w)
-	return r.await(ctx, func() <-chan struct{} { return r.goneChanLocked(w) }, cond)
+	defer func() {
+		r.mu.Lock()
+		r.keys.leave(w)
+		r.mu.Unlock()
+	}()
+	return r.await(ctx, func() <-chan struct{} { return r.keys.goneChan(w) }, cond)
 }
 
 // await waits until cond (called with r.mu held) reports done, ctx ends,
@@ -297,7 +269,8 @@ func (r *Registrar) await(ctx context.Context, own func() <-chan struct{}, cond 
 	for ; ; woken++ {
 		r.mu.Lock()
 		ok, err := cond()
-		closed, changed, lastErr, retrying := r.closed, r.changed, r.status.LastError, r.retrying
+		closed, changed, lastErr := r.closed, r.changed, r.status.LastError
+		retrying := r.retryingLocked()
 		var mine <-chan struct{}
 		if own != nil && !ok && !closed && !retrying {
 			if mine = own(); mine != nil {
@@ -412,7 +385,7 @@ func (r *Registrar) Close() error {
 		r.mu.Lock()
 		leases := []clientv3.LeaseID{r.lease, r.orphan}
 		r.lease, r.orphan = 0, 0
-		r.forgetWrittenLocked()
+		r.keys.forgetWritten()
 		r.updateStatusLocked()
 		r.mu.Unlock()
 		var errs []error
@@ -463,12 +436,12 @@ func (r *Registrar) updateStatusLocked() {
 // refreshStatusLocked recomputes the derived status fields and reports
 // whether Registered changed. r.mu must be held.
 func (r *Registrar) refreshStatusLocked() bool {
-	pending := r.pending
+	pending := r.keys.pending()
 	st := &r.status
-	st.Instances = len(r.entries)
+	st.Instances = r.keys.len()
 	st.Pending = pending
 	st.Session = int64(r.lease)
-	registered := r.lease != 0 && pending == 0 && len(r.entries) > 0
+	registered := r.lease != 0 && pending == 0 && r.keys.len() > 0
 	if registered == st.Registered {
 		return false
 	}
@@ -477,45 +450,19 @@ func (r *Registrar) refreshStatusLocked() bool {
 	return true
 }
 
-// syncKeyLocked restores the dirty invariant for key after entries or
-// written changed. r.mu must be held.
-func (r *Registrar) syncKeyLocked(key string) {
-	if r.dirty[key] {
-		r.pending--
-	}
-	e, wanted := r.entries[key]
-	if e == r.written[key] {
-		delete(r.dirty, key)
-		return
-	}
-	r.dirty[key] = wanted
-	if wanted {
-		r.pending++
-	}
-}
-
-// forgetWrittenLocked records that nothing is written under a live lease
-// any more: every desired key is dirty again. r.mu must be held.
-func (r *Registrar) forgetWrittenLocked() {
-	r.written = make(map[string]*entry)
-	r.dirty = make(map[string]bool, len(r.entries))
-	for k := range r.entries {
-		r.dirty[k] = true
-	}
-	r.pending = len(r.entries)
-	for k := range r.gone {
-		r.signalGoneLocked(k)
-	}
-}
+// retryingLocked reports whether the run loop's last attempt failed
+// because etcd did not answer: until an attempt succeeds, etcd is believed
+// unreachable. r.mu must be held.
+func (r *Registrar) retryingLocked() bool { return unreachable(r.status.LastError) }
 
 // setError records the outcome of an attempt of the run loop (err nil: it
 // succeeded) and wakes the waiters it concerns.
 func (r *Registrar) setError(err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	news := err != nil || r.status.LastError != nil || r.retrying
+	// A failed attempt is news, and so is the end of failures.
+	news := err != nil || r.status.LastError != nil
 	r.status.LastError = err
-	r.retrying = unreachable(err)
 	if err != nil {
 		r.status.LastErrorAt = time.Now()
 		r.status.Failures++

@@ -140,7 +140,7 @@ func (r *Registrar) logRecovery() {
 // lease lost earlier. It returns the first error that stops it.
 func (r *Registrar) reconcile() error {
 	r.mu.Lock()
-	lease, orphan, want := r.lease, r.orphan, len(r.entries)
+	lease, orphan, want := r.lease, r.orphan, r.keys.len()
 	r.mu.Unlock()
 
 	if lease == 0 {
@@ -226,7 +226,7 @@ func (r *Registrar) leaseLost() {
 		r.orphan = lease
 	}
 	r.lease = 0
-	r.forgetWrittenLocked()
+	r.keys.forgetWritten()
 	r.updateStatusLocked()
 	r.mu.Unlock()
 	if revoked > 0 && lease != 0 {
@@ -279,8 +279,8 @@ func (r *Registrar) deleteBatch(lease clientv3.LeaseID, b []removal) error {
 	r.wrote(resp.Header)
 	r.mu.Lock()
 	for _, key := range keys {
-		if _, wanted := r.entries[key]; !wanted {
-			r.unwriteLocked(key)
+		if r.keys.wanted(key) == nil {
+			r.keys.unwrite(key)
 		}
 	}
 	r.updateStatusLocked()
@@ -291,13 +291,7 @@ func (r *Registrar) deleteBatch(lease clientv3.LeaseID, b []removal) error {
 func (r *Registrar) removedEntries() []removal {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var out []removal
-	for k, wanted := range r.dirty {
-		if !wanted {
-			out = append(out, removal{key: k, written: r.written[k]})
-		}
-	}
-	return out
+	return r.keys.removals()
 }
 
 // putPending writes every entry not yet written under lease, many per
@@ -332,9 +326,9 @@ func (r *Registrar) putBatch(lease clientv3.LeaseID, b []*entry, rebind bool) er
 	r.mu.Lock()
 	cur := make([]*entry, 0, len(b))
 	for _, e := range b {
-		if r.entries[e.key] == e {
+		if r.keys.wanted(e.key) == e {
 			cur = append(cur, e) // else replaced or deregistered since the list was taken
-			r.inflight[e.key]++
+			r.keys.begin(e.key)
 		}
 	}
 	r.mu.Unlock()
@@ -374,9 +368,7 @@ func (r *Registrar) putBatch(lease clientv3.LeaseID, b []*entry, rebind bool) er
 	for _, e := range cur {
 		// Recorded even if the entry was deregistered meanwhile, so that
 		// deleteRemoved removes the key just written.
-		r.written[e.key] = e
-		r.wroteAt[e.key] = resp.Header.Revision
-		r.syncKeyLocked(e.key)
+		r.keys.wrote(e, resp.Header.Revision)
 		e.settleLocked()
 	}
 	r.updateStatusLocked()
@@ -395,10 +387,7 @@ func (r *Registrar) mayHaveLanded(cur []*entry) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, e := range cur {
-		if _, wanted := r.entries[e.key]; !wanted && r.written[e.key] == nil {
-			r.written[e.key] = e
-			r.syncKeyLocked(e.key)
-		}
+		r.keys.mayHaveWritten(e)
 	}
 }
 
@@ -407,10 +396,7 @@ func (r *Registrar) mayHaveLanded(cur []*entry) {
 func (r *Registrar) landed(cur []*entry) {
 	r.mu.Lock()
 	for _, e := range cur {
-		if r.inflight[e.key]--; r.inflight[e.key] <= 0 {
-			delete(r.inflight, e.key)
-			r.signalGoneLocked(e.key)
-		}
+		r.keys.land(e.key)
 	}
 	if r.opts.broadcastDeregisters {
 		r.broadcastLocked() // the old wait, kept for tests: Deregisters wake on every change
@@ -423,10 +409,9 @@ func (r *Registrar) landed(cur []*entry) {
 func (r *Registrar) drop(e *entry, err error) error {
 	r.log.Error("etcd refused the registration; dropping it", "key", e.key, "error", err)
 	r.mu.Lock()
-	if r.entries[e.key] == e {
+	if r.keys.wanted(e.key) == e {
 		e.err = err
-		delete(r.entries, e.key)
-		r.syncKeyLocked(e.key)
+		r.keys.unwant(e.key)
 		e.settleLocked()
 	}
 	r.updateStatusLocked()
@@ -483,13 +468,7 @@ func overrideKey(key string) string { return key + "/" + registry.OverrideSuffix
 func (r *Registrar) pendingEntries() []*entry {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := make([]*entry, 0, r.pending)
-	for k, wanted := range r.dirty {
-		if wanted {
-			out = append(out, r.entries[k])
-		}
-	}
-	return out
+	return r.keys.toWriteEntries()
 }
 
 // permanent reports whether etcd refused a write for what it holds, a

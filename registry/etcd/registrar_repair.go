@@ -75,14 +75,11 @@ func (r *Registrar) audit() error {
 	}
 	r.mu.Lock()
 	var repaired []string
-	for key, e := range r.written {
-		if r.entries[key] != e {
-			continue // being replaced or deleted anyway
-		}
+	for key, e := range r.keys.current() {
 		if _, ok := attached[key]; ok && !rewound && e.mirrorsAttached(attached) {
 			continue
 		}
-		r.unwriteLocked(key)
+		r.keys.unwrite(key)
 		repaired = append(repaired, key)
 	}
 	if len(repaired) > 0 {
@@ -145,11 +142,10 @@ func (r *Registrar) keysDeleted(dels []deletion) {
 	r.mu.Lock()
 	var repaired []deletion
 	for _, d := range dels {
-		e, ok := r.written[d.key]
-		if !ok || r.entries[d.key] != e || r.lease == 0 || d.rev < r.wroteAt[d.key] {
+		if r.lease == 0 || !r.keys.repairable(d.key, d.rev) {
 			continue
 		}
-		r.unwriteLocked(d.key)
+		r.keys.unwrite(d.key)
 		repaired = append(repaired, d)
 	}
 	if len(repaired) > 0 {
@@ -180,7 +176,7 @@ func (r *Registrar) writtenServices() map[string]struct{} {
 	if r.lease == 0 {
 		return out
 	}
-	for key := range r.written {
+	for key := range r.keys.writtenKeys() {
 		if i := strings.LastIndexByte(key, '/'); i >= 0 {
 			out[key[:i+1]] = struct{}{}
 		}

@@ -36,7 +36,90 @@ const maxHedged = 3
 // hedging reports whether requests are hedged now: while recovering, with
 // more than one endpoint to go to.
 func (s *service) hedging() bool {
-	return s.recovering && len(s.d.cli.Endpoints()) > 1
+	return s.rec.hedging(len(s.d.cli.Endpoints()))
+}
+
+// attemptTimeout bounds the next Get or watch creation (recovery's
+// attemptTimeout with the Discovery's options).
+func (s *service) attemptTimeout() time.Duration {
+	return s.rec.attemptTimeout(s.d.opts.progressEvery, s.d.opts.requestTimeout)
+}
+
+// moveOn makes the next watches use a new gRPC stream, unless another
+// watch has moved on from stream already.
+func (s *service) moveOn(stream uint64) {
+	s.d.watchStream.CompareAndSwap(stream, stream+1)
+}
+
+// recovery is a service's state after a silent or unconfirmed watch, until
+// a new watch is confirmed: whether it is recovering, the member to avoid,
+// and how many attempts failed meanwhile, which set the bound of the next
+// attempt and whether requests are hedged. It is pure logic, owned by the
+// service's run goroutine; the zero value is not recovering.
+type recovery struct {
+	avoid       uint64 // member that went silent; a new watch should land elsewhere
+	avoided     int    // new watches rejected for landing on avoid
+	recovering  bool   // since a silence or an unconfirmed watch, until a watch is confirmed
+	quickFailed int    // attempts failed while recovering; each doubles the next bound
+}
+
+// silenced starts a recovery after the watch on member went silent.
+func (r *recovery) silenced(member uint64) {
+	*r = recovery{recovering: true, avoid: member}
+}
+
+// unconfirmed records a watch not confirmed within its bound: recovering
+// from now on, if not already, and the next bound doubled.
+func (r *recovery) unconfirmed() {
+	r.recovering = true
+	r.quickFailed++
+}
+
+// failed records an attempt failed otherwise (a Get): while recovering,
+// the next bound doubles.
+func (r *recovery) failed() {
+	if r.recovering {
+		r.quickFailed++
+	}
+}
+
+// confirmed ends the recovery: a watch was confirmed, on a member that
+// answers.
+func (r *recovery) confirmed() { *r = recovery{} }
+
+// hedging reports whether requests are hedged: while recovering, with
+// more than one endpoint to go to.
+func (r *recovery) hedging(endpoints int) bool {
+	return r.recovering && endpoints > 1
+}
+
+// landedOnAvoided reports whether a watch just created on member should be
+// given up because that member's watch went silent just before. A client
+// with one endpoint has no other member to try, and after two such
+// landings the member is accepted: it answered, so it is not frozen.
+func (r *recovery) landedOnAvoided(member uint64, endpoints int) bool {
+	if r.avoid == 0 || member != r.avoid || r.avoided >= 2 || endpoints < 2 {
+		return false
+	}
+	r.avoided++
+	return true
+}
+
+// attemptTimeout bounds the next Get or watch creation. Normally the
+// request timeout; while recovering from a silent or unconfirmed watch, half
+// a progress interval doubling with each failed attempt up to the request
+// timeout, so that an attempt the client's balancer placed on the member
+// that went silent (a frozen member's connection still looks up) is given
+// up quickly, and an attempt on a merely slow etcd still gets time.
+func (r *recovery) attemptTimeout(progressEvery, requestTimeout time.Duration) time.Duration {
+	if !r.recovering {
+		return requestTimeout
+	}
+	b := progressEvery / 2
+	for i := 0; i < r.quickFailed && b < requestTimeout; i++ {
+		b *= 2
+	}
+	return min(b, requestTimeout)
 }
 
 // get reads the whole service, hedged while recovering.
@@ -127,10 +210,7 @@ func (s *service) openWatch(ctx context.Context, rev int64) (*watchAttempt, erro
 		}
 	}
 	// moveOn makes the next watches use a new gRPC stream.
-	moveOn := func() {
-		last := attempts[len(attempts)-1].stream
-		s.d.watchStream.CompareAndSwap(last, last+1)
-	}
+	moveOn := func() { s.moveOn(attempts[len(attempts)-1].stream) }
 	start(s.d.watchStream.Load())
 	var hedge <-chan time.Time
 	if s.hedging() {
@@ -148,8 +228,7 @@ func (s *service) openWatch(ctx context.Context, rev int64) (*watchAttempt, erro
 		case <-deadline.C:
 			cancelAll(nil)
 			moveOn()
-			s.recovering = true
-			s.quickFailed++
+			s.rec.unconfirmed()
 			return nil, fmt.Errorf("etcd: watch of %s not confirmed within %v", s.prefix, bound)
 		case <-hedge:
 			if len(attempts) < maxHedged {
@@ -162,7 +241,7 @@ func (s *service) openWatch(ctx context.Context, rev int64) (*watchAttempt, erro
 			switch {
 			case !a.ok:
 				lastErr = errors.New("etcd: watch channel closed before the watch was confirmed")
-			case a.first.Created && a.first.Err() == nil && s.landedOnAvoided(a.first.Header.MemberId):
+			case a.first.Created && a.first.Err() == nil && s.rec.landedOnAvoided(a.first.Header.MemberId, len(s.d.cli.Endpoints())):
 				lastErr = fmt.Errorf("etcd: new watch of %s landed on member %x, silent before", s.prefix, a.first.Header.MemberId)
 			default:
 				cancelAll(a)

@@ -38,11 +38,9 @@ type service struct {
 	// by Stats.
 	watchMember atomic.Uint64
 
-	// Recovery after a silent watch, owned by the run goroutine too.
-	avoid       uint64 // member that went silent; a new watch should land elsewhere
-	avoided     int    // new watches rejected for landing on avoid
-	recovering  bool   // since a silence or an unconfirmed watch, until a watch is confirmed
-	quickFailed int    // attempts failed while recovering; each doubles the next bound
+	// rec is the recovery after a silent watch, owned by the run
+	// goroutine too (reopen.go).
+	rec recovery
 }
 
 // stop ends the run goroutine and waits for it.
@@ -68,8 +66,8 @@ func (s *service) run(ctx context.Context) {
 			if healthy {
 				bo.Reset()
 			}
-		} else if s.recovering {
-			s.quickFailed++
+		} else {
+			s.rec.failed()
 		}
 		if ctx.Err() != nil {
 			return
@@ -137,18 +135,10 @@ func (s *service) follow(ctx context.Context, rev int64) (healthy bool, err erro
 		return false, err
 	}
 	defer a.cancel()
-	stream, wctx, wch := a.stream, a.ctx, a.wch
-	moveOn := func() { s.d.watchStream.CompareAndSwap(stream, stream+1) }
 	pending := []clientv3.WatchResponse{a.first}
 
-	every := s.d.opts.progressEvery
-	// Silent for this long, the watch is given up and the service
-	// reloaded: two progress requests have gone unanswered.
-	silentLimit := s.d.opts.silenceLimit()
-	lastHeard := time.Now()
-	nextProbe := lastHeard.Add(every)
-	timer := time.NewTimer(every)
-	defer timer.Stop()
+	q := newQuietness(s.d.opts.progressEvery, s.d.opts.silenceLimit(), time.Now())
+	defer q.timer.Stop()
 	for {
 		var wresp clientv3.WatchResponse
 		if len(pending) > 0 {
@@ -158,41 +148,14 @@ func (s *service) follow(ctx context.Context, rev int64) (healthy bool, err erro
 			select {
 			case <-ctx.Done():
 				return healthy, ctx.Err()
-			case wresp, ok = <-wch:
+			case wresp, ok = <-a.wch:
 				if !ok {
 					return healthy, errors.New("etcd: watch channel closed")
 				}
-			case now := <-timer.C:
-				quiet := now.Sub(lastHeard)
-				if quiet >= silentLimit {
-					// Not even a progress notification: the
-					// connection is gone or stalled (a frozen member
-					// keeps its TCP connections up). Reloading (the
-					// Get waits for etcd to answer) and watching again
-					// on another stream is the only way to be sure
-					// nothing was missed; a watch the client resumes by
-					// itself after an outage may start past the
-					// store's revision and so never answer a progress
-					// request on a quiet store.
-					moveOn()
-					s.d.silenceReloads.Add(1)
-					s.recovering, s.quickFailed = true, 0
-					s.avoid, s.avoided = s.watchMember.Load(), 0
-					return healthy, fmt.Errorf("etcd: no response on the watch of %s for %v", s.prefix, quiet.Round(time.Millisecond))
+			case now := <-q.timer.C:
+				if err := s.quietTimer(a, q, now); err != nil {
+					return healthy, err
 				}
-				deadline := lastHeard.Add(silentLimit)
-				if !now.Before(nextProbe) {
-					// Answered by a progress notification on this
-					// watch's stream, if the stream is alive. The
-					// context carries the same metadata, so it selects
-					// the same stream. Bounded so that the silence is
-					// still noticed on time.
-					pctx, pcancel := context.WithDeadline(wctx, minTime(now.Add(every), deadline))
-					_ = s.d.cli.RequestProgress(pctx)
-					pcancel()
-					nextProbe = time.Now().Add(every)
-				}
-				timer.Reset(max(time.Until(minTime(nextProbe, deadline)), time.Millisecond))
 				continue
 			}
 		}
@@ -207,7 +170,7 @@ func (s *service) follow(ctx context.Context, rev int64) (healthy bool, err erro
 		}
 		if err := wresp.Err(); err != nil {
 			if tokenRefused(err) {
-				moveOn()
+				s.moveOn(a.stream)
 			}
 			return healthy, fmt.Errorf("etcd: watch %s: %w", s.prefix, err)
 		}
@@ -218,44 +181,116 @@ func (s *service) follow(ctx context.Context, rev int64) (healthy bool, err erro
 			s.rewound(rw, "watch")
 			return healthy, errRewound
 		}
-		lastHeard = time.Now()
-		nextProbe = lastHeard.Add(every)
+		q.heard(time.Now())
 		s.watchMember.Store(wresp.Header.MemberId)
 		if wresp.Created {
 			// Confirmed, on a member that answers.
-			s.recovering, s.quickFailed, s.avoid, s.avoided = false, 0, 0, 0
+			s.rec.confirmed()
 			continue
 		}
 		healthy = true
 		bad := s.applyEvents(wresp, nil)
 		rev = max(rev, wresp.Header.Revision)
-		// Responses already queued are applied before the one snapshot
-		// of them all is published: a mass expiry arrives as a trickle
-		// of responses (etcd revokes about 1,000 leases a second), and a
-		// list copied per response would let the Discovery fall behind.
-		for range drainLimit {
-			more, ok := queued(wch)
-			if !ok {
-				break
-			}
-			if !eventsOnly(more) {
-				pending = []clientv3.WatchResponse{more} // handled above, next
-				break
-			}
-			if rw, ok := s.hist.observe(more.Header.ClusterId, more.Header.Revision, true); ok {
-				s.skipped(bad)
-				s.rewound(rw, "watch")
-				return healthy, errRewound
-			}
-			bad = s.applyEvents(more, bad)
-			rev = max(rev, more.Header.Revision)
-			s.watchMember.Store(more.Header.MemberId)
+		var next *clientv3.WatchResponse
+		rev, bad, next, err = s.drain(a.wch, rev, bad)
+		if err != nil {
+			return healthy, err
 		}
-		lastHeard = time.Now()
-		nextProbe = lastHeard.Add(every)
+		if next != nil {
+			pending = []clientv3.WatchResponse{*next} // handled above, next
+		}
+		q.heard(time.Now())
 		s.skipped(bad)
 		s.publish(rev)
 	}
+}
+
+// quietness tracks when a followed watch was last heard from, when it is
+// to be asked for progress next, and the timer that wakes its loop for
+// either.
+type quietness struct {
+	every     time.Duration // the progress interval
+	limit     time.Duration // silent for this long, the watch is given up
+	lastHeard time.Time
+	nextProbe time.Time
+	timer     *time.Timer
+}
+
+// newQuietness starts tracking a watch heard from at now. The caller stops
+// the timer.
+func newQuietness(every, limit time.Duration, now time.Time) *quietness {
+	q := &quietness{every: every, limit: limit, timer: time.NewTimer(every)}
+	q.heard(now)
+	return q
+}
+
+// heard records a response at now: the next probe is a progress interval
+// away.
+func (q *quietness) heard(now time.Time) {
+	q.lastHeard = now
+	q.nextProbe = now.Add(q.every)
+}
+
+// quietTimer handles the quiet timer of the followed watch a firing at now.
+// Silent for the silence limit (two progress requests unanswered), the
+// watch is given up, the service to be reloaded, with an error; otherwise
+// progress is requested when due and the timer set again.
+func (s *service) quietTimer(a *watchAttempt, q *quietness, now time.Time) error {
+	quiet := now.Sub(q.lastHeard)
+	if quiet >= q.limit {
+		// Not even a progress notification: the connection is gone or
+		// stalled (a frozen member keeps its TCP connections up).
+		// Reloading (the Get waits for etcd to answer) and watching
+		// again on another stream is the only way to be sure nothing
+		// was missed; a watch the client resumes by itself after an
+		// outage may start past the store's revision and so never
+		// answer a progress request on a quiet store.
+		s.moveOn(a.stream)
+		s.d.silenceReloads.Add(1)
+		s.rec.silenced(s.watchMember.Load())
+		return fmt.Errorf("etcd: no response on the watch of %s for %v", s.prefix, quiet.Round(time.Millisecond))
+	}
+	deadline := q.lastHeard.Add(q.limit)
+	if !now.Before(q.nextProbe) {
+		// Answered by a progress notification on this watch's stream, if
+		// the stream is alive. The context carries the same metadata, so
+		// it selects the same stream. Bounded so that the silence is
+		// still noticed on time.
+		pctx, pcancel := context.WithDeadline(a.ctx, minTime(now.Add(q.every), deadline))
+		_ = s.d.cli.RequestProgress(pctx)
+		pcancel()
+		q.nextProbe = time.Now().Add(q.every)
+	}
+	q.timer.Reset(max(time.Until(minTime(q.nextProbe, deadline)), time.Millisecond))
+	return nil
+}
+
+// drain applies the watch responses already queued on wch after one, up
+// to drainLimit, so that one snapshot of them all is published: a mass
+// expiry arrives as a trickle of responses (etcd revokes about 1,000 leases
+// a second), and a list copied per response would let the Discovery fall
+// behind. It returns the revision and the bad values so far, and the first
+// queued response that is not events only, for the caller to handle next.
+// A rewind ends the watch with errRewound, the bad values logged.
+func (s *service) drain(wch clientv3.WatchChan, rev int64, bad []badValue) (int64, []badValue, *clientv3.WatchResponse, error) {
+	for range drainLimit {
+		more, ok := queued(wch)
+		if !ok {
+			break
+		}
+		if !eventsOnly(more) {
+			return rev, bad, &more, nil
+		}
+		if rw, ok := s.hist.observe(more.Header.ClusterId, more.Header.Revision, true); ok {
+			s.skipped(bad)
+			s.rewound(rw, "watch")
+			return rev, bad, nil, errRewound
+		}
+		bad = s.applyEvents(more, bad)
+		rev = max(rev, more.Header.Revision)
+		s.watchMember.Store(more.Header.MemberId)
+	}
+	return rev, bad, nil, nil
 }
 
 // drainLimit bounds the queued watch responses applied with one before a
@@ -298,35 +333,6 @@ func queued(wch clientv3.WatchChan) (wresp clientv3.WatchResponse, ok bool) {
 // creation, which the watch loop handles one by one.
 func eventsOnly(wresp clientv3.WatchResponse) bool {
 	return wresp.CompactRevision == 0 && wresp.Err() == nil && !wresp.Canceled && !wresp.Created
-}
-
-// landedOnAvoided reports whether a watch just created on member should be
-// given up because that member's watch went silent just before. A client
-// with one endpoint has no other member to try, and after two such
-// landings the member is accepted: it answered, so it is not frozen.
-func (s *service) landedOnAvoided(member uint64) bool {
-	if s.avoid == 0 || member != s.avoid || s.avoided >= 2 || len(s.d.cli.Endpoints()) < 2 {
-		return false
-	}
-	s.avoided++
-	return true
-}
-
-// attemptTimeout bounds the next Get or watch creation. Normally the
-// request timeout; while recovering from a silent or unconfirmed watch, half
-// a progress interval doubling with each failed attempt up to the request
-// timeout, so that an attempt the client's balancer placed on the member
-// that went silent (a frozen member's connection still looks up) is given
-// up quickly, and an attempt on a merely slow etcd still gets time.
-func (s *service) attemptTimeout() time.Duration {
-	if !s.recovering {
-		return s.d.opts.requestTimeout
-	}
-	b := s.d.opts.progressEvery / 2
-	for i := 0; i < s.quickFailed && b < s.d.opts.requestTimeout; i++ {
-		b *= 2
-	}
-	return min(b, s.d.opts.requestTimeout)
 }
 
 // rewound resets what depends on the old history after a rewind: the
