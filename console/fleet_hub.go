@@ -12,7 +12,8 @@ import (
 // every WithRelistInterval, watches each one, and publishes the page's
 // state; the streams send it on.
 type fleetHub struct {
-	s *Server
+	s      *Server
+	memory *fleetMemory // what each run leaves the next
 
 	mu     sync.Mutex
 	subs   map[chan struct{}]struct{}
@@ -35,7 +36,7 @@ type fleetState struct {
 }
 
 func newFleetHub(s *Server) *fleetHub {
-	return &fleetHub{s: s, subs: map[chan struct{}]struct{}{}}
+	return &fleetHub{s: s, memory: newFleetMemory(), subs: map[chan struct{}]struct{}{}}
 }
 
 // subscribe returns a channel that receives a value (without blocking the
@@ -92,7 +93,7 @@ func (h *fleetHub) publish(run int, st fleetState) {
 // follow is one run: it follows every service until ctx ends.
 func (h *fleetHub) follow(ctx context.Context, run int) {
 	defer h.runs.Done()
-	f := &fleet{d: h.s.view, followed: map[string]*followed{}, notify: make(chan struct{}, 1)}
+	f := &fleet{d: h.s.view, memory: h.memory, followed: map[string]*followed{}, notify: make(chan struct{}, 1)}
 	defer f.close()
 	relist := time.NewTicker(h.s.opts.relist)
 	defer relist.Stop()

@@ -14,6 +14,7 @@ import (
 // fleet follows every service for the services pages (see fleetHub).
 type fleet struct {
 	d        lister
+	memory   *fleetMemory // what the last run knew; shared by the runs
 	followed map[string]*followed
 	notify   chan struct{}
 	wg       sync.WaitGroup
@@ -62,6 +63,7 @@ func (f *fleet) relist(ctx context.Context) error {
 			delete(f.followed, name)
 		}
 	}
+	f.memory.forget(keep)
 	return nil
 }
 
@@ -70,11 +72,16 @@ func (f *fleet) relist(ctx context.Context) error {
 // nor stale).
 func (f *fleet) view(now time.Time) (v fleetView, rev int64, loading bool) {
 	v = fleetView{Services: make([]serviceRow, 0, len(f.followed))}
-	for _, fl := range f.followed {
+	for name, fl := range f.followed {
 		snap := fl.w.Snapshot()
 		if snap.Loaded {
-			if fl.loaded && !sameInstances(fl.seen, snap.Instances) {
+			switch {
+			case !fl.loaded:
+				fl.lastChange = f.memory.recall(name, snap.Instances, now)
+				f.memory.keep(name, snap.Instances, fl.lastChange)
+			case !sameInstances(fl.seen, snap.Instances):
 				fl.lastChange = now
+				f.memory.keep(name, snap.Instances, now)
 			}
 			fl.seen, fl.loaded = snap.Instances, true
 		}

@@ -127,6 +127,21 @@ func (in Instance) Equal(o Instance) bool {
 	return true
 }
 
+// EqualInstances reports whether a and b hold equal instances (Equal) in
+// the same order, as two Snapshots' sorted lists do; an instance that is
+// the same pointer in both is not compared further.
+func EqualInstances(a, b []*Instance) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] && !a[i].Equal(*b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
 // ErrInvalidInstance is matched (with errors.Is) by every error Validate
 // returns.
 var ErrInvalidInstance = errors.New("registry: invalid instance")

@@ -295,16 +295,3 @@ func (r *musterResolver) reportError(err error) {
 	r.delivered = true
 	r.live = false
 }
-
-// sameInstances reports whether two sorted lists hold equal instances.
-func sameInstances(a, b []*registry.Instance) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] && !a[i].Equal(*b[i]) {
-			return false
-		}
-	}
-	return true
-}

@@ -123,7 +123,7 @@ func (t *targetStates) state(from []*registry.Instance, choose func([]*registry.
 	list := choose(from)
 	st := &builtState{from: from, list: list}
 	prev := t.recent[0]
-	if prev != nil && sameInstances(list, prev.list) {
+	if prev != nil && registry.EqualInstances(list, prev.list) {
 		st.list, st.eps, st.addrs = prev.list, prev.eps, prev.addrs
 	} else {
 		st.eps, st.addrs = t.spare.take(len(list))

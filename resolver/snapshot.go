@@ -113,7 +113,7 @@ func (s *snapshotStore) needs(service string, at position, list []*registry.Inst
 	case at.rev == last.rev:
 		// The same list, unless an unflagged rewind reached the very
 		// revision the file holds before the first save of its history.
-		return !sameInstances(list, saved.list)
+		return !registry.EqualInstances(list, saved.list)
 	default:
 		cur := positionOf(latest())
 		return cur.gen == last.gen && cur.rev < last.rev
