@@ -138,8 +138,11 @@ func TestServeTLSAndAuth(t *testing.T) {
 			be := testbackend.Start(t)
 			register(t, reg, registry.Instance{ID: "greeter-1", Name: "greeter", Addr: be.Addr})
 
-			// The command logs in; without a user it is refused.
-			args := append([]string{"ls", "greeter", "--endpoints", s.endpoint}, tlsFlags...)
+			// The command logs in; without a user it is refused. Its
+			// timeout is the test's patience, not the default 5 s: a TLS
+			// handshake and etcd's bcrypt check of the password on a
+			// loaded 2-core machine took longer.
+			args := append([]string{"ls", "greeter", "--endpoints", s.endpoint, "--timeout", "30s"}, tlsFlags...)
 			if out := runOK(t, append(args, "--user", "root", "--password-file", pw)...).stdout; !strings.Contains(out, be.Addr) {
 				t.Errorf("muster ls as root lists\n%s\nwant %s", out, be.Addr)
 			}
