@@ -79,7 +79,7 @@ func (f *fleet) view(now time.Time) (v fleetView, rev int64, loading bool) {
 			case !fl.loaded:
 				fl.lastChange = f.memory.recall(name, snap.Instances, now)
 				f.memory.keep(name, snap.Instances, fl.lastChange)
-			case !sameInstances(fl.seen, snap.Instances):
+			case !registry.EqualInstances(fl.seen, snap.Instances):
 				fl.lastChange = now
 				f.memory.keep(name, snap.Instances, now)
 			}
@@ -93,18 +93,6 @@ func (f *fleet) view(now time.Time) (v fleetView, rev int64, loading bool) {
 	}
 	sortRows(v.Services)
 	return v, rev, loading
-}
-
-func sameInstances(a, b []*registry.Instance) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // close stops following every service and waits for the forwarders.

@@ -170,12 +170,16 @@ func (c *caches) setService(service string, p Policy, ss slowStart, list []regis
 	}
 	eb.keepOnly(list)
 	if first || !co.equal(prev) {
-		if err := c.rds.UpdateResource(service, routeWithColors(service, co)); err != nil {
+		route := routeWithColors(service, co)
+		if err := c.rds.UpdateResource(service, route); err != nil {
 			errs = append(errs, fmt.Errorf("xds: route %s: %w", service, err))
 		}
-		untimed := co
-		untimed.call.Timeout = 0
-		if err := c.rdsNoTimeout.UpdateResource(service, routeWithColors(service, untimed)); err != nil {
+		if co.call.Timeout > 0 { // else the same route serves both
+			untimed := co
+			untimed.call.Timeout = 0
+			route = routeWithColors(service, untimed)
+		}
+		if err := c.rdsNoTimeout.UpdateResource(service, route); err != nil {
 			errs = append(errs, fmt.Errorf("xds: route %s: %w", service, err))
 		}
 	}
