@@ -2,20 +2,47 @@ package etcd
 
 import (
 	"context"
+	"sync/atomic"
 
 	"github.com/musterhq/muster/registry"
 )
 
+// hooksOf returns o's test hooks, made on first use.
+func hooksOf(o *options) *registrarHooks {
+	if o.hooks == nil {
+		o.hooks = &registrarHooks{}
+	}
+	return o.hooks
+}
+
 // WithBroadcastDeregisters makes a Registrar's Deregisters wait as they did
 // before each waited for its own key: woken by every change of the
 // registrar's state (every status update, every transaction landed).
-func WithBroadcastDeregisters() Option { return func(o *options) { o.broadcastDeregisters = true } }
-
-// Wakeups returns how many times r's waiting Registers and Deregisters woke
-// up to look again, in all and the most by one call, since r started.
-func Wakeups(r *Registrar) (total, most int64) {
-	return r.wakeups.Load(), r.mostWakeups.Load()
+func WithBroadcastDeregisters() Option {
+	return func(o *options) { hooksOf(o).broadcastDeregisters = true }
 }
+
+// WakeupCount counts how many times the waiting Registers and Deregisters
+// of the Registrar given CountWakeups woke up to look again.
+type WakeupCount struct{ total, most atomic.Int64 }
+
+// CountWakeups makes a Registrar count its waiting calls' wake-ups in c.
+func CountWakeups(c *WakeupCount) Option {
+	return func(o *options) {
+		hooksOf(o).woken = func(n int64) {
+			c.total.Add(n)
+			for {
+				most := c.most.Load()
+				if n <= most || c.most.CompareAndSwap(most, n) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// Load returns the wake-ups counted, in all and the most by one call.
+func (c *WakeupCount) Load() (total, most int64) { return c.total.Load(), c.most.Load() }
 
 // Waiting returns the number of keys whose Deregisters r holds a signal
 // for, and the number of Deregisters waiting on those signals.

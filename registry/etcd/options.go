@@ -38,10 +38,8 @@ type options struct {
 	mirrors        []Mirror // other layouts a Registrar also writes
 	maxTxnOps      int      // operations per transaction of a Registrar
 	setBy          string   // who SetPolicy records; "": nobody
-	// broadcastDeregisters makes a Registrar's Deregisters wake on every
-	// change of its state, as they did before waiting for their own key:
-	// set by tests only, to compare the two waits.
-	broadcastDeregisters bool
+	// hooks are set by tests only (registrar_hooks.go).
+	hooks *registrarHooks
 	// err collects the invalid options; a constructor given any fails.
 	err error
 }

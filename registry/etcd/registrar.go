@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -46,11 +45,6 @@ type Registrar struct {
 	// keys is the desired set, what is written under the lease, and
 	// the bookkeeping that keeps the two in step (registrar_keyset.go).
 	keys keyset
-	// wakeups counts the times waiting Registers and Deregisters woke up
-	// to look again, and mostWakeups the most times one call did; read
-	// by tests.
-	wakeups, mostWakeups atomic.Int64
-	lease                clientv3.LeaseID
 	// orphan is a lease the run loop believes lost but has not revoked:
 	// revoking it after the re-puts deletes keys deregistered meanwhile.
 	orphan  clientv3.LeaseID
@@ -64,8 +58,12 @@ type Registrar struct {
 	alarm  chan struct{}
 	closed bool
 
+	// ls is the current lease's keepalive, nil without a lease. Only the
+	// run loop writes it, with mu held; the loop reads it without mu,
+	// every other goroutine with mu (leaseIDLocked).
+	ls *lease
+
 	// Owned by the run loop.
-	ls        *lease // the current lease's keepalive; nil without a lease
 	clusterID uint64 // the cluster the keys were last written to
 	lastWrite int64  // the revision of the last write seen there
 	// down is the current outage: since the first failed attempt or the
@@ -243,7 +241,7 @@ func (r *Registrar) Deregister(ctx context.Context, name, id string) error {
 	r.mu.Unlock()
 	r.kick()
 	cond := func() (bool, error) { return r.keys.isGone(key), nil }
-	if r.opts.broadcastDeregisters {
+	if r.opts.hooks.broadcasts() {
 		return r.await(ctx, nil, cond)
 	}
 	w := &goneWait{key: key}
@@ -265,7 +263,7 @@ func (r *Registrar) await(ctx context.Context, own func() <-chan struct{}, cond 
 	timer := time.NewTimer(r.opts.requestTimeout)
 	defer timer.Stop()
 	var woken int64
-	defer func() { r.countWakeups(woken) }()
+	defer func() { r.opts.hooks.wokenUp(woken) }()
 	for ; ; woken++ {
 		r.mu.Lock()
 		ok, err := cond()
@@ -297,17 +295,6 @@ func (r *Registrar) await(ctx context.Context, own func() <-chan struct{}, cond 
 			return pendingError(ctx.Err(), lastErr)
 		case <-timer.C:
 			return pendingError(context.DeadlineExceeded, lastErr)
-		}
-	}
-}
-
-// countWakeups records that a waiting call woke up n times.
-func (r *Registrar) countWakeups(n int64) {
-	r.wakeups.Add(n)
-	for {
-		most := r.mostWakeups.Load()
-		if n <= most || r.mostWakeups.CompareAndSwap(most, n) {
-			return
 		}
 	}
 }
@@ -383,8 +370,8 @@ func (r *Registrar) Close() error {
 		<-r.done
 
 		r.mu.Lock()
-		leases := []clientv3.LeaseID{r.lease, r.orphan}
-		r.lease, r.orphan = 0, 0
+		leases := []clientv3.LeaseID{r.leaseIDLocked(), r.orphan}
+		r.ls, r.orphan = nil, 0
 		r.keys.forgetWritten()
 		r.updateStatusLocked()
 		r.mu.Unlock()
@@ -440,8 +427,9 @@ func (r *Registrar) refreshStatusLocked() bool {
 	st := &r.status
 	st.Instances = r.keys.len()
 	st.Pending = pending
-	st.Session = int64(r.lease)
-	registered := r.lease != 0 && pending == 0 && r.keys.len() > 0
+	lease := r.leaseIDLocked()
+	st.Session = int64(lease)
+	registered := lease != 0 && pending == 0 && r.keys.len() > 0
 	if registered == st.Registered {
 		return false
 	}
@@ -471,4 +459,13 @@ func (r *Registrar) setError(err error) {
 	if news {
 		r.alarmLocked()
 	}
+}
+
+// leaseIDLocked returns the current lease, 0 without one. r.mu must be
+// held, or the caller must be the run loop.
+func (r *Registrar) leaseIDLocked() clientv3.LeaseID {
+	if r.ls == nil {
+		return 0
+	}
+	return r.ls.id
 }

@@ -383,7 +383,8 @@ func TestDeregisterWakesWhenARefusedWriteLands(t *testing.T) {
 		}
 		return "/copy/" + in.Name + "/" + in.ID, []byte(in.Addr), nil
 	})
-	r := newRegistrar(t, cli, fast("/p", etcd.WithMirror(mirror), etcd.WithTTL(30*time.Second))...)
+	var woke etcd.WakeupCount
+	r := newRegistrar(t, cli, fast("/p", etcd.WithMirror(mirror), etcd.WithTTL(30*time.Second), etcd.CountWakeups(&woke))...)
 	ctx := ctxFor(t, 60*time.Second)
 	queueInstances(t, ctx, r, 1) // the lease is granted
 	// Answers take 300ms to come back: a Deregister called once etcd has
@@ -410,11 +411,11 @@ func TestDeregisterWakesWhenARefusedWriteLands(t *testing.T) {
 			}
 			time.Sleep(time.Millisecond)
 		}
-		before, _ := etcd.Wakeups(r)
+		before, _ := woke.Load()
 		if err := r.Deregister(ctx, "svc", id); err != nil {
 			t.Fatalf("Deregister %s: %v", id, err)
 		}
-		if after, _ := etcd.Wakeups(r); after > before {
+		if after, _ := woke.Load(); after > before {
 			break // it waited, and the landed transaction woke it
 		}
 	}

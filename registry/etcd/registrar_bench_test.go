@@ -307,8 +307,9 @@ func rawDeletes(cli *clientv3.Client, prefix string) (time.Duration, int64, erro
 // long the deregistration took and how many times the Deregisters woke up;
 // the registrar is closed before it returns.
 func deregisterAll(cli *clientv3.Client, prefix string, callers int, opts ...etcd.Option) (time.Duration, int64, error) {
+	var woke etcd.WakeupCount
 	r, err := etcd.NewRegistrar(cli, append([]etcd.Option{etcd.WithPrefix(prefix), etcd.WithLogger(quiet),
-		etcd.WithRequestTimeout(time.Minute)}, opts...)...)
+		etcd.WithRequestTimeout(time.Minute), etcd.CountWakeups(&woke)}, opts...)...)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -318,13 +319,13 @@ func deregisterAll(cli *clientv3.Client, prefix string, callers int, opts ...etc
 	if err := queueAll(ctx, r); err != nil {
 		return 0, 0, err
 	}
-	before, _ := etcd.Wakeups(r)
+	before, _ := woke.Load()
 	start := time.Now()
 	err = byCallers(callers, func(i int) error {
 		in := benchInstance(i)
 		return r.Deregister(ctx, in.Name, in.ID)
 	})
 	d := time.Since(start)
-	after, _ := etcd.Wakeups(r)
+	after, _ := woke.Load()
 	return d, after - before, err
 }

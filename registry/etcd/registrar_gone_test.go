@@ -36,11 +36,11 @@ func queueInstances(t *testing.T, ctx context.Context, r *etcd.Registrar, n int)
 // patientRegistrar starts etcd and a Registrar under /p with a lease TTL
 // and a request timeout of 30s (no fault of a test outlasts them), and
 // registers n instances with it.
-func patientRegistrar(t *testing.T, n int) (*etcdtest.Cluster, *clientv3.Client, *etcd.Registrar, context.Context) {
+func patientRegistrar(t *testing.T, n int, opts ...etcd.Option) (*etcdtest.Cluster, *clientv3.Client, *etcd.Registrar, context.Context) {
 	t.Helper()
 	c := etcdtest.Start(t)
 	cli := c.Client(t)
-	r := newRegistrar(t, cli, fast("/p", etcd.WithRequestTimeout(30*time.Second), etcd.WithTTL(30*time.Second))...)
+	r := newRegistrar(t, cli, fast("/p", append([]etcd.Option{etcd.WithRequestTimeout(30 * time.Second), etcd.WithTTL(30 * time.Second)}, opts...)...)...)
 	ctx := ctxFor(t, 60*time.Second)
 	queueInstances(t, ctx, r, n)
 	return c, cli, r, ctx
@@ -69,8 +69,9 @@ func waitWaiting(t *testing.T, r *etcd.Registrar, keys, waiters int) {
 // times.
 func TestConcurrentDeregistersWakeForTheirOwnKeys(t *testing.T) {
 	const n = 1000
-	_, cli, r, ctx := patientRegistrar(t, n)
-	before, _ := etcd.Wakeups(r)
+	var woke etcd.WakeupCount
+	_, cli, r, ctx := patientRegistrar(t, n, etcd.CountWakeups(&woke))
+	before, _ := woke.Load()
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
 	for i := 0; i < n; i++ {
@@ -87,7 +88,7 @@ func TestConcurrentDeregistersWakeForTheirOwnKeys(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	total, most := etcd.Wakeups(r)
+	total, most := woke.Load()
 	total -= before
 	t.Logf("%d Deregisters woke %d times in all, at most %d times each", n, total, most)
 	// Each wakes once for its key, plus once per failed attempt; a

@@ -140,7 +140,7 @@ func (r *Registrar) logRecovery() {
 // lease lost earlier. It returns the first error that stops it.
 func (r *Registrar) reconcile() error {
 	r.mu.Lock()
-	lease, orphan, want := r.lease, r.orphan, r.keys.len()
+	lease, orphan, want := r.leaseIDLocked(), r.orphan, r.keys.len()
 	r.mu.Unlock()
 
 	if lease == 0 {
@@ -194,12 +194,11 @@ func (r *Registrar) grant() (clientv3.LeaseID, error) {
 	if err != nil {
 		return 0, err
 	}
-	r.ls = ls
 	r.mu.Lock()
 	if r.status.Session != 0 || r.orphan != 0 {
 		r.status.Reregistrations++
 	}
-	r.lease = ls.id
+	r.ls = ls
 	r.updateStatusLocked()
 	r.mu.Unlock()
 	r.log.Debug("lease granted", "lease", fmt.Sprintf("%x", int64(ls.id)), "ttl", ls.ttl)
@@ -213,10 +212,10 @@ func (r *Registrar) leaseLost() {
 	if r.ls != nil {
 		revoked = r.ls.left(time.Now())
 		r.ls.stop()
-		r.ls = nil
 	}
 	r.mu.Lock()
-	lease := r.lease
+	lease := r.leaseIDLocked()
+	r.ls = nil
 	if revoked > 0 && lease != 0 {
 		// etcd ended the lease while the renewals it answered still
 		// kept it: a revocation, not an expiry.
@@ -225,7 +224,6 @@ func (r *Registrar) leaseLost() {
 	if lease != 0 {
 		r.orphan = lease
 	}
-	r.lease = 0
 	r.keys.forgetWritten()
 	r.updateStatusLocked()
 	r.mu.Unlock()
@@ -398,7 +396,7 @@ func (r *Registrar) landed(cur []*entry) {
 	for _, e := range cur {
 		r.keys.land(e.key)
 	}
-	if r.opts.broadcastDeregisters {
+	if r.opts.hooks.broadcasts() {
 		r.broadcastLocked() // the old wait, kept for tests: Deregisters wake on every change
 	}
 	r.mu.Unlock()

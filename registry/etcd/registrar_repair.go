@@ -46,7 +46,7 @@ func (r *Registrar) wrote(h *pb.ResponseHeader) {
 // it marks every key. Called by the run loop only.
 func (r *Registrar) audit() error {
 	r.mu.Lock()
-	lease := r.lease
+	lease := r.leaseIDLocked()
 	r.mu.Unlock()
 	if lease == 0 {
 		return nil
@@ -142,7 +142,7 @@ func (r *Registrar) keysDeleted(dels []deletion) {
 	r.mu.Lock()
 	var repaired []deletion
 	for _, d := range dels {
-		if r.lease == 0 || !r.keys.repairable(d.key, d.rev) {
+		if r.ls == nil || !r.keys.repairable(d.key, d.rev) {
 			continue
 		}
 		r.keys.unwrite(d.key)
@@ -173,7 +173,7 @@ func (r *Registrar) writtenServices() map[string]struct{} {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := make(map[string]struct{})
-	if r.lease == 0 {
+	if r.ls == nil {
 		return out
 	}
 	for key := range r.keys.writtenKeys() {
