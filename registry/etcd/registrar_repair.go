@@ -240,9 +240,9 @@ func (o *ownKeys) watch(ctx context.Context, prefix string, from int64) {
 	// lost is set when a watch that worked ended: deletions until the next
 	// one works were not seen, so an audit is due once it does.
 	lost := false
-	for {
+	backoff.Retry(ctx, bo, func(ctx context.Context) error {
 		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-		start := time.Now()
+		defer cancel()
 		opts := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithFilterPut(), clientv3.WithCreatedNotify()}
 		if from > 0 {
 			opts = append(opts, clientv3.WithRev(from))
@@ -251,8 +251,8 @@ func (o *ownKeys) watch(ctx context.Context, prefix string, from int64) {
 			if resp.CompactRevision != 0 {
 				from = 0 // compacted: from now on; the audit covers the gap
 			}
-			if resp.Err() != nil {
-				break
+			if err := resp.Err(); err != nil {
+				return err
 			}
 			if lost {
 				lost = false
@@ -271,17 +271,6 @@ func (o *ownKeys) watch(ctx context.Context, prefix string, from int64) {
 			}
 			r.keysDeleted(dels)
 		}
-		cancel()
-		if ctx.Err() != nil {
-			return
-		}
-		lost = true
-		t := time.NewTimer(max(bo.Next()-time.Since(start), 0))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-	}
+		return nil
+	}, func(error, time.Duration) { lost = true })
 }

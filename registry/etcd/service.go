@@ -54,38 +54,27 @@ func (s *service) stop() {
 func (s *service) run(ctx context.Context) {
 	defer close(s.done)
 	bo := backoff.New(s.d.opts.backoffMin, s.d.opts.backoffMax)
-	for first := true; ; first = false {
+	first := true
+	backoff.Retry(ctx, bo, func(ctx context.Context) error {
 		if !first {
 			s.d.resyncs.Add(1)
 		}
-		start := time.Now()
+		first = false
 		rev, err := s.load(ctx)
-		if err == nil {
-			var healthy bool
-			healthy, err = s.follow(ctx, rev)
-			if healthy {
-				bo.Reset()
-			}
-		} else {
+		if err != nil {
 			s.rec.failed()
+			return err
 		}
-		if ctx.Err() != nil {
-			return
+		healthy, err := s.follow(ctx, rev)
+		if healthy {
+			bo.Reset()
 		}
+		return err
+	}, func(err error, wait time.Duration) {
 		s.markStale(err)
-		// The backoff counts from the attempt's start: a Get that
-		// waited for etcd to answer has waited already.
-		d := max(bo.Next()-time.Since(start), 0)
 		s.log.Warn("watch interrupted; reloading", "error", err,
-			"stale_for", seconds(s.staleFor()), "next_attempt_in", d.Round(time.Millisecond))
-		t := time.NewTimer(d)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-	}
+			"stale_for", seconds(s.staleFor()), "next_attempt_in", wait.Round(time.Millisecond))
+	})
 }
 
 // load reads the whole service with one linearizable Get, replaces the

@@ -79,29 +79,23 @@ func followSetting[T any](ctx context.Context, cli *clientv3.Client, o options, 
 		})
 	}
 	bo := backoff.New(o.backoffMin, o.backoffMax)
-	for ctx.Err() == nil {
+	backoff.Retry(ctx, bo, func(ctx context.Context) error {
 		gctx, cancel := context.WithTimeout(ctx, o.requestTimeout)
 		resp, err := cli.Get(gctx, key)
 		cancel()
-		if err == nil {
-			bo.Reset()
-			var val []byte
-			if len(resp.Kvs) > 0 {
-				val = resp.Kvs[0].Value
-			}
-			publish(val)
-			err = watchSetting(ctx, cli, o, streams, key, resp.Header.Revision, publish)
+		if err != nil {
+			return err
 		}
-		if ctx.Err() != nil {
-			return
+		bo.Reset()
+		var val []byte
+		if len(resp.Kvs) > 0 {
+			val = resp.Kvs[0].Value
 		}
-		wait := bo.Next()
+		publish(val)
+		return watchSetting(ctx, cli, o, streams, key, resp.Header.Revision, publish)
+	}, func(err error, wait time.Duration) {
 		o.logger.Warn("cannot follow the "+what+" setting; reading it again", "key", key, "error", err, "in", wait)
-		select {
-		case <-ctx.Done():
-		case <-time.After(wait):
-		}
-	}
+	})
 }
 
 // watchSetting watches key from rev, whose value was published, and
