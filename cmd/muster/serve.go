@@ -238,48 +238,42 @@ func runServe(ctx context.Context, o serveOptions, stderr io.Writer, ready func(
 	}
 
 	etcdLogLevel.SetLevel(zapcore.ErrorLevel)
+	// What runs is stopped in the reverse order of starting, on every
+	// path out: the control plane and the console before etcd, so that
+	// their Discoveries end while etcd still answers.
+	var stack cleanups
+	defer func() { _ = stack.run() }()
+	stack.push(srv.Close)
 
 	// xdsMetrics holds the control plane's collectors, if it runs: a
 	// registry per run (not the global one), so that serve can run twice
 	// in one process.
 	xdsMetrics := prometheus.NewRegistry()
-	stopXDS := func() {}
 	var consoleOpts []console.Option // the xDS clients page, if the control plane runs
 	if o.xdsAddr != "" {
 		cp, stop, err := serveXDS(o.security.selfClient(srv), xdsOptions{listen: o.xdsAddr, policy: string(xds.RoundRobin), tls: o.xdsTLS}, xdsMetrics, log)
 		if err != nil {
-			_ = srv.Close()
 			return fmt.Errorf("serve: %w", err)
 		}
 		consoleOpts = append(consoleOpts, console.WithXDS(cp))
-		// Called before etcd stops, so that the control plane's
-		// Discovery ends while etcd still answers.
-		stopXDS = func() {
+		stack.push(func() error {
 			if err := stop(); err != nil {
 				log.Error("stopping the xds control plane", "error", err)
 			}
-		}
+			return nil
+		})
 	}
-	stopUI := func() {}
 	if o.metricsAddr != "" {
 		ui, stopConsole, err := serveConsole(o.console, o.security.selfClient(srv), log, consoleOpts...)
 		if err != nil {
-			stopXDS()
-			_ = srv.Close()
 			return err
 		}
+		stack.push(func() error { stopConsole(); return nil })
 		sd, stopSD, err := startPrometheusSD(o.security.selfClient(srv), registry.DefaultPrefix, log)
 		if err != nil {
-			stopConsole()
-			stopXDS()
-			_ = srv.Close()
 			return fmt.Errorf("serve: %w", err)
 		}
-		stopUI = func() {
-			stopSD()
-			stopConsole()
-		}
-		defer stopUI()
+		stack.push(func() error { stopSD(); return nil })
 		stop, addr, err := serveMetrics(o.metricsAddr, xdsMetrics, func() error {
 			select {
 			case <-srv.Done():
@@ -289,11 +283,9 @@ func runServe(ctx context.Context, o serveOptions, stderr io.Writer, ready func(
 			}
 		}, ui, sd)
 		if err != nil {
-			stopXDS()
-			_ = srv.Close()
 			return fmt.Errorf("serve: --metrics-listen %s: %w", o.metricsAddr, err)
 		}
-		defer stop()
+		stack.push(func() error { stop(); return nil })
 		log.Info("metrics on http://" + addr + "/metrics, health on http://" + addr + "/healthz, console on http://" + addr + consolePath +
 			", Prometheus service discovery on http://" + addr + prometheusSDPath)
 	}
@@ -306,17 +298,13 @@ func runServe(ctx context.Context, o serveOptions, stderr io.Writer, ready func(
 	select {
 	case <-ctx.Done():
 		log.Info("stopping")
-		stopUI()
-		stopXDS()
-		if err := srv.Close(); err != nil {
+		if err := stack.run(); err != nil {
 			return fmt.Errorf("serve: %w", err)
 		}
 		log.Info("stopped")
 		return nil
 	case <-srv.Done():
-		stopUI()
-		stopXDS()
-		_ = srv.Close()
+		_ = stack.run()
 		return fmt.Errorf("serve: etcd stopped: %w", srv.Err())
 	}
 }
