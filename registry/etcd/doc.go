@@ -85,7 +85,7 @@
 // watch created by the member that went silent is given up for another.
 // With the default options (progress interval 2s, request timeout 5s), a
 // change made through the other members reaches the snapshot within 10s of
-// the member carrying the watch freezing (measured: 4.9 to 6.3s).
+// the member carrying the watch freezing (figures in docs/RELIABILITY.md).
 //
 // Revisions can go backwards: etcd restored from a backup, restarted with
 // an empty data directory, or another cluster on the same endpoints. A
