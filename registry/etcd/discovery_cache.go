@@ -18,7 +18,7 @@ import (
 // to publish (next).
 //
 // A cache is plain data: no goroutine, no clock, no etcd client. It is
-// owned by the service's goroutine (service.go), which does the I/O, logs
+// owned by the service's goroutine (discovery_service.go), which does the I/O, logs
 // and counts the bad values the cache reports, and publishes the list under
 // the service's lock. Applying any sequence of events gives the same list
 // as loading the resulting key-value state afresh (FuzzCacheMatchesFreshLoad).

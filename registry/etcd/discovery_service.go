@@ -39,7 +39,7 @@ type service struct {
 	watchMember atomic.Uint64
 
 	// rec is the recovery after a silent watch, owned by the run
-	// goroutine too (reopen.go).
+	// goroutine too (discovery_recovery.go).
 	rec recovery
 }
 
