@@ -83,42 +83,94 @@ func (r Result) OK() bool {
 // Run plays the scenario and returns its result. The error is for a demo
 // that could not run (ports, etcd); a broken promise is in the Result.
 func Run(ctx context.Context, cfg Config) (res Result, err error) {
+	if cfg, err = cfg.withDefaults(); err != nil {
+		return res, err
+	}
+	began := time.Now()
+	fmt.Fprintf(cfg.Out, "Muster demo: starting an embedded etcd, %d greeter backends and a client (a few seconds)...\n", cfg.Backends)
+	sc, conn, tearDown, err := setUp(ctx, cfg)
+	defer tearDown()
+	if err != nil {
+		return res, err
+	}
+	fmt.Fprintf(cfg.Out, "Started in %v.\n", time.Since(began).Round(100*time.Millisecond))
+
+	sc.st = newStats()
+	sc.st.setPhase("healthy")
+	stopLoad := startLoad(conn, sc.st)
+	defer stopLoad()
+	sc.start = time.Now()
+	defer func() {
+		if sc.crash.stop != nil {
+			sc.crash.stop() // the scenario ended before judging the crash
+		}
+	}()
+	sc.intro = intro(cfg, sc.srv.Endpoint())
+	if !cfg.Interactive {
+		// On a terminal every redraw shows it at the top instead.
+		io.WriteString(cfg.Out, sc.intro+"\n")
+	}
+	if err := sc.play(ctx); err != nil {
+		return res, err
+	}
+	stopLoad()
+
+	_, res.Calls, res.Failures = sc.st.second()
+	res.Promises = sc.promises
+	printSummary(cfg.Out, res)
+	return res, nil
+}
+
+// withDefaults returns cfg with its zero fields set to the defaults, or an
+// error naming the field that the scenario cannot run with.
+func (cfg Config) withDefaults() (Config, error) {
 	if cfg.Duration == 0 {
 		cfg.Duration = DefaultDuration
 	}
 	if cfg.Duration < MinDuration {
-		return res, fmt.Errorf("demo: duration %v is shorter than %v", cfg.Duration, MinDuration)
+		return cfg, fmt.Errorf("demo: duration %v is shorter than %v", cfg.Duration, MinDuration)
 	}
 	if cfg.Backends == 0 {
 		cfg.Backends = 3
 	}
 	if cfg.Backends < 3 {
-		return res, fmt.Errorf("demo: %d backends; the scenario needs at least 3", cfg.Backends)
+		return cfg, fmt.Errorf("demo: %d backends; the scenario needs at least 3", cfg.Backends)
 	}
 	if cfg.Out == nil {
 		cfg.Out = io.Discard
 	}
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	began := time.Now()
-	fmt.Fprintf(cfg.Out, "Muster demo: starting an embedded etcd, %d greeter backends and a client (a few seconds)...\n", cfg.Backends)
+	return cfg, nil
+}
 
+// setUp starts the embedded etcd, the backends and the client's
+// Discovery and channel. tearDown, never nil, stops whatever started, in
+// the reverse order, also when setUp fails.
+func setUp(ctx context.Context, cfg Config) (sc *scenario, conn *grpc.ClientConn, tearDown func(), err error) {
+	var undo []func()
+	tearDown = func() {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+		undo = nil
+	}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	dir, err := os.MkdirTemp("", "muster-demo-")
 	if err != nil {
-		return res, err
+		return nil, nil, tearDown, err
 	}
-	defer os.RemoveAll(dir)
+	undo = append(undo, func() { os.RemoveAll(dir) })
 	ecfg, err := etcdConfig(dir)
 	if err != nil {
-		return res, err
+		return nil, nil, tearDown, err
 	}
 	srv, err := embedetcd.Start(ctx, ecfg)
 	if err != nil {
-		return res, err
+		return nil, nil, tearDown, err
 	}
 	endpoint := srv.Endpoint()
-	sc := &scenario{cfg: cfg, quiet: quiet, ecfg: ecfg, srv: srv}
-	defer func() { _ = sc.srv.Close() }() // the current server, after a restart too
-	defer func() {
+	sc = &scenario{cfg: cfg, quiet: quiet, ecfg: ecfg, srv: srv}
+	undo = append(undo, func() { _ = sc.srv.Close() }) // the current server, after a restart too
+	undo = append(undo, func() {
 		var wg sync.WaitGroup
 		for _, b := range sc.backends {
 			wg.Add(1)
@@ -130,11 +182,11 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 			}()
 		}
 		wg.Wait()
-	}()
+	})
 	for i := 0; i < cfg.Backends; i++ {
 		b, err := startBackend(endpoint, fmt.Sprintf("b%d", i+1), quiet)
 		if err != nil {
-			return res, err
+			return nil, nil, tearDown, err
 		}
 		sc.backends = append(sc.backends, b)
 	}
@@ -143,35 +195,38 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	ccfg.DialTimeout = 2 * time.Second
 	cli, err := clientv3.New(ccfg)
 	if err != nil {
-		return res, err
+		return nil, nil, tearDown, err
 	}
-	defer cli.Close()
+	undo = append(undo, func() { cli.Close() })
+	sc.cli = cli
 	disc, err := etcd.NewDiscovery(cli, etcd.WithProgressInterval(500*time.Millisecond),
 		etcd.WithRequestTimeout(time.Second), etcd.WithBackoff(100*time.Millisecond, time.Second), etcd.WithLogger(quiet))
 	if err != nil {
-		return res, err
+		return nil, nil, tearDown, err
 	}
-	defer disc.Close()
-	conn, err := grpc.NewClient("muster:///"+service,
+	undo = append(undo, func() { disc.Close() })
+	conn, err = grpc.NewClient("muster:///"+service,
 		grpc.WithResolvers(resolver.NewBuilder(disc, resolver.WithLogger(quiet))),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"muster_p2c":{"outlier":{"consecutiveFailures":3,"baseEjectionTime":"1s"}}}]}`))
 	if err != nil {
-		return res, err
+		return nil, nil, tearDown, err
 	}
-	defer conn.Close()
+	undo = append(undo, func() { conn.Close() })
+	return sc, conn, tearDown, nil
+}
 
-	fmt.Fprintf(cfg.Out, "Started in %v.\n", time.Since(began).Round(100*time.Millisecond))
-
-	st := newStats()
-	st.setPhase("healthy")
-	loadCtx, stopLoad := context.WithCancel(context.Background())
-	var loadWG sync.WaitGroup
+// startLoad starts the client's callers on conn, recording into st. The
+// function it returns stops them and waits for them; calling it again
+// does nothing.
+func startLoad(conn *grpc.ClientConn, st *stats) (stop func()) {
+	loadCtx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
 	greeter := greeterpb.NewGreeterClient(conn)
 	for w := 0; w < workers; w++ {
-		loadWG.Add(1)
+		wg.Add(1)
 		go func() {
-			defer loadWG.Done()
+			defer wg.Done()
 			for loadCtx.Err() == nil {
 				cctx, cancel := context.WithTimeout(loadCtx, time.Second)
 				start := time.Now()
@@ -185,29 +240,7 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 			}
 		}()
 	}
-	defer func() { stopLoad(); loadWG.Wait() }()
-
-	sc.st, sc.cli, sc.start = st, cli, time.Now()
-	defer func() {
-		if sc.crash.stop != nil {
-			sc.crash.stop() // the scenario ended before judging the crash
-		}
-	}()
-	sc.intro = intro(cfg, endpoint)
-	if !cfg.Interactive {
-		// On a terminal every redraw shows it at the top instead.
-		io.WriteString(cfg.Out, sc.intro+"\n")
-	}
-	if err := sc.play(ctx); err != nil {
-		return res, err
-	}
-	stopLoad()
-	loadWG.Wait()
-
-	_, res.Calls, res.Failures = st.second()
-	res.Promises = sc.promises
-	printSummary(cfg.Out, res)
-	return res, nil
+	return func() { cancel(); wg.Wait() }
 }
 
 func etcdConfig(dir string) (embedetcd.Config, error) {
