@@ -70,8 +70,8 @@ func waitDiskSnapshot(t *testing.T, dir, service, what string, d time.Duration, 
 
 // etcd restarted on an empty data dir: the registry's revisions start
 // again from 1, below the revision the disk snapshot was written at. The
-// file follows the new history (here the backend flags no generation, so
-// only the lower revision tells), and a client that cold-starts from it
+// file follows the new history (a new cluster ID: the Discovery starts a
+// new generation), and a client that cold-starts from it
 // during a later outage is served the current list, with the server that
 // registered after the restart.
 func TestSnapshotFollowsAnEtcdRestartedEmpty(t *testing.T) {
@@ -140,4 +140,78 @@ func TestSnapshotFollowsAnEtcdRestartedEmpty(t *testing.T) {
 	start := time.Now()
 	callUntil(t, cold, "every current server called from the disk snapshot", hasAll(all...))
 	t.Logf("cold start from the disk snapshot during the outage: all 3 servers called within %v", time.Since(start).Round(time.Millisecond))
+}
+
+// etcd restored from a backup of the same cluster while no channel of the
+// service was open: the Discovery follows the service afresh, so its first
+// load starts the same generation the file was written in, at a revision
+// below the file's. The file follows the restored history (the registry's
+// latest snapshot is below the file too, so this is a rewind and not a
+// channel behind the others), with the server registered after the
+// restore.
+func TestSnapshotFollowsARestoreOfTheSameCluster(t *testing.T) {
+	dir := t.TempDir()
+	c := etcdtest.Start(t)
+	cli := c.Client(t)
+	reg, err := etcd.NewRegistrar(cli, etcdOpts(etcd.WithTTL(10*time.Second), etcd.WithAuditInterval(200*time.Millisecond))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = reg.Close() })
+	disc, err := etcd.NewDiscovery(cli, etcdOpts()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = disc.Close() })
+	bld := resolver.NewBuilder(disc, resolver.WithSnapshotDir(dir), resolver.WithLogger(quiet))
+	register := func(id string) string {
+		t.Helper()
+		be := testbackend.Start(t)
+		if err := reg.Register(ctxFor(t, 15*time.Second), registry.Instance{Name: "greeter", ID: id, Addr: be.Addr}); err != nil {
+			t.Fatalf("register %s: %v", id, err)
+		}
+		return be.Addr
+	}
+	a := register("a")
+	backup := c.Backup(t) // etcd holds a
+	b, cc := register("b"), register("c")
+	// History after the backup: the file's revision ends up well above
+	// what the restored etcd reaches with the re-registrations below.
+	for i := range 50 {
+		if _, err := cli.Put(ctxFor(t, 5*time.Second), "/other/key", fmt.Sprint(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conn := dial(t, grpc.WithResolvers(bld), "muster:///greeter")
+	callUntil(t, conn, "the three servers called", hasAll(a, b, cc))
+	three := slices.Sorted(slices.Values([]string{a, b, cc}))
+	before := waitDiskSnapshot(t, dir, "greeter", "a, b and c", 10*time.Second, func(s diskSnapshot) bool {
+		return slices.Equal(s.addrs, three)
+	})
+	if err := conn.Close(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for disc.Stats().Services != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the Discovery still follows %d services 10s after the last channel closed", disc.Stats().Services)
+		}
+		time.Sleep(10 * time.Millisecond) // no event tells that a service is no longer followed
+	}
+
+	c.Restore(t, backup) // same cluster ID, revisions back to the backup's
+	restored := time.Now()
+	d := register("d") // once the registrar has put b and c back too
+	all := slices.Sorted(slices.Values([]string{a, b, cc, d}))
+	conn = dial(t, grpc.WithResolvers(bld), "muster:///greeter")
+	callUntil(t, conn, "the four servers called after the restore", hasAll(all...))
+	after := waitDiskSnapshot(t, dir, "greeter", "a, b, c and d", 10*time.Second, func(s diskSnapshot) bool {
+		return slices.Equal(s.addrs, all)
+	})
+	if after.Revision >= before.Revision || after.Generation != before.Generation {
+		t.Fatalf("after the restore the file is at generation %d, revision %d; before it %d, %d: the test did not reach a lower revision in the same generation",
+			after.Generation, after.Revision, before.Generation, before.Revision)
+	}
+	t.Logf("snapshot file: generation %d, revision %d (a, b, c) before the restore, revision %d (a, b, c, d) %v after it",
+		before.Generation, before.Revision, after.Revision, time.Since(restored).Round(time.Millisecond))
 }
