@@ -19,7 +19,7 @@
 // client runs (WithZone and WithRegion set defaults): the resolver then
 // hands every instance, with the client's locality as a state attribute
 // (LocalityOf), for Muster's balancers to keep calls in the zone and spill
-// to the region and beyond by health (balancer/p2c, "Locality"); a
+// to the region and beyond by health (docs/BALANCERS.md, "Locality"); a
 // balancer that does not read it (round_robin, pick_first) spreads over
 // all of them. WithZoneFallback(false) makes the zone a hard filter
 // instead: only the zone's instances (the region's, without a zone), none
