@@ -61,7 +61,9 @@ func TestConfigOf(t *testing.T) {
 	if c, err := ConfigOf("p", balancer.ClientConnState{BalancerConfig: mine}, def); err != nil || c != mine {
 		t.Fatalf("own config: %+v, %v", c, err)
 	}
-	other := struct{ serviceconfig.LoadBalancingConfig }{}
+	other := struct {
+		serviceconfig.LoadBalancingConfig
+	}{}
 	_, err := ConfigOf("p", balancer.ClientConnState{BalancerConfig: other}, def)
 	if err == nil || !strings.HasPrefix(err.Error(), "p: unexpected balancer config of type ") {
 		t.Fatalf("another type: %v, want an error naming the policy", err)
