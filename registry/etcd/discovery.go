@@ -17,6 +17,7 @@ import (
 var (
 	_ registry.Discovery     = (*Discovery)(nil)
 	_ registry.ServiceLister = (*Discovery)(nil)
+	_ registry.StatsReporter = (*Discovery)(nil)
 )
 
 // Discovery follows services in etcd. For each service it runs one
@@ -203,6 +204,14 @@ func (d *Discovery) Stats() Stats {
 	st.Rewinds = d.rewinds.Load()
 	st.WatchResponses = d.watchResponses.Load()
 	st.Changes = d.changes.Load()
+	return st
+}
+
+// DiscoveryStats returns the Discovery's state in the shape every
+// backend reports (registry.StatsReporter); Stats says more.
+func (d *Discovery) DiscoveryStats() registry.DiscoveryStats {
+	st := d.services.Stats()
+	st.SkippedValues, st.Loads, st.Resyncs = d.skipped.Load(), d.loads.Load(), d.resyncs.Load()
 	return st
 }
 
