@@ -11,6 +11,12 @@
 // in gRPC's global registry instead, and refuses to replace a resolver that
 // already owns the scheme.
 //
+// An invalid option (a protection fraction outside 0..1, say) is never
+// ignored: New returns an error naming every invalid option; NewBuilder,
+// whose signature lets it be called inline as above, logs that error and
+// returns a Builder whose every Build fails with it, so the channel's
+// calls fail with codes.Unavailable naming the option.
+//
 // # Targets
 //
 // The target's path is the service name; its query filters the instances:
