@@ -24,7 +24,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/musterhq/muster/registry"
-	"github.com/musterhq/muster/registry/etcd"
 	"github.com/musterhq/muster/resolver"
 )
 
@@ -98,8 +97,10 @@ func Registrar(r registry.StatusReporter, labels prometheus.Labels) prometheus.C
 // (malformed or mismatched values, each counted once),
 // muster_discovery_loads_total, muster_discovery_resyncs_total, and per
 // service (label "service") muster_discovery_instances and
-// muster_discovery_stale_seconds (0 while fresh).
-func Discovery(d *etcd.Discovery, labels prometheus.Labels) prometheus.Collector {
+// muster_discovery_stale_seconds (0 while fresh). Every Muster Discovery
+// reports them (etcd, ZooKeeper, Kubernetes: registry.StatsReporter); the
+// help texts speak of etcd, the first backend, and hold for the others.
+func Discovery(d registry.StatsReporter, labels prometheus.Labels) prometheus.Collector {
 	watchers := desc("discovery_watchers", "Open watchers.", labels)
 	skipped := desc("discovery_skipped_values_total", "Registry values skipped because they were malformed, of an unknown version, or did not match their key.", labels)
 	loads := desc("discovery_loads_total", "Full reads of a service.", labels)
@@ -109,7 +110,7 @@ func Discovery(d *etcd.Discovery, labels prometheus.Labels) prometheus.Collector
 	return &collector{
 		descs: []*prometheus.Desc{watchers, skipped, loads, resyncs, instances, stale},
 		collect: func(ch chan<- prometheus.Metric) {
-			st := d.Stats()
+			st := d.DiscoveryStats()
 			ch <- gauge(watchers, float64(st.Watchers))
 			ch <- counter(skipped, st.SkippedValues)
 			ch <- counter(loads, st.Loads)

@@ -95,6 +95,53 @@ type StatusReporter interface {
 	WaitRegistered(ctx context.Context) error
 }
 
+// DiscoveryStats is a Discovery's state in the shape every backend
+// reports, for collectors such as package metrics. A backend's own Stats
+// may say more.
+type DiscoveryStats struct {
+	// Services is the number of services followed now.
+	Services int
+	// Watchers is the number of open watchers, all services together.
+	Watchers int
+	// SkippedValues counts registry values left out because they could not
+	// be read as an instance (malformed, of an unknown schema version, not
+	// matching their key; for Kubernetes, endpoints that map to no valid
+	// instance). Each bad value is counted once, however often it is read.
+	SkippedValues uint64
+	// Loads counts full reads of a service, the first ones included; 0
+	// for a backend that does not read services whole itself (Kubernetes,
+	// whose informers list and re-list on their own).
+	Loads uint64
+	// Resyncs counts the full reads after the first of a service: after
+	// a watch ended, an error, a lost connection or session. 0 where Loads
+	// is.
+	Resyncs uint64
+	// PerService describes each followed service, sorted by name.
+	PerService []ServiceStats
+}
+
+// ServiceStats describes one service a Discovery follows.
+type ServiceStats struct {
+	// Name is the service as the Discovery follows it (for Kubernetes,
+	// "name.namespace").
+	Name string
+	// Instances is the number of instances in its snapshot.
+	Instances int
+	// Watchers is the number of its open watchers.
+	Watchers int
+	// StaleSince is when its snapshot became stale; zero while fresh.
+	StaleSince time.Time
+	// Loaded is false until its first load completed.
+	Loaded bool
+}
+
+// StatsReporter is implemented by Discoveries that report their state.
+type StatsReporter interface {
+	// DiscoveryStats returns the Discovery's current state. It does not
+	// block on the backend and is safe for concurrent use.
+	DiscoveryStats() DiscoveryStats
+}
+
 // Snapshot is the complete, current list of one service's instances as a
 // Discovery sees it.
 type Snapshot struct {

@@ -51,12 +51,37 @@ type Stats struct {
 	Protected uint64
 }
 
-// NewBuilder returns a Builder over d. d stays owned by the caller and must
-// outlive every channel built with it.
+// New returns a Builder over d, or an error naming every invalid option
+// (and a nil d). d stays owned by the caller and must outlive every
+// channel built with it.
+func New(d registry.Discovery, opts ...Option) (*Builder, error) {
+	b := newBuilder(d, opts)
+	if d == nil {
+		b.opts.err = errors.Join(errors.New("resolver: New: nil Discovery"), b.opts.err)
+	}
+	if b.opts.err != nil {
+		return nil, b.opts.err
+	}
+	return b, nil
+}
+
+// NewBuilder returns a Builder over d, for use where a constructor cannot
+// return an error (inline in grpc.WithResolvers). d stays owned by the
+// caller and must outlive every channel built with it. Given an invalid
+// option it logs the error and returns a Builder whose every Build fails
+// with it, naming the option: the channel reports it, and its calls fail
+// with codes.Unavailable and that message. New reports it at once.
 func NewBuilder(d registry.Discovery, opts ...Option) *Builder {
+	b := newBuilder(d, opts)
+	if b.opts.err != nil {
+		b.log.Error("invalid options: every channel of this Builder fails", "error", b.opts.err)
+	}
+	return b
+}
+
+func newBuilder(d registry.Discovery, opts []Option) *Builder {
 	o := buildOptions(opts)
 	b := &Builder{d: d, opts: o, log: o.logger.With("component", "muster.resolver")}
-	checkPolicyLB(&b.opts, b.log)
 	if o.snapshotDir != "" {
 		b.snaps = &snapshotStore{dir: o.snapshotDir, written: map[string]savedList{}}
 	}
@@ -83,6 +108,9 @@ func (b *Builder) Stats() Stats {
 // own), and count in Stats; they should return promptly, since the other
 // channels of the target wait meanwhile.
 func (b *Builder) Build(target grpcresolver.Target, cc grpcresolver.ClientConn, _ grpcresolver.BuildOptions) (grpcresolver.Resolver, error) {
+	if b.opts.err != nil {
+		return nil, b.opts.err
+	}
 	q, err := parseTarget(target.URL)
 	if err != nil {
 		return nil, err

@@ -11,6 +11,12 @@
 // in gRPC's global registry instead, and refuses to replace a resolver that
 // already owns the scheme.
 //
+// An invalid option (a protection fraction outside 0..1, say) is never
+// ignored: New returns an error naming every invalid option; NewBuilder,
+// whose signature lets it be called inline as above, logs that error and
+// returns a Builder whose every Build fails with it, so the channel's
+// calls fail with codes.Unavailable naming the option.
+//
 // # Targets
 //
 // The target's path is the service name; its query filters the instances:
@@ -19,7 +25,7 @@
 // client runs (WithZone and WithRegion set defaults): the resolver then
 // hands every instance, with the client's locality as a state attribute
 // (LocalityOf), for Muster's balancers to keep calls in the zone and spill
-// to the region and beyond by health (balancer/p2c, "Locality"); a
+// to the region and beyond by health (docs/BALANCERS.md, "Locality"); a
 // balancer that does not read it (round_robin, pick_first) spreads over
 // all of them. WithZoneFallback(false) makes the zone a hard filter
 // instead: only the zone's instances (the region's, without a zone), none

@@ -1,6 +1,7 @@
 package resolver
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -9,7 +10,7 @@ import (
 	"github.com/musterhq/muster/registry"
 )
 
-// Defaults used when an option is not given or given an invalid value.
+// Defaults used when an option is not given.
 const (
 	// DefaultScheme is the URI scheme of targets a Builder resolves.
 	DefaultScheme          = "muster"
@@ -34,6 +35,9 @@ type options struct {
 	policies        registry.PolicySource
 	policyLB        string // WithPolicyServiceConfig's loadBalancingConfig; "" for none
 	clock           clock  // protection's time; realClock but in tests
+	// err collects the invalid options: New fails with it, and a
+	// NewBuilder's Build.
+	err error
 }
 
 func buildOptions(opts []Option) options {
@@ -56,16 +60,25 @@ func buildOptions(opts []Option) options {
 	return o
 }
 
-// Option configures a Builder.
+// invalid records an invalid option; its default stays in place.
+func (o *options) invalid(format string, args ...any) {
+	o.err = errors.Join(o.err, fmt.Errorf("resolver: "+format, args...))
+}
+
+// Option configures a Builder. An invalid option makes New fail with an
+// error naming it (every invalid option is named), and every Build of a
+// Builder from NewBuilder fail with that error.
 type Option func(*options)
 
 // WithScheme sets the target scheme the Builder resolves. The default is
-// DefaultScheme ("muster"). An empty scheme keeps the default.
+// DefaultScheme ("muster"). An empty scheme is an error.
 func WithScheme(scheme string) Option {
 	return func(o *options) {
-		if scheme != "" {
-			o.scheme = scheme
+		if scheme == "" {
+			o.invalid("WithScheme(\"\"): the scheme must not be empty")
+			return
 		}
+		o.scheme = scheme
 	}
 }
 
@@ -99,12 +112,14 @@ func WithZoneFallback(fallback bool) Option {
 // resolver error: calls that do not wait for ready fail with Unavailable
 // instead of hanging until their deadline, and the channel recovers by
 // itself when the service loads. The default is 500ms; a non-positive value
-// keeps the default.
+// is an error.
 func WithFirstStateTimeout(d time.Duration) Option {
 	return func(o *options) {
-		if d > 0 {
-			o.firstState = d
+		if d <= 0 {
+			o.invalid("WithFirstStateTimeout(%v): the timeout must be positive", d)
+			return
 		}
+		o.firstState = d
 	}
 }
 
@@ -128,11 +143,12 @@ func WithFirstStateTimeout(d time.Duration) Option {
 // at once is far likelier a registry-side failure (leases expiring while
 // the servers still run) than a deliberate scale-down, and dialing a few
 // dead addresses costs less than an empty list, which fails every call. A
-// fraction of 0 disables protection; a fraction above 1 or a non-positive
-// window keeps the defaults.
+// fraction of 0 disables protection; a fraction outside 0..1 or a
+// non-positive window is an error.
 func WithProtection(fraction float64, window time.Duration) Option {
 	return func(o *options) {
-		if fraction < 0 || fraction > 1 || window <= 0 {
+		if !(fraction >= 0 && fraction <= 1) || window <= 0 {
+			o.invalid("WithProtection(%v, %v): want a fraction in 0..1 and a positive window", fraction, window)
 			return
 		}
 		o.protectFraction = fraction
@@ -158,33 +174,39 @@ func WithSnapshotDir(dir string) Option {
 // client's subset changes nothing for it, and removing one inside replaces
 // just that one. Use it for services with more instances than a client
 // should hold connections to. The default, 0, is no subsetting; a negative
-// size keeps it.
+// size is an error.
 func WithSubset(size int) Option {
 	return func(o *options) {
-		if size >= 0 {
-			o.subsetSize = size
+		if size < 0 {
+			o.invalid("WithSubset(%d): the size must not be negative (0 is no subsetting)", size)
+			return
 		}
+		o.subsetSize = size
 	}
 }
 
 // WithClientID sets the identity subsetting hashes on (WithSubset). It
 // must differ between the client processes of a service, and stay the same
-// for the life of one. The default is "<hostname>:<pid>"; an empty ID keeps
-// the default.
+// for the life of one. The default is "<hostname>:<pid>"; an empty ID is
+// an error.
 func WithClientID(id string) Option {
 	return func(o *options) {
-		if id != "" {
-			o.clientID = id
+		if id == "" {
+			o.invalid("WithClientID(\"\"): the ID must not be empty")
+			return
 		}
+		o.clientID = id
 	}
 }
 
-// WithLogger sets the logger. The default is slog.Default(); nil keeps the
-// default.
+// WithLogger sets the logger. The default is slog.Default(); nil is an
+// error.
 func WithLogger(l *slog.Logger) Option {
 	return func(o *options) {
-		if l != nil {
-			o.logger = l
+		if l == nil {
+			o.invalid("WithLogger(nil): the logger must not be nil")
+			return
 		}
+		o.logger = l
 	}
 }

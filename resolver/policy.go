@@ -3,7 +3,6 @@ package resolver
 import (
 	"encoding/json"
 	"errors"
-	"log/slog"
 	"reflect"
 	"strconv"
 	"time"
@@ -54,10 +53,17 @@ func PolicyOf(s grpcresolver.State) (p registry.Policy, ok bool) {
 // included, so name the channel's balancer here; and gRPC keeps the last
 // one the resolver gave, so the resolver gives one with every state, the
 // method config dropped when the policy no longer has it. A
-// loadBalancingConfig that is not a JSON array is ignored (no service
-// config is handed), and logged.
+// loadBalancingConfig that is not a JSON array is an error.
 func WithPolicyServiceConfig(loadBalancingConfig string) Option {
-	return func(o *options) { o.policyLB = loadBalancingConfig }
+	return func(o *options) {
+		var arr []json.RawMessage
+		if err := json.Unmarshal([]byte(loadBalancingConfig), &arr); err != nil {
+			o.invalid("WithPolicyServiceConfig(%.64q): the loadBalancingConfig is not a JSON array, such as [{\"muster_p2c\":{}}]: %w",
+				loadBalancingConfig, err)
+			return
+		}
+		o.policyLB = loadBalancingConfig
+	}
 }
 
 // policyServiceConfig returns the service config JSON of p with the
@@ -106,20 +112,6 @@ func policyServiceConfig(p registry.Policy, lb string) string {
 // protoDuration writes d as the JSON form of a protobuf Duration ("0.8s").
 func protoDuration(d time.Duration) string {
 	return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + "s"
-}
-
-// checkPolicyLB drops a WithPolicyServiceConfig loadBalancingConfig that
-// is not a JSON array, logging why, so that channels hand no service
-// config rather than a broken one. NewBuilder calls it once.
-func checkPolicyLB(o *options, log *slog.Logger) {
-	if o.policyLB == "" {
-		return
-	}
-	var arr []json.RawMessage
-	if err := json.Unmarshal([]byte(o.policyLB), &arr); err != nil {
-		log.Error("WithPolicyServiceConfig: the loadBalancingConfig is not a JSON array; no service config is handed", "error", err)
-		o.policyLB = ""
-	}
 }
 
 // serviceConfig returns the service config of r's policy for the channel,

@@ -25,7 +25,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/musterhq/muster/internal/demo/greeterpb"
+	"github.com/musterhq/muster/internal/greeterpb"
 	"github.com/musterhq/muster/xds"
 )
 

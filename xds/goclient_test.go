@@ -15,7 +15,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"github.com/musterhq/muster/internal/demo/greeterpb"
+	"github.com/musterhq/muster/internal/greeterpb"
 )
 
 // The Go clients: grpc-go of this module in process (the newest Muster

@@ -1,9 +1,7 @@
 package p2c
 
 import (
-	"bytes"
 	"encoding/json"
-	"fmt"
 	"math"
 	rand "math/rand/v2"
 	"slices"
@@ -46,23 +44,21 @@ type config struct {
 	slowStart lb.SlowStartConfig
 }
 
-func defaultConfig() *config {
-	return &config{decayTime: DefaultDecayTime, outlier: lb.DefaultOutlierConfig(), colors: lb.DefaultColorConfig(),
-		locality: lb.DefaultLocalityConfig()}
+// newConfig returns the config of the given decay time and shared fields.
+func newConfig(decayTime time.Duration, c lb.Config) *config {
+	return &config{decayTime: decayTime, outlier: c.Outlier, weights: c.Weights, colors: c.Colors, locality: c.Locality,
+		slowStart: c.SlowStart}
 }
 
-// MarshalJSON returns the config as ParseConfig reads it: grpc-go's xDS
-// support marshals a parsed config and parses it again on its way to the
-// balancer, which would otherwise get the defaults.
+func defaultConfig() *config { return newConfig(DefaultDecayTime, lb.DefaultConfig()) }
+
+// MarshalJSON returns the config as ParseConfig reads it (see lb.Config).
 func (c *config) MarshalJSON() ([]byte, error) {
 	return json.Marshal(struct {
-		DecayTime       string             `json:"decayTime"`
-		Outlier         lb.OutlierConfig   `json:"outlier"`
-		EndpointWeights lb.EndpointWeights `json:"endpointWeights,omitempty"`
-		Colors          lb.ColorConfig     `json:"colors"`
-		Locality        lb.LocalityConfig  `json:"locality"`
-		SlowStart       lb.SlowStartConfig `json:"slowStart"`
-	}{c.decayTime.String(), c.outlier, c.weights, c.colors, c.locality, c.slowStart})
+		DecayTime string `json:"decayTime"`
+		lb.Config
+	}{c.decayTime.String(), lb.Config{Outlier: c.outlier, Weights: c.weights, Colors: c.colors, Locality: c.locality,
+		SlowStart: c.slowStart}})
 }
 
 type builder struct{}
@@ -89,46 +85,21 @@ func (builder) Build(cc balancer.ClientConn, opts balancer.BuildOptions) balance
 // ParseConfig parses the policy's JSON config: defaults, then the fields
 // present, then validation (see the package documentation).
 func (builder) ParseConfig(js json.RawMessage) (serviceconfig.LoadBalancingConfig, error) {
-	cfg := defaultConfig()
-	if len(bytes.TrimSpace(js)) == 0 {
-		return cfg, nil
-	}
 	var j struct {
-		DecayTime       *string         `json:"decayTime"`
-		Outlier         json.RawMessage `json:"outlier"`
-		EndpointWeights json.RawMessage `json:"endpointWeights"`
-		Colors          json.RawMessage `json:"colors"`
-		Locality        json.RawMessage `json:"locality"`
-		SlowStart       json.RawMessage `json:"slowStart"`
+		DecayTime *string `json:"decayTime"`
+		lb.ConfigJSON
 	}
-	if err := lb.DecodeStrict(js, &j); err != nil {
-		return nil, fmt.Errorf("%s: invalid config: %v", Name, err)
-	}
-	if j.DecayTime != nil {
-		d, err := lb.ParseDuration("decayTime", *j.DecayTime)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %v", Name, err)
+	decayTime := DefaultDecayTime
+	shared, err := lb.ParseConfig(Name, js, &j, func() (err error) {
+		if j.DecayTime != nil {
+			decayTime, err = lb.ParseDuration("decayTime", *j.DecayTime)
 		}
-		cfg.decayTime = d
-	}
-	oc, err := lb.ParseOutlierConfig(j.Outlier)
+		return err
+	})
 	if err != nil {
-		return nil, fmt.Errorf("%s: %v", Name, err)
+		return nil, err
 	}
-	cfg.outlier = oc
-	if cfg.weights, err = lb.ParseEndpointWeights(j.EndpointWeights); err != nil {
-		return nil, fmt.Errorf("%s: %w", Name, err)
-	}
-	if cfg.colors, err = lb.ParseColorConfig(j.Colors); err != nil {
-		return nil, fmt.Errorf("%s: %w", Name, err)
-	}
-	if cfg.locality, err = lb.ParseLocalityConfig(j.Locality); err != nil {
-		return nil, fmt.Errorf("%s: %w", Name, err)
-	}
-	if cfg.slowStart, err = lb.ParseSlowStartConfig(j.SlowStart); err != nil {
-		return nil, fmt.Errorf("%s: %w", Name, err)
-	}
-	return cfg, nil
+	return newConfig(decayTime, shared), nil
 }
 
 var (
@@ -157,13 +128,9 @@ func (b *p2cBalancer) initEndpoint(e *lb.Endpoint[load]) {
 }
 
 func (b *p2cBalancer) UpdateClientConnState(s balancer.ClientConnState) error {
-	cfg := defaultConfig()
-	if s.BalancerConfig != nil {
-		c, ok := s.BalancerConfig.(*config)
-		if !ok {
-			return fmt.Errorf("%s: unexpected balancer config of type %T", Name, s.BalancerConfig)
-		}
-		cfg = c
+	cfg, err := lb.ConfigOf(Name, s, defaultConfig)
+	if err != nil {
+		return err
 	}
 	b.cfg.Store(cfg)
 	return b.Update(s, cfg.outlier, cfg.weights, cfg.colors, cfg.locality, cfg.slowStart)

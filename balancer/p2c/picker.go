@@ -92,12 +92,7 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 		c.e, c.p, c.start, c.weight, c.probe = e.e, p, now, w, probe
 		done = c.done
 	}
-	if res.Done == nil {
-		res.Done = done
-	} else { // not with pick_first children; kept correct anyway
-		theirs := res.Done
-		res.Done = func(di balancer.DoneInfo) { done(di); theirs(di) }
-	}
+	lb.ChainDone(&res, done)
 	return res, nil
 }
 

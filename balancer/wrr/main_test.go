@@ -5,7 +5,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/musterhq/muster/balancer/internal/balancertest"
+	"github.com/musterhq/muster/internal/testkit/balancertest"
 	"github.com/musterhq/muster/internal/testkit/etcdtest"
 )
 

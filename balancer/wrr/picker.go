@@ -62,12 +62,7 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	if probe {
 		done = e.e.Stats.probeDone
 	}
-	if res.Done == nil {
-		res.Done = done
-	} else { // not with pick_first children; kept correct anyway
-		theirs := res.Done
-		res.Done = func(di balancer.DoneInfo) { done(di); theirs(di) }
-	}
+	lb.ChainDone(&res, done)
 	return res, nil
 }
 

@@ -1,9 +1,7 @@
 package wrr
 
 import (
-	"bytes"
 	"encoding/json"
-	"fmt"
 	rand "math/rand/v2"
 
 	"google.golang.org/grpc/balancer"
@@ -36,21 +34,17 @@ type config struct {
 	slowStart lb.SlowStartConfig
 }
 
-// MarshalJSON returns the config as ParseConfig reads it: grpc-go's xDS
-// support marshals a parsed config and parses it again on its way to the
-// balancer, which would otherwise get the defaults.
-func (c *config) MarshalJSON() ([]byte, error) {
-	return json.Marshal(struct {
-		Outlier         lb.OutlierConfig   `json:"outlier"`
-		EndpointWeights lb.EndpointWeights `json:"endpointWeights,omitempty"`
-		Colors          lb.ColorConfig     `json:"colors"`
-		Locality        lb.LocalityConfig  `json:"locality"`
-		SlowStart       lb.SlowStartConfig `json:"slowStart"`
-	}{c.outlier, c.weights, c.colors, c.locality, c.slowStart})
+// newConfig returns the config of the given shared fields.
+func newConfig(c lb.Config) *config {
+	return &config{outlier: c.Outlier, weights: c.Weights, colors: c.Colors, locality: c.Locality, slowStart: c.SlowStart}
 }
 
-func defaultConfig() *config {
-	return &config{outlier: lb.DefaultOutlierConfig(), colors: lb.DefaultColorConfig(), locality: lb.DefaultLocalityConfig()}
+func defaultConfig() *config { return newConfig(lb.DefaultConfig()) }
+
+// MarshalJSON returns the config as ParseConfig reads it (see lb.Config).
+func (c *config) MarshalJSON() ([]byte, error) {
+	return json.Marshal(lb.Config{Outlier: c.outlier, Weights: c.weights, Colors: c.colors, Locality: c.locality,
+		SlowStart: c.slowStart})
 }
 
 type builder struct{}
@@ -71,38 +65,11 @@ func (builder) Build(cc balancer.ClientConn, opts balancer.BuildOptions) balance
 // ParseConfig parses the policy's JSON config: defaults, then the fields
 // present, then validation (see the package documentation).
 func (builder) ParseConfig(js json.RawMessage) (serviceconfig.LoadBalancingConfig, error) {
-	cfg := defaultConfig()
-	if len(bytes.TrimSpace(js)) == 0 {
-		return cfg, nil
-	}
-	var j struct {
-		Outlier         json.RawMessage `json:"outlier"`
-		EndpointWeights json.RawMessage `json:"endpointWeights"`
-		Colors          json.RawMessage `json:"colors"`
-		Locality        json.RawMessage `json:"locality"`
-		SlowStart       json.RawMessage `json:"slowStart"`
-	}
-	if err := lb.DecodeStrict(js, &j); err != nil {
-		return nil, fmt.Errorf("%s: invalid config: %v", Name, err)
-	}
-	oc, err := lb.ParseOutlierConfig(j.Outlier)
+	shared, err := lb.ParseConfig(Name, js, &lb.ConfigJSON{}, nil)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %v", Name, err)
+		return nil, err
 	}
-	cfg.outlier = oc
-	if cfg.weights, err = lb.ParseEndpointWeights(j.EndpointWeights); err != nil {
-		return nil, fmt.Errorf("%s: %w", Name, err)
-	}
-	if cfg.colors, err = lb.ParseColorConfig(j.Colors); err != nil {
-		return nil, fmt.Errorf("%s: %w", Name, err)
-	}
-	if cfg.locality, err = lb.ParseLocalityConfig(j.Locality); err != nil {
-		return nil, fmt.Errorf("%s: %w", Name, err)
-	}
-	if cfg.slowStart, err = lb.ParseSlowStartConfig(j.SlowStart); err != nil {
-		return nil, fmt.Errorf("%s: %w", Name, err)
-	}
-	return cfg, nil
+	return newConfig(shared), nil
 }
 
 var (
@@ -117,13 +84,9 @@ type wrrBalancer struct {
 }
 
 func (b *wrrBalancer) UpdateClientConnState(s balancer.ClientConnState) error {
-	cfg := defaultConfig()
-	if s.BalancerConfig != nil {
-		c, ok := s.BalancerConfig.(*config)
-		if !ok {
-			return fmt.Errorf("%s: unexpected balancer config of type %T", Name, s.BalancerConfig)
-		}
-		cfg = c
+	cfg, err := lb.ConfigOf(Name, s, defaultConfig)
+	if err != nil {
+		return err
 	}
 	return b.Update(s, cfg.outlier, cfg.weights, cfg.colors, cfg.locality, cfg.slowStart)
 }

@@ -10,8 +10,8 @@ import (
 	grpcresolver "google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/resolver/manual"
 
-	"github.com/musterhq/muster/balancer/internal/balancertest"
 	"github.com/musterhq/muster/balancer/internal/lb"
+	"github.com/musterhq/muster/internal/testkit/balancertest"
 	"github.com/musterhq/muster/internal/testkit/testbackend"
 	"github.com/musterhq/muster/registry"
 	"github.com/musterhq/muster/resolver"

@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/musterhq/muster/internal/demo"
+	"github.com/musterhq/muster/cmd/muster/internal/demo"
 )
 
 func newDemoCmd() *cobra.Command {

@@ -12,7 +12,10 @@ import (
 	"github.com/musterhq/muster/registry"
 )
 
-var _ registry.Discovery = (*Discovery)(nil)
+var (
+	_ registry.Discovery     = (*Discovery)(nil)
+	_ registry.StatsReporter = (*Discovery)(nil)
+)
 
 // Discovery follows Kubernetes services through their EndpointSlices. It
 // is read-only: instances come and go as Kubernetes manages the pods.
@@ -91,6 +94,17 @@ func (d *Discovery) Stats() Stats {
 	st.Services, st.Watchers = d.services.Counts()
 	st.SkippedEndpoints = d.skipped.Load()
 	st.ListWatchErrors = d.listErrors.Load()
+	return st
+}
+
+// DiscoveryStats returns the Discovery's state in the shape every
+// backend reports (registry.StatsReporter), for package metrics: services
+// by "name.namespace", SkippedValues the skipped endpoints, no Loads or
+// Resyncs (the informers list and re-list on their own; Stats counts
+// their failed requests).
+func (d *Discovery) DiscoveryStats() registry.DiscoveryStats {
+	st := d.services.Stats()
+	st.SkippedValues = d.skipped.Load()
 	return st
 }
 

@@ -2,6 +2,8 @@ package watchhub
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -109,6 +111,26 @@ func (ss *Services[S]) Counts() (services, watchers int) {
 		watchers += f.hub.Watchers()
 	}
 	return len(ss.services), watchers
+}
+
+// Stats returns what the services say of a Discovery: their number, their
+// open watchers, and each one's snapshot size, watchers, staleness and
+// load, sorted by key. The backend adds its counters (SkippedValues,
+// Loads, Resyncs).
+func (ss *Services[S]) Stats() registry.DiscoveryStats {
+	ss.mu.Lock()
+	var st registry.DiscoveryStats
+	for key, f := range ss.services {
+		snap, watchers := f.hub.Snapshot(), f.hub.Watchers()
+		st.Watchers += watchers
+		st.PerService = append(st.PerService, registry.ServiceStats{
+			Name: key, Instances: len(snap.Instances), Watchers: watchers, StaleSince: snap.StaleSince, Loaded: snap.Loaded,
+		})
+	}
+	ss.mu.Unlock()
+	st.Services = len(st.PerService)
+	slices.SortFunc(st.PerService, func(a, b registry.ServiceStats) int { return strings.Compare(a.Name, b.Name) })
+	return st
 }
 
 // Close stops every service, then closes its watchers (without a

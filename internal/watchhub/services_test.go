@@ -337,3 +337,26 @@ func TestServicesCloseWaitsForAStopInProgress(t *testing.T) {
 		t.Fatal("Close returned before the stop ended")
 	}
 }
+
+// Stats counts services and watchers and describes each service by key,
+// sorted, from its snapshot.
+func TestServicesStats(t *testing.T) {
+	ss := newServices(0)
+	defer ss.Close()
+	ctx := context.Background()
+	ss.watch(t, ctx, "b")
+	ss.watch(t, ctx, "b")
+	ss.watch(t, ctx, "a")
+	stale := time.Now().Add(-time.Minute)
+	ss.get(t, "b").hub.Update(func(s *registry.Snapshot) bool {
+		s.Loaded, s.StaleSince = true, stale
+		s.Instances = []*registry.Instance{{ID: "1"}, {ID: "2"}}
+		return true
+	})
+	st := ss.Stats()
+	want := []registry.ServiceStats{{Name: "a"}, {Name: "b", Instances: 2, Watchers: 2, StaleSince: stale, Loaded: true}}
+	want[0].Watchers = 1
+	if st.Services != 2 || st.Watchers != 3 || fmt.Sprint(st.PerService) != fmt.Sprint(want) {
+		t.Fatalf("Stats = %+v, want 2 services, 3 watchers, per service %+v", st, want)
+	}
+}

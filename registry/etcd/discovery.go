@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"sort"
 	"sync/atomic"
-	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -17,6 +16,7 @@ import (
 var (
 	_ registry.Discovery     = (*Discovery)(nil)
 	_ registry.ServiceLister = (*Discovery)(nil)
+	_ registry.StatsReporter = (*Discovery)(nil)
 )
 
 // Discovery follows services in etcd. For each service it runs one
@@ -100,18 +100,10 @@ type Stats struct {
 	PerService []ServiceStats
 }
 
-// ServiceStats describes one followed service.
+// ServiceStats describes one followed service: what every backend reports
+// of it, and two things of etcd's.
 type ServiceStats struct {
-	// Name is the service name.
-	Name string
-	// Instances is the number of instances in its snapshot.
-	Instances int
-	// Watchers is the number of open watchers.
-	Watchers int
-	// StaleSince is when the snapshot became stale; zero when fresh.
-	StaleSince time.Time
-	// Loaded is false until the first load completed.
-	Loaded bool
+	registry.ServiceStats
 	// Generation is the snapshot's Generation: 1 after the first load,
 	// one more after each change of etcd history detected.
 	Generation uint64
@@ -188,8 +180,10 @@ func (d *Discovery) Stats() Stats {
 		snap, watchers := s.hub.Snapshot(), s.hub.Watchers()
 		st.Watchers += watchers
 		st.PerService = append(st.PerService, ServiceStats{
-			Name: s.name, Instances: len(snap.Instances), Watchers: watchers,
-			StaleSince: snap.StaleSince, Loaded: snap.Loaded,
+			ServiceStats: registry.ServiceStats{
+				Name: s.name, Instances: len(snap.Instances), Watchers: watchers,
+				StaleSince: snap.StaleSince, Loaded: snap.Loaded,
+			},
 			Generation: snap.Generation, WatchMember: s.watchMember.Load(),
 		})
 	})
@@ -203,6 +197,14 @@ func (d *Discovery) Stats() Stats {
 	st.Rewinds = d.rewinds.Load()
 	st.WatchResponses = d.watchResponses.Load()
 	st.Changes = d.changes.Load()
+	return st
+}
+
+// DiscoveryStats returns the Discovery's state in the shape every
+// backend reports (registry.StatsReporter); Stats says more.
+func (d *Discovery) DiscoveryStats() registry.DiscoveryStats {
+	st := d.services.Stats()
+	st.SkippedValues, st.Loads, st.Resyncs = d.skipped.Load(), d.loads.Load(), d.resyncs.Load()
 	return st
 }
 

@@ -17,6 +17,7 @@ import (
 var (
 	_ registry.Discovery     = (*Discovery)(nil)
 	_ registry.ServiceLister = (*Discovery)(nil)
+	_ registry.StatsReporter = (*Discovery)(nil)
 )
 
 // Discovery follows services in ZooKeeper over one connection: one
@@ -37,6 +38,7 @@ type Discovery struct {
 
 	skipped       atomic.Uint64
 	loads         atomic.Uint64
+	resyncs       atomic.Uint64 // loads of a service after its first
 	watchRequests atomic.Uint64
 }
 
@@ -149,6 +151,14 @@ func (d *Discovery) Stats() Stats {
 	st.SkippedValues = d.skipped.Load()
 	st.Loads = d.loads.Load()
 	st.WatchRequests = d.watchRequests.Load()
+	return st
+}
+
+// DiscoveryStats returns the Discovery's state in the shape every
+// backend reports (registry.StatsReporter), for package metrics.
+func (d *Discovery) DiscoveryStats() registry.DiscoveryStats {
+	st := d.services.Stats()
+	st.SkippedValues, st.Loads, st.Resyncs = d.skipped.Load(), d.loads.Load(), d.resyncs.Load()
 	return st
 }
 

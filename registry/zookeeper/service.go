@@ -124,6 +124,7 @@ func (s *service) run() {
 	logged := map[string]int64{} // bad values logged, by ID: mzxid
 	bo := backoff.New(defaultBackoffMin, defaultBackoffMax)
 	var retry <-chan time.Time
+	loaded := false // a load was begun: the next ones are resyncs
 	for {
 		select {
 		case <-s.quit:
@@ -138,6 +139,10 @@ func (s *service) run() {
 		s.mu.Unlock()
 		if reload {
 			s.d.loads.Add(1)
+			if loaded {
+				s.d.resyncs.Add(1)
+			}
+			loaded = true
 		}
 		rev, err := s.read(c, logged, reload, children, overrides, dirty)
 		if err != nil {

@@ -22,8 +22,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	_ "github.com/musterhq/muster/balancer/p2c" // registers muster_p2c
-	"github.com/musterhq/muster/internal/demo/greeterpb"
 	"github.com/musterhq/muster/internal/embedetcd"
+	"github.com/musterhq/muster/internal/greeterpb"
 	"github.com/musterhq/muster/registry"
 	"github.com/musterhq/muster/registry/etcd"
 	"github.com/musterhq/muster/resolver"

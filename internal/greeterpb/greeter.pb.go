@@ -131,7 +131,7 @@ const file_greeter_proto_rawDesc = "" +
 	"\amessage\x18\x01 \x01(\tR\amessage\x12\x1b\n" +
 	"\tserved_by\x18\x02 \x01(\tR\bservedBy2_\n" +
 	"\aGreeter\x12T\n" +
-	"\bSayHello\x12$.muster.demo.greeter.v1.HelloRequest\x1a\".muster.demo.greeter.v1.HelloReplyB4Z2github.com/musterhq/muster/internal/demo/greeterpbb\x06proto3"
+	"\bSayHello\x12$.muster.demo.greeter.v1.HelloRequest\x1a\".muster.demo.greeter.v1.HelloReplyB/Z-github.com/musterhq/muster/internal/greeterpbb\x06proto3"
 
 var (
 	file_greeter_proto_rawDescOnce sync.Once

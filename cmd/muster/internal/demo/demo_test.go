@@ -7,7 +7,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/musterhq/muster/internal/demo"
+	"github.com/musterhq/muster/cmd/muster/internal/demo"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
