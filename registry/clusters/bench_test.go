@@ -1,0 +1,170 @@
+package clusters_test
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"runtime"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	grpcresolver "google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/serviceconfig"
+
+	"github.com/musterhq/muster/internal/testkit/etcdtest"
+	"github.com/musterhq/muster/internal/testkit/registrytest"
+	"github.com/musterhq/muster/registry"
+	"github.com/musterhq/muster/registry/clusters"
+	"github.com/musterhq/muster/registry/etcd"
+	"github.com/musterhq/muster/resolver"
+)
+
+// arrivalsCC is a resolver's ClientConn marking the endpoint count of
+// every state it is given.
+type arrivalsCC struct{ a *registrytest.Arrivals }
+
+func (c arrivalsCC) UpdateState(s grpcresolver.State) error {
+	c.a.Mark(len(s.Endpoints), time.Now())
+	return nil
+}
+func (arrivalsCC) ReportError(error)                                    {}
+func (arrivalsCC) NewAddress([]grpcresolver.Address)                    {}
+func (arrivalsCC) ParseServiceConfig(string) *serviceconfig.ParseResult { return nil }
+
+// convergencePath returns a SideBySide path: register instance i with
+// registrars[i%len] and wait until the resolver over d hands a state of
+// i+1 endpoints to its ClientConn.
+func convergencePath(b *testing.B, d registry.Discovery, registrars ...*etcd.Registrar) func(int) time.Duration {
+	seen := registrytest.NewArrivals()
+	r, err := resolver.NewBuilder(d, resolver.WithLogger(quiet)).Build(
+		grpcresolver.Target{URL: url.URL{Scheme: "muster", Path: "/svc"}}, arrivalsCC{seen}, grpcresolver.BuildOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(r.Close)
+	seen.Wait(b, 0)
+	return func(i int) time.Duration {
+		start := time.Now()
+		in := registry.Instance{Name: "svc", ID: fmt.Sprintf("%06d", i), Addr: fmt.Sprintf("127.0.0.1:%d", 20000+i)}
+		if err := registrars[i%len(registrars)].Register(context.Background(), in); err != nil {
+			b.Fatal(err)
+		}
+		return seen.Wait(b, i+1).Sub(start)
+	}
+}
+
+func benchDiscovery(b *testing.B, cli *clientv3.Client, prefix string) *etcd.Discovery {
+	d, err := etcd.NewDiscovery(cli, etcd.WithPrefix(prefix), etcd.WithLogger(quiet))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = d.Close() })
+	return d
+}
+
+func benchRegistrar(b *testing.B, cli *clientv3.Client, prefix string) *etcd.Registrar {
+	r, err := etcd.NewRegistrar(cli, etcd.WithPrefix(prefix), etcd.WithLogger(quiet))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = r.Close() })
+	return r
+}
+
+// BenchmarkConvergence measures Register → the resolver's UpdateState
+// through one etcd Discovery and through a Discovery over two etcd
+// clusters (registrations alternating between them), side by side in one
+// run (registrytest.SideBySide). Run with -benchtime 300x or more.
+func BenchmarkConvergence(b *testing.B) {
+	ca, cb := etcdtest.Start(b), etcdtest.Start(b)
+	cliA, cliB := ca.Client(b, ca.DirectEndpoints()...), cb.Client(b, cb.DirectEndpoints()...)
+	single := convergencePath(b, benchDiscovery(b, cliA, "/single"), benchRegistrar(b, cliA, "/single"))
+	u, err := clusters.New(
+		clusters.Cluster{Name: "a", Discovery: benchDiscovery(b, cliA, "/union")},
+		clusters.Cluster{Name: "b", Discovery: benchDiscovery(b, cliB, "/union")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = u.Close() })
+	union := convergencePath(b, u, benchRegistrar(b, cliA, "/union"), benchRegistrar(b, cliB, "/union"))
+	p50 := registrytest.SideBySide(b,
+		registrytest.Path{Name: "single", Once: single},
+		registrytest.Path{Name: "two-clusters", Once: union})
+	b.ReportMetric(float64(p50["two-clusters"])/float64(p50["single"]), "two-clusters/single")
+}
+
+// BenchmarkMemory reports the heap per instance held by one etcd
+// Discovery that loaded 10,000 instances of one service, and by a
+// Discovery over that cluster and an empty one (the etcd Discovery's
+// cache plus the union's tagged copies), both measured in one run.
+func BenchmarkMemory(b *testing.B) {
+	const n = 10000
+	ca, cb := etcdtest.Start(b), etcdtest.Start(b)
+	cliA, cliB := ca.Client(b, ca.DirectEndpoints()...), cb.Client(b, cb.DirectEndpoints()...)
+	ctx := context.Background()
+	ops := make([]clientv3.Op, 0, 100)
+	for i := 0; i < n; i++ {
+		in := registry.Instance{
+			Name: "big", ID: fmt.Sprintf("instance-%05d", i), Addr: fmt.Sprintf("10.0.%d.%d:8080", i/250, i%250),
+			Version: "v1.4.2", Zone: fmt.Sprintf("eu-1%c", 'a'+i%3), Metadata: map[string]string{"color": "blue"},
+			RegisteredAt: time.Now(),
+		}
+		val, err := registry.Marshal(in)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ops = append(ops, clientv3.OpPut(registry.Key(registry.DefaultPrefix, in.Name, in.ID), string(val)))
+		if len(ops) == cap(ops) {
+			if _, err := cliA.Txn(ctx).Then(ops...).Commit(); err != nil {
+				b.Fatal(err)
+			}
+			ops = ops[:0]
+		}
+	}
+	// held returns the live heap a Discovery made by open holds once
+	// its watcher of big has every instance.
+	held := func(open func() (registry.Discovery, func())) float64 {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		d, closeAll := open()
+		w, err := d.Watch(ctx, "big")
+		if err != nil {
+			b.Fatal(err)
+		}
+		for s := w.Snapshot(); len(s.Instances) != n; s = w.Snapshot() {
+			<-w.Updates()
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		runtime.KeepAlive(w)
+		closeAll()
+		return float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / n
+	}
+	openEtcd := func(cli *clientv3.Client) *etcd.Discovery {
+		d, err := etcd.NewDiscovery(cli, etcd.WithLogger(quiet))
+		if err != nil {
+			b.Fatal(err)
+		}
+		return d
+	}
+	var single, union float64
+	for i := 0; i < b.N; i++ {
+		single = held(func() (registry.Discovery, func()) {
+			d := openEtcd(cliA)
+			return d, func() { _ = d.Close() }
+		})
+		union = held(func() (registry.Discovery, func()) {
+			da, db := openEtcd(cliA), openEtcd(cliB)
+			u, err := clusters.New(clusters.Cluster{Name: "a", Discovery: da}, clusters.Cluster{Name: "b", Discovery: db})
+			if err != nil {
+				b.Fatal(err)
+			}
+			return u, func() { _ = u.Close(); _ = da.Close(); _ = db.Close() }
+		})
+	}
+	b.ReportMetric(single, "single-heap-B/instance")
+	b.ReportMetric(union, "two-clusters-heap-B/instance")
+	b.ReportMetric(0, "ns/op")
+}
