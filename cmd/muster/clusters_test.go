@@ -1,0 +1,59 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/musterhq/muster/registry"
+)
+
+// ls over two independent etcd clusters: the union of a service with a
+// CLUSTER column, the same ID in both kept apart; services with their
+// instances per cluster; a cluster that does not answer is named and left
+// out.
+func TestLsClusters(t *testing.T) {
+	now := time.Date(2026, 3, 4, 12, 0, 0, 0, time.UTC)
+	fixClock(t, now)
+	eu, us := startServe(t, t.TempDir()), startServe(t, t.TempDir())
+	register(t, newRegistrar(t, eu.endpoint), registry.Instance{ID: "user-1", Name: "user", Addr: "10.0.0.1:9000", Region: "eu-1", RegisteredAt: now})
+	register(t, newRegistrar(t, us.endpoint), registry.Instance{ID: "user-1", Name: "user", Addr: "10.1.0.1:9000", RegisteredAt: now})
+	both := []string{"--cluster", "eu=" + eu.endpoint, "--cluster", "us=" + us.endpoint}
+
+	r := runOK(t, append([]string{"ls", "user"}, both...)...)
+	want := "" +
+		"ID      ADDR           CLUSTER  VERSION  ZONE  REGION  COLOR  WEIGHT  METADATA  AGE\n" +
+		"user-1  10.0.0.1:9000  eu       -        -     eu-1    -      100     -         0s\n" +
+		"user-1  10.1.0.1:9000  us       -        -     -       -      100     -         0s\n"
+	if r.stdout != want {
+		t.Fatalf("ls user --cluster x2:\n%s\nwant:\n%s", r.stdout, want)
+	}
+	r = runOK(t, append([]string{"ls"}, both...)...)
+	if want := "SERVICE  INSTANCES  CLUSTERS\nuser     2          eu:1,us:1\n"; r.stdout != want {
+		t.Fatalf("ls --cluster x2:\n%s\nwant:\n%s", r.stdout, want)
+	}
+	// A cluster nobody serves: named on stderr, the other listed.
+	r = runOK(t, "ls", "user", "--timeout", "1s", "--cluster", "eu="+eu.endpoint, "--cluster", "gone=http://127.0.0.1:9")
+	if !strings.Contains(r.stdout, "10.0.0.1:9000  eu") || !strings.Contains(r.stderr, "cluster gone did not answer") {
+		t.Fatalf("ls with a cluster down:\nstdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
+	}
+}
+
+func TestClusterFlagErrors(t *testing.T) {
+	for _, tc := range []struct{ value, want string }{
+		{"eu", `--cluster "eu": want NAME=ENDPOINTS`},
+		{"=http://127.0.0.1:2379", `--cluster "=http://127.0.0.1:2379": empty cluster name`},
+		{"eu=", `--cluster "eu=": no endpoints`},
+		{"eu=ftp://127.0.0.1:2379", `--cluster eu "ftp://127.0.0.1:2379": unknown scheme`},
+		{"eu=127.0.0.1", `--cluster eu "127.0.0.1": no port`},
+	} {
+		r := run("ls", "--cluster", tc.value)
+		if r.code == 0 || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("ls --cluster %q: exit %d, stderr %q; want an error with %q", tc.value, r.code, r.stderr, tc.want)
+		}
+	}
+	r := run("ls", "--cluster", "eu=http://127.0.0.1:1", "--cluster", "eu=http://127.0.0.1:2")
+	if r.code == 0 || !strings.Contains(r.stderr, `the name "eu" is used twice`) {
+		t.Errorf("a name used twice: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
