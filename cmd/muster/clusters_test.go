@@ -57,3 +57,26 @@ func TestClusterFlagErrors(t *testing.T) {
 		t.Errorf("a name used twice: exit %d, stderr %q", r.code, r.stderr)
 	}
 }
+
+// watch over two clusters: each instance says its cluster; one cluster's
+// outage is told for that cluster, and the other's changes go on.
+func TestWatchClusters(t *testing.T) {
+	eu, us := startServe(t, t.TempDir()), startServe(t, t.TempDir())
+	reu, rus := newRegistrar(t, eu.endpoint), newRegistrar(t, us.endpoint)
+	register(t, reu, registry.Instance{ID: "user-1", Name: "user", Addr: "10.0.0.1:9000", Region: "eu-1"})
+	register(t, rus, registry.Instance{ID: "user-1", Name: "user", Addr: "10.1.0.1:9000"})
+	w := start(t, "watch", "user", "--timeout", "2s", "--cluster", "eu="+eu.endpoint, "--cluster", "us="+us.endpoint)
+	w.expectWatch(t, `# user: 2 instances at revision \d+; watching for changes`)
+	w.expectWatch(t, `= user-1 10\.0\.0\.1:9000 \(cluster eu, region eu-1, weight 100\)`)
+	w.expectWatch(t, `= user-1 10\.1\.0\.1:9000 \(cluster us, weight 100\)`)
+
+	us.stop(t)
+	w.expectWatch(t, `! cluster us stale since \S+: .+ \(showing its last known 1 instance\)`)
+	register(t, reu, registry.Instance{ID: "user-2", Name: "user", Addr: "10.0.0.2:9000"})
+	w.expectWatch(t, `\+ user-2 10\.0\.0\.2:9000 \(cluster eu, weight 100\)`)
+	restartServe(t, us)
+	w.expectWatch(t, `! cluster us fresh again`)
+	if code := w.stop(t); code != exitOK {
+		t.Fatalf("watch exited with %d; stderr:\n%s", code, w.stderr.String())
+	}
+}

@@ -185,10 +185,14 @@ func formatAge(d time.Duration) string {
 // describeInstance renders the attributes of in after its ID and address,
 // as in "(source go-zero, version v1.4.2, zone eu-1a, region eu-1, color
 // blue, weight 100, metadata color=blue)", the source only for an instance
-// from a merged Discovery (--legacy); the weight is marked "(override)"
+// from a merged Discovery (--legacy), led by "cluster eu" for one from
+// several clusters (--cluster); the weight is marked "(override)"
 // when overridden.
 func describeInstance(in *registry.Instance, overridden bool) string {
 	var parts []string
+	if c := registry.ClusterOf(in); c != "" {
+		parts = append(parts, "cluster "+c)
+	}
 	if src := legacy.SourceOf(in); src != "" {
 		parts = append(parts, "source "+quoteIfNeeded(src))
 	}
