@@ -20,7 +20,12 @@ import (
 
 func dial(t *testing.T, b *resolver.Builder, lb string) *grpc.ClientConn {
 	t.Helper()
-	conn, err := grpc.NewClient("muster:///user", grpc.WithResolvers(b),
+	return dialTarget(t, b, lb, "muster:///user")
+}
+
+func dialTarget(t *testing.T, b *resolver.Builder, lb, target string) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient(target, grpc.WithResolvers(b),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"`+lb+`":{}}]}`))
 	if err != nil {
@@ -33,7 +38,7 @@ func dial(t *testing.T, b *resolver.Builder, lb string) *grpc.ClientConn {
 // Two regions, each its own etcd cluster, a backend in each under the
 // same ID: the union holds both, tagged with their cluster and region; a
 // client in eu calls eu's backend first and the other region's once eu's
-// fails.
+// fails; a target naming a cluster calls that cluster's only.
 func TestTwoRegionsOwnRegionFirst(t *testing.T) {
 	eu, us := startRegion(t, "eu", regionSetup{}), startRegion(t, "us", regionSetup{})
 	beEU, beUS := testbackend.Start(t), testbackend.Start(t)
@@ -57,6 +62,11 @@ func TestTwoRegionsOwnRegionFirst(t *testing.T) {
 	callUntil("calling eu", beEU.Addr)
 	if got := testbackend.Calls(t, conn, 50); got[beEU.Addr] != 50 {
 		t.Fatalf("a client in eu called %v; want its own region's backend only while it is healthy", got)
+	}
+	// A target can keep to one cluster by its metadata.
+	onlyUS := dialTarget(t, newBuilder(d, resolver.WithRegion("eu")), "muster_wrr", "muster:///user?meta.muster.cluster=us")
+	if got := testbackend.Calls(t, onlyUS, 20); got[beUS.Addr] != 20 {
+		t.Fatalf("a target with meta.muster.cluster=us called %v; want us's backend only", got)
 	}
 	beEU.Stop()
 	callUntil("calling us once eu's backend is down", beUS.Addr)
