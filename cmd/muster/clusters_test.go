@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/musterhq/muster/internal/testkit/testbackend"
 	"github.com/musterhq/muster/registry"
 )
 
@@ -78,5 +79,28 @@ func TestWatchClusters(t *testing.T) {
 	w.expectWatch(t, `! cluster us fresh again`)
 	if code := w.stop(t); code != exitOK {
 		t.Fatalf("watch exited with %d; stderr:\n%s", code, w.stderr.String())
+	}
+}
+
+// xds over two clusters serves their union: an xDS client calls the
+// backend registered in either.
+func TestXDSClusters(t *testing.T) {
+	eu, us := startServe(t, t.TempDir()), startServe(t, t.TempDir())
+	beEU, beUS := testbackend.Start(t), testbackend.Start(t)
+	register(t, newRegistrar(t, eu.endpoint), registry.Instance{Name: "greeter", Addr: beEU.Addr})
+	cp := start(t, "xds", "--listen", "127.0.0.1:0", "--services", "greeter",
+		"--cluster", "eu="+eu.endpoint, "--cluster", "us="+us.endpoint)
+	addr := xdsAddr(t, cp.stderr)
+	if got := xdsCallThen(t, addr, "greeter", nil); got != beEU.Addr {
+		t.Fatalf("call served by %s, want eu's %s", got, beEU.Addr)
+	}
+	// The eu backend leaves, a us one joins: the union follows both.
+	beEU.Stop()
+	register(t, newRegistrar(t, us.endpoint), registry.Instance{Name: "greeter", Addr: beUS.Addr})
+	if got := xdsCallThen(t, addr, "greeter", nil); got != beUS.Addr {
+		t.Fatalf("call served by %s, want us's %s", got, beUS.Addr)
+	}
+	if code := cp.stop(t); code != 0 {
+		t.Fatalf("muster xds exit code %d; stderr:\n%s", code, cp.stderr)
 	}
 }
