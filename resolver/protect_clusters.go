@@ -25,6 +25,8 @@ type protection struct {
 	// states recognise it (sameList).
 	mergedFrom [][]*registry.Instance
 	merged     []*registry.Instance
+	// held names the clusters whose list the last decide withheld.
+	held []string
 }
 
 func newProtection(fraction float64, window time.Duration) protection {
@@ -42,6 +44,7 @@ func (p *protection) decide(now time.Time, snap registry.Snapshot) ([]*registry.
 	}
 	served := make([][]*registry.Instance, len(snap.Clusters))
 	withheld := false
+	p.held = p.held[:0]
 	for i, c := range snap.Clusters {
 		pr := p.parts[c.Cluster]
 		if pr == nil {
@@ -53,7 +56,10 @@ func (p *protection) decide(now time.Time, snap registry.Snapshot) ([]*registry.
 		}
 		list, w := pr.decide(now, c.Instances)
 		served[i] = list
-		withheld = withheld || w
+		if w {
+			withheld = true
+			p.held = append(p.held, c.Cluster)
+		}
 	}
 	if !withheld {
 		p.mergedFrom, p.merged = nil, nil

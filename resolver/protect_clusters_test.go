@@ -59,6 +59,9 @@ func TestProtectionPerClusterWithholdsOneClusterOnly(t *testing.T) {
 	if n := count(got); !w || n["a"] != 60 || n["b"] != 10 {
 		t.Fatalf("a shrank within the fraction while b is withheld: served %v, withheld %v; want a's 60, b's 10", n, w)
 	}
+	if len(p.held) != 1 || p.held[0] != "b" {
+		t.Fatalf("held = %v, want [b]", p.held)
+	}
 	if since := p.since(); !since.Equal(t0.Add(time.Second)) {
 		t.Fatalf("since = %v, want b's protection start %v", since, t0.Add(time.Second))
 	}

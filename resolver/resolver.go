@@ -169,9 +169,12 @@ func (r *musterResolver) update(now time.Time, snap registry.Snapshot) {
 	if withheld {
 		r.b.protected.Add(1)
 		if !r.withheld {
-			r.log.Warn("empty-list protection: keeping the last good list",
-				"live", len(snap.Instances), "served", len(serve),
-				"fraction", r.b.opts.protectFraction, "window", r.b.opts.protectWindow)
+			attrs := []any{"live", len(snap.Instances), "served", len(serve),
+				"fraction", r.b.opts.protectFraction, "window", r.b.opts.protectWindow}
+			if r.protect.held != nil {
+				attrs = append(attrs, "clusters", r.protect.held)
+			}
+			r.log.Warn("empty-list protection: keeping the last good list", attrs...)
 		}
 	} else if r.withheld {
 		r.log.Info("empty-list protection lifted", "live", len(snap.Instances), "served", kept,
