@@ -320,16 +320,26 @@ func (p *watchPrinter) list(s registry.Snapshot) {
 }
 
 func (p *watchPrinter) stale(s registry.Snapshot) {
+	p.staleSince("", s.Revision, s.StaleSince, s.Err, len(s.Instances))
+}
+
+// staleSince prints that the list (of cluster, if not "") went stale at
+// since for err, n instances kept.
+func (p *watchPrinter) staleSince(cluster string, rev int64, since time.Time, err error, n int) {
 	msg := ""
-	if s.Err != nil {
-		msg = s.Err.Error()
+	if err != nil {
+		msg = err.Error()
 	}
 	if p.json {
-		p.event(watchEvent{Event: "stale", Revision: s.Revision, Since: s.StaleSince.UTC(), Error: msg})
+		p.event(watchEvent{Event: "stale", Cluster: cluster, Revision: rev, Since: since.UTC(), Error: msg})
 		return
 	}
-	p.line("! stale since %s: %s (showing the last known %s)",
-		s.StaleSince.UTC().Format(time.RFC3339), msg, plural(len(s.Instances), "instance"))
+	at := since.UTC().Format(time.RFC3339)
+	if cluster == "" {
+		p.line("! stale since %s: %s (showing the last known %s)", at, msg, plural(n, "instance"))
+		return
+	}
+	p.line("! cluster %s stale since %s: %s (showing its last known %s)", cluster, at, msg, plural(n, "instance"))
 }
 
 // canary prints a change of the canary setting; the zero Canary is none.
@@ -377,16 +387,7 @@ func (p *watchPrinter) clusterChanges(prev, cur registry.Snapshot) {
 		}
 		switch {
 		case !was.Stale() && c.Stale():
-			msg := ""
-			if c.Err != nil {
-				msg = c.Err.Error()
-			}
-			if p.json {
-				p.event(watchEvent{Event: "stale", Cluster: c.Cluster, Since: c.StaleSince.UTC(), Error: msg})
-				continue
-			}
-			p.line("! cluster %s stale since %s: %s (showing its last known %s)",
-				c.Cluster, c.StaleSince.UTC().Format(time.RFC3339), msg, plural(len(c.Instances), "instance"))
+			p.staleSince(c.Cluster, 0, c.StaleSince, c.Err, len(c.Instances))
 		case (was.Stale() || !was.Loaded) && !c.Stale() && c.Loaded:
 			if p.json {
 				p.event(watchEvent{Event: "fresh", Cluster: c.Cluster})
