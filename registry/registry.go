@@ -174,6 +174,14 @@ type Snapshot struct {
 	StaleSince time.Time
 	// Err is the last error that made the snapshot stale, nil when fresh.
 	Err error
+	// Clusters is set only by a Discovery over several independent
+	// clusters (package registry/clusters): each cluster's part, sorted
+	// by cluster name, whose instances together are Instances. Such a
+	// snapshot is Stale while any cluster is, and StaleSince is the
+	// earliest cluster's; a consumer that judges the list (the
+	// resolver's empty-list protection) judges each part on its own.
+	// Nil for every other Discovery.
+	Clusters []ClusterSnapshot
 }
 
 // Stale reports whether the snapshot may be behind the backend.

@@ -192,3 +192,22 @@ func TestKeyLayout(t *testing.T) {
 		}
 	}
 }
+
+func TestMergeSortedOrdersByIDThenList(t *testing.T) {
+	in := func(id, addr string) *registry.Instance { return &registry.Instance{ID: id, Addr: addr} }
+	a := []*registry.Instance{in("a", "1"), in("c", "1")}
+	b := []*registry.Instance{in("a", "2"), in("b", "2"), in("d", "2")}
+	got := registry.MergeSorted(a, nil, b)
+	want := []string{"a/1", "a/2", "b/2", "c/1", "d/2"}
+	if len(got) != len(want) {
+		t.Fatalf("%d instances, want %d", len(got), len(want))
+	}
+	for i, w := range want {
+		if g := got[i].ID + "/" + got[i].Addr; g != w {
+			t.Fatalf("instance %d = %s, want %s (by ID, then the lists' order)", i, g, w)
+		}
+	}
+	if len(registry.MergeSorted()) != 0 {
+		t.Fatal("no lists merged into some instances")
+	}
+}

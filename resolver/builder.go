@@ -130,7 +130,7 @@ func (b *Builder) Build(target grpcresolver.Target, cc grpcresolver.ClientConn, 
 		done:    make(chan struct{}),
 		rearm:   make(chan struct{}, 1),
 		log:     b.log.With("service", q.service),
-		protect: protector{fraction: b.opts.protectFraction, window: b.opts.protectWindow},
+		protect: newProtection(b.opts.protectFraction, b.opts.protectWindow),
 	}
 	if err := b.states.join(b, r); err != nil {
 		cancel()

@@ -61,7 +61,10 @@
 // judged against the size before it), and keeps serving the last good list;
 // it lifts when the list grows back, or by itself a window after the last
 // loss (a timer, so also when the registry stays quiet), and both its start
-// and its lift are logged.
+// and its lift are logged. A snapshot of several independent clusters
+// (registry/clusters: Snapshot.Clusters) is judged cluster by cluster:
+// one cluster's loss is withheld against that cluster's own size while
+// the other clusters' changes are served (docs/CLUSTERS.md).
 //
 // WithCanaries and WithPolicies follow each service's canary and call
 // policy (registry/etcd's Canaries and Policies) and hand them with every

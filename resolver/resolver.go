@@ -33,7 +33,7 @@ type musterResolver struct {
 
 	mu        sync.Mutex // guards what follows; held while calling the channel
 	closed    bool
-	protect   protector
+	protect   protection
 	delivered bool          // a state or error reached the channel
 	live      bool          // the last state came from the registry, not the disk
 	states    *targetStates // shared with the Builder's other channels of the target
@@ -164,14 +164,17 @@ func (r *musterResolver) update(now time.Time, snap registry.Snapshot) {
 		return
 	}
 	since := r.protect.since()
-	kept := len(r.protect.good)
-	serve, withheld := r.protect.decide(now, snap.Instances)
+	kept := r.protect.kept()
+	serve, withheld := r.protect.decide(now, snap)
 	if withheld {
 		r.b.protected.Add(1)
 		if !r.withheld {
-			r.log.Warn("empty-list protection: keeping the last good list",
-				"live", len(snap.Instances), "served", len(serve),
-				"fraction", r.b.opts.protectFraction, "window", r.b.opts.protectWindow)
+			attrs := []any{"live", len(snap.Instances), "served", len(serve),
+				"fraction", r.b.opts.protectFraction, "window", r.b.opts.protectWindow}
+			if r.protect.held != nil {
+				attrs = append(attrs, "clusters", r.protect.held)
+			}
+			r.log.Warn("empty-list protection: keeping the last good list", attrs...)
 		}
 	} else if r.withheld {
 		r.log.Info("empty-list protection lifted", "live", len(snap.Instances), "served", kept,

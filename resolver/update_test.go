@@ -67,7 +67,7 @@ func BenchmarkResolverUpdate(b *testing.B) {
 			chans := make([]*musterResolver, 100)
 			for k := range chans {
 				chans[k] = &musterResolver{b: bld, cc: discardCC{}, w: w, log: bld.log, states: t,
-					protect: protector{fraction: bld.opts.protectFraction, window: bld.opts.protectWindow}}
+					protect: newProtection(bld.opts.protectFraction, bld.opts.protectWindow)}
 			}
 			var lists [4][]*registry.Instance
 			for k := range lists {
@@ -110,7 +110,7 @@ func benchOneChannel(b *testing.B, all []*registry.Instance, n int, middle bool,
 	w := &fixedWatcher{}
 	bld := NewBuilder(nil, append([]Option{WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))}, opts...)...)
 	r := &musterResolver{b: bld, cc: discardCC{}, w: w, log: bld.log, states: &targetStates{}, q: q,
-		protect: protector{fraction: bld.opts.protectFraction, window: bld.opts.protectWindow}}
+		protect: newProtection(bld.opts.protectFraction, bld.opts.protectWindow)}
 	// Each snapshot is a list of its own, as the Discovery publishes
 	// (the unchanged instances are the same pointers): four in turn, so
 	// that no state built before is found again.

@@ -102,8 +102,10 @@ func (s *session) Close() {
 	for i := len(s.closers) - 1; i >= 0; i-- {
 		_ = s.closers[i]()
 	}
-	_ = s.d.Close()
-	_ = s.cli.Close()
+	if s.d != nil { // nil for a session over several clusters
+		_ = s.d.Close()
+		_ = s.cli.Close()
+	}
 }
 
 // unreachableError says that etcd did not answer.

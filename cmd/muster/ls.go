@@ -16,6 +16,7 @@ import (
 func newLsCmd(g *globalOptions) *cobra.Command {
 	var output string
 	var layout layoutFlags
+	var cls clusterFlags
 	cmd := &cobra.Command{
 		Use:   "ls [service]",
 		Short: "List services, or the instances of one service",
@@ -49,13 +50,22 @@ JSON output is an array: for services, objects {"name", "instances"} with
 "canary" ({"color", "percent"}) when one is set and, with --legacy,
 "sources" (instances per source); for instances, the values as stored in
 etcd (the color is in "metadata", and with --legacy the source in
-"muster.source").`,
+"muster.source").
+
+With --cluster NAME=ENDPOINTS (repeatable), ls reads several independent etcd
+clusters, each with its own client, as clients' several-cluster Discovery
+does: the union, with a CLUSTER column (in JSON, the metadata
+"muster.cluster"); without a service, a CLUSTERS column (instances per
+cluster). A cluster that does not answer within --timeout is named on stderr
+and its instances are left out; ls fails only when none answers. Settings
+are per cluster and not shown: list one cluster with --endpoints for them.`,
 		Example: `  muster ls
   muster ls user
   muster ls user -o json --endpoints http://10.0.0.1:2379,http://10.0.0.2:2379
   muster ls user --layout go-zero --legacy-name user.rpc
   muster ls user --legacy go-zero:user.rpc --legacy kratos
-  muster ls --legacy user=go-zero:user.rpc --legacy kratos`,
+  muster ls --legacy user=go-zero:user.rpc --legacy kratos
+  muster ls user --cluster eu=http://10.0.0.1:2379 --cluster us=http://10.1.0.1:2379`,
 		Args: serviceArg(true),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := validateOutput(output); err != nil {
@@ -64,6 +74,16 @@ etcd (the color is in "metadata", and with --legacy the source in
 			service := ""
 			if len(args) == 1 {
 				service = args[0]
+			}
+			specs, err := cls.parse()
+			if err != nil {
+				return err
+			}
+			if len(specs) > 0 {
+				if layout.layout != layoutMuster || len(layout.legacy) > 0 {
+					return usageErrorf("--cluster reads Muster's layout only: not with --layout or --legacy")
+				}
+				return runLsClusters(cmd.Context(), g, specs, output, service, cmd.OutOrStdout(), cmd.ErrOrStderr())
 			}
 			opts, err := layout.options(service)
 			if err != nil {
@@ -81,6 +101,7 @@ etcd (the color is in "metadata", and with --legacy the source in
 	}
 	addOutputFlag(cmd, &output)
 	layout.add(cmd)
+	cls.add(cmd)
 	return cmd
 }
 
@@ -93,6 +114,9 @@ type serviceRow struct {
 	// Sources counts the instances per source (legacy.SourceOf) when
 	// legacy sources are merged (--legacy); nil otherwise.
 	Sources map[string]int `json:"sources,omitempty"`
+	// Clusters counts the instances per cluster (registry.ClusterOf)
+	// when several clusters are read (--cluster); nil otherwise.
+	Clusters map[string]int `json:"clusters,omitempty"`
 }
 
 // runLs lists the services (service == "") or the instances of service in

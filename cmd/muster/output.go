@@ -65,16 +65,20 @@ const overrideNote = "* weight set by an operator (muster weight or drain); must
 // operator's override (overridden holds the IDs) is marked "*" and
 // explained under the table. REGION follows ZONE; COLOR is the instance's
 // color ("-": base).
-// When the instances come from a merged Discovery (--legacy), a SOURCE
-// column after ADDR says where each was found.
+// When the instances come from several clusters (--cluster), a CLUSTER
+// column after ADDR names each one's; from a merged Discovery (--legacy),
+// a SOURCE column says where each was found.
 func writeInstanceTable(w io.Writer, ins []*registry.Instance, overridden map[string]bool, now time.Time) error {
 	tw := newTable(w)
-	sources := hasSources(ins)
-	if sources {
-		fmt.Fprintln(tw, "ID\tADDR\tSOURCE\tVERSION\tZONE\tREGION\tCOLOR\tWEIGHT\tMETADATA\tAGE")
-	} else {
-		fmt.Fprintln(tw, "ID\tADDR\tVERSION\tZONE\tREGION\tCOLOR\tWEIGHT\tMETADATA\tAGE")
+	sources, clustered := hasSources(ins), hasClusters(ins)
+	head := "ID\tADDR"
+	if clustered {
+		head += "\tCLUSTER"
 	}
+	if sources {
+		head += "\tSOURCE"
+	}
+	fmt.Fprintln(tw, head+"\tVERSION\tZONE\tREGION\tCOLOR\tWEIGHT\tMETADATA\tAGE")
 	marked := false
 	for _, in := range ins {
 		age := "-"
@@ -87,6 +91,9 @@ func writeInstanceTable(w io.Writer, ins []*registry.Instance, overridden map[st
 			marked = true
 		}
 		addr := cell(in.Addr)
+		if clustered {
+			addr += "\t" + cell(registry.ClusterOf(in))
+		}
 		if sources {
 			addr += "\t" + cell(legacy.SourceOf(in))
 		}
@@ -178,10 +185,14 @@ func formatAge(d time.Duration) string {
 // describeInstance renders the attributes of in after its ID and address,
 // as in "(source go-zero, version v1.4.2, zone eu-1a, region eu-1, color
 // blue, weight 100, metadata color=blue)", the source only for an instance
-// from a merged Discovery (--legacy); the weight is marked "(override)"
+// from a merged Discovery (--legacy), led by "cluster eu" for one from
+// several clusters (--cluster); the weight is marked "(override)"
 // when overridden.
 func describeInstance(in *registry.Instance, overridden bool) string {
 	var parts []string
+	if c := registry.ClusterOf(in); c != "" {
+		parts = append(parts, "cluster "+c)
+	}
 	if src := legacy.SourceOf(in); src != "" {
 		parts = append(parts, "source "+quoteIfNeeded(src))
 	}

@@ -17,13 +17,17 @@ func hasSources(ins []*registry.Instance) bool {
 }
 
 // shownMetadata is in's metadata as tables and lines show it: without the
-// source a merged Discovery added, which they show on its own.
+// source a merged Discovery added and the cluster a several-cluster
+// Discovery added, which they show on their own.
 func shownMetadata(in *registry.Instance) map[string]string {
-	if _, ok := in.Metadata[legacy.SourceKey]; !ok {
+	_, source := in.Metadata[legacy.SourceKey]
+	_, cluster := in.Metadata[registry.ClusterKey]
+	if !source && !cluster {
 		return in.Metadata
 	}
 	md := maps.Clone(in.Metadata)
 	delete(md, legacy.SourceKey)
+	delete(md, registry.ClusterKey)
 	return md
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -23,6 +24,7 @@ var watchProgressInterval = 2 * time.Second
 func newWatchCmd(g *globalOptions) *cobra.Command {
 	var output string
 	var layout layoutFlags
+	var cls clusterFlags
 	cmd := &cobra.Command{
 		Use:   "watch <service>",
 		Short: "Print a service's instances, then every change",
@@ -59,15 +61,32 @@ legacy sources, as clients' merged Discovery does, and each instance says
 where it was found: "source go-zero" (in JSON, the metadata
 "muster.source").
 
+With --cluster NAME=ENDPOINTS (repeatable), watch follows the service in
+several independent etcd clusters, as clients' several-cluster Discovery does:
+each instance says its cluster ("cluster eu"; in JSON, the metadata
+"muster.cluster"), and staleness is told per cluster ("! cluster us stale
+since ...", "! cluster us fresh again"; in JSON with "cluster"). A cluster
+that does not answer at the start is named on stderr and joins when it
+answers; watch fails only when none answers. Overrides and the canary are
+per cluster and not followed.
+
 If etcd does not answer within --timeout at the start, watch fails.`,
 		Example: `  muster watch user
   muster watch user -o json | jq .
   muster watch user --layout go-zero --legacy-name user.rpc
-  muster watch user --legacy go-zero:user.rpc --legacy kratos`,
+  muster watch user --legacy go-zero:user.rpc --legacy kratos
+  muster watch user --cluster eu=http://10.0.0.1:2379 --cluster us=http://10.1.0.1:2379`,
 		Args: serviceArg(false),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := validateOutput(output); err != nil {
 				return err
+			}
+			specs, err := cls.parse()
+			if err != nil {
+				return err
+			}
+			if len(specs) > 0 && (layout.layout != layoutMuster || len(layout.legacy) > 0) {
+				return usageErrorf("--cluster reads Muster's layout only: not with --layout or --legacy")
 			}
 			opts, err := layout.options(args[0])
 			if err != nil {
@@ -77,26 +96,42 @@ If etcd does not answer within --timeout at the start, watch fails.`,
 			if err != nil {
 				return err
 			}
-			return runWatch(cmd.Context(), g, output, args[0], cmd.OutOrStdout(), cmd.ErrOrStderr(), srcs, opts...)
+			return runWatch(cmd.Context(), g, watchSource{specs: specs, srcs: srcs, opts: opts}, output, args[0], cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	addOutputFlag(cmd, &output)
 	layout.add(cmd)
+	cls.add(cmd)
 	return cmd
+}
+
+// watchSource is what watch reads: several clusters (specs), or
+// Muster's registry merged with srcs (--legacy), read in the layout opts
+// select (--layout), which has no overrides and no canary.
+type watchSource struct {
+	specs []clusterSpec
+	srcs  []legacySource
+	opts  []etcd.Option
 }
 
 // runWatch prints service's instances and then its changes to stdout
 // until ctx ends, when it returns nil. It fails if etcd does not answer
-// within g.timeout at the start, or if stdout cannot be written. srcs are
-// merged with Muster's registry (--legacy); opts select another layout
-// than Muster's (--layout), which has no overrides and no canary.
-func runWatch(ctx context.Context, g *globalOptions, output, service string, stdout, stderr io.Writer, srcs []legacySource, opts ...etcd.Option) error {
-	s, err := g.connect(ctx, stderr, append([]etcd.Option{etcd.WithProgressInterval(watchProgressInterval)}, opts...)...)
+// within g.timeout at the start (with several clusters: if none does), or
+// if stdout cannot be written.
+func runWatch(ctx context.Context, g *globalOptions, src watchSource, output, service string, stdout, stderr io.Writer) error {
+	progress := etcd.WithProgressInterval(watchProgressInterval)
+	var s *session
+	var err error
+	if len(src.specs) > 0 {
+		s, err = g.connectClusters(stderr, src.specs, progress)
+	} else {
+		s, err = g.connect(ctx, stderr, append([]etcd.Option{progress}, src.opts...)...)
+	}
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	if err := s.mergeLegacy(srcs); err != nil {
+	if err := s.mergeLegacy(src.srcs); err != nil {
 		return err
 	}
 	w, err := s.view.Watch(ctx, service)
@@ -104,7 +139,12 @@ func runWatch(ctx context.Context, g *globalOptions, output, service string, std
 		return err
 	}
 	tctx, cancel := context.WithTimeout(ctx, g.timeout+reportGrace)
-	snap, err := waitLoaded(tctx, w)
+	var snap registry.Snapshot
+	if len(src.specs) > 0 {
+		snap, err = waitClusters(tctx, w, stderr)
+	} else {
+		snap, err = waitLoaded(tctx, w)
+	}
 	cancel()
 	if err != nil {
 		if ctx.Err() != nil {
@@ -112,9 +152,12 @@ func runWatch(ctx context.Context, g *globalOptions, output, service string, std
 		}
 		return g.etcdError(ctx, "read service "+service, err)
 	}
+	// Overrides and the canary are read from Muster's own registry, in
+	// its layout; several clusters have a setting each, not followed.
+	settings := len(src.opts) == 0 && len(src.specs) == 0
 
 	p := &watchPrinter{w: stdout, json: output == outputJSON, service: service}
-	if !p.json && len(opts) == 0 {
+	if !p.json && settings {
 		// Which weights are overrides; unknown (unmarked) if etcd does
 		// not say within --timeout.
 		p.readOverrides = func(rev int64) map[string]bool {
@@ -127,7 +170,7 @@ func runWatch(ctx context.Context, g *globalOptions, output, service string, std
 	// Follow the canary only if this user may read it (see canaries).
 	var canaries <-chan registry.Canary
 	var initial map[string]*registry.Canary
-	if len(opts) == 0 {
+	if settings {
 		rctx, cancel := context.WithTimeout(ctx, g.timeout)
 		initial, err = s.canaries(ctx, rctx, service, stderr)
 		cancel()
@@ -144,7 +187,16 @@ func runWatch(ctx context.Context, g *globalOptions, output, service string, std
 	}
 
 	p.list(snap)
-	if snap.Stale() {
+	switch {
+	case snap.Clusters != nil:
+		// Each stale cluster, as a change from all fresh.
+		prev := snap
+		prev.Clusters = slices.Clone(snap.Clusters)
+		for i := range prev.Clusters {
+			prev.Clusters[i].Loaded, prev.Clusters[i].StaleSince = true, time.Time{}
+		}
+		p.clusterChanges(prev, snap)
+	case snap.Stale():
 		p.stale(snap)
 	}
 	prev := snap
@@ -190,6 +242,9 @@ type watchEvent struct {
 	Since     time.Time         `json:"since,omitzero"`
 	Error     string            `json:"error,omitzero"`
 	Canary    *registry.Canary  `json:"canary,omitzero"`
+	// Cluster names the cluster a stale or fresh event is about, when
+	// several clusters are followed (--cluster).
+	Cluster string `json:"cluster,omitzero"`
 }
 
 // watchPrinter writes watch's output. The first write error stops it and
@@ -265,16 +320,26 @@ func (p *watchPrinter) list(s registry.Snapshot) {
 }
 
 func (p *watchPrinter) stale(s registry.Snapshot) {
+	p.staleSince("", s.Revision, s.StaleSince, s.Err, len(s.Instances))
+}
+
+// staleSince prints that the list (of cluster, if not "") went stale at
+// since for err, n instances kept.
+func (p *watchPrinter) staleSince(cluster string, rev int64, since time.Time, err error, n int) {
 	msg := ""
-	if s.Err != nil {
-		msg = s.Err.Error()
+	if err != nil {
+		msg = err.Error()
 	}
 	if p.json {
-		p.event(watchEvent{Event: "stale", Revision: s.Revision, Since: s.StaleSince.UTC(), Error: msg})
+		p.event(watchEvent{Event: "stale", Cluster: cluster, Revision: rev, Since: since.UTC(), Error: msg})
 		return
 	}
-	p.line("! stale since %s: %s (showing the last known %s)",
-		s.StaleSince.UTC().Format(time.RFC3339), msg, plural(len(s.Instances), "instance"))
+	at := since.UTC().Format(time.RFC3339)
+	if cluster == "" {
+		p.line("! stale since %s: %s (showing the last known %s)", at, msg, plural(n, "instance"))
+		return
+	}
+	p.line("! cluster %s stale since %s: %s (showing its last known %s)", cluster, at, msg, plural(n, "instance"))
 }
 
 // canary prints a change of the canary setting; the zero Canary is none.
@@ -303,11 +368,34 @@ func (p *watchPrinter) fresh(s registry.Snapshot) {
 }
 
 // instanceKey identifies an instance across snapshots: its ID within its
-// source, since a merged list may hold two sources' instances of one ID.
-type instanceKey struct{ source, id string }
+// source and cluster, since a merged list may hold two sources' instances
+// of one ID, and a list of several clusters two clusters'.
+type instanceKey struct{ source, cluster, id string }
 
 func keyOf(in *registry.Instance) instanceKey {
-	return instanceKey{legacy.SourceOf(in), in.ID}
+	return instanceKey{legacy.SourceOf(in), registry.ClusterOf(in), in.ID}
+}
+
+// clusterChanges prints each cluster whose part became stale or fresh
+// between two snapshots of several clusters, and each one that answered
+// for the first time.
+func (p *watchPrinter) clusterChanges(prev, cur registry.Snapshot) {
+	for i, c := range cur.Clusters {
+		var was registry.ClusterSnapshot
+		if i < len(prev.Clusters) {
+			was = prev.Clusters[i]
+		}
+		switch {
+		case !was.Stale() && c.Stale():
+			p.staleSince(c.Cluster, 0, c.StaleSince, c.Err, len(c.Instances))
+		case (was.Stale() || !was.Loaded) && !c.Stale() && c.Loaded:
+			if p.json {
+				p.event(watchEvent{Event: "fresh", Cluster: c.Cluster})
+				continue
+			}
+			p.line("! cluster %s fresh again", c.Cluster)
+		}
+	}
 }
 
 // changes prints what differs between two snapshots: a change of
@@ -315,6 +403,8 @@ func keyOf(in *registry.Instance) instanceKey {
 // order.
 func (p *watchPrinter) changes(prev, cur registry.Snapshot) {
 	switch {
+	case cur.Clusters != nil:
+		p.clusterChanges(prev, cur)
 	case !prev.Stale() && cur.Stale():
 		p.stale(cur)
 	case prev.Stale() && !cur.Stale():

@@ -23,6 +23,9 @@ const defaultXDSListen = "127.0.0.1:18000"
 
 // xdsOptions are the flags of muster xds.
 type xdsOptions struct {
+	// clusters are the --cluster values: several etcd clusters served as
+	// one (only in muster xds).
+	clusters clusterFlags
 	listen   string
 	services []string
 	policy   string
@@ -64,11 +67,20 @@ The three files are read again when they change, so certificates rotate
 without a restart: new connections get the new ones, established streams
 keep theirs, and a change that does not load (a missing or broken file, a
 key that does not match) is logged and the last good files stay in use.
-(--cacert, --cert and --key are the etcd connection's.)`,
+(--cacert, --cert and --key are the etcd connection's.)
+
+With --cluster NAME=ENDPOINTS (repeatable), the control plane serves the
+union of several independent etcd clusters, as clients' several-cluster
+Discovery reads them: each cluster stale or fresh on its own, empty-list
+protection per cluster, each instance's cluster in the endpoint metadata's
+"muster.cluster" (with --endpoint-metadata) and its cluster's locality as
+registered. Canaries and call policies are per cluster and not followed;
+--metrics-listen serves the control plane's metrics only.`,
 		Example: `  muster xds --endpoints http://127.0.0.1:2379 --listen 127.0.0.1:18000
   muster xds --services user,greeter --policy ring_hash
   muster xds --policy muster_wrr --slow-start 30s
-  muster xds --xds-cert cp.pem --xds-key cp-key.pem --xds-cacert clients-ca.pem`,
+  muster xds --xds-cert cp.pem --xds-key cp-key.pem --xds-cacert clients-ca.pem
+  muster xds --cluster eu=http://10.0.0.1:2379 --cluster us=http://10.1.0.1:2379`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := validateXDSFlags(o); err != nil {
@@ -90,6 +102,7 @@ key that does not match) is logged and the last good files stay in use.
 	f.Float64Var(&o.slowAggression, "slow-start-aggression", 1, "shape of the --slow-start ramp, 0.1..10: 1 is linear, more gives a young instance more sooner")
 	f.Float64Var(&o.slowMinWeightPct, "slow-start-min-weight-percent", 10, "the share of its weight a ramping instance gets at least, 0..100")
 	o.tls.addFlags(cmd)
+	o.clusters.add(cmd)
 	return cmd
 }
 
@@ -146,6 +159,13 @@ func validateSlowStartFlags(o xdsOptions) error {
 
 // runXDS serves ADS as o says until ctx ends, then returns nil.
 func runXDS(ctx context.Context, g *globalOptions, o xdsOptions, stderr io.Writer) error {
+	specs, err := o.clusters.parse()
+	if err != nil {
+		return err
+	}
+	if len(specs) > 0 {
+		return runXDSClusters(ctx, g, o, specs, stderr)
+	}
 	s, err := g.connect(ctx, stderr)
 	if err != nil {
 		return err
@@ -167,9 +187,15 @@ func runXDS(ctx context.Context, g *globalOptions, o xdsOptions, stderr io.Write
 	if err != nil {
 		return err
 	}
+	return serveXDSUntil(ctx, o, cp, stop, log, metrics.Discovery(s.d, nil))
+}
+
+// serveXDSUntil serves cp's metrics (and extra) on --metrics-listen, if
+// given, until ctx ends, then stops the control plane with stop.
+func serveXDSUntil(ctx context.Context, o xdsOptions, cp *xds.Server, stop func() error, log *slog.Logger, extra ...prometheus.Collector) error {
 	if o.metricsAddr != "" {
 		reg := prometheus.NewRegistry()
-		reg.MustRegister(metrics.XDS(cp, nil), metrics.Discovery(s.d, nil))
+		reg.MustRegister(append([]prometheus.Collector{metrics.XDS(cp, nil)}, extra...)...)
 		stopMetrics, addr, err := serveMetrics(o.metricsAddr, reg, func() error { return nil })
 		if err != nil {
 			_ = stop()
@@ -184,10 +210,17 @@ func runXDS(ctx context.Context, g *globalOptions, o xdsOptions, stderr io.Write
 }
 
 // startXDS starts a control plane over d serving ADS on o.listen, logs
-// where, and returns it and the function that stops it.
+// where, and returns it and the function that stops it. canaries and
+// policies may be nil: not followed.
 func startXDS(d registry.Discovery, canaries registry.CanarySource, policies registry.PolicySource, o xdsOptions,
 	log *slog.Logger) (cp *xds.Server, stop func() error, err error) {
-	opts := []xds.Option{xds.WithLogger(log), xds.WithPolicy(xds.Policy(o.policy)), xds.WithCanaries(canaries), xds.WithPolicies(policies)}
+	opts := []xds.Option{xds.WithLogger(log), xds.WithPolicy(xds.Policy(o.policy))}
+	if canaries != nil { // nil over several clusters: the settings are per cluster
+		opts = append(opts, xds.WithCanaries(canaries))
+	}
+	if policies != nil {
+		opts = append(opts, xds.WithPolicies(policies))
+	}
 	if len(o.services) > 0 {
 		opts = append(opts, xds.WithServices(o.services...))
 	}
@@ -228,4 +261,19 @@ func startXDS(d registry.Discovery, canaries registry.CanarySource, policies reg
 		}
 		return nil
 	}, nil
+}
+
+// runXDSClusters is runXDS over several clusters (--cluster).
+func runXDSClusters(ctx context.Context, g *globalOptions, o xdsOptions, specs []clusterSpec, stderr io.Writer) error {
+	s, err := g.connectClusters(stderr, specs)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	cp, stop, err := startXDS(s.view, nil, nil, o, log)
+	if err != nil {
+		return err
+	}
+	return serveXDSUntil(ctx, o, cp, stop, log)
 }

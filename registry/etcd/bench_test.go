@@ -100,25 +100,7 @@ func BenchmarkDiscoveryCacheMemory(b *testing.B) {
 	c := etcdtest.Start(b)
 	cli := c.Client(b, c.DirectEndpoints()...)
 	ctx := context.Background()
-	ops := make([]clientv3.Op, 0, 100)
-	for i := 0; i < n; i++ {
-		in := registry.Instance{
-			Name: "big", ID: fmt.Sprintf("instance-%05d", i), Addr: fmt.Sprintf("10.0.%d.%d:8080", i/250, i%250),
-			Version: "v1.4.2", Zone: fmt.Sprintf("eu-1%c", 'a'+i%3), Metadata: map[string]string{"color": "blue"},
-			RegisteredAt: time.Now(),
-		}
-		val, err := registry.Marshal(in)
-		if err != nil {
-			b.Fatal(err)
-		}
-		ops = append(ops, clientv3.OpPut(registry.Key(registry.DefaultPrefix, in.Name, in.ID), string(val)))
-		if len(ops) == cap(ops) {
-			if _, err := cli.Txn(ctx).Then(ops...).Commit(); err != nil {
-				b.Fatal(err)
-			}
-			ops = ops[:0]
-		}
-	}
+	registrytest.PutMemoryFixture(b, cli, "big", n)
 	var perInstance float64
 	for i := 0; i < b.N; i++ {
 		var before, after runtime.MemStats

@@ -163,3 +163,36 @@ func SideBySide(b *testing.B, paths ...Path) map[string]time.Duration {
 	b.ReportMetric(0, "ns/op")
 	return p50
 }
+
+// PutMemoryFixture writes n instances of service under the default prefix
+// with raw Puts (100 to a Txn, no lease), each with an ID, an address, a
+// version, a zone, one metadata pair and a registration time: the
+// instances of the cache memory benchmarks.
+func PutMemoryFixture(tb testing.TB, cli *clientv3.Client, service string, n int) {
+	tb.Helper()
+	ops := make([]clientv3.Op, 0, 100)
+	flush := func() {
+		if _, err := cli.Txn(context.Background()).Then(ops...).Commit(); err != nil {
+			tb.Fatal(err)
+		}
+		ops = ops[:0]
+	}
+	for i := range n {
+		in := registry.Instance{
+			Name: service, ID: fmt.Sprintf("instance-%05d", i), Addr: fmt.Sprintf("10.0.%d.%d:8080", i/250, i%250),
+			Version: "v1.4.2", Zone: fmt.Sprintf("eu-1%c", 'a'+i%3), Metadata: map[string]string{"color": "blue"},
+			RegisteredAt: time.Now(),
+		}
+		val, err := registry.Marshal(in)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		ops = append(ops, clientv3.OpPut(registry.Key(registry.DefaultPrefix, in.Name, in.ID), string(val)))
+		if len(ops) == cap(ops) {
+			flush()
+		}
+	}
+	if len(ops) > 0 {
+		flush()
+	}
+}

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/musterhq/muster/internal/testkit/testbackend"
+	"github.com/musterhq/muster/registry"
+)
+
+// ls over two independent etcd clusters: the union of a service with a
+// CLUSTER column, the same ID in both kept apart; services with their
+// instances per cluster; a cluster that does not answer is named and left
+// out.
+func TestLsClusters(t *testing.T) {
+	now := time.Date(2026, 3, 4, 12, 0, 0, 0, time.UTC)
+	fixClock(t, now)
+	eu, us := startServe(t, t.TempDir()), startServe(t, t.TempDir())
+	register(t, newRegistrar(t, eu.endpoint), registry.Instance{ID: "user-1", Name: "user", Addr: "10.0.0.1:9000", Region: "eu-1", RegisteredAt: now})
+	register(t, newRegistrar(t, us.endpoint), registry.Instance{ID: "user-1", Name: "user", Addr: "10.1.0.1:9000", RegisteredAt: now})
+	both := []string{"--cluster", "eu=" + eu.endpoint, "--cluster", "us=" + us.endpoint}
+
+	r := runOK(t, append([]string{"ls", "user"}, both...)...)
+	want := "" +
+		"ID      ADDR           CLUSTER  VERSION  ZONE  REGION  COLOR  WEIGHT  METADATA  AGE\n" +
+		"user-1  10.0.0.1:9000  eu       -        -     eu-1    -      100     -         0s\n" +
+		"user-1  10.1.0.1:9000  us       -        -     -       -      100     -         0s\n"
+	if r.stdout != want {
+		t.Fatalf("ls user --cluster x2:\n%s\nwant:\n%s", r.stdout, want)
+	}
+	r = runOK(t, append([]string{"ls"}, both...)...)
+	if want := "SERVICE  INSTANCES  CLUSTERS\nuser     2          eu:1,us:1\n"; r.stdout != want {
+		t.Fatalf("ls --cluster x2:\n%s\nwant:\n%s", r.stdout, want)
+	}
+	// A cluster nobody serves: named on stderr, the other listed.
+	r = runOK(t, "ls", "user", "--timeout", "1s", "--cluster", "eu="+eu.endpoint, "--cluster", "gone=http://127.0.0.1:9")
+	if !strings.Contains(r.stdout, "10.0.0.1:9000  eu") || !strings.Contains(r.stderr, "cluster gone did not answer") {
+		t.Fatalf("ls with a cluster down:\nstdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
+	}
+}
+
+func TestClusterFlagErrors(t *testing.T) {
+	for _, tc := range []struct{ value, want string }{
+		{"eu", `--cluster "eu": want NAME=ENDPOINTS`},
+		{"=http://127.0.0.1:2379", `--cluster "=http://127.0.0.1:2379": empty cluster name`},
+		{"eu=", `--cluster "eu=": no endpoints`},
+		{"eu=ftp://127.0.0.1:2379", `--cluster eu "ftp://127.0.0.1:2379": unknown scheme`},
+		{"eu=127.0.0.1", `--cluster eu "127.0.0.1": no port`},
+	} {
+		r := run("ls", "--cluster", tc.value)
+		if r.code == 0 || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("ls --cluster %q: exit %d, stderr %q; want an error with %q", tc.value, r.code, r.stderr, tc.want)
+		}
+	}
+	r := run("ls", "--cluster", "eu=http://127.0.0.1:1", "--cluster", "eu=http://127.0.0.1:2")
+	if r.code == 0 || !strings.Contains(r.stderr, `the name "eu" is used twice`) {
+		t.Errorf("a name used twice: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+// watch over two clusters: each instance says its cluster; one cluster's
+// outage is told for that cluster, and the other's changes go on.
+func TestWatchClusters(t *testing.T) {
+	eu, us := startServe(t, t.TempDir()), startServe(t, t.TempDir())
+	reu, rus := newRegistrar(t, eu.endpoint), newRegistrar(t, us.endpoint)
+	register(t, reu, registry.Instance{ID: "user-1", Name: "user", Addr: "10.0.0.1:9000", Region: "eu-1"})
+	register(t, rus, registry.Instance{ID: "user-1", Name: "user", Addr: "10.1.0.1:9000"})
+	w := start(t, "watch", "user", "--timeout", "2s", "--cluster", "eu="+eu.endpoint, "--cluster", "us="+us.endpoint)
+	w.expectWatch(t, `# user: 2 instances at revision \d+; watching for changes`)
+	w.expectWatch(t, `= user-1 10\.0\.0\.1:9000 \(cluster eu, region eu-1, weight 100\)`)
+	w.expectWatch(t, `= user-1 10\.1\.0\.1:9000 \(cluster us, weight 100\)`)
+
+	us.stop(t)
+	w.expectWatch(t, `! cluster us stale since \S+: .+ \(showing its last known 1 instance\)`)
+	register(t, reu, registry.Instance{ID: "user-2", Name: "user", Addr: "10.0.0.2:9000"})
+	w.expectWatch(t, `\+ user-2 10\.0\.0\.2:9000 \(cluster eu, weight 100\)`)
+	restartServe(t, us)
+	w.expectWatch(t, `! cluster us fresh again`)
+	if code := w.stop(t); code != exitOK {
+		t.Fatalf("watch exited with %d; stderr:\n%s", code, w.stderr.String())
+	}
+}
+
+// xds over two clusters serves their union: an xDS client calls the
+// backend registered in either.
+func TestXDSClusters(t *testing.T) {
+	eu, us := startServe(t, t.TempDir()), startServe(t, t.TempDir())
+	beEU, beUS := testbackend.Start(t), testbackend.Start(t)
+	register(t, newRegistrar(t, eu.endpoint), registry.Instance{Name: "greeter", Addr: beEU.Addr})
+	cp := start(t, "xds", "--listen", "127.0.0.1:0", "--services", "greeter",
+		"--cluster", "eu="+eu.endpoint, "--cluster", "us="+us.endpoint)
+	addr := xdsAddr(t, cp.stderr)
+	if got := xdsCallThen(t, addr, "greeter", nil); got != beEU.Addr {
+		t.Fatalf("call served by %s, want eu's %s", got, beEU.Addr)
+	}
+	// The eu backend leaves, a us one joins: the union follows both.
+	beEU.Stop()
+	register(t, newRegistrar(t, us.endpoint), registry.Instance{Name: "greeter", Addr: beUS.Addr})
+	if got := xdsCallThen(t, addr, "greeter", nil); got != beUS.Addr {
+		t.Fatalf("call served by %s, want us's %s", got, beUS.Addr)
+	}
+	if code := cp.stop(t); code != 0 {
+		t.Fatalf("muster xds exit code %d; stderr:\n%s", code, cp.stderr)
+	}
+}
