@@ -434,7 +434,10 @@ func TestFallbackForm(t *testing.T) {
 	// Its retries back off (grpc-go: from 1 s, by 1.6, with jitter): a
 	// minute covers the backoff after the seconds A was down.
 	waitStreams(t, 1, time.Minute, a)
-	t.Logf("A back: the client moved to it after %v (B has %d streams)", time.Since(back).Round(10*time.Millisecond), b.clients.Load())
+	// It has moved once A's first response is in: it then closes its
+	// stream to B.
+	waitStreams(t, 0, 10*time.Second, b)
+	t.Logf("A back: the client moved to it after %v", time.Since(back).Round(10*time.Millisecond))
 
 	a.kill(t)
 	g1 := startGreeter(t)
