@@ -1,6 +1,7 @@
 package xds_test
 
 import (
+	"os"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -9,6 +10,10 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if spec := os.Getenv(controlPlaneEnv); spec != "" {
+		// A child of TestSeveralControlPlanes: a control plane, no tests.
+		os.Exit(runControlPlane(spec))
+	}
 	goleak.VerifyTestMain(m, append(etcdtest.LeakOptions(),
 		// The floor's Go client is built once per test binary.
 		goleak.Cleanup(func(int) { removeGoFloorClient() }),

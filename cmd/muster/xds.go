@@ -54,7 +54,8 @@ func newXDSCmd(g *globalOptions) *cobra.Command {
 		Long: `Xds runs an xDS control plane beside the etcd given by --endpoints: gRPC
 clients in Go, Java, C++, Python or Node call xds:///<service> and get the
 service's instances with no Muster code, zone preference and weights included
-(see docs/XDS.md). It is stateless: run several for scale or availability.
+(see docs/XDS.md). It is stateless: run several for scale or availability,
+and give clients a bootstrap naming them all (muster xds-bootstrap --help).
 
 It publishes the services of --services, or every service in the registry
 (looked for again every 10s; a service with no instance and no key left is

@@ -5,16 +5,21 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
 
 // bootstrapOptions are the flags of muster xds-bootstrap.
 type bootstrapOptions struct {
-	server string
-	nodeID string
-	region string
-	zone   string
+	// servers are the control planes (--server, repeatable), written in
+	// the form named by form when there are several.
+	servers []string
+	form    string
+	nodeID  string
+	region  string
+	zone    string
 	// TLS to the control plane: tls alone trusts the system's CAs;
 	// cacert, cert and key are the files of the bootstrap's tls
 	// channel credentials (gRFC A65) and imply tls.
@@ -73,16 +78,34 @@ rest when its region has none (gRPC moves to the next priority when one
 has no READY endpoint). The server feature ignore_resource_deletion keeps a client's
 instances while a control plane restarts.
 
+Several control planes (muster xds is stateless; run two or more over one
+etcd) go into the bootstrap in one of two forms, chosen with --form:
+
+  list      one xds_servers entry whose server_uri names every replica
+            (ipv4:10.0.0.5:18000,10.0.0.6:18000). A client's xDS channel
+            moves to another replica when its own dies and keeps getting
+            changes. Read by C-core (Python, C++, Ruby, PHP) and grpc-js
+            (Node); the --server values must be IP addresses with ports.
+  fallback  one xds_servers entry per replica, in order (gRFC A71). A
+            client that has all its resources cached stays with the first
+            while it is down (it keeps its endpoints but gets no change);
+            clients without A71 use the first only.
+
+For grpc-go (which has no ipv4: list) give one --server: a DNS name with an
+address per replica (e.g. a headless Kubernetes Service); that works for
+every client. See docs/XDS.md, "Running several control planes".
+
 With --tls the client reaches the control plane over TLS (verified with the
 system's CAs, or --xds-cacert), presenting --xds-cert/--xds-key if given: the
 files' paths go into the bootstrap, so they must be readable by the client.`,
 		Example: `  muster xds-bootstrap --server 10.0.0.5:18000 --node-id web-1 --region eu-1 --zone eu-1a > bootstrap.json
   GRPC_XDS_BOOTSTRAP=bootstrap.json ./client   # dials xds:///user
+  muster xds-bootstrap --server 10.0.0.5:18000,10.0.0.6:18000 --form list --node-id web-1
   muster xds-bootstrap --server cp.example:18000 --node-id web-1 --xds-cacert ca.pem --xds-cert web.pem --xds-key web-key.pem`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if _, _, err := net.SplitHostPort(o.server); err != nil {
-				return usageErrorf("--server %q: want host:port of the control plane: %v", o.server, err)
+			if _, err := serverURIs(o.servers, o.form); err != nil {
+				return err
 			}
 			if o.nodeID == "" {
 				return usageErrorf("--node-id: must not be empty")
@@ -94,7 +117,8 @@ files' paths go into the bootstrap, so they must be readable by the client.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.server, "server", "", "host:port of the control plane (required)")
+	f.StringSliceVar(&o.servers, "server", nil, "host:port of a control plane (required); repeat it, or separate by commas, for several (see --form)")
+	f.StringVar(&o.form, "form", "", "how several --server go into the bootstrap: list (one server_uri naming all, for C-core and grpc-js clients) or fallback (one xds_servers entry each, gRFC A71)")
 	f.StringVar(&o.nodeID, "node-id", "", "the client's node ID, as the control plane logs it (required)")
 	f.StringVar(&o.zone, "zone", "", "the client's zone; empty: no zone preference")
 	f.StringVar(&o.region, "region", "", "the client's region, the zone's; empty: no region preference")
@@ -113,13 +137,17 @@ func writeBootstrap(w io.Writer, o bootstrapOptions) error {
 			creds.Config = &tlsCredsConfig{CACertificateFile: o.cacert, CertificateFile: o.cert, PrivateKeyFile: o.key}
 		}
 	}
-	b := xdsBootstrap{
-		XDSServers: []xdsServer{{
-			ServerURI:      o.server,
+	uris, err := serverURIs(o.servers, o.form)
+	if err != nil {
+		return err
+	}
+	b := xdsBootstrap{Node: bootstrapNode{ID: o.nodeID}}
+	for _, uri := range uris {
+		b.XDSServers = append(b.XDSServers, xdsServer{
+			ServerURI:      uri,
 			ChannelCreds:   []channelCred{creds},
 			ServerFeatures: []string{"xds_v3", "ignore_resource_deletion"},
-		}},
-		Node: bootstrapNode{ID: o.nodeID},
+		})
 	}
 	if o.zone != "" || o.region != "" {
 		b.Node.Locality = &bootstrapLocality{Region: o.region, Zone: o.zone}
@@ -132,4 +160,61 @@ func writeBootstrap(w io.Writer, o bootstrapOptions) error {
 		return fmt.Errorf("xds-bootstrap: write: %w", err)
 	}
 	return nil
+}
+
+// The forms of several control planes in a bootstrap (--form).
+const (
+	// formList is one server URI naming every control plane, an ipv4: or
+	// ipv6: list target (C-core and grpc-js).
+	formList = "list"
+	// formFallback is one xds_servers entry per control plane (gRFC A71).
+	formFallback = "fallback"
+)
+
+// serverURIs returns the server URIs of the bootstrap's xds_servers for
+// the control planes servers (host:port each) in form: one server as
+// given (whatever the form), several as an address list (formList) or one
+// each (formFallback).
+func serverURIs(servers []string, form string) ([]string, error) {
+	if len(servers) == 0 {
+		return nil, usageErrorf("--server: give host:port of the control plane")
+	}
+	for _, s := range servers {
+		if _, _, err := net.SplitHostPort(s); err != nil {
+			return nil, usageErrorf("--server %q: want host:port of the control plane: %v", s, err)
+		}
+	}
+	switch {
+	case form != "" && form != formList && form != formFallback:
+		return nil, usageErrorf("--form %q: want %s or %s", form, formList, formFallback)
+	case len(servers) == 1 || form == formFallback:
+		return servers, nil
+	case form == formList:
+		return listURI(servers)
+	default:
+		return nil, usageErrorf("--form: %d control planes need --form %s (one server_uri naming all, for C-core and grpc-js clients) or --form %s (one entry each, gRFC A71)",
+			len(servers), formList, formFallback)
+	}
+}
+
+// listURI is the ipv4: (or ipv6:) list target naming every address of
+// servers, which must be IP addresses of one family with ports.
+func listURI(servers []string) ([]string, error) {
+	var scheme string
+	addrs := make([]string, len(servers))
+	for i, s := range servers {
+		ap, err := netip.ParseAddrPort(s)
+		if err != nil {
+			return nil, usageErrorf("--server %q: --form %s needs IP addresses with ports (for a DNS name resolving to every replica, give that name as the one --server): %v", s, formList, err)
+		}
+		family := "ipv6"
+		if ap.Addr().Is4() {
+			family = "ipv4"
+		}
+		if scheme != "" && family != scheme {
+			return nil, usageErrorf("--server %q: --form %s needs addresses of one family (an %s list cannot hold it)", s, formList, scheme)
+		}
+		scheme, addrs[i] = family, ap.String()
+	}
+	return []string{scheme + ":" + strings.Join(addrs, ",")}, nil
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -68,6 +69,61 @@ func TestXDSBootstrap(t *testing.T) {
 	} {
 		if r := run(args...); r.code != exitUsage {
 			t.Errorf("muster %v: exit code %d, want %d (usage); stderr:\n%s", args, r.code, exitUsage, r.stderr)
+		}
+	}
+}
+
+// Several control planes: one server URI naming all (--form list), or one
+// xds_servers entry each (--form fallback, in order); grpc-go accepts both
+// bootstraps, and bad combinations are usage errors naming the flag.
+func TestXDSBootstrapSeveral(t *testing.T) {
+	uris := func(args ...string) []string {
+		t.Helper()
+		r := runOK(t, append([]string{"xds-bootstrap", "--node-id", "web-1"}, args...)...)
+		var b xdsBootstrap
+		if err := json.Unmarshal([]byte(r.stdout), &b); err != nil {
+			t.Fatalf("output is not JSON: %v\n%s", err, r.stdout)
+		}
+		if _, err := grpcxds.NewXDSResolverWithConfigForTesting([]byte(r.stdout)); err != nil {
+			t.Fatalf("grpc-go rejects the bootstrap: %v\n%s", err, r.stdout)
+		}
+		var out []string
+		for _, s := range b.XDSServers {
+			if len(s.ChannelCreds) != 1 || len(s.ServerFeatures) != 2 {
+				t.Errorf("server %+v: want the creds and features of a single server", s)
+			}
+			out = append(out, s.ServerURI)
+		}
+		return out
+	}
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--server", "10.0.0.5:18000,10.0.0.6:18001", "--form", "list"}, []string{"ipv4:10.0.0.5:18000,10.0.0.6:18001"}},
+		{[]string{"--server", "10.0.0.5:18000", "--server", "10.0.0.6:18001", "--form", "list"}, []string{"ipv4:10.0.0.5:18000,10.0.0.6:18001"}},
+		{[]string{"--server", "[fd00::5]:18000,[fd00::6]:18000", "--form", "list"}, []string{"ipv6:[fd00::5]:18000,[fd00::6]:18000"}},
+		{[]string{"--server", "cp-a.example:18000,cp-b.example:18000", "--form", "fallback"}, []string{"cp-a.example:18000", "cp-b.example:18000"}},
+		{[]string{"--server", "cp.example:18000", "--form", "list"}, []string{"cp.example:18000"}}, // one name: as given
+	} {
+		if got := uris(c.args...); !slices.Equal(got, c.want) {
+			t.Errorf("%v: server URIs %q, want %q", c.args, got, c.want)
+		}
+	}
+	for _, c := range []struct {
+		args []string
+		want string // in the error
+	}{
+		{[]string{"--server", "10.0.0.5:18000,10.0.0.6:18000"}, "--form"},
+		{[]string{"--server", "10.0.0.5:18000,10.0.0.6:18000", "--form", "ring"}, `--form "ring"`},
+		{[]string{"--server", "cp-a.example:18000,10.0.0.6:18000", "--form", "list"}, `--server "cp-a.example:18000"`},
+		{[]string{"--server", "10.0.0.5:18000,[fd00::6]:18000", "--form", "list"}, `--server "[fd00::6]:18000"`},
+		{[]string{"--server", "10.0.0.5:18000,no-port", "--form", "fallback"}, `--server "no-port"`},
+	} {
+		args := append([]string{"xds-bootstrap", "--node-id", "web-1"}, c.args...)
+		r := run(args...)
+		if r.code != exitUsage || !strings.Contains(r.stderr, c.want) {
+			t.Errorf("muster %v: exit code %d, stderr %q; want %d (usage) naming %s", args, r.code, r.stderr, exitUsage, c.want)
 		}
 	}
 }
