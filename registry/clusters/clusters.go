@@ -176,6 +176,23 @@ func (d *Discovery) Services(ctx context.Context) ([]string, error) {
 }
 
 // Close stops every watch d started and closes its watchers. It is
+// DiscoveryStats reports the union's own services and watchers, with the
+// skipped values, loads and resyncs of every cluster's Discovery that
+// reports them (registry.StatsReporter), summed; so metrics.Discovery can
+// collect the union as it collects one cluster.
+func (d *Discovery) DiscoveryStats() registry.DiscoveryStats {
+	st := d.services.Stats()
+	for _, c := range d.clusters {
+		if r, ok := c.Discovery.(registry.StatsReporter); ok {
+			cs := r.DiscoveryStats()
+			st.SkippedValues += cs.SkippedValues
+			st.Loads += cs.Loads
+			st.Resyncs += cs.Resyncs
+		}
+	}
+	return st
+}
+
 // idempotent; the clusters' Discoveries stay open.
 func (d *Discovery) Close() error {
 	d.services.Close()

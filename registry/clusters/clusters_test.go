@@ -214,3 +214,25 @@ func TestClusterUnreachableAtStart(t *testing.T) {
 	// (at most 500 ms) and a re-registration after a lost lease.
 	ch.waitFor(t, 10*time.Second, "us joined once it answered", func() bool { return ch.has("us-a", "us") && ch.has("eu-a", "eu") })
 }
+
+// The union reports its own followed services and watchers, and the loads
+// of both clusters' Discoveries summed, so metrics.Discovery collects it
+// as it collects one cluster.
+func TestUnionReportsStats(t *testing.T) {
+	eu, us := startRegion(t, "eu", regionSetup{}), startRegion(t, "us", regionSetup{})
+	eu.register(t, "eu-a", "127.0.0.2:1000")
+	us.register(t, "us-a", "127.0.0.3:1000")
+	d := newUnion(t, eu, us)
+	var _ registry.StatsReporter = d
+	w := watch(t, d)
+	registrytest.WaitForWithin(t, w, 10*time.Second, "both clusters loaded", func(s registry.Snapshot) bool {
+		return part(s, "eu").Loaded && part(s, "us").Loaded
+	})
+	st := d.DiscoveryStats()
+	if st.Services != 1 || st.Watchers != 1 || len(st.PerService) != 1 || st.PerService[0].Instances != 2 {
+		t.Fatalf("stats %+v: want 1 service, 1 watcher, 2 instances", st)
+	}
+	if want := eu.disc.DiscoveryStats().Loads + us.disc.DiscoveryStats().Loads; st.Loads != want || want < 2 {
+		t.Fatalf("union loads %d, want the clusters' %d (at least one each)", st.Loads, want)
+	}
+}
