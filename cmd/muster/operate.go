@@ -113,7 +113,7 @@ drain.`,
 			service, id := args[0], args[1]
 			return g.mutate(cmd, "deregister", service, id, func(ctx context.Context, s *session, st instanceState) (string, error) {
 				live := liveLease(ctx, s, st.lease)
-				if err := etcd.Delete(ctx, s.cli, service, id, etcd.WithPrefix(g.prefix), etcd.WithRequestTimeout(g.timeout)); err != nil {
+				if err := etcd.Delete(ctx, s.cli, service, id, g.writeOpts()...); err != nil {
 					return "", err
 				}
 				msg := "deleted"
@@ -208,7 +208,7 @@ the instance is not registered, and says so when there is no override.`,
 				if st.override == nil {
 					return "nothing to do: no override (weight " + st.registeredWeight() + " as registered)", nil
 				}
-				if err := etcd.ClearOverride(ctx, s.cli, service, id, etcd.WithPrefix(g.prefix), etcd.WithRequestTimeout(g.timeout)); err != nil {
+				if err := etcd.ClearOverride(ctx, s.cli, service, id, g.writeOpts()...); err != nil {
 					return "", err
 				}
 				return fmt.Sprintf("override removed, weight %d -> %s", *st.override.Weight, st.registeredWeight()), nil
@@ -246,12 +246,20 @@ func (g *globalOptions) setOverride(cmd *cobra.Command, verb, service, id string
 		if st.override != nil && *st.override.Weight == w {
 			return fmt.Sprintf("nothing to do: the override already sets weight %d", w), nil
 		}
-		err := etcd.SetOverride(ctx, s.cli, service, id, registry.Override{Weight: &w}, etcd.WithPrefix(g.prefix), etcd.WithRequestTimeout(g.timeout))
+		err := etcd.SetOverride(ctx, s.cli, service, id, registry.Override{Weight: &w}, g.writeOpts()...)
 		if err != nil {
 			return "", err
 		}
 		return fmt.Sprintf("done, weight %s -> %d", st.weight(), w), nil
 	})
+}
+
+// writeOpts are the options of the command's writes: the etcd flags, and
+// who makes the write for its record (the etcd user, else the local
+// user) from the command.
+func (g *globalOptions) writeOpts() []etcd.Option {
+	return []etcd.Option{etcd.WithPrefix(g.prefix), etcd.WithRequestTimeout(g.timeout),
+		etcd.WithBy(g.who()), etcd.WithSource(registry.SourceCommand)}
 }
 
 // instanceState is what etcd holds for one instance.

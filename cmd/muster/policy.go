@@ -6,15 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"os/user"
-	"strconv"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/spf13/cobra"
 
+	"github.com/musterhq/muster/internal/osuser"
 	"github.com/musterhq/muster/registry"
 )
 
@@ -245,25 +242,16 @@ func runPolicyOn(ctx context.Context, st settingStore, by, output string, pc pol
 // setter is who "muster policy set" records as setting a policy: the etcd
 // user (--user), else the local user, as "alice (command)".
 func (g *globalOptions) setter() string {
-	name := g.user
-	if name == "" {
-		if u, err := user.Current(); err == nil && u.Username != "" {
-			name = u.Username
-		} else if name = os.Getenv("USER"); name == "" {
-			name = "uid " + strconv.Itoa(os.Getuid())
-		}
+	return g.who() + " (command)"
+}
+
+// who is who the command's writes are recorded as made by: the etcd user
+// (--user), else the local user.
+func (g *globalOptions) who() string {
+	if g.user == "" {
+		return osuser.Name()
 	}
-	// Keep the name printable and short enough for etcd.WithSetBy.
-	name = strings.Map(func(r rune) rune {
-		if !unicode.IsPrint(r) {
-			return '?'
-		}
-		return r
-	}, strings.ToValidUTF8(name, "?"))
-	if len(name) > 128 {
-		name = strings.ToValidUTF8(name[:128], "")
-	}
-	return name + " (command)"
+	return osuser.Clean(g.user)
 }
 
 // policyReadError is the error of a failed etcd.GetPolicy: a stored value

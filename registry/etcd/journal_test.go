@@ -1,0 +1,317 @@
+package etcd_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/musterhq/muster/internal/osuser"
+	"github.com/musterhq/muster/internal/testkit/etcdtest"
+	"github.com/musterhq/muster/registry"
+	"github.com/musterhq/muster/registry/etcd"
+)
+
+// valueAt reads key at revision rev: its value, nil when absent.
+func valueAt(t *testing.T, cli *clientv3.Client, key string, rev int64) []byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := cli.Get(ctx, key, clientv3.WithRev(rev))
+	if err != nil {
+		t.Fatalf("get %s at %d: %v", key, rev, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return nil
+	}
+	return resp.Kvs[0].Value
+}
+
+// sameJSON reports whether a stored value (nil: absent) is what a record
+// holds (null: absent).
+func sameJSON(stored []byte, rec json.RawMessage) bool {
+	if stored == nil {
+		return string(rec) == "null"
+	}
+	return string(stored) == string(rec)
+}
+
+// changedKey is the key an operator write of rec changes.
+func changedKey(prefix string, rec registry.Record) string {
+	switch rec.Action {
+	case registry.ActionDrain, registry.ActionWeight, registry.ActionUndrain:
+		return registry.OverrideKey(prefix, rec.Service, rec.Instance)
+	case registry.ActionDeregister:
+		return registry.Key(prefix, rec.Service, rec.Instance)
+	case registry.ActionCanary, registry.ActionCanaryOff:
+		return registry.CanaryKey(prefix, rec.Service)
+	default:
+		return registry.PolicyKey(prefix, rec.Service)
+	}
+}
+
+// checkSameRevision checks that each record landed with its change: read
+// at the record's revision, the changed key holds the record's after, and
+// one revision earlier its before. A record written in a transaction of
+// its own would find the change already made one revision earlier (or
+// not yet made at its own).
+func checkSameRevision(t *testing.T, cli *clientv3.Client, prefix string, recs []registry.Record) {
+	t.Helper()
+	for _, rec := range recs {
+		key := changedKey(prefix, rec)
+		if at := valueAt(t, cli, key, rec.Revision); !sameJSON(at, rec.After) {
+			t.Errorf("record %d (%s) at revision %d: %s holds %q, the record's after is %s", rec.Seq, rec.Action, rec.Revision, key, at, rec.After)
+		}
+		if before := valueAt(t, cli, key, rec.Revision-1); !sameJSON(before, rec.Before) {
+			t.Errorf("record %d (%s) at revision %d: %s held %q one revision earlier, the record's before is %s", rec.Seq, rec.Action, rec.Revision-1, key, before, rec.Before)
+		}
+	}
+}
+
+// Every traced write leaves one record, in the same transaction as the
+// change: who, from where, what, before and after; a clear of nothing
+// writes nothing.
+func TestEveryOperatorWriteIsTracedInItsTransaction(t *testing.T) {
+	c := etcdtest.Start(t)
+	cli := c.Client(t)
+	const p = "/p"
+	r := newRegistrar(t, cli, fast(p)...)
+	ctx := ctxFor(t, 30*time.Second)
+	if err := r.Register(ctx, instance("svc", "a", 9001)); err != nil {
+		t.Fatal(err)
+	}
+	alice := []etcd.Option{etcd.WithPrefix(p), etcd.WithBy("alice"), etcd.WithSource(registry.SourceConsole)}
+	lib := []etcd.Option{etcd.WithPrefix(p)}
+	zero, fifty := 0, 50
+	steps := []struct {
+		action string
+		opts   []etcd.Option
+		write  func(opts []etcd.Option) error
+	}{
+		{registry.ActionDrain, alice, func(o []etcd.Option) error {
+			return etcd.SetOverride(ctx, cli, "svc", "a", registry.Override{Weight: &zero}, o...)
+		}},
+		{registry.ActionWeight, lib, func(o []etcd.Option) error {
+			return etcd.SetOverride(ctx, cli, "svc", "a", registry.Override{Weight: &fifty}, o...)
+		}},
+		{registry.ActionUndrain, alice, func(o []etcd.Option) error { return etcd.ClearOverride(ctx, cli, "svc", "a", o...) }},
+		{"", alice, func(o []etcd.Option) error { return etcd.ClearOverride(ctx, cli, "svc", "a", o...) }}, // nothing to clear
+		{registry.ActionCanary, alice, func(o []etcd.Option) error {
+			return etcd.SetCanary(ctx, cli, "svc", registry.Canary{Color: "blue", Percent: 5}, o...)
+		}},
+		{registry.ActionCanary, lib, func(o []etcd.Option) error {
+			return etcd.SetCanary(ctx, cli, "svc", registry.Canary{Color: "blue", Percent: 20}, o...)
+		}},
+		{registry.ActionCanaryOff, alice, func(o []etcd.Option) error { return etcd.ClearCanary(ctx, cli, "svc", o...) }},
+		{"", alice, func(o []etcd.Option) error { return etcd.ClearCanary(ctx, cli, "svc", o...) }},
+		{registry.ActionPolicySet, alice, func(o []etcd.Option) error {
+			return etcd.SetPolicy(ctx, cli, "svc", registry.Policy{Timeout: time.Second}, o...)
+		}},
+		{registry.ActionPolicyClear, lib, func(o []etcd.Option) error { return etcd.ClearPolicy(ctx, cli, "svc", o...) }},
+		{"", lib, func(o []etcd.Option) error { return etcd.ClearPolicy(ctx, cli, "svc", o...) }},
+		{registry.ActionDeregister, alice, func(o []etcd.Option) error { return etcd.Delete(ctx, cli, "svc", "a", o...) }},
+	}
+	var want []string // the actions recorded, oldest first
+	for _, s := range steps {
+		if err := s.write(s.opts); err != nil {
+			t.Fatalf("%s: %v", s.action, err)
+		}
+		if s.action != "" {
+			want = append(want, s.action)
+		}
+	}
+	if err := etcd.Delete(ctx, cli, "svc", "gone", lib...); err != nil {
+		t.Fatalf("Delete of an instance not registered: %v", err)
+	}
+	// An instance not registered: nothing written, nothing traced.
+	if err := etcd.SetOverride(ctx, cli, "svc", "gone", registry.Override{Weight: &zero}, lib...); !errors.Is(err, etcd.ErrNoInstance) {
+		t.Fatalf("SetOverride of an instance not registered: %v, want ErrNoInstance", err)
+	}
+
+	recs, err := etcd.History(ctx, cli, "svc", 0, etcd.WithPrefix(p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != len(want) {
+		t.Fatalf("%d records, want %d (%v): %+v", len(recs), len(want), want, recs)
+	}
+	me := osuser.Name()
+	for i, rec := range recs {
+		j := len(want) - 1 - i // newest first
+		if rec.Action != want[j] || rec.Seq != uint64(j) || rec.Service != "svc" {
+			t.Errorf("record %d: %s seq %d of %s, want %s seq %d", i, rec.Action, rec.Seq, rec.Service, want[j], j)
+		}
+		switch rec.Who {
+		case "alice":
+			if rec.Source != registry.SourceConsole {
+				t.Errorf("record %d by alice from %q, want console", i, rec.Source)
+			}
+		case me:
+			if rec.Source != registry.SourceLibrary {
+				t.Errorf("record %d by %s from %q, want library", i, me, rec.Source)
+			}
+		default:
+			t.Errorf("record %d by %q, want alice or the OS user %q", i, rec.Who, me)
+		}
+		if time.Since(rec.Time) > time.Minute || rec.Time.Location() != time.UTC {
+			t.Errorf("record %d at %v, want now in UTC", i, rec.Time)
+		}
+	}
+	// Spot checks of before and after; checkSameRevision checks them all
+	// against the store.
+	if drain := recs[len(recs)-1]; string(drain.Before) != "null" || !strings.Contains(string(drain.After), `"weight":0`) || drain.Instance != "a" {
+		t.Errorf("the drain's record %+v: want before null, after weight 0, instance a", drain)
+	}
+	if b, a := recs[len(recs)-2].Describe(); b != "weight 0" || a != "weight 50" {
+		t.Errorf("the weight's record says %q -> %q, want weight 0 -> weight 50", b, a)
+	}
+	if b, a := recs[len(recs)-5].Describe(); b != "blue 5%" || a != "blue 20%" {
+		t.Errorf("the second canary's record says %q -> %q", b, a)
+	}
+	if b, a := recs[0].Describe(); b != "127.0.0.1:9001" || a != "-" {
+		t.Errorf("the deregister's record says %q -> %q", b, a)
+	}
+	checkSameRevision(t, cli, p, recs)
+
+	// Without a service: every service's, newest first, no sequence key.
+	if err := etcd.SetCanary(ctx, cli, "other", registry.Canary{Color: "green", Percent: 1}, lib...); err != nil {
+		t.Fatal(err)
+	}
+	all, err := etcd.History(ctx, cli, "", 0, etcd.WithPrefix(p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != len(want)+1 || all[0].Service != "other" || all[1].Revision != recs[0].Revision {
+		t.Fatalf("History of every service: %d records, first %+v", len(all), all[0])
+	}
+	if two, err := etcd.History(ctx, cli, "svc", 2, etcd.WithPrefix(p)); err != nil || len(two) != 2 || two[1].Seq != recs[1].Seq {
+		t.Fatalf("History with limit 2: %+v, %v", two, err)
+	}
+}
+
+// Two writers on one service: every write is recorded once, each
+// record's before is the previous record's after, and the sequence counts
+// every write: a writer that lost the race read again and retried.
+func TestJournalConcurrentWriters(t *testing.T) {
+	c := etcdtest.Start(t)
+	cli := c.Client(t)
+	const p, perWriter = "/p", 20 // at most perWriter lost races per write: under maxWriteAttempts
+	ctx := ctxFor(t, 60*time.Second)
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	for w, color := range []string{"blue", "green"} {
+		wcli := c.Client(t) // a connection each, so that the writes interleave
+		wg.Go(func() {
+			for i := range perWriter {
+				c := registry.Canary{Color: color, Percent: float64(i)}
+				if err := etcd.SetCanary(ctx, wcli, "svc", c, etcd.WithPrefix(p), etcd.WithBy(fmt.Sprintf("writer-%d", w))); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	recs, err := etcd.History(ctx, cli, "svc", 0, etcd.WithPrefix(p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 2*perWriter {
+		t.Fatalf("%d records, want %d", len(recs), 2*perWriter)
+	}
+	switches := 0
+	for i, rec := range recs {
+		if want := uint64(len(recs) - 1 - i); rec.Seq != want {
+			t.Fatalf("record %d has seq %d, want %d", i, rec.Seq, want)
+		}
+		if i+1 < len(recs) {
+			older := recs[i+1]
+			if string(rec.Before) != string(older.After) {
+				t.Fatalf("record %d's before %s is not record %d's after %s", rec.Seq, rec.Before, older.Seq, older.After)
+			}
+			if rec.Who != older.Who {
+				switches++
+			}
+		}
+	}
+	seq := valueAt(t, cli, registry.JournalSeqKey(p, "svc"), 0)
+	if string(seq) != fmt.Sprint(2*perWriter) {
+		t.Fatalf("sequence key holds %q, want %d", seq, 2*perWriter)
+	}
+	checkSameRevision(t, cli, p, recs)
+	t.Logf("%d writes, the writer changed %d times", len(recs), switches)
+}
+
+// 10,000 writes on one service leave at most the journal's size of
+// records, the newest; a smaller size given later removes the slots the
+// larger one left.
+func TestJournalStaysBounded(t *testing.T) {
+	c := etcdtest.Start(t)
+	cli := c.Client(t)
+	const p, size, writes = "/p", 7, 10000
+	ctx := ctxFor(t, 60*time.Second)
+	opts := []etcd.Option{etcd.WithPrefix(p), etcd.WithJournalSize(size)}
+	start := time.Now()
+	for i := range writes {
+		if err := etcd.SetCanary(ctx, cli, "svc", registry.Canary{Color: "blue", Percent: float64(i % 100)}, opts...); err != nil {
+			t.Fatalf("write %d: %v", i, err)
+		}
+	}
+	took := time.Since(start)
+	keys, _ := rawKeys(t, cli, registry.JournalKey(p, "svc"))
+	if len(keys) > size {
+		t.Fatalf("%d record keys after %d writes, want at most %d", len(keys), writes, size)
+	}
+	recs, err := etcd.History(ctx, cli, "svc", 0, etcd.WithPrefix(p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != size || recs[0].Seq != writes-1 || recs[size-1].Seq != writes-size {
+		t.Fatalf("%d records, seq %d..%d; want the newest %d", len(recs), recs[len(recs)-1].Seq, recs[0].Seq, size)
+	}
+	t.Logf("%d traced writes in %v (%v each)", writes, took, took/writes)
+
+	if err := etcd.ClearCanary(ctx, cli, "svc", etcd.WithPrefix(p), etcd.WithJournalSize(3)); err != nil {
+		t.Fatal(err)
+	}
+	if keys, _ := rawKeys(t, cli, registry.JournalKey(p, "svc")); len(keys) > 3 {
+		t.Fatalf("%d record keys after a write with size 3: %v", len(keys), keys)
+	}
+}
+
+func TestJournalOptionsRejected(t *testing.T) {
+	c := etcdtest.Start(t)
+	cli := c.Client(t)
+	ctx := ctxFor(t, 10*time.Second)
+	for _, tc := range []struct {
+		opt  etcd.Option
+		name string
+	}{
+		{etcd.WithJournalSize(0), "WithJournalSize(0)"},
+		{etcd.WithJournalSize(registry.MaxJournal + 1), "WithJournalSize(10001)"},
+		{etcd.WithBy(""), `WithBy("")`},
+		{etcd.WithBy("bad\x00name"), "WithBy("},
+		{etcd.WithSource("Bad Source"), `WithSource("Bad Source")`},
+	} {
+		err := etcd.SetCanary(ctx, cli, "svc", registry.Canary{Color: "blue", Percent: 1}, tc.opt)
+		if err == nil || !strings.Contains(err.Error(), tc.name) {
+			t.Errorf("%s: error %v, want one naming it", tc.name, err)
+		}
+	}
+	if keys, _ := rawKeys(t, cli, "/"); len(keys) != 0 {
+		t.Fatalf("refused writes left keys %v", keys)
+	}
+	if _, err := etcd.History(ctx, cli, "svc", -1); err == nil {
+		t.Fatal("History with a negative limit: no error")
+	}
+}
