@@ -255,11 +255,10 @@ func (g *globalOptions) setOverride(cmd *cobra.Command, verb, service, id string
 }
 
 // writeOpts are the options of the command's writes: the etcd flags, and
-// who makes the write for its record (the etcd user, else the local
-// user) from the command.
+// the command as where the journal records them made from. Who made them
+// is the library's default: the etcd user (--user), else the local user.
 func (g *globalOptions) writeOpts() []etcd.Option {
-	return []etcd.Option{etcd.WithPrefix(g.prefix), etcd.WithRequestTimeout(g.timeout),
-		etcd.WithBy(g.who()), etcd.WithSource(registry.SourceCommand)}
+	return []etcd.Option{etcd.WithPrefix(g.prefix), etcd.WithRequestTimeout(g.timeout), etcd.WithSource(registry.SourceCommand)}
 }
 
 // instanceState is what etcd holds for one instance.

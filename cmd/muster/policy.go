@@ -242,16 +242,11 @@ func runPolicyOn(ctx context.Context, st settingStore, by, output string, pc pol
 // setter is who "muster policy set" records as setting a policy: the etcd
 // user (--user), else the local user, as "alice (command)".
 func (g *globalOptions) setter() string {
-	return g.who() + " (command)"
-}
-
-// who is who the command's writes are recorded as made by: the etcd user
-// (--user), else the local user.
-func (g *globalOptions) who() string {
-	if g.user == "" {
-		return osuser.Name()
+	name := g.user
+	if name == "" {
+		name = osuser.Name()
 	}
-	return osuser.Clean(g.user)
+	return osuser.Clean(name) + " (command)"
 }
 
 // policyReadError is the error of a failed etcd.GetPolicy: a stored value
