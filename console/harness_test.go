@@ -107,3 +107,31 @@ func (f *fixture) override(service, id string) string {
 	}
 	return string(resp.Kvs[0].Value)
 }
+
+// history reads the journal of service (muster history), newest first.
+func (f *fixture) history(service string) []registry.Record {
+	f.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	recs, err := etcd.History(ctx, f.cli, service, 0)
+	if err != nil {
+		f.t.Fatalf("read the journal of %s: %v", service, err)
+	}
+	return recs
+}
+
+// overrideRevision is the revision at which the override of one instance
+// was last written; 0 if there is none.
+func (f *fixture) overrideRevision(service, id string) int64 {
+	f.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	resp, err := f.cli.Get(ctx, registry.OverrideKey(registry.DefaultPrefix, service, id))
+	if err != nil {
+		f.t.Fatalf("read override of %s/%s: %v", service, id, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return 0
+	}
+	return resp.Kvs[0].ModRevision
+}
