@@ -15,6 +15,11 @@ import (
 	"github.com/musterhq/muster/registry/etcd"
 )
 
+// tracedHelp ends the help of every command that makes an operator write.
+const tracedHelp = `The write is traced: "muster history <service>" shows who made it (the etcd
+user of --user, else the local user), when, from where, and the value before
+and after.`
+
 // untracedNote ends every history: what the journal cannot hold.
 const untracedNote = "note: writes made with etcdctl or any other etcd client directly are not traced"
 

@@ -106,7 +106,9 @@ Use it for entries that should not be there, such as a machine that is gone
 for good. A live server's registrar owns its instance: it notices the deletion
 and writes the instance again within about a second, and the command says so
 when the instance's lease is alive. To take a live server out of traffic, use
-drain.`,
+drain.
+
+` + tracedHelp,
 		Example: `  muster deregister user 10.0.0.7:9000`,
 		Args:    instanceArgs(),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -184,7 +186,7 @@ convergence time. The override lives as long as the instance's lease; undrain
 removes it. Ls and get mark an overridden weight with "*", watch with
 "override".
 
-` + weightsHonoured,
+` + weightsHonoured + "\n\n" + tracedHelp,
 		Example: `  muster drain user 10.0.0.7:9000`,
 		Args:    instanceArgs(),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -199,7 +201,9 @@ func newUndrainCmd(g *globalOptions) *cobra.Command {
 		Short: "Remove an operator override (drain or weight)",
 		Long: `Undrain removes the operator override (written by drain or weight) of an
 instance: it gets its registered weight back. It fails with exit code 1 if
-the instance is not registered, and says so when there is no override.`,
+the instance is not registered, and says so when there is no override.
+
+` + tracedHelp,
 		Example: `  muster undrain user 10.0.0.7:9000`,
 		Args:    instanceArgs(),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -226,7 +230,7 @@ a drain), which clients follow within their normal convergence time. The
 override lives as long as the instance's lease; undrain removes it. Ls and
 get mark an overridden weight with "*", watch with "override".
 
-`, registry.MaxWeight) + weightsHonoured,
+`, registry.MaxWeight) + weightsHonoured + "\n\n" + tracedHelp,
 		Example: `  muster weight user 10.0.0.7:9000 50`,
 		Args:    instanceArgs("weight"),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -64,6 +64,9 @@ The policy is stored in the registry; clients apply it as the policy documentati
 Its key is <prefix>.policy/<service>, beside the canary, bound to no lease:
 it stays until "clear".
 
+Every set and clear is also traced: "muster history <service>" shows who
+made it, when, from where, and the policy before and after.
+
 Fields:
 `)
 	for _, f := range policyFields {
