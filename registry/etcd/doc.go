@@ -7,7 +7,11 @@
 // An instance is stored at <prefix>/<service>/<id> (prefix
 // registry.DefaultPrefix unless WithPrefix says otherwise) with the JSON
 // value of registry.Marshal. Every key is bound to the registrar's lease in
-// the same request that writes it.
+// the same request that writes it. The operators' settings live beside
+// the instances: an override at <prefix>/<service>/<id>/override, the
+// canary at <prefix>.canary/<service>, the call policy at
+// <prefix>.policy/<service>, and the journal of their writes at
+// <prefix>.history/<service>/ (see Operator writes).
 //
 // # Registration
 //
