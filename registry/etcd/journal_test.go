@@ -260,39 +260,62 @@ func TestJournalConcurrentWriters(t *testing.T) {
 	t.Logf("%d traced writes; %d canary records replaced an untraced write", len(recs), greenBefore)
 }
 
-// 10,000 writes on one service leave at most the journal's size of
-// records, the newest; a smaller size given later removes the slots the
-// larger one left.
+// 10,000 writes leave at most the journal's size of records per service,
+// the newest; a smaller size given later removes the slots the larger one
+// left. The writes go to 16 services at once (625 each, every ring wrapped
+// around 89 times), so that they take seconds under -race on a loaded
+// machine: one service's writes are sequential by design (each commit
+// changes what the next one compares).
 func TestJournalStaysBounded(t *testing.T) {
 	c := etcdtest.Start(t)
-	cli := c.Client(t)
-	const p, size, writes = "/p", 7, 10000
-	ctx := ctxFor(t, 60*time.Second)
+	cli := c.Client(t, c.DirectEndpoints()...) // no proxy: its copying would dominate
+	const p, size, services, writes = "/p", 7, 16, 10000
+	// 3.7 s plain, 23 s under -race at a load average of 8 to 10 on 2
+	// cores: four times that.
+	ctx := ctxFor(t, 90*time.Second)
 	opts := []etcd.Option{etcd.WithPrefix(p), etcd.WithJournalSize(size)}
 	start := time.Now()
-	for i := range writes {
-		if err := etcd.SetCanary(ctx, cli, "svc", registry.Canary{Color: "blue", Percent: float64(i % 100)}, opts...); err != nil {
-			t.Fatalf("write %d: %v", i, err)
-		}
+	var wg sync.WaitGroup
+	errs := make(chan error, services)
+	for s := range services {
+		wg.Go(func() {
+			svc := fmt.Sprintf("svc%d", s)
+			for i := range writes / services {
+				if err := etcd.SetCanary(ctx, cli, svc, registry.Canary{Color: "blue", Percent: float64(i % 100)}, opts...); err != nil {
+					errs <- fmt.Errorf("%s, write %d: %w", svc, i, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
 	}
 	took := time.Since(start)
-	keys, _ := rawKeys(t, cli, registry.JournalKey(p, "svc"))
-	if len(keys) > size {
-		t.Fatalf("%d record keys after %d writes, want at most %d", len(keys), writes, size)
+	for s := range services {
+		svc := fmt.Sprintf("svc%d", s)
+		if keys, _ := rawKeys(t, cli, registry.JournalKey(p, svc)); len(keys) > size {
+			t.Fatalf("%s: %d record keys after %d writes, want at most %d", svc, len(keys), writes/services, size)
+		}
+		recs, err := etcd.History(ctx, cli, svc, 0, etcd.WithPrefix(p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if last := uint64(writes/services - 1); len(recs) != size || recs[0].Seq != last || recs[size-1].Seq != last-size+1 {
+			t.Fatalf("%s: %d records, seq %d..%d; want the newest %d", svc, len(recs), recs[len(recs)-1].Seq, recs[0].Seq, size)
+		}
 	}
-	recs, err := etcd.History(ctx, cli, "svc", 0, etcd.WithPrefix(p))
-	if err != nil {
-		t.Fatal(err)
+	if keys, _ := rawKeys(t, cli, registry.JournalRoot(p)); len(keys) != services*(size+1) {
+		t.Fatalf("%d journal keys in all, want %d (a ring and a sequence per service)", len(keys), services*(size+1))
 	}
-	if len(recs) != size || recs[0].Seq != writes-1 || recs[size-1].Seq != writes-size {
-		t.Fatalf("%d records, seq %d..%d; want the newest %d", len(recs), recs[len(recs)-1].Seq, recs[0].Seq, size)
-	}
-	t.Logf("%d traced writes in %v (%v each)", writes, took, took/writes)
+	t.Logf("%d traced writes in %v (%.0f/s)", writes, took, writes/took.Seconds())
 
-	if err := etcd.ClearCanary(ctx, cli, "svc", etcd.WithPrefix(p), etcd.WithJournalSize(3)); err != nil {
+	if err := etcd.ClearCanary(ctx, cli, "svc0", etcd.WithPrefix(p), etcd.WithJournalSize(3)); err != nil {
 		t.Fatal(err)
 	}
-	if keys, _ := rawKeys(t, cli, registry.JournalKey(p, "svc")); len(keys) > 3 {
+	if keys, _ := rawKeys(t, cli, registry.JournalKey(p, "svc0")); len(keys) > 3 {
 		t.Fatalf("%d record keys after a write with size 3: %v", len(keys), keys)
 	}
 }
