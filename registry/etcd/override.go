@@ -55,10 +55,10 @@ func SetOverride(ctx context.Context, cli *clientv3.Client, service, id string, 
 			return writePlan{action: action, before: valueOf(kvs[1]), after: val,
 				ops: []clientv3.Op{clientv3.OpPut(okey, string(val), clientv3.WithLease(clientv3.LeaseID(kvs[0].Lease)))}}, nil
 		}})
-	if err != nil {
+	if err != nil && !errors.Is(err, ErrNoInstance) {
 		return fmt.Errorf("etcd: write override of %s: %w", key, err)
 	}
-	return nil
+	return err
 }
 
 // ClearOverride removes an operator's override of an instance, if any,
