@@ -46,8 +46,9 @@ The registry keeps the last 100 records per service (a ring under
 WithJournalSize changes the size). Reading it needs read permission on
 <prefix>.history/ and no admin credential. Writes made with etcdctl or any
 other etcd client directly leave no record, and the output ends by saying so
-(on stderr with -o json, whose output is an array of the records as stored,
-with their "revision").`,
+(on stderr with -o json, whose output is an array of the records: "seq",
+"time", "who", "source", "action", "service", "instance", "before" and
+"after" as stored, and "revision").`,
 		Example: `  muster history user
   muster history
   muster history user --limit 10 -o json`,
