@@ -76,10 +76,17 @@ func (s *Server) authorizeAction(w http.ResponseWriter, r *http.Request, what st
 	return who, sess, ok
 }
 
+// writeOpts are the options of the writes made in session s: the
+// console's prefix and timeout, and who makes them from the console.
+func (s *Server) writeOpts(sess adminSession) []etcd.Option {
+	return []etcd.Option{etcd.WithPrefix(s.opts.prefix), etcd.WithRequestTimeout(s.opts.requestTimeout),
+		etcd.WithBy(sess.who()), etcd.WithSource(registry.SourceConsole)}
+}
+
 // handleAction drains, undrains or weighs instances, for a logged-in admin
 // whose request carries the session's CSRF token.
 func (s *Server) handleAction(w http.ResponseWriter, r *http.Request) {
-	who, _, ok := s.authorizeAction(w, r, "action")
+	who, sess, ok := s.authorizeAction(w, r, "action")
 	if !ok {
 		return
 	}
@@ -91,7 +98,7 @@ func (s *Server) handleAction(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "console: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	opts := []etcd.Option{etcd.WithPrefix(s.opts.prefix), etcd.WithRequestTimeout(s.opts.requestTimeout)}
+	opts := s.writeOpts(sess)
 	var o registry.Override
 	switch req.Action {
 	case actionDrain:

@@ -115,10 +115,16 @@ func (a *auth) authorize(r *http.Request, now time.Time) (who string, s adminSes
 // setter is who a change made in session s is recorded as having been made
 // by: "alice (console)", or "admin token (console)" for the admin token.
 func (s adminSession) setter() string {
+	return s.who() + " (console)"
+}
+
+// who is who a change made in session s is recorded as made by in the
+// journal: the user, or "admin token".
+func (s adminSession) who() string {
 	if s.user != "" {
-		return s.user + " (console)"
+		return s.user
 	}
-	return "admin token (console)"
+	return "admin token"
 }
 
 // sameOrigin reports whether r's Origin header, if any, names the host r

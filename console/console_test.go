@@ -135,6 +135,19 @@ func TestConsoleDrainButtonWritesOverride(t *testing.T) {
 	if !strings.Contains(f.log.String(), "action=drain") || !strings.Contains(f.log.String(), "admin session") {
 		t.Errorf("action not logged with who and what:\n%s", f.log.String())
 	}
+	// The page lists the traced write (muster history), as the journal
+	// holds it.
+	rec := f.history("payments")
+	if len(rec) != 1 {
+		t.Fatalf("journal after the drain: %+v", rec)
+	}
+	b.Do(browsertest.Timeout, "the drain in the operator writes",
+		browsertest.WaitJS(fmt.Sprintf(`document.querySelectorAll('#history tbody tr').length === 1 && document.querySelector('#history tbody tr[data-revision="%d"]') !== null`, rec[0].Revision)),
+	)
+	cells := browsertest.Eval[string](b, `[...document.querySelectorAll('#history tbody tr td')].map((td) => td.textContent).join('|')`)
+	if want := strings.Join([]string{rec[0].Time.Format(time.RFC3339), "admin token", "console", "drain", "10.0.0.1:9001", "-", "weight 0", fmt.Sprint(rec[0].Revision)}, "|"); cells != want {
+		t.Errorf("the page's row of the drain = %q, want %q", cells, want)
+	}
 	b.Screenshot("drained")
 	b.Do(browsertest.Timeout, "undrain it",
 		chromedp.Click(chromedp.CSS(row("10.0.0.1:9001")+" button.undrain")),

@@ -24,7 +24,10 @@
 // the console's own), writes the same override keys as
 // muster drain, undrain and weight (etcd.SetOverride, etcd.ClearOverride),
 // and is logged with who asked for what (the user's name, or the token's
-// session). The same session and token let an operator edit a service's
+// session); each write is traced in the service's journal, in the same
+// transaction, as made by the user (etcd.WithBy) from the console
+// (etcd.WithSource), and the service page lists the service's newest traced writes
+// (etcd.History), which need no login to read. The same session and token let an operator edit a service's
 // call policy on its page: FIELD=VALUE assignments merged into the stored
 // policy as muster policy set merges them (registry.PolicyEdit), or a
 // clear, recorded as set by "alice (console)" (etcd.WithSetBy); a value

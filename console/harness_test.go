@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/musterhq/muster/console"
@@ -93,8 +94,9 @@ func (f *fixture) register(in registry.Instance) {
 	}
 }
 
-// override reads the override value of one instance from etcd; "" if none.
-func (f *fixture) override(service, id string) string {
+// overrideKV reads the override key of one instance from etcd; nil if
+// none.
+func (f *fixture) overrideKV(service, id string) *mvccpb.KeyValue {
 	f.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
@@ -103,7 +105,38 @@ func (f *fixture) override(service, id string) string {
 		f.t.Fatalf("read override of %s/%s: %v", service, id, err)
 	}
 	if len(resp.Kvs) == 0 {
-		return ""
+		return nil
 	}
-	return string(resp.Kvs[0].Value)
+	return resp.Kvs[0]
+}
+
+// override reads the override value of one instance from etcd; "" if none.
+func (f *fixture) override(service, id string) string {
+	f.t.Helper()
+	if kv := f.overrideKV(service, id); kv != nil {
+		return string(kv.Value)
+	}
+	return ""
+}
+
+// history reads the journal of service (muster history), newest first.
+func (f *fixture) history(service string) []registry.Record {
+	f.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	recs, err := etcd.History(ctx, f.cli, service, 0)
+	if err != nil {
+		f.t.Fatalf("read the journal of %s: %v", service, err)
+	}
+	return recs
+}
+
+// overrideRevision is the revision at which the override of one instance
+// was last written; 0 if there is none.
+func (f *fixture) overrideRevision(service, id string) int64 {
+	f.t.Helper()
+	if kv := f.overrideKV(service, id); kv != nil {
+		return kv.ModRevision
+	}
+	return 0
 }

@@ -84,7 +84,7 @@ func (s *Server) handlePolicy(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "console: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	opts := []etcd.Option{etcd.WithPrefix(s.opts.prefix), etcd.WithRequestTimeout(s.opts.requestTimeout)}
+	opts := s.writeOpts(sess)
 	ctx := r.Context()
 	var p registry.Policy
 	if !req.Clear {

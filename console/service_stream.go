@@ -8,6 +8,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/musterhq/muster/registry"
+	"github.com/musterhq/muster/registry/etcd"
 )
 
 // maxLeaseLookups bounds the leases whose time left one event looks up.
@@ -109,6 +110,8 @@ type serviceStream struct {
 	det    details
 	canary registry.Canary     // the zero Canary: none
 	policy registry.PolicyInfo // the zero PolicyInfo: none
+	// history is the service's journal as last read, newest first.
+	history []recordView
 }
 
 // publish sends snap to the page once it is loaded (or stale): "resumed" if
@@ -132,7 +135,14 @@ func (st *serviceStream) publish(ctx context.Context, snap registry.Snapshot) er
 		// which overrides exist.
 		st.det.overrides = st.s.overrides(ctx, st.name, st.det.overrides)
 	}
+	if !snap.Stale() {
+		// Every traced write changes what the page follows (an override,
+		// an instance, the canary, the policy), so the journal is read
+		// again with each event.
+		st.history = st.s.history(ctx, st.name, st.history)
+	}
 	v := newServiceView(snap, st.det, st.canary, st.policy)
+	v.History = st.history
 	if st.sent {
 		v.Changes = diff(st.prev, snap.Instances, time.Now())
 	}
@@ -201,6 +211,24 @@ func (s *Server) overrides(ctx context.Context, service string, old map[string]b
 		if id, ok := overrideID(s.opts.prefix, string(kv.Key)); ok {
 			out[id] = true
 		}
+	}
+	return out
+}
+
+// maxHistoryShown bounds the records of the journal a service page shows.
+const maxHistoryShown = 20
+
+// history reads the newest records of service's journal; if etcd does not
+// answer it returns old.
+func (s *Server) history(ctx context.Context, service string, old []recordView) []recordView {
+	recs, err := etcd.History(ctx, s.cli, service, maxHistoryShown, etcd.WithPrefix(s.opts.prefix), etcd.WithRequestTimeout(s.opts.requestTimeout))
+	if err != nil {
+		s.opts.log.Debug("console: read the journal", "service", service, "error", err)
+		return old
+	}
+	out := make([]recordView, 0, len(recs))
+	for _, r := range recs {
+		out = append(out, newRecordView(r))
 	}
 	return out
 }

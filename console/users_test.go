@@ -15,6 +15,7 @@ import (
 	"github.com/musterhq/muster/console"
 	"github.com/musterhq/muster/internal/testkit/browsertest"
 	"github.com/musterhq/muster/internal/testkit/etcdtest"
+	"github.com/musterhq/muster/registry"
 )
 
 // htpasswd is an htpasswd text of bcrypt hashes (at bcrypt's least cost,
@@ -117,6 +118,17 @@ func TestConsoleUsersLogInAndAct(t *testing.T) {
 	}
 	if got := f.override("payments", "10.0.0.1:9001"); !strings.Contains(got, `"weight":0`) {
 		t.Errorf("override in etcd = %q, want weight 0", got)
+	}
+	// The drain is traced in the journal (muster history): alice, from
+	// the console, in the same transaction as the override.
+	recs := f.history("payments")
+	if len(recs) != 1 {
+		t.Fatalf("journal after alice's drain: %+v, want one record", recs)
+	}
+	if r := recs[0]; r.Who != "alice" || r.Source != registry.SourceConsole || r.Action != registry.ActionDrain ||
+		r.Instance != "10.0.0.1:9001" || string(r.Before) != "null" || !strings.Contains(string(r.After), `"weight":0`) ||
+		r.Revision != f.overrideRevision("payments", "10.0.0.1:9001") {
+		t.Errorf("alice's drain recorded as %+v, want alice, console, drain, null -> weight 0 at the override's revision", r)
 	}
 	logs := f.log.String()
 	if !strings.Contains(logs, `msg="console: action" who="user \"alice\" (session `) {

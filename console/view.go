@@ -70,6 +70,29 @@ type serviceView struct {
 	// Changes are the changes since the previous event of the stream,
 	// oldest first.
 	Changes []change `json:"changes,omitempty"`
+	// History is the newest records of the service's journal (muster
+	// history), newest first; empty when none.
+	History []recordView `json:"history"`
+}
+
+// recordView is one traced operator write as the service page shows it.
+type recordView struct {
+	At       time.Time `json:"at"`
+	Who      string    `json:"who"`
+	Source   string    `json:"source"`
+	Action   string    `json:"action"`
+	Instance string    `json:"instance,omitempty"`
+	// Before and After say what the values set, as muster history
+	// does ("weight 0", "-" for none).
+	Before   string `json:"before"`
+	After    string `json:"after"`
+	Revision int64  `json:"revision"`
+}
+
+func newRecordView(r registry.Record) recordView {
+	before, after := r.Describe()
+	return recordView{At: r.Time, Who: r.Who, Source: r.Source, Action: r.Action, Instance: r.Instance,
+		Before: before, After: after, Revision: r.Revision}
 }
 
 // policyValue is one field a policy sets.

@@ -24,7 +24,9 @@ gets the same answer for the same share, so one user sees one version.
 
 Only clients whose resolver follows canaries (resolver.WithCanaries) and whose
 balancer is muster_p2c or muster_wrr apply it. The setting is bound to no
-lease: it stays until "off". See docs/RELEASES.md.`,
+lease: it stays until "off". See docs/RELEASES.md.
+
+` + tracedHelp,
 		Example: `  muster canary user blue 5
   muster canary user blue 0.5
   muster canary user

@@ -195,15 +195,8 @@ func TestConsoleOfServeResumesAfterServeRestarts(t *testing.T) {
 func TestConsoleCommandBasicAuthFile(t *testing.T) {
 	s := startServe(t, t.TempDir())
 	register(t, newRegistrar(t, s.endpoint), registry.Instance{Name: "payments", Addr: "10.0.0.1:9001"})
-	hash, err := bcrypt.GenerateFromPassword([]byte("correct horse"), bcrypt.MinCost)
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
-	users := filepath.Join(dir, "users")
-	if err := os.WriteFile(users, []byte("alice:"+string(hash)+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	users := aliceUsersFile(t, dir)
 	plain := filepath.Join(dir, "plain")
 	if err := os.WriteFile(plain, []byte("alice:correct horse\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -217,16 +210,12 @@ func TestConsoleCommandBasicAuthFile(t *testing.T) {
 	if code, _ := post(t, c, url+"api/login", "", map[string]string{"user": "alice", "password": "wrong"}); code != http.StatusForbidden {
 		t.Errorf("login with a wrong password: status %d, want 403", code)
 	}
-	code, body := post(t, c, url+"api/login", "", map[string]string{"user": "alice", "password": "correct horse"})
-	var sess struct{ CSRF, User string }
-	if err := json.Unmarshal([]byte(body), &sess); code != http.StatusOK || err != nil || sess.CSRF == "" || sess.User != "alice" {
-		t.Fatalf("login: status %d, body %q", code, body)
-	}
+	csrf := loginAlice(t, c, url)
 	action := map[string]any{"action": "drain", "service": "payments", "ids": []string{"10.0.0.1:9001"}}
 	if code, _ := post(t, c, url+"api/action", "", action); code != http.StatusForbidden {
 		t.Errorf("action without CSRF token: status %d, want 403", code)
 	}
-	if code, body := post(t, c, url+"api/action", sess.CSRF, action); code != http.StatusOK || !strings.Contains(body, `"done":1`) {
+	if code, body := post(t, c, url+"api/action", csrf, action); code != http.StatusOK || !strings.Contains(body, `"done":1`) {
 		t.Fatalf("action: status %d, body %q", code, body)
 	}
 	for _, args := range [][]string{
@@ -238,4 +227,31 @@ func TestConsoleCommandBasicAuthFile(t *testing.T) {
 			t.Errorf("muster %v: exit code %d, want %d (usage) without the password; stderr:\n%s", args, r.code, exitUsage, r.stderr)
 		}
 	}
+}
+
+// aliceUsersFile writes in dir an htpasswd file of the user alice with
+// the password "correct horse", and returns its path.
+func aliceUsersFile(t *testing.T, dir string) string {
+	t.Helper()
+	hash, err := bcrypt.GenerateFromPassword([]byte("correct horse"), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	users := filepath.Join(dir, "users")
+	if err := os.WriteFile(users, []byte("alice:"+string(hash)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return users
+}
+
+// loginAlice logs c in to the console at url as alice (aliceUsersFile)
+// and returns the session's CSRF token.
+func loginAlice(t *testing.T, c *http.Client, url string) string {
+	t.Helper()
+	code, body := post(t, c, url+"api/login", "", map[string]string{"user": "alice", "password": "correct horse"})
+	var sess struct{ CSRF, User string }
+	if err := json.Unmarshal([]byte(body), &sess); code != http.StatusOK || err != nil || sess.CSRF == "" || sess.User != "alice" {
+		t.Fatalf("login: status %d, body %q", code, body)
+	}
+	return sess.CSRF
 }

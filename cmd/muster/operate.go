@@ -106,14 +106,16 @@ Use it for entries that should not be there, such as a machine that is gone
 for good. A live server's registrar owns its instance: it notices the deletion
 and writes the instance again within about a second, and the command says so
 when the instance's lease is alive. To take a live server out of traffic, use
-drain.`,
+drain.
+
+` + tracedHelp,
 		Example: `  muster deregister user 10.0.0.7:9000`,
 		Args:    instanceArgs(),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			service, id := args[0], args[1]
 			return g.mutate(cmd, "deregister", service, id, func(ctx context.Context, s *session, st instanceState) (string, error) {
 				live := liveLease(ctx, s, st.lease)
-				if err := etcd.Delete(ctx, s.cli, service, id, etcd.WithPrefix(g.prefix), etcd.WithRequestTimeout(g.timeout)); err != nil {
+				if err := etcd.Delete(ctx, s.cli, service, id, g.writeOpts()...); err != nil {
 					return "", err
 				}
 				msg := "deleted"
@@ -184,7 +186,7 @@ convergence time. The override lives as long as the instance's lease; undrain
 removes it. Ls and get mark an overridden weight with "*", watch with
 "override".
 
-` + weightsHonoured,
+` + weightsHonoured + "\n\n" + tracedHelp,
 		Example: `  muster drain user 10.0.0.7:9000`,
 		Args:    instanceArgs(),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -199,7 +201,9 @@ func newUndrainCmd(g *globalOptions) *cobra.Command {
 		Short: "Remove an operator override (drain or weight)",
 		Long: `Undrain removes the operator override (written by drain or weight) of an
 instance: it gets its registered weight back. It fails with exit code 1 if
-the instance is not registered, and says so when there is no override.`,
+the instance is not registered, and says so when there is no override.
+
+` + tracedHelp,
 		Example: `  muster undrain user 10.0.0.7:9000`,
 		Args:    instanceArgs(),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -208,7 +212,7 @@ the instance is not registered, and says so when there is no override.`,
 				if st.override == nil {
 					return "nothing to do: no override (weight " + st.registeredWeight() + " as registered)", nil
 				}
-				if err := etcd.ClearOverride(ctx, s.cli, service, id, etcd.WithPrefix(g.prefix), etcd.WithRequestTimeout(g.timeout)); err != nil {
+				if err := etcd.ClearOverride(ctx, s.cli, service, id, g.writeOpts()...); err != nil {
 					return "", err
 				}
 				return fmt.Sprintf("override removed, weight %d -> %s", *st.override.Weight, st.registeredWeight()), nil
@@ -226,7 +230,7 @@ a drain), which clients follow within their normal convergence time. The
 override lives as long as the instance's lease; undrain removes it. Ls and
 get mark an overridden weight with "*", watch with "override".
 
-`, registry.MaxWeight) + weightsHonoured,
+`, registry.MaxWeight) + weightsHonoured + "\n\n" + tracedHelp,
 		Example: `  muster weight user 10.0.0.7:9000 50`,
 		Args:    instanceArgs("weight"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -246,12 +250,19 @@ func (g *globalOptions) setOverride(cmd *cobra.Command, verb, service, id string
 		if st.override != nil && *st.override.Weight == w {
 			return fmt.Sprintf("nothing to do: the override already sets weight %d", w), nil
 		}
-		err := etcd.SetOverride(ctx, s.cli, service, id, registry.Override{Weight: &w}, etcd.WithPrefix(g.prefix), etcd.WithRequestTimeout(g.timeout))
+		err := etcd.SetOverride(ctx, s.cli, service, id, registry.Override{Weight: &w}, g.writeOpts()...)
 		if err != nil {
 			return "", err
 		}
 		return fmt.Sprintf("done, weight %s -> %d", st.weight(), w), nil
 	})
+}
+
+// writeOpts are the options of the command's writes: the etcd flags, and
+// the command as where the journal records them made from. Who made them
+// is the library's default: the etcd user (--user), else the local user.
+func (g *globalOptions) writeOpts() []etcd.Option {
+	return []etcd.Option{etcd.WithPrefix(g.prefix), etcd.WithRequestTimeout(g.timeout), etcd.WithSource(registry.SourceCommand)}
 }
 
 // instanceState is what etcd holds for one instance.

@@ -6,15 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"os/user"
-	"strconv"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/spf13/cobra"
 
+	"github.com/musterhq/muster/internal/osuser"
 	"github.com/musterhq/muster/registry"
 )
 
@@ -66,6 +63,9 @@ client's behaviour.
 The policy is stored in the registry; clients apply it as the policy documentation (docs/POLICY.md) says.
 Its key is <prefix>.policy/<service>, beside the canary, bound to no lease:
 it stays until "clear".
+
+Every set and clear is also traced: "muster history <service>" shows who
+made it, when, from where, and the policy before and after.
 
 Fields:
 `)
@@ -247,23 +247,9 @@ func runPolicyOn(ctx context.Context, st settingStore, by, output string, pc pol
 func (g *globalOptions) setter() string {
 	name := g.user
 	if name == "" {
-		if u, err := user.Current(); err == nil && u.Username != "" {
-			name = u.Username
-		} else if name = os.Getenv("USER"); name == "" {
-			name = "uid " + strconv.Itoa(os.Getuid())
-		}
+		name = osuser.Name()
 	}
-	// Keep the name printable and short enough for etcd.WithSetBy.
-	name = strings.Map(func(r rune) rune {
-		if !unicode.IsPrint(r) {
-			return '?'
-		}
-		return r
-	}, strings.ToValidUTF8(name, "?"))
-	if len(name) > 128 {
-		name = strings.ToValidUTF8(name[:128], "")
-	}
-	return name + " (command)"
+	return osuser.Clean(name) + " (command)"
 }
 
 // policyReadError is the error of a failed etcd.GetPolicy: a stored value

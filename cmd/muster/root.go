@@ -85,7 +85,8 @@ func newRootCmd() *cobra.Command {
 
 Start a registry with "muster serve", then look at it with "muster ls" and
 "muster watch". The commands that operate on a registry (ls, get, watch,
-deregister, drain, undrain, weight, register, xds) talk to the etcd given by
+history, deregister, drain, undrain, weight, canary, policy, register, xds)
+talk to the etcd given by
 --endpoints: over TLS for https:// endpoints (--cacert, --cert, --key), and
 as the etcd user given by --user when etcd has authentication enabled.
 With --registry zk://host:port,... ls, get, watch, drain, undrain and weight
@@ -127,6 +128,7 @@ Serve runs an etcd; demo runs its own; version and xds-bootstrap need none.`,
 		newLsCmd(g),
 		newGetCmd(g),
 		newWatchCmd(g),
+		newHistoryCmd(g),
 		newDeregisterCmd(g),
 		newDrainCmd(g),
 		newUndrainCmd(g),

@@ -43,7 +43,7 @@ func openSettings(ctx context.Context, g *globalOptions, stderr io.Writer) (*etc
 func (e *etcdSettings) close() { e.s.Close() }
 
 func (e *etcdSettings) opts() []etcd.Option {
-	return []etcd.Option{etcd.WithPrefix(e.g.prefix), etcd.WithRequestTimeout(e.g.timeout)}
+	return e.g.writeOpts()
 }
 
 func (e *etcdSettings) canary(ctx context.Context, service string) (registry.Canary, bool, error) {

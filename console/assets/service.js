@@ -343,6 +343,26 @@
     document.getElementById('timeline').replaceChildren(...items);
   }
 
+  // renderHistory shows the service's traced operator writes, newest
+  // first, as muster history lists them.
+  function renderHistory() {
+    const recs = state.history || [];
+    document.getElementById('history-name').textContent = name;
+    document.getElementById('no-history').hidden = recs.length > 0;
+    const rows = recs.map((r) => {
+      const tr = el('tr');
+      tr.dataset.revision = String(r.revision);
+      tr.dataset.who = r.who;
+      tr.dataset.source = r.source;
+      tr.dataset.action = r.action;
+      for (const v of [r.at.replace(/\.\d+Z$/, 'Z'), r.who, r.source, r.action, r.instance || '-', r.before, r.after, r.revision]) {
+        tr.appendChild(el('td', v));
+      }
+      return tr;
+    });
+    document.querySelector('#history tbody').replaceChildren(...rows);
+  }
+
   const verbs = { drain: 'Drain', undrain: 'Undrain', weight: 'Set the weight of' };
 
   function commands(action, ids, weight) {
@@ -409,6 +429,7 @@
     staleBanner(st);
     render();
     renderTimeline();
+    renderHistory();
   }, (expires) => {
     // Leases are those of Muster's keys: a legacy source's instance with
     // the same ID is not one of them.

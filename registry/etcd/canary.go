@@ -13,8 +13,10 @@ import (
 // SetCanary writes an operator's canary setting of service (see
 // registry.Canary): c.Percent of the uncolored calls of every client that
 // follows it (resolver.WithCanaries) go to the instances of c.Color. The
-// setting is bound to no lease: it stays until ClearCanary. Of the options
-// only WithPrefix and WithRequestTimeout apply.
+// setting is bound to no lease: it stays until ClearCanary. The write is
+// traced: its registry.Record lands in the service's journal in the same
+// transaction (see History). Of the options only WithPrefix,
+// WithRequestTimeout, WithBy, WithSource and WithJournalSize apply.
 func SetCanary(ctx context.Context, cli *clientv3.Client, service string, c registry.Canary, opts ...Option) error {
 	val, err := registry.MarshalCanary(c)
 	if err != nil {
@@ -24,19 +26,18 @@ func SetCanary(ctx context.Context, cli *clientv3.Client, service string, c regi
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, op.requestTimeout)
-	defer cancel()
-	if _, err := cli.Put(ctx, key, string(val)); err != nil {
+	if err := putSetting(ctx, cli, op, registry.ActionCanary, service, key, val); err != nil {
 		return fmt.Errorf("etcd: write canary %s: %w", key, err)
 	}
 	return nil
 }
 
 // ClearCanary removes the canary setting of service, if any: its uncolored
-// calls all go to the base again. Of the options only WithPrefix and
-// WithRequestTimeout apply.
+// calls all go to the base again. It is traced as SetCanary is; without a
+// canary it writes nothing. Of the options only WithPrefix,
+// WithRequestTimeout, WithBy, WithSource and WithJournalSize apply.
 func ClearCanary(ctx context.Context, cli *clientv3.Client, service string, opts ...Option) error {
-	return clearSetting(ctx, cli, "canary", registry.CanaryKey, service, opts)
+	return clearSetting(ctx, cli, "canary", registry.ActionCanaryOff, registry.CanaryKey, service, opts)
 }
 
 func canaryKey(opts []Option, service string) (options, string, error) {

@@ -7,7 +7,11 @@
 // An instance is stored at <prefix>/<service>/<id> (prefix
 // registry.DefaultPrefix unless WithPrefix says otherwise) with the JSON
 // value of registry.Marshal. Every key is bound to the registrar's lease in
-// the same request that writes it.
+// the same request that writes it. The operators' settings live beside
+// the instances: an override at <prefix>/<service>/<id>/override, the
+// canary at <prefix>.canary/<service>, the call policy at
+// <prefix>.policy/<service>, and the journal of their writes at
+// <prefix>.history/<service>/ (see Operator writes).
 //
 // # Registration
 //
@@ -102,6 +106,21 @@
 // A key written without a lease, by hand or by another tool, is served as a
 // static instance: nothing expires it, and it leaves when it is deleted
 // (Delete). Registrars never write such keys.
+//
+// # Operator writes
+//
+// SetOverride, ClearOverride, Delete, SetCanary, ClearCanary, SetPolicy and
+// ClearPolicy are traced: each writes a registry.Record of itself (when,
+// who, from where, what, the stored value before and after) to the
+// service's journal in the same transaction as the change, guarded by the
+// modification revisions of everything it read, so a change never lands
+// without its record nor a record without its change, and a concurrent
+// write makes it read again (at most 32 attempts, then ErrContended). The
+// journal is a ring of WithJournalSize slots per service (default 100)
+// under registry.JournalKey, bound to no lease; History reads it, newest
+// first. WithBy and WithSource name who and from where (by default the
+// client's etcd user, else the OS user, from "library"). A write made
+// with another etcd client directly leaves no record.
 //
 // # Other layouts
 //

@@ -51,3 +51,32 @@ func Example() {
 	}
 	// Output: greeter-1 10.0.0.1:9000 eu-1a weight 100
 }
+
+// An operator's writes are traced: History lists who changed what, from
+// where, with the value before and after, newest first.
+func ExampleHistory() {
+	cli, stop, err := examplekit.EtcdClient()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer stop()
+	ctx := context.Background()
+	by := []etcd.Option{etcd.WithBy("alice"), etcd.WithSource("runbook")}
+	if err := etcd.SetCanary(ctx, cli, "greeter", registry.Canary{Color: "blue", Percent: 5}, by...); err != nil {
+		log.Fatal(err)
+	}
+	if err := etcd.SetCanary(ctx, cli, "greeter", registry.Canary{Color: "blue", Percent: 50}, by...); err != nil {
+		log.Fatal(err)
+	}
+	recs, err := etcd.History(ctx, cli, "greeter", 0)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, r := range recs {
+		before, after := r.Describe()
+		fmt.Printf("%d %s (%s) %s: %s -> %s\n", r.Seq, r.Who, r.Source, r.Action, before, after)
+	}
+	// Output:
+	// 1 alice (runbook) canary: blue 5% -> blue 50%
+	// 0 alice (runbook) canary: - -> blue 5%
+}

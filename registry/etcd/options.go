@@ -38,6 +38,9 @@ type options struct {
 	mirrors        []Mirror // other layouts a Registrar also writes
 	maxTxnOps      int      // operations per transaction of a Registrar
 	setBy          string   // who SetPolicy records; "": nobody
+	by             string   // who the journal records; "": the etcd user, else the OS user
+	source         string   // where the journal records the write from
+	journal        int      // records kept per service
 	// hooks are set by tests only (registrar_hooks.go).
 	hooks *registrarHooks
 	// err collects the invalid options; a constructor given any fails.
@@ -55,6 +58,8 @@ func defaultOptions() options {
 		linger:         defaultLinger,
 		auditEvery:     defaultAuditEvery,
 		maxTxnOps:      defaultMaxTxnOps,
+		source:         registry.SourceLibrary,
+		journal:        registry.DefaultJournal,
 		logger:         slog.Default(),
 	}
 }
@@ -217,5 +222,50 @@ func WithSetBy(who string) Option {
 			return
 		}
 		o.setBy = who
+	}
+}
+
+// WithBy sets who the journal records as making an operator write
+// (SetOverride, ClearOverride, Delete, SetCanary, ClearCanary, SetPolicy,
+// ClearPolicy): a console user, an etcd user. The default is the client's
+// etcd user name if it logs in with one, else the process's OS user. A
+// name that registry.ValidateWho refuses (empty, longer than
+// registry.MaxSetByLen bytes, not printable UTF-8) is an error.
+func WithBy(who string) Option {
+	return func(o *options) {
+		if err := registry.ValidateWho(who); err != nil {
+			o.invalid("WithBy(%.64q): %v", who, err)
+			return
+		}
+		o.by = who
+	}
+}
+
+// WithSource sets where the journal records an operator write as made
+// from: registry.SourceCommand, registry.SourceConsole, or a program's
+// own name. The default is registry.SourceLibrary ("library"). A name
+// that registry.ValidateSource refuses is an error.
+func WithSource(source string) Option {
+	return func(o *options) {
+		if err := registry.ValidateSource(source); err != nil {
+			o.invalid("WithSource(%.64q): %v", source, err)
+			return
+		}
+		o.source = source
+	}
+}
+
+// WithJournalSize sets how many records of operator writes the journal
+// keeps per service: each write takes the slot of the oldest once n are
+// kept, and removes the slots from n up, which a larger size used before
+// left. The default is registry.DefaultJournal (100); n below 1 or above
+// registry.MaxJournal (10,000) is an error.
+func WithJournalSize(n int) Option {
+	return func(o *options) {
+		if n < 1 || n > registry.MaxJournal {
+			o.invalid("WithJournalSize(%d): want 1..%d", n, registry.MaxJournal)
+			return
+		}
+		o.journal = n
 	}
 }

@@ -17,8 +17,10 @@ import (
 // The stored value is normalized (the defaults of the fields p uses filled
 // in). With WithSetBy it also records who set it and now, in UTC
 // (registry.PolicyInfo), which clients ignore. The policy is bound to no
-// lease: it stays until ClearPolicy. Of the options only WithPrefix,
-// WithRequestTimeout and WithSetBy apply.
+// lease: it stays until ClearPolicy. The write is traced: its
+// registry.Record lands in the service's journal in the same transaction
+// (see History). Of the options only WithPrefix, WithRequestTimeout,
+// WithSetBy, WithBy, WithSource and WithJournalSize apply.
 func SetPolicy(ctx context.Context, cli *clientv3.Client, service string, p registry.Policy, opts ...Option) error {
 	if p.IsZero() {
 		return fmt.Errorf("etcd: set policy of %s: the zero Policy sets nothing; use ClearPolicy to remove a policy", service)
@@ -35,9 +37,7 @@ func SetPolicy(ctx context.Context, cli *clientv3.Client, service string, p regi
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, op.requestTimeout)
-	defer cancel()
-	if _, err := cli.Put(ctx, key, string(val)); err != nil {
+	if err := putSetting(ctx, cli, op, registry.ActionPolicySet, service, key, val); err != nil {
 		return fmt.Errorf("etcd: write policy %s: %w", key, err)
 	}
 	return nil
@@ -102,10 +102,11 @@ func getPolicy(ctx context.Context, cli *clientv3.Client, service string, opts [
 }
 
 // ClearPolicy removes the call policy of service, if any: clients keep
-// their own defaults again. Of the options only WithPrefix and
-// WithRequestTimeout apply.
+// their own defaults again. It is traced as SetPolicy is; without a policy
+// it writes nothing. Of the options only WithPrefix, WithRequestTimeout,
+// WithBy, WithSource and WithJournalSize apply.
 func ClearPolicy(ctx context.Context, cli *clientv3.Client, service string, opts ...Option) error {
-	return clearSetting(ctx, cli, "policy", registry.PolicyKey, service, opts)
+	return clearSetting(ctx, cli, "policy", registry.ActionPolicyClear, registry.PolicyKey, service, opts)
 }
 
 func policyKey(opts []Option, service string) (options, string, error) {

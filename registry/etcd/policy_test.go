@@ -30,7 +30,8 @@ func TestPolicySetGetClear(t *testing.T) {
 		t.Fatal(err)
 	}
 	keys, leases := rawKeys(t, cli, "/p")
-	if want := []string{"/p.policy/svc"}; !reflect.DeepEqual(keys, want) {
+	// The policy, and the journal's sequence and first record of the write.
+	if want := []string{"/p.history/svc", "/p.history/svc/00000", "/p.policy/svc"}; !reflect.DeepEqual(keys, want) {
 		t.Fatalf("keys after SetPolicy: %q, want %q", keys, want)
 	}
 	if l := leases["/p.policy/svc"]; l != 0 {
@@ -71,7 +72,8 @@ func TestPolicySetGetClear(t *testing.T) {
 	if _, ok, err := etcd.GetPolicy(ctx, cli, "svc", opts...); err != nil || ok {
 		t.Fatalf("GetPolicy after ClearPolicy = %v, %v; want none", ok, err)
 	}
-	if keys, _ := rawKeys(t, cli, "/p"); len(keys) != 0 {
+	// Nothing but the journal of the three writes.
+	if keys, _ := rawKeys(t, cli, "/p"); !reflect.DeepEqual(keys, []string{"/p.history/svc", "/p.history/svc/00000", "/p.history/svc/00001", "/p.history/svc/00002"}) {
 		t.Fatalf("keys after ClearPolicy: %q", keys)
 	}
 	// Clearing what is not there is no error.

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/metadata"
 
@@ -30,9 +31,21 @@ func settingKey(opts []Option, keyOf func(prefix, service string) string, servic
 	return op, keyOf(op.prefix, service), nil
 }
 
+// putSetting stores val under key, the setting of service, traced as
+// action.
+func putSetting(ctx context.Context, cli *clientv3.Client, op options, action, service, key string, val []byte) error {
+	ctx, cancel := context.WithTimeout(ctx, op.requestTimeout)
+	defer cancel()
+	_, err := journaled(ctx, cli, op, tracedWrite{service: service, reads: []string{key},
+		plan: func(kvs []*mvccpb.KeyValue) (writePlan, error) {
+			return writePlan{action: action, before: valueOf(kvs[0]), after: val, ops: []clientv3.Op{clientv3.OpPut(key, string(val))}}, nil
+		}})
+	return err
+}
+
 // clearSetting deletes the setting what of service, stored under keyOf's
-// key, if any.
-func clearSetting(ctx context.Context, cli *clientv3.Client, what string, keyOf func(prefix, service string) string,
+// key, if any, traced as action; without one it writes nothing.
+func clearSetting(ctx context.Context, cli *clientv3.Client, what, action string, keyOf func(prefix, service string) string,
 	service string, opts []Option) error {
 	op, key, err := settingKey(opts, keyOf, service)
 	if err != nil {
@@ -40,7 +53,14 @@ func clearSetting(ctx context.Context, cli *clientv3.Client, what string, keyOf 
 	}
 	ctx, cancel := context.WithTimeout(ctx, op.requestTimeout)
 	defer cancel()
-	if _, err := cli.Delete(ctx, key); err != nil {
+	_, err = journaled(ctx, cli, op, tracedWrite{service: service, reads: []string{key},
+		plan: func(kvs []*mvccpb.KeyValue) (writePlan, error) {
+			if kvs[0] == nil {
+				return writePlan{skip: true}, nil
+			}
+			return writePlan{action: action, before: kvs[0].Value, ops: []clientv3.Op{clientv3.OpDelete(key)}}, nil
+		}})
+	if err != nil {
 		return fmt.Errorf("etcd: delete %s %s: %w", what, key, err)
 	}
 	return nil
