@@ -229,6 +229,21 @@ func TestServicesLinger(t *testing.T) {
 	wantCounts(t, short, 0, 0)
 }
 
+// A linger timer that fired after a Watch had cancelled it, and a later
+// release had armed a new one, leaves the service to the new timer: an
+// idle, lingering service is not stopped by a stale timer.
+func TestServicesStaleLingerStopsNothing(t *testing.T) {
+	ss := newServices(time.Hour)
+	defer ss.Close()
+	closeWatcher(t, ss.watch(t, t.Context(), "a"))
+	s := ss.get(t, "a")
+	watchhub.FireStaleLinger(ss.Services, "a")
+	if s.stopped() {
+		t.Fatal("a stale linger timer stopped the service its current timer keeps")
+	}
+	wantCounts(t, ss, 1, 0)
+}
+
 func TestServicesClose(t *testing.T) {
 	ss := newServices(0)
 	ws := []registry.Watcher{ss.watch(t, t.Context(), "a"), ss.watch(t, t.Context(), "a"), ss.watch(t, t.Context(), "b")}
