@@ -73,7 +73,13 @@ type backend struct {
 // registrar on its own client.
 func (w *world) startBackend(t *testing.T, id string) *backend {
 	t.Helper()
-	reg, err := etcd.NewRegistrar(w.c.Client(t), opts()...)
+	return w.startBackendWith(t, w.c.Client(t), id)
+}
+
+// startBackendWith is startBackend with the registrar on cli.
+func (w *world) startBackendWith(t *testing.T, cli *clientv3.Client, id string) *backend {
+	t.Helper()
+	reg, err := etcd.NewRegistrar(cli, opts()...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -216,7 +216,12 @@ func (r *Registrar) Register(ctx context.Context, in registry.Instance) error {
 
 // Deregister removes the instance of service name with ID id (as
 // registered: Register defaults the ID to the Addr) and deletes its key, if the key is still bound to this registrar's
-// lease. It returns once the key is deleted. If etcd does not answer before
+// lease. It returns once the key is deleted. An instance written serving is
+// first written Draining, in a transaction of its own just before the
+// deletion's, so that the deletion is seen as deliberate (registry.Snapshot's
+// Retired) and clients release the instance at once rather than after the
+// grace they give an instance that vanished while serving (package
+// resolver). If etcd does not answer before
 // ctx ends or the request timeout passes, the error matches
 // registry.ErrPending and the key is deleted when etcd answers, or expires
 // with the lease. If the registrar's lease is lost meanwhile, it returns

@@ -1,0 +1,328 @@
+package reliability_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	_ "github.com/musterhq/muster/balancer/wrr"
+	"github.com/musterhq/muster/internal/testkit/etcdtest"
+	"github.com/musterhq/muster/internal/testkit/resolvertest"
+	"github.com/musterhq/muster/internal/testkit/testbackend"
+	"github.com/musterhq/muster/resolver"
+)
+
+// Fault: the leader frozen (SIGSTOP) past every lease's expiry, then
+// thawed, round after round, until etcd has revoked the backends' live
+// leases in wantRevoked rounds (see TestFrozenMemberCostsNoRegistration for
+// why etcd does that). The registrar puts the keys back under a new lease
+// at once, but for that moment the instances are gone from the registry.
+// The promise: no trace a call can see. The channel (muster_wrr, 4
+// backends of equal weight) is never handed fewer than its live instances,
+// and every one of them serves calls in every 250 ms window, at 1,000
+// calls/s or more: the resolver holds the deletion of an instance that was
+// not draining for its grace (resolver.WithDeletionGrace), and the re-put
+// under a new lease ends the hold. Protection is off in this channel
+// (protection would hide a revocation of more than half of the list, not
+// a smaller one): the grace alone keeps it whole.
+//
+// The load that makes etcd commit the revocation, measured: a crowd of 16
+// other leases with a shorter TTL, kept alive by another client, and
+// members with one CPU each (GOMAXPROCS=1, as in a one-CPU container).
+// On resuming, the leader revokes the leases it believes expired, earliest
+// first and 16 at a time, each waiting for its proposal. With one CPU its
+// first proposals go out before it has stepped down and die with its term;
+// after etcd's request timeout (5.2 s here) the next ones, the backends',
+// go out from a follower, which forwards them to the new leader, and they
+// commit.
+//
+// A fifth backend then crashes (its server stopped as a crash stops it,
+// its registrar's client closed, so its lease lapses): its key leaves the
+// registry within TTL + 1 s, no call succeeds on it from then on, and the
+// channel drops it when its grace ends.
+func TestFrozenLeaderRevocationReachesNoChannel(t *testing.T) {
+	const (
+		wantRevoked = 3                           // rounds in which etcd revoked the backends' leases
+		maxRounds   = 8                           // bounds the test's time: ~10 s a round
+		freezeFor   = ttl + 1500*time.Millisecond // past every lease's expiry in the leader's view
+		revokeWait  = 7 * time.Second             // etcd's request timeout (5 s + 2 elections) and margin
+		crowd       = 16                          // etcd's maxPendingRevokes
+		crowdTTL    = 1                           // seconds: the crowd's leases expire before the backends'
+		window      = 250 * time.Millisecond
+		minRate     = 1000 // calls per second
+		workers     = 8
+	)
+	t.Setenv("GOMAXPROCS", "1") // read by the members' processes, which inherit it
+	w := newWorld(t, etcdtest.WithProcesses())
+	ids := []string{"a", "b", "c", "d"}
+	var live []*backend
+	for _, id := range ids {
+		live = append(live, w.startBackend(t, id))
+	}
+	victimCli := w.c.Client(t)
+	victim := w.startBackendWith(t, victimCli, "e")
+
+	var (
+		mu     sync.Mutex
+		states []int
+	)
+	b := resolver.NewBuilder(w.disc, resolver.WithLogger(quiet), resolver.WithProtection(0, time.Second))
+	rb := resolvertest.RecordingBuilder{Builder: b, OnUpdate: func(n int, _ time.Time) {
+		mu.Lock()
+		states = append(states, n)
+		mu.Unlock()
+	}}
+	conn, err := grpc.NewClient("muster:///greeter", grpc.WithResolvers(rb),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"muster_wrr":{}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	load := startWindowedLoad(conn, workers, window)
+	defer load.stop()
+	within(t, 10*time.Second, "every backend called", func() bool {
+		for _, b := range append(live, victim) {
+			if load.total(b.be.Addr) == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	mu.Lock()
+	seen := len(states)
+	mu.Unlock()
+	from := load.now()
+
+	revocations := func() int {
+		n := 0
+		for _, b := range live {
+			n += int(b.reg.Status().Revocations)
+		}
+		return n
+	}
+	members := w.c.Members()
+	revokedRounds, rounds := 0, 0
+	for rounds < maxRounds && revokedRounds < wantRevoked {
+		rounds++
+		lead := members[w.c.WaitLeader(t)]
+		other := members[(w.c.WaitLeader(t)+1)%len(members)]
+		stopCrowd := keepCrowd(t, w.c.Client(t, other.DirectEndpoint()), crowd, crowdTTL)
+		before := revocations()
+		lead.Freeze(t)
+		time.Sleep(freezeFor) // the fault's length; nothing to await
+		lead.Thaw(t)
+		thawed := time.Now()
+		for time.Since(thawed) < revokeWait && revocations() == before {
+			time.Sleep(20 * time.Millisecond) // polling the registrars' counters
+		}
+		seenAfter := time.Since(thawed)
+		stopCrowd()
+		got := revocations() - before
+		if got > 0 {
+			revokedRounds++
+			within(t, 3*time.Second, "every key back under a new lease", func() bool {
+				return len(w.keys(t)) == len(ids)+1
+			})
+		}
+		t.Logf("round %d: %s led, frozen %s; etcd revoked %d of the backends' leases (first seen %s after the thaw)", rounds, lead.Name(), fmtDur(freezeFor), got, fmtDur(seenAfter))
+	}
+	to := load.now()
+
+	// The crash.
+	mu.Lock()
+	seenAtCrash := len(states)
+	mu.Unlock()
+	crashWindow := load.now()
+	victim.be.Crash(t)
+	_ = victimCli.Close() // no renewal, no revocation: the lease lapses
+	served := load.total(victim.be.Addr)
+	gone := within(t, ttl+time.Second, "the crashed backend's key gone from etcd", func() bool {
+		_, ok := w.keys(t)[key(victim.id)]
+		return !ok
+	})
+	dropped := within(t, resolver.DefaultDeletionGrace+time.Second, "the crashed backend out of the channel's state", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return states[len(states)-1] == len(ids)
+	})
+	if n := load.total(victim.be.Addr); n != served {
+		t.Errorf("the crashed backend served %d calls after the crash", n-served)
+	}
+	end := load.now()
+	load.stop()
+
+	if revokedRounds < wantRevoked {
+		t.Fatalf("etcd revoked the backends' live leases in %d of %d rounds, want %d: the fault did not happen often enough to prove anything (crowd %d)",
+			revokedRounds, rounds, wantRevoked, crowd)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, n := range states[seen-1 : seenAtCrash] {
+		if n < len(ids)+1 {
+			t.Errorf("the channel was handed %d endpoints before the crash (states %v), want %d every time", n, states[seen-1:seenAtCrash], len(ids)+1)
+			break
+		}
+	}
+	rate := float64(load.sum(from, to)) / (time.Duration(to-from) * window).Seconds()
+	t.Logf("%d rounds, %d with revocations (%d leases revoked); %d calls in %s (%.0f/s during the rounds), %d failed; crashed backend's key gone %s after the crash, out of the channel %s later; states %v",
+		rounds, revokedRounds, revocations(), load.sum(from, end), fmtDur(time.Duration(end-from)*window), rate, load.failures(), fmtDur(gone), fmtDur(dropped), states[seen-1:])
+	if rate < minRate {
+		t.Errorf("%.0f calls/s, want at least %d", rate, minRate)
+	}
+	for _, b := range append(live, victim) {
+		last := to
+		if b == victim {
+			last = crashWindow
+		}
+		if i, ok := load.emptyWindow(b.be.Addr, from, last); ok {
+			t.Errorf("%s (%s) got no call in window %d (%s–%s after the rounds began): it was live throughout",
+				b.id, b.be.Addr, i-from, fmtDur(time.Duration(i-from)*window), fmtDur(time.Duration(i-from+1)*window))
+		}
+	}
+	for _, b := range live {
+		if i, ok := load.emptyWindow(b.be.Addr, crashWindow+1, end); ok {
+			t.Errorf("%s got no call in window %d after the crash", b.id, i-crashWindow)
+		}
+	}
+	if failed := load.failures(); failed > workers {
+		t.Errorf("%d calls failed, more than the %d in flight when the backend crashed", failed, workers)
+	}
+}
+
+// keepCrowd grants n leases of ttl seconds through cli and keeps them
+// alive until the returned function is called, which revokes them.
+func keepCrowd(t *testing.T, cli *clientv3.Client, n int, ttl int64) func() {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var ids []clientv3.LeaseID
+	for range n {
+		gctx, gcancel := context.WithTimeout(ctx, 5*time.Second)
+		l, err := cli.Grant(gctx, ttl)
+		gcancel()
+		if err != nil {
+			cancel()
+			t.Fatalf("grant a crowd lease: %v", err)
+		}
+		ids = append(ids, l.ID)
+		ch, err := cli.KeepAlive(ctx, l.ID)
+		if err != nil {
+			cancel()
+			t.Fatalf("keep a crowd lease alive: %v", err)
+		}
+		go func() {
+			for range ch {
+			}
+		}()
+	}
+	return func() {
+		cancel()
+		for _, id := range ids {
+			rctx, rcancel := context.WithTimeout(context.Background(), time.Second)
+			_, _ = cli.Revoke(rctx, id)
+			rcancel()
+		}
+	}
+}
+
+// windowedLoad calls through a channel from several workers, counting the
+// calls each backend served in each window since it started.
+type windowedLoad struct {
+	start  time.Time
+	window time.Duration
+	quit   chan struct{}
+	done   sync.WaitGroup
+	once   sync.Once
+
+	mu     sync.Mutex
+	counts map[string][]int // per address, per window
+	failed int
+}
+
+func startWindowedLoad(conn grpc.ClientConnInterface, workers int, window time.Duration) *windowedLoad {
+	l := &windowedLoad{start: time.Now(), window: window, quit: make(chan struct{}), counts: map[string][]int{}}
+	for range workers {
+		l.done.Go(func() {
+			for {
+				select {
+				case <-l.quit:
+					return
+				default:
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				addr, err := testbackend.Call(ctx, conn)
+				cancel()
+				i := l.now()
+				l.mu.Lock()
+				if err != nil {
+					l.failed++
+				} else {
+					c := l.counts[addr]
+					for len(c) <= i {
+						c = append(c, 0)
+					}
+					c[i]++
+					l.counts[addr] = c
+				}
+				l.mu.Unlock()
+			}
+		})
+	}
+	return l
+}
+
+// now is the index of the current window.
+func (l *windowedLoad) now() int { return int(time.Since(l.start) / l.window) }
+
+func (l *windowedLoad) stop() {
+	l.once.Do(func() { close(l.quit) })
+	l.done.Wait()
+}
+
+func (l *windowedLoad) total(addr string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, c := range l.counts[addr] {
+		n += c
+	}
+	return n
+}
+
+// sum is the number of calls served in windows [from, to).
+func (l *windowedLoad) sum(from, to int) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, c := range l.counts {
+		for i := from; i < to && i < len(c); i++ {
+			n += c[i]
+		}
+	}
+	return n
+}
+
+// emptyWindow returns the first window in [from, to) in which addr served
+// no call.
+func (l *windowedLoad) emptyWindow(addr string, from, to int) (int, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c := l.counts[addr]
+	for i := from; i < to; i++ {
+		if i >= len(c) || c[i] == 0 {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+func (l *windowedLoad) failures() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.failed
+}
