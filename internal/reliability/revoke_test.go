@@ -2,6 +2,7 @@ package reliability_test
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -55,7 +56,12 @@ func TestFrozenLeaderRevocationReachesNoChannel(t *testing.T) {
 		crowdTTL    = 1                           // seconds: the crowd's leases expire before the backends'
 		window      = 250 * time.Millisecond
 		minRate     = 1000 // calls per second
-		workers     = 8
+		// A window with fewer calls in all says more about the test
+		// process's share of the CPU than about the channel: with
+		// equal weights muster_wrr picks each of the 5 backends once
+		// in any 5 picks in a row.
+		minJudged = 25
+		workers   = 8
 	)
 	t.Setenv("GOMAXPROCS", "1") // read by the members' processes, which inherit it
 	w := newWorld(t, etcdtest.WithProcesses())
@@ -133,63 +139,96 @@ func TestFrozenLeaderRevocationReachesNoChannel(t *testing.T) {
 		t.Logf("round %d: %s led, frozen %s; etcd revoked %d of the backends' leases (first seen %s after the thaw)", rounds, lead.Name(), fmtDur(freezeFor), got, fmtDur(seenAfter))
 	}
 	to := load.now()
-
-	// The crash.
+	if revokedRounds < wantRevoked {
+		t.Fatalf("etcd revoked the backends' live leases in %d of %d rounds, want %d: the fault did not happen often enough to prove anything",
+			revokedRounds, rounds, wantRevoked)
+	}
 	mu.Lock()
-	seenAtCrash := len(states)
+	during := slices.Clone(states[seen-1:])
 	mu.Unlock()
+	for _, n := range during {
+		if n < len(ids)+1 {
+			t.Errorf("the channel was handed %d endpoints during the rounds (states %v), want %d every time", n, during, len(ids)+1)
+			break
+		}
+	}
+	rate := float64(load.sum(from, to)) / (time.Duration(to-from) * window).Seconds()
+	t.Logf("%d rounds, %d with revocations (%d leases revoked); %d calls in %s (%.0f/s), %d failed; the channel's states: %v",
+		rounds, revokedRounds, revocations(), load.sum(from, to), fmtDur(time.Duration(to-from)*window), rate, load.failures(), during)
+	if rate < minRate {
+		t.Errorf("%.0f calls/s, want at least %d", rate, minRate)
+	}
+	all := append(slices.Clone(live), victim)
+	judged, starved := 0, 0
+	for i := from; i < to; i++ {
+		total := load.sum(i, i+1)
+		if total < minJudged {
+			starved++
+			continue
+		}
+		judged++
+		for _, b := range all {
+			if load.sumOf(b.be.Addr, i, i+1) == 0 {
+				t.Errorf("%s (%s) got none of the %d calls of window %d (%s–%s after the rounds began): it was live throughout",
+					b.id, b.be.Addr, total, i-from, fmtDur(time.Duration(i-from)*window), fmtDur(time.Duration(i-from+1)*window))
+			}
+		}
+	}
+	t.Logf("%d windows judged, %d with fewer than %d calls (the test process short of CPU) not judged", judged, starved, minJudged)
+	if starved > (judged+starved)/5 {
+		t.Errorf("%d of %d windows had fewer than %d calls: too few judged to prove anything", starved, judged+starved, minJudged)
+	}
+	if failed := load.failures(); failed > 0 {
+		t.Errorf("%d calls failed during the rounds, want none", failed)
+	}
+
+	// The crash, seen by a watch of its key.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	events := w.cli.Watch(ctx, key(victim.id), clientv3.WithCreatedNotify())
+	<-events
 	crashWindow := load.now()
 	victim.be.Crash(t)
 	_ = victimCli.Close() // no renewal, no revocation: the lease lapses
+	crashed := time.Now()
+	var gone time.Duration
+	for gone == 0 {
+		select {
+		case resp := <-events:
+			for _, ev := range resp.Events {
+				if ev.Type == clientv3.EventTypeDelete {
+					gone = time.Since(crashed)
+				}
+			}
+		case <-ctx.Done():
+			t.Fatal("the crashed backend's key was not deleted within 30 s")
+		}
+	}
+	// Calls in flight at the crash have ended long before (the key goes
+	// a TTL later): none may succeed from here on.
 	served := load.total(victim.be.Addr)
-	gone := within(t, ttl+time.Second, "the crashed backend's key gone from etcd", func() bool {
-		_, ok := w.keys(t)[key(victim.id)]
-		return !ok
-	})
+	if gone > ttl+time.Second {
+		t.Errorf("the crashed backend's key was deleted %s after the crash, want within TTL + 1 s", fmtDur(gone))
+	}
 	dropped := within(t, resolver.DefaultDeletionGrace+time.Second, "the crashed backend out of the channel's state", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return states[len(states)-1] == len(ids)
 	})
+	end := load.now()
+	load.stop()
 	if n := load.total(victim.be.Addr); n != served {
 		t.Errorf("the crashed backend served %d calls after the crash", n-served)
 	}
-	end := load.now()
-	load.stop()
-
-	if revokedRounds < wantRevoked {
-		t.Fatalf("etcd revoked the backends' live leases in %d of %d rounds, want %d: the fault did not happen often enough to prove anything (crowd %d)",
-			revokedRounds, rounds, wantRevoked, crowd)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	for _, n := range states[seen-1 : seenAtCrash] {
-		if n < len(ids)+1 {
-			t.Errorf("the channel was handed %d endpoints before the crash (states %v), want %d every time", n, states[seen-1:seenAtCrash], len(ids)+1)
-			break
+	for i := crashWindow + 1; i < end; i++ {
+		for _, b := range live {
+			if total := load.sum(i, i+1); total >= minJudged && load.sumOf(b.be.Addr, i, i+1) == 0 {
+				t.Errorf("%s got none of the %d calls of window %d after the crash", b.id, total, i-crashWindow)
+			}
 		}
 	}
-	rate := float64(load.sum(from, to)) / (time.Duration(to-from) * window).Seconds()
-	t.Logf("%d rounds, %d with revocations (%d leases revoked); %d calls in %s (%.0f/s during the rounds), %d failed; crashed backend's key gone %s after the crash, out of the channel %s later; states %v",
-		rounds, revokedRounds, revocations(), load.sum(from, end), fmtDur(time.Duration(end-from)*window), rate, load.failures(), fmtDur(gone), fmtDur(dropped), states[seen-1:])
-	if rate < minRate {
-		t.Errorf("%.0f calls/s, want at least %d", rate, minRate)
-	}
-	for _, b := range append(live, victim) {
-		last := to
-		if b == victim {
-			last = crashWindow
-		}
-		if i, ok := load.emptyWindow(b.be.Addr, from, last); ok {
-			t.Errorf("%s (%s) got no call in window %d (%s–%s after the rounds began): it was live throughout",
-				b.id, b.be.Addr, i-from, fmtDur(time.Duration(i-from)*window), fmtDur(time.Duration(i-from+1)*window))
-		}
-	}
-	for _, b := range live {
-		if i, ok := load.emptyWindow(b.be.Addr, crashWindow+1, end); ok {
-			t.Errorf("%s got no call in window %d after the crash", b.id, i-crashWindow)
-		}
-	}
+	t.Logf("crashed backend's key gone %s after the crash, out of the channel's state %s later; %d calls failed in all (at most %d in flight at the crash)",
+		fmtDur(gone), fmtDur(dropped), load.failures(), workers)
 	if failed := load.failures(); failed > workers {
 		t.Errorf("%d calls failed, more than the %d in flight when the backend crashed", failed, workers)
 	}
@@ -307,18 +346,16 @@ func (l *windowedLoad) sum(from, to int) int {
 	return n
 }
 
-// emptyWindow returns the first window in [from, to) in which addr served
-// no call.
-func (l *windowedLoad) emptyWindow(addr string, from, to int) (int, bool) {
+// sumOf is the number of calls addr served in windows [from, to).
+func (l *windowedLoad) sumOf(addr string, from, to int) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	n := 0
 	c := l.counts[addr]
-	for i := from; i < to; i++ {
-		if i >= len(c) || c[i] == 0 {
-			return i, true
-		}
+	for i := from; i < to && i < len(c); i++ {
+		n += c[i]
 	}
-	return 0, false
+	return n
 }
 
 func (l *windowedLoad) failures() int {
