@@ -38,8 +38,14 @@ func TestDeregisterRetiresTheInstance(t *testing.T) {
 		t.Fatal(err)
 	}
 	var seen []string
-	for len(seen) < 2 {
-		resp := <-events
+	timeout := time.After(10 * time.Second)
+	for len(seen) < 2 && !slices.Contains(seen, "delete") {
+		var resp clientv3.WatchResponse
+		select {
+		case resp = <-events:
+		case <-timeout:
+			t.Fatalf("within 10 s of the Deregister, the key saw %v", seen)
+		}
 		if err := resp.Err(); err != nil {
 			t.Fatal(err)
 		}
