@@ -56,53 +56,44 @@ type graceEvents struct {
 
 // apply returns the list to serve instead of serve, the list protection
 // serves for live (both sorted by ID), given the IDs the registry retired,
-// at now. Without a hold it is serve itself.
-func (g *grace) apply(now time.Time, live, serve []*registry.Instance, retired []string) ([]*registry.Instance, graceEvents) {
+// at now. Without a hold it is serve itself. departures returns the
+// instances of one live list missing from the next (departed, or a memo of
+// it shared by the target's channels, which see the same lists): an
+// unchanged or grown list costs no pass over it here.
+func (g *grace) apply(now time.Time, live, serve []*registry.Instance, retired []string,
+	departures func(prev, live []*registry.Instance) []*registry.Instance) ([]*registry.Instance, graceEvents) {
 	var ev graceEvents
 	if g.period <= 0 || retired == nil {
 		g.live, g.held = live, nil
 		return serve, ev
 	}
+	var gone []*registry.Instance
+	if !sameList(g.live, live) {
+		gone = departures(g.live, live)
+	}
+	g.live = live
+	if len(gone) == 0 && len(g.held) == 0 {
+		return serve, ev
+	}
 	var held []heldInstance
-	keep := func(k heldInstance) {
-		if now.Before(k.until) {
+	for _, k := range g.held {
+		switch {
+		case contains(live, k.in.ID):
+			ev.returned = append(ev.returned, k.in.ID)
+		case now.Before(k.until):
 			held = append(held, k)
-		} else {
+		default:
 			ev.expired = append(ev.expired, k.in.ID)
 		}
 	}
-	// One pass over the previous live list and the holds, both sorted by
-	// ID, against the live list.
-	i, h := 0, 0
-	present := func(id string) bool {
-		for i < len(live) && live[i].ID < id {
-			i++
-		}
-		return i < len(live) && live[i].ID == id
-	}
-	for _, p := range g.live {
-		for h < len(g.held) && g.held[h].in.ID < p.ID {
-			if present(g.held[h].in.ID) {
-				ev.returned = append(ev.returned, g.held[h].in.ID)
-			} else {
-				keep(g.held[h])
-			}
-			h++
-		}
-		if present(p.ID) || p.Draining || slices.Contains(retired, p.ID) {
-			continue
-		}
-		held = append(held, heldInstance{in: p, until: now.Add(g.period)})
-		ev.began = append(ev.began, p.ID)
-	}
-	for ; h < len(g.held); h++ {
-		if present(g.held[h].in.ID) {
-			ev.returned = append(ev.returned, g.held[h].in.ID)
-		} else {
-			keep(g.held[h])
+	for _, p := range gone {
+		if !p.Draining && !slices.Contains(retired, p.ID) {
+			held = append(held, heldInstance{in: p, until: now.Add(g.period)})
+			ev.began = append(ev.began, p.ID)
 		}
 	}
-	g.live, g.held = live, held
+	slices.SortFunc(held, func(a, b heldInstance) int { return strings.Compare(a.in.ID, b.in.ID) })
+	g.held = held
 	if len(held) == 0 {
 		return serve, ev
 	}
@@ -123,6 +114,34 @@ func (g *grace) apply(now time.Time, live, serve []*registry.Instance, retired [
 		return serve, ev // every held instance is served by protection
 	}
 	return out, ev
+}
+
+// departed returns the instances of prev whose ID is not in live, both
+// sorted by ID: one merge pass.
+func departed(prev, live []*registry.Instance) []*registry.Instance {
+	var gone []*registry.Instance
+	i := 0
+	for _, p := range prev {
+		if i < len(live) && live[i] == p {
+			i++ // the common case: no string compared
+			continue
+		}
+		for i < len(live) && live[i].ID < p.ID {
+			i++
+		}
+		if i < len(live) && live[i].ID == p.ID {
+			i++
+			continue
+		}
+		gone = append(gone, p)
+	}
+	return gone
+}
+
+// contains reports whether list, sorted by ID, has an instance with id.
+func contains(list []*registry.Instance, id string) bool {
+	_, ok := slices.BinarySearchFunc(list, id, func(in *registry.Instance, id string) int { return strings.Compare(in.ID, id) })
+	return ok
 }
 
 // next returns when the earliest hold ends; ok is false without a hold.

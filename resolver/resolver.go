@@ -183,7 +183,7 @@ func (r *musterResolver) update(now time.Time, snap registry.Snapshot) {
 			"withheld_for", now.Sub(since))
 	}
 	r.withheld = withheld
-	out, ev := r.grace.apply(now, snap.Instances, serve, snap.Retired)
+	out, ev := r.grace.apply(now, snap.Instances, serve, snap.Retired, r.states.departures)
 	r.logGrace(ev)
 	st := r.states.state(out, r.choose)
 	if !(r.delivered && r.live && r.sent != nil && sameList(st.list, r.sent.list)) {

@@ -93,6 +93,11 @@ type entry struct {
 	// replaced, deregistered or refused: what its Register waits for.
 	done    chan struct{}
 	settled bool // done is closed
+	// confirmed is set, under Registrar.mu, once etcd answered a
+	// transaction that wrote the entry (keyset.wrote): a removal of an
+	// entry only maybe written (an unanswered put) is deleted without
+	// first being written Draining.
+	confirmed bool
 }
 
 // settleLocked closes e.done, once. Registrar.mu must be held.

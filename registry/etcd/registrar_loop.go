@@ -259,6 +259,9 @@ func (r *Registrar) deleteRemoved(lease clientv3.LeaseID) error {
 type removal struct {
 	key     string
 	written *entry // nil if unknown
+	// confirmed: etcd answered the write of written (not a put that
+	// may or may not have landed).
+	confirmed bool
 }
 
 func (r *Registrar) deleteBatch(lease clientv3.LeaseID, b []removal) error {
@@ -291,8 +294,8 @@ func (r *Registrar) deleteBatch(lease clientv3.LeaseID, b []removal) error {
 	return nil
 }
 
-// retireBatch writes the instances of b that were written serving
-// Draining, each only while its key is still bound to lease, in one
+// retireBatch writes the instances of b that were written serving (etcd
+// confirmed the write) Draining, each only while its key is still bound to lease, in one
 // transaction before the one that deletes them: a Discovery then sees
 // each deleted while Draining, a deliberate departure (Snapshot.Retired),
 // which clients release at once, where they hold an instance deleted while
@@ -302,8 +305,8 @@ func (r *Registrar) deleteBatch(lease clientv3.LeaseID, b []removal) error {
 func (r *Registrar) retireBatch(lease clientv3.LeaseID, b []removal) error {
 	var ops []clientv3.Op
 	for _, d := range b {
-		if d.written == nil {
-			continue
+		if !d.confirmed {
+			continue // maybe never written: nothing to drain
 		}
 		in, err := registry.Unmarshal(d.written.val)
 		if err != nil || in.Draining {
