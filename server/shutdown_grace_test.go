@@ -7,8 +7,6 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/musterhq/muster/registry"
 	"github.com/musterhq/muster/resolver"
@@ -29,19 +27,7 @@ func TestShutdownLeavesTheChannelWithinASecond(t *testing.T) {
 	b := e.start(t, "b")
 	addrA, addrB := a.s.Instance().Addr, b.s.Instance().Addr
 
-	states := make(chan []string, 256)
-	rb := &stateRecorder{Builder: e.b, states: states}
-	conn, err := grpc.NewClient("muster:///greeter", grpc.WithResolvers(rb),
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"muster_p2c":{}}]}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	conn.Connect()
-	awaitState(t, states, "a state with both instances", func(addrs []string) bool {
-		return slices.Contains(addrs, addrA) && slices.Contains(addrs, addrB)
-	})
+	states := followStates(t, e, addrA, addrB)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

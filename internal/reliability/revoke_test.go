@@ -9,11 +9,9 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
-	_ "github.com/musterhq/muster/balancer/wrr"
+	"github.com/musterhq/muster/balancer/wrr"
 	"github.com/musterhq/muster/internal/testkit/etcdtest"
-	"github.com/musterhq/muster/internal/testkit/resolvertest"
 	"github.com/musterhq/muster/internal/testkit/testbackend"
 	"github.com/musterhq/muster/resolver"
 )
@@ -78,18 +76,11 @@ func TestFrozenLeaderRevocationReachesNoChannel(t *testing.T) {
 		states []int
 	)
 	b := resolver.NewBuilder(w.disc, resolver.WithLogger(quiet), resolver.WithProtection(0, time.Second))
-	rb := resolvertest.RecordingBuilder{Builder: b, OnUpdate: func(n int, _ time.Time) {
+	conn := dialRecording(t, b, wrr.Name, func(n int) {
 		mu.Lock()
 		states = append(states, n)
 		mu.Unlock()
-	}}
-	conn, err := grpc.NewClient("muster:///greeter", grpc.WithResolvers(rb),
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"muster_wrr":{}}]}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	})
 	load := startWindowedLoad(conn, workers, window)
 	defer load.stop()
 	within(t, 10*time.Second, "every backend called", func() bool {

@@ -276,9 +276,7 @@ func (r *Registrar) deleteBatch(lease clientv3.LeaseID, b []removal) error {
 		ops = append(ops, clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.LeaseValue(d.key), "=", lease)}, then, copies))
 		keys = append(keys, d.key)
 	}
-	ctx, cancel := context.WithTimeout(r.ctx, r.opTimeout())
-	resp, err := r.cli.Txn(ctx).Then(ops...).Commit()
-	cancel()
+	resp, err := r.commit(ops)
 	if err != nil {
 		return fmt.Errorf("etcd: delete %s: %w", describeKeys(keys), err)
 	}
@@ -294,9 +292,16 @@ func (r *Registrar) deleteBatch(lease clientv3.LeaseID, b []removal) error {
 	return nil
 }
 
+// commit runs one transaction of ops within the loop's request timeout.
+func (r *Registrar) commit(ops []clientv3.Op) (*clientv3.TxnResponse, error) {
+	ctx, cancel := context.WithTimeout(r.ctx, r.opTimeout())
+	defer cancel()
+	return r.cli.Txn(ctx).Then(ops...).Commit()
+}
+
 // retireBatch writes the instances of b that were written serving (etcd
-// confirmed the write) Draining, each only while its key is still bound to lease, in one
-// transaction before the one that deletes them: a Discovery then sees
+// confirmed the write) Draining, each only while its key is still bound
+// to lease, in one transaction before the one that deletes them: a Discovery then sees
 // each deleted while Draining, a deliberate departure (Snapshot.Retired),
 // which clients release at once, where they hold an instance deleted while
 // serving for a grace (etcd revokes live leases after a paused leader
@@ -323,9 +328,7 @@ func (r *Registrar) retireBatch(lease clientv3.LeaseID, b []removal) error {
 	if len(ops) == 0 {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(r.ctx, r.opTimeout())
-	resp, err := r.cli.Txn(ctx).Then(ops...).Commit()
-	cancel()
+	resp, err := r.commit(ops)
 	if err != nil {
 		return fmt.Errorf("etcd: drain %d keys before deleting them: %w", len(ops), err)
 	}
@@ -390,9 +393,7 @@ func (r *Registrar) putBatch(lease clientv3.LeaseID, b []*entry, rebind bool) er
 		}
 		keys = append(keys, e.key)
 	}
-	ctx, cancel := context.WithTimeout(r.ctx, r.opTimeout())
-	resp, err := r.cli.Txn(ctx).Then(ops...).Commit()
-	cancel()
+	resp, err := r.commit(ops)
 	switch {
 	case errors.Is(err, rpctypes.ErrLeaseNotFound):
 		r.leaseLost()
