@@ -55,10 +55,10 @@ func TestFrozenLeaderRevocationReachesNoChannel(t *testing.T) {
 		crowdTTL    = 1                           // seconds: the crowd's leases expire before the backends'
 		window      = 250 * time.Millisecond
 		minRate     = 1000 // calls per second; half under -race
-		// A window with fewer calls in all says more about the test
-		// process's share of the CPU than about the channel: with
-		// equal weights muster_wrr picks each of the 5 backends once
-		// in any 5 picks in a row.
+		// A window with fewer calls made (served or failed) says more
+		// about the test process's share of the CPU than about the
+		// channel: with equal weights muster_wrr picks each of the 5
+		// backends once in any 5 picks in a row.
 		minJudged = 25
 		workers   = 16
 	)
@@ -161,7 +161,7 @@ func TestFrozenLeaderRevocationReachesNoChannel(t *testing.T) {
 	all := append(slices.Clone(live), victim)
 	judged, starved := 0, 0
 	for i := from; i < to; i++ {
-		total := load.sum(i, i+1)
+		total := load.tried(i)
 		if total < minJudged {
 			starved++
 			continue
@@ -169,12 +169,12 @@ func TestFrozenLeaderRevocationReachesNoChannel(t *testing.T) {
 		judged++
 		for _, b := range all {
 			if load.sumOf(b.be.Addr, i, i+1) == 0 {
-				t.Errorf("%s (%s) got none of the %d calls of window %d (%s–%s after the rounds began): it was live throughout",
+				t.Errorf("%s (%s) got none of the %d calls made in window %d (%s–%s after the rounds began): it was live throughout",
 					b.id, b.be.Addr, total, i-from, fmtDur(time.Duration(i-from)*window), fmtDur(time.Duration(i-from+1)*window))
 			}
 		}
 	}
-	t.Logf("%d windows judged, %d with fewer than %d calls (the test process short of CPU) not judged", judged, starved, minJudged)
+	t.Logf("%d windows judged, %d with fewer than %d calls made (the test process short of CPU) not judged", judged, starved, minJudged)
 	if starved > (judged+starved)/5 {
 		t.Errorf("%d of %d windows had fewer than %d calls: too few judged to prove anything", starved, judged+starved, minJudged)
 	}
@@ -222,8 +222,8 @@ func TestFrozenLeaderRevocationReachesNoChannel(t *testing.T) {
 	}
 	for i := crashWindow + 1; i < end; i++ {
 		for _, b := range live {
-			if total := load.sum(i, i+1); total >= minJudged && load.sumOf(b.be.Addr, i, i+1) == 0 {
-				t.Errorf("%s got none of the %d calls of window %d after the crash", b.id, total, i-crashWindow)
+			if total := load.tried(i); total >= minJudged && load.sumOf(b.be.Addr, i, i+1) == 0 {
+				t.Errorf("%s got none of the %d calls made in window %d after the crash", b.id, total, i-crashWindow)
 			}
 		}
 	}
@@ -281,7 +281,8 @@ type windowedLoad struct {
 	once   sync.Once
 
 	mu     sync.Mutex
-	counts map[string][]int // per address, per window
+	counts map[string][]int // calls served, per address, per window
+	tries  []int            // calls made, served or failed, per window
 	failed int
 }
 
@@ -300,6 +301,10 @@ func startWindowedLoad(conn grpc.ClientConnInterface, workers int, window time.D
 				cancel()
 				i := l.now()
 				l.mu.Lock()
+				for len(l.tries) <= i {
+					l.tries = append(l.tries, 0)
+				}
+				l.tries[i]++
 				if err != nil {
 					l.failed++
 				} else {
@@ -346,6 +351,16 @@ func (l *windowedLoad) sum(from, to int) int {
 		}
 	}
 	return n
+}
+
+// tried is the number of calls made (served or failed) in window i.
+func (l *windowedLoad) tried(i int) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if i < len(l.tries) {
+		return l.tries[i]
+	}
+	return 0
 }
 
 // sumOf is the number of calls addr served in windows [from, to).
