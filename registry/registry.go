@@ -182,7 +182,20 @@ type Snapshot struct {
 	// resolver's empty-list protection) judges each part on its own.
 	// Nil for every other Discovery.
 	Clusters []ClusterSnapshot
+	// Retired lists the IDs of instances deleted recently while Draining,
+	// oldest first, at most MaxRetired; an instance registered again
+	// leaves it. Such a deletion is deliberate: the instance was taken out
+	// of service before it left (the etcd Registrar's Deregister drains an
+	// instance before it deletes it). Any other deletion may be the
+	// backend's mistake (etcd revokes live leases after a paused leader
+	// resumes), and package resolver holds it for a grace. Nil when the
+	// backend does not record deliberate departures: every deletion is
+	// then final. The slice is shared and must not be modified.
+	Retired []string
 }
+
+// MaxRetired is the most IDs Snapshot.Retired holds: the oldest go first.
+const MaxRetired = 64
 
 // Stale reports whether the snapshot may be behind the backend.
 func (s Snapshot) Stale() bool { return !s.StaleSince.IsZero() }

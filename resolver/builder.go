@@ -41,6 +41,7 @@ type Builder struct {
 
 	updates   atomic.Uint64
 	protected atomic.Uint64
+	held      atomic.Uint64
 }
 
 // Stats are a Builder's counters.
@@ -49,6 +50,9 @@ type Stats struct {
 	Updates uint64
 	// Protected counts updates withheld by empty-list protection.
 	Protected uint64
+	// Held counts instances held for the deletion grace
+	// (WithDeletionGrace) after they left the registry while serving.
+	Held uint64
 }
 
 // New returns a Builder over d, or an error naming every invalid option
@@ -93,7 +97,7 @@ func (b *Builder) Scheme() string { return b.opts.scheme }
 
 // Stats returns the Builder's counters.
 func (b *Builder) Stats() Stats {
-	return Stats{Updates: b.updates.Load(), Protected: b.protected.Load()}
+	return Stats{Updates: b.updates.Load(), Protected: b.protected.Load(), Held: b.held.Load()}
 }
 
 // Build starts resolving target for cc. It never blocks on the registry:
@@ -131,6 +135,7 @@ func (b *Builder) Build(target grpcresolver.Target, cc grpcresolver.ClientConn, 
 		rearm:   make(chan struct{}, 1),
 		log:     b.log.With("service", q.service),
 		protect: newProtection(b.opts.protectFraction, b.opts.protectWindow),
+		grace:   grace{period: b.opts.deletionGrace},
 	}
 	if err := b.states.join(b, r); err != nil {
 		cancel()

@@ -66,6 +66,18 @@
 // one cluster's loss is withheld against that cluster's own size while
 // the other clusters' changes are served (docs/CLUSTERS.md).
 //
+// The deletion grace (WithDeletionGrace, 3s) keeps serving an instance that
+// left the registry while it served: not Draining, and not recorded by the
+// registry as a deliberate departure (registry.Snapshot's Retired; the etcd
+// Registrar's Deregister drains an instance before it deletes it). etcd
+// revokes live leases after a paused leader resumes, and the registrar
+// writes its keys again within milliseconds; the instance's return ends the
+// hold, so the channel keeps its connection. An instance that really
+// crashed is listed for the grace, but its connection has failed and
+// balancers pick only ready endpoints. The hold is beside protection, which
+// judges the same lists with or without it. Holds are logged and counted
+// (Stats().Held).
+//
 // WithCanaries and WithPolicies follow each service's canary and call
 // policy (registry/etcd's Canaries and Policies) and hand them with every
 // state (CanaryOf, PolicyOf): Muster's balancers route the canary's share

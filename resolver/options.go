@@ -17,6 +17,10 @@ const (
 	defaultFirstState      = 500 * time.Millisecond
 	defaultProtectFraction = 0.5
 	defaultProtectWindow   = 30 * time.Second
+	// DefaultDeletionGrace is how long a channel keeps serving an
+	// instance that vanished from the registry while it served
+	// (WithDeletionGrace).
+	DefaultDeletionGrace = 3 * time.Second
 )
 
 type options struct {
@@ -27,6 +31,7 @@ type options struct {
 	firstState      time.Duration
 	protectFraction float64
 	protectWindow   time.Duration
+	deletionGrace   time.Duration
 	snapshotDir     string
 	subsetSize      int
 	clientID        string
@@ -47,6 +52,7 @@ func buildOptions(opts []Option) options {
 		firstState:      defaultFirstState,
 		protectFraction: defaultProtectFraction,
 		protectWindow:   defaultProtectWindow,
+		deletionGrace:   DefaultDeletionGrace,
 		logger:          slog.Default(),
 		clock:           realClock{},
 	}
@@ -153,6 +159,31 @@ func WithProtection(fraction float64, window time.Duration) Option {
 		}
 		o.protectFraction = fraction
 		o.protectWindow = window
+	}
+}
+
+// WithDeletionGrace sets how long a channel keeps serving an instance that
+// left the registry while it served: one that was not Draining and whose
+// deletion the registry does not record as deliberate (registry.Snapshot's
+// Retired; the etcd Registrar's Deregister drains an instance before it
+// deletes it, so such an instance leaves at once). etcd revokes live
+// leases after a paused leader resumes, and the registrar writes its keys
+// again within milliseconds: the instance's return (any instance with its
+// ID) ends the hold, so the channel keeps its connection and calls never
+// notice. An instance that crashed stays listed for the grace, but its
+// connection has failed and balancers pick only ready endpoints. The hold
+// is beside empty-list protection (WithProtection), which judges the same
+// lists either way. A backend that records no deliberate departures
+// (Retired nil: ZooKeeper, Kubernetes) gets no grace.
+//
+// The default is DefaultDeletionGrace (3s), above the registrar's repair
+// time measured under load (docs/RELIABILITY.md); 0 disables the grace; a
+// negative value keeps the default.
+func WithDeletionGrace(d time.Duration) Option {
+	return func(o *options) {
+		if d >= 0 {
+			o.deletionGrace = d
+		}
 	}
 }
 

@@ -34,6 +34,7 @@ type musterResolver struct {
 	mu        sync.Mutex // guards what follows; held while calling the channel
 	closed    bool
 	protect   protection
+	grace     grace
 	delivered bool          // a state or error reached the channel
 	live      bool          // the last state came from the registry, not the disk
 	states    *targetStates // shared with the Builder's other channels of the target
@@ -131,10 +132,10 @@ func (r *musterResolver) updateFromFeed() {
 	if r.closed {
 		return
 	}
-	was := r.withheld
+	was, held := r.withheld, len(r.grace.held) > 0
 	r.update(r.b.opts.clock.now(), r.w.Snapshot())
-	if was || r.withheld {
-		// The lift time moved; run sets its timer again.
+	if was || r.withheld || held || len(r.grace.held) > 0 {
+		// The lift time or a hold's end moved; run sets its timer again.
 		select {
 		case r.rearm <- struct{}{}:
 		default:
@@ -142,10 +143,14 @@ func (r *musterResolver) updateFromFeed() {
 	}
 }
 
-// armLift sets t to fire when protection would next change its decision,
-// and returns its channel; nil (and t stopped) while not protecting.
+// armLift sets t to fire when protection would next change its decision
+// or a held instance's grace ends, and returns its channel; nil (and t
+// stopped) while neither is pending.
 func (r *musterResolver) armLift(t liftTimer) <-chan time.Time {
 	at, ok := r.protect.next()
+	if g, held := r.grace.next(); held && (!ok || g.Before(at)) {
+		at, ok = g, true
+	}
 	if !ok {
 		t.stop()
 		return nil
@@ -181,7 +186,9 @@ func (r *musterResolver) update(now time.Time, snap registry.Snapshot) {
 			"withheld_for", now.Sub(since))
 	}
 	r.withheld = withheld
-	st := r.states.state(serve, r.choose)
+	out, ev := r.grace.apply(now, snap.Instances, serve, snap.Retired, r.states.departures)
+	r.logGrace(ev)
+	st := r.states.state(out, r.choose)
 	if !(r.delivered && r.live && r.sent != nil && sameList(st.list, r.sent.list)) {
 		r.push(st)
 	}
@@ -190,6 +197,21 @@ func (r *musterResolver) update(now time.Time, snap registry.Snapshot) {
 		if err := r.b.snaps.save(r.q.service, positionOf(snap), serve, now, r.w.Snapshot); err != nil {
 			r.log.Error("cannot write the disk snapshot", "error", err)
 		}
+	}
+}
+
+// logGrace logs the holds that began, ended by a return, or ran out.
+func (r *musterResolver) logGrace(ev graceEvents) {
+	if ev.began != nil {
+		r.b.held.Add(uint64(len(ev.began)))
+		r.log.Warn("instances left the registry while serving; held for the deletion grace",
+			"ids", joinIDs(ev.began), "grace", r.grace.period)
+	}
+	if ev.returned != nil {
+		r.log.Info("held instances are back in the registry", "ids", joinIDs(ev.returned))
+	}
+	if ev.expired != nil {
+		r.log.Info("held instances did not come back within the deletion grace; removed", "ids", joinIDs(ev.expired))
 	}
 }
 

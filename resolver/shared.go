@@ -41,6 +41,9 @@ type targetStates struct {
 	// serve the live one do not rebuild at each change.
 	recent [2]*builtState
 	spare  stateArrays
+	// gone memoizes the last departures asked for (the deletion grace),
+	// which every channel of the target asks for the same two lists.
+	gone struct{ prev, live, out []*registry.Instance }
 }
 
 // builtState is the state made for one served list. It is never written
@@ -136,6 +139,18 @@ func (t *targetStates) state(from []*registry.Instance, choose func([]*registry.
 	}
 	t.recent[1], t.recent[0] = prev, st
 	return st
+}
+
+// departures returns the instances of prev missing from live (departed),
+// computed once for the target's channels, which go from the same list to
+// the same next one.
+func (t *targetStates) departures(prev, live []*registry.Instance) []*registry.Instance {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if g := &t.gone; !sameList(g.prev, prev) || !sameList(g.live, live) {
+		g.prev, g.live, g.out = prev, live, departed(prev, live)
+	}
+	return t.gone.out
 }
 
 // prepare allocates the arrays of the next state, after a state was

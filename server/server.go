@@ -240,7 +240,10 @@ func (s *Server) Serve(lis net.Listener) error {
 //
 //  1. every health status becomes NOT_SERVING (clients that check health
 //     stop picking the server at once);
-//  2. the instance is deregistered;
+//  2. the instance is deregistered (the etcd Registrar writes it Draining,
+//     then deletes it, so that clients release it at once rather than
+//     holding it for the grace they give an instance that vanished while
+//     serving, package resolver);
 //  3. Shutdown waits the drain delay (WithDrainDelay, DefaultDrainDelay)
 //     while the server still serves, so that clients see the change and
 //     stop picking it;

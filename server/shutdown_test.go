@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -34,19 +35,7 @@ func TestShutdownDeregistersBeforeItStopsAccepting(t *testing.T) {
 	b := e.start(t, "b")
 	addrA, addrB := a.s.Instance().Addr, b.s.Instance().Addr
 
-	states := make(chan []string, 256)
-	rb := &stateRecorder{Builder: e.b, states: states}
-	conn, err := grpc.NewClient("muster:///greeter", grpc.WithResolvers(rb),
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"muster_p2c":{}}]}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	conn.Connect()
-	awaitState(t, states, "a state with both instances", func(addrs []string) bool {
-		return slices.Contains(addrs, addrA) && slices.Contains(addrs, addrB)
-	})
+	states := followStates(t, e, addrA, addrB)
 	direct := directConn(t, addrA)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -209,6 +198,32 @@ func directConn(t *testing.T, addr string) *grpc.ClientConn {
 
 // stateRecorder wraps a resolver builder and sends the addresses of every
 // state its resolvers hand the channel.
+// followStates opens a channel on greeter through e's resolver
+// (muster_p2c), waits for a state holding addrs, and returns the channel's
+// states from then on (the addresses of each).
+func followStates(t *testing.T, e *env, addrs ...string) <-chan []string {
+	t.Helper()
+	states := make(chan []string, 256)
+	rb := &stateRecorder{Builder: e.b, states: states}
+	conn, err := grpc.NewClient("muster:///greeter", grpc.WithResolvers(rb),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"muster_p2c":{}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	conn.Connect()
+	awaitState(t, states, fmt.Sprintf("a state with %v", addrs), func(got []string) bool {
+		for _, a := range addrs {
+			if !slices.Contains(got, a) {
+				return false
+			}
+		}
+		return true
+	})
+	return states
+}
+
 type stateRecorder struct {
 	grpcresolver.Builder
 	states chan<- []string

@@ -6,11 +6,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/musterhq/muster/internal/testkit/etcdtest"
-	"github.com/musterhq/muster/internal/testkit/resolvertest"
 )
 
 // Fault: a member frozen (SIGSTOP) for three TTLs. It holds its
@@ -42,18 +39,11 @@ func TestFrozenMemberCostsNoRegistration(t *testing.T) {
 		mu     sync.Mutex
 		states []int
 	)
-	rb := resolvertest.RecordingBuilder{Builder: w.b, OnUpdate: func(n int, _ time.Time) {
+	conn := dialRecording(t, w.b, "round_robin", func(n int) {
 		mu.Lock()
 		states = append(states, n)
 		mu.Unlock()
-	}}
-	conn, err := grpc.NewClient("muster:///greeter", grpc.WithResolvers(rb),
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"round_robin":{}}]}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	})
 	conn.Connect()
 	within(t, 10*time.Second, "the channel holding all four instances", func() bool {
 		mu.Lock()

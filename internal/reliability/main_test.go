@@ -14,9 +14,11 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	grpcresolver "google.golang.org/grpc/resolver"
 
 	"github.com/musterhq/muster/internal/testkit/etcdopts"
 	"github.com/musterhq/muster/internal/testkit/etcdtest"
+	"github.com/musterhq/muster/internal/testkit/resolvertest"
 	"github.com/musterhq/muster/internal/testkit/testbackend"
 	"github.com/musterhq/muster/registry"
 	"github.com/musterhq/muster/registry/etcd"
@@ -73,7 +75,13 @@ type backend struct {
 // registrar on its own client.
 func (w *world) startBackend(t *testing.T, id string) *backend {
 	t.Helper()
-	reg, err := etcd.NewRegistrar(w.c.Client(t), opts()...)
+	return w.startBackendWith(t, w.c.Client(t), id)
+}
+
+// startBackendWith is startBackend with the registrar on cli.
+func (w *world) startBackendWith(t *testing.T, cli *clientv3.Client, id string) *backend {
+	t.Helper()
+	reg, err := etcd.NewRegistrar(cli, opts()...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,6 +100,22 @@ func (w *world) dial(t *testing.T) *grpc.ClientConn {
 	conn, err := grpc.NewClient("muster:///greeter", grpc.WithResolvers(w.b),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"round_robin":{}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return conn
+}
+
+// dialRecording opens a channel on greeter through b, with the balancer
+// lb (a policy name), closed with the test; onUpdate is given the number
+// of endpoints of each state the resolver hands it.
+func dialRecording(t *testing.T, b grpcresolver.Builder, lb string, onUpdate func(n int)) *grpc.ClientConn {
+	t.Helper()
+	rb := resolvertest.RecordingBuilder{Builder: b, OnUpdate: func(n int, _ time.Time) { onUpdate(n) }}
+	conn, err := grpc.NewClient("muster:///greeter", grpc.WithResolvers(rb),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultServiceConfig(fmt.Sprintf(`{"loadBalancingConfig":[{%q:{}}]}`, lb)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,6 +41,13 @@ type cache struct {
 	list    []*registry.Instance // the list next returned last; never modified
 	all     bool                 // since then, any key may have changed
 	touched []change             // since then, these keys changed (unless all)
+
+	// retired are the IDs of the instances deleted while served Draining,
+	// oldest first, at most registry.MaxRetired; an ID served again
+	// leaves it. Published as Snapshot.Retired, so never modified: a
+	// change makes a new slice. It is history, not state: a fresh load
+	// of the same keys does not rebuild it.
+	retired []string
 }
 
 // change is a key whose served instance changed, and that instance's ID
@@ -72,6 +79,7 @@ func newCache(prefix, name string, layout Layout) *cache {
 		overrides: make(map[string]registry.Override),
 		served:    make(map[string]*registry.Instance),
 		bad:       make(map[string]int64),
+		retired:   []string{},
 	}
 }
 
@@ -116,6 +124,14 @@ func (c *cache) load(kvs []*mvccpb.KeyValue) []badValue {
 	}
 	if !sameCache(c.served, served) {
 		c.all = true
+		for key, old := range c.served {
+			if _, ok := served[key]; !ok {
+				c.left(old)
+			}
+		}
+		for _, in := range served {
+			c.back(in.ID)
+		}
 	}
 	c.raw, c.overrides, c.served = raw, overrides, served
 	return bad
@@ -178,6 +194,7 @@ func (c *cache) merge(key string) {
 		delete(c.served, key)
 		if had {
 			c.touch(key, old.ID)
+			c.left(old)
 		}
 		return
 	}
@@ -189,6 +206,32 @@ func (c *cache) merge(key string) {
 	c.served[key] = served
 	if !had || served != old {
 		c.touch(key, served.ID)
+	}
+	if !had {
+		c.back(served.ID)
+	}
+}
+
+// left records the departure of the served instance in: a deliberate one
+// (retired) if it was Draining.
+func (c *cache) left(in *registry.Instance) {
+	if !in.Draining {
+		return
+	}
+	keep := c.retired
+	if i := slices.Index(keep, in.ID); i >= 0 {
+		keep = slices.Delete(slices.Clone(keep), i, i+1)
+	}
+	if len(keep) >= registry.MaxRetired {
+		keep = keep[len(keep)-registry.MaxRetired+1:]
+	}
+	c.retired = append(slices.Clip(keep), in.ID)
+}
+
+// back removes id from the retired instances: it is served again.
+func (c *cache) back(id string) {
+	if i := slices.Index(c.retired, id); i >= 0 {
+		c.retired = slices.Delete(slices.Clone(c.retired), i, i+1)
 	}
 }
 

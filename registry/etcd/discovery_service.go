@@ -390,6 +390,7 @@ func (s *service) publish(rev int64) {
 		if changed {
 			snap.Instances = instances
 		}
+		snap.Retired = s.cache.retired
 		return notify
 	})
 	if wasStale {

@@ -36,7 +36,14 @@
 // One goroutine, the registrar's run loop, makes every write, one
 // transaction at a time (at most 1 MiB of keys and values), so a Register
 // and a Deregister never interleave into a stale key; a key is deleted only
-// while it is still bound to the registrar's lease. After a lost lease the
+// while it is still bound to the registrar's lease, and an instance
+// written serving is first written Draining, in the transaction before the
+// deletion's. A Discovery records an instance deleted while Draining as a
+// deliberate departure (registry.Snapshot's Retired): clients
+// (package resolver) release it at once, and hold any other deletion of a
+// serving instance for a grace, since etcd revokes live leases after a
+// paused leader resumes. Close's revocation drains nothing: its instances
+// are held for the grace (their connections fail once the process ends). After a lost lease the
 // loop writes every key again under the new lease, moves the operators'
 // overrides still bound to the old lease onto it, and only then revokes the
 // old lease, which removes the keys deregistered meanwhile.

@@ -91,6 +91,11 @@ type entry struct {
 	// replaced, deregistered or refused: what its Register waits for.
 	done    chan struct{}
 	settled bool // done is closed
+	// confirmed is set, under Registrar.mu, once etcd answered a
+	// transaction that wrote the entry (keyset.wrote): a removal of an
+	// entry only maybe written (an unanswered put) is deleted without
+	// first being written Draining.
+	confirmed bool
 }
 
 // settleLocked closes e.done, once. Registrar.mu must be held.
@@ -214,7 +219,12 @@ func (r *Registrar) Register(ctx context.Context, in registry.Instance) error {
 
 // Deregister removes the instance of service name with ID id (as
 // registered: Register defaults the ID to the Addr) and deletes its key, if the key is still bound to this registrar's
-// lease. It returns once the key is deleted. If etcd does not answer before
+// lease. It returns once the key is deleted. An instance written serving is
+// first written Draining, in a transaction of its own just before the
+// deletion's, so that the deletion is seen as deliberate (registry.Snapshot's
+// Retired) and clients release the instance at once rather than after the
+// grace they give an instance that vanished while serving (package
+// resolver). If etcd does not answer before
 // ctx ends or the request timeout passes, the error matches
 // registry.ErrPending and the key is deleted when etcd answers, or expires
 // with the lease. If the registrar's lease is lost meanwhile, it returns

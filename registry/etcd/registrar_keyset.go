@@ -88,6 +88,7 @@ func (ks *keyset) unwant(key string) *entry {
 // wrote records that e was written under the lease at revision rev, even
 // if it is no longer desired (then its key is to be deleted).
 func (ks *keyset) wrote(e *entry, rev int64) {
+	e.confirmed = true
 	ks.written[e.key] = e
 	ks.wroteAt[e.key] = rev
 	ks.sync(e.key)
@@ -153,7 +154,8 @@ func (ks *keyset) toWriteEntries() []*entry {
 func (ks *keyset) removals() []removal {
 	var out []removal
 	for k := range ks.toDelete {
-		out = append(out, removal{key: k, written: ks.written[k]})
+		e := ks.written[k]
+		out = append(out, removal{key: k, written: e, confirmed: e != nil && e.confirmed})
 	}
 	return out
 }

@@ -257,9 +257,15 @@ func (r *Registrar) deleteRemoved(lease clientv3.LeaseID) error {
 type removal struct {
 	key     string
 	written *entry // nil if unknown
+	// confirmed: etcd answered the write of written (not a put that
+	// may or may not have landed).
+	confirmed bool
 }
 
 func (r *Registrar) deleteBatch(lease clientv3.LeaseID, b []removal) error {
+	if err := r.retireBatch(lease, b); err != nil && stopsWrites(err) {
+		return err
+	}
 	ops := make([]clientv3.Op, 0, len(b))
 	keys := make([]string, 0, len(b))
 	for _, d := range b {
@@ -268,9 +274,7 @@ func (r *Registrar) deleteBatch(lease clientv3.LeaseID, b []removal) error {
 		ops = append(ops, clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.LeaseValue(d.key), "=", lease)}, then, copies))
 		keys = append(keys, d.key)
 	}
-	ctx, cancel := context.WithTimeout(r.ctx, r.opTimeout())
-	resp, err := r.cli.Txn(ctx).Then(ops...).Commit()
-	cancel()
+	resp, err := r.commit(ops)
 	if err != nil {
 		return fmt.Errorf("etcd: delete %s: %w", describeKeys(keys), err)
 	}
@@ -283,6 +287,50 @@ func (r *Registrar) deleteBatch(lease clientv3.LeaseID, b []removal) error {
 	}
 	r.updateStatusLocked()
 	r.mu.Unlock()
+	return nil
+}
+
+// commit runs one transaction of ops within the loop's request timeout.
+func (r *Registrar) commit(ops []clientv3.Op) (*clientv3.TxnResponse, error) {
+	ctx, cancel := context.WithTimeout(r.ctx, r.opTimeout())
+	defer cancel()
+	return r.cli.Txn(ctx).Then(ops...).Commit()
+}
+
+// retireBatch writes the instances of b that were written serving (etcd
+// confirmed the write) Draining, each only while its key is still bound
+// to lease, in one transaction before the one that deletes them: a Discovery then sees
+// each deleted while Draining, a deliberate departure (Snapshot.Retired),
+// which clients release at once, where they hold an instance deleted while
+// serving for a grace (etcd revokes live leases after a paused leader
+// resumes). Its failure only costs that: the deletion goes on unless
+// etcd is unreachable or the lease lost.
+func (r *Registrar) retireBatch(lease clientv3.LeaseID, b []removal) error {
+	var ops []clientv3.Op
+	for _, d := range b {
+		if !d.confirmed {
+			continue // maybe never written: nothing to drain
+		}
+		in, err := registry.Unmarshal(d.written.val)
+		if err != nil || in.Draining {
+			continue
+		}
+		in.Draining = true
+		val, err := registry.Marshal(in)
+		if err != nil {
+			continue
+		}
+		put := clientv3.OpPut(d.key, string(val), clientv3.WithLease(lease))
+		ops = append(ops, clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.LeaseValue(d.key), "=", lease)}, []clientv3.Op{put}, nil))
+	}
+	if len(ops) == 0 {
+		return nil
+	}
+	resp, err := r.commit(ops)
+	if err != nil {
+		return fmt.Errorf("etcd: drain %d keys before deleting them: %w", len(ops), err)
+	}
+	r.wrote(resp.Header)
 	return nil
 }
 
@@ -343,9 +391,7 @@ func (r *Registrar) putBatch(lease clientv3.LeaseID, b []*entry, rebind bool) er
 		}
 		keys = append(keys, e.key)
 	}
-	ctx, cancel := context.WithTimeout(r.ctx, r.opTimeout())
-	resp, err := r.cli.Txn(ctx).Then(ops...).Commit()
-	cancel()
+	resp, err := r.commit(ops)
 	switch {
 	case errors.Is(err, rpctypes.ErrLeaseNotFound):
 		r.leaseLost()
