@@ -27,6 +27,12 @@
 //     its own (registry.Snapshot.Clusters): one cluster's mass expiry is
 //     withheld while the other clusters' changes pass, and the size of
 //     another cluster neither masks nor triggers it.
+//   - The deliberate departures the clusters record (registry.Snapshot's
+//     Retired: an etcd Registrar's Deregister) are the union's, so the
+//     resolver's deletion grace holds a revocation in any cluster and
+//     releases a deregistered instance at once. Retired holds IDs: an ID
+//     retired in one cluster also releases the hold of the same ID in
+//     another.
 //
 // Registrars write to their own cluster only (an etcd.Registrar on that
 // cluster's client); so do operators' settings (drain, weight, canary,

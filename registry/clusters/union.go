@@ -62,6 +62,15 @@ func (u *union) merge(snaps []registry.Snapshot) registry.Snapshot {
 		if s.Err != nil {
 			errs = append(errs, fmt.Errorf("cluster %s: %w", p.name, s.Err))
 		}
+		if s.Retired != nil {
+			out.Retired = append(out.Retired, s.Retired...) // a new array: parts' slices stay theirs
+			if out.Retired == nil {
+				out.Retired = []string{} // a part records departures: none yet
+			}
+		}
+	}
+	if n := len(out.Retired); n > registry.MaxRetired {
+		out.Retired = out.Retired[n-registry.MaxRetired:]
 	}
 	if out.Loaded {
 		out.Generation = gen.Sum64() | 1 // never 0 once loaded

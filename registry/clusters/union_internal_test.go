@@ -2,6 +2,8 @@ package clusters
 
 import (
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -84,6 +86,38 @@ func TestUnionLoadedAndStalePerCluster(t *testing.T) {
 	s = u.merge([]registry.Snapshot{{Loaded: true, Instances: eu}, {Loaded: true, Instances: us}})
 	if s.Stale() || s.Err != nil {
 		t.Fatalf("both fresh: stale since %v, err %v", s.StaleSince, s.Err)
+	}
+}
+
+// The parts' deliberate departures are the union's: nil while no part
+// records any, the parts' IDs otherwise, at most registry.MaxRetired (the
+// last ones), in a slice of the union's own.
+func TestUnionRetired(t *testing.T) {
+	u := testUnion()
+	eu := []*registry.Instance{inst("a", "10.0.0.1:1", "")}
+	if s := u.merge([]registry.Snapshot{{Loaded: true, Instances: eu}, {Loaded: true}}); s.Retired != nil {
+		t.Fatalf("no part records departures: Retired %v, want nil", s.Retired)
+	}
+	s := u.merge([]registry.Snapshot{{Loaded: true, Instances: eu, Retired: []string{}}, {Loaded: true}})
+	if s.Retired == nil || len(s.Retired) != 0 {
+		t.Fatalf("a part records departures, none yet: Retired %v, want empty, not nil", s.Retired)
+	}
+	usRetired := []string{"c"}
+	s = u.merge([]registry.Snapshot{{Loaded: true, Instances: eu, Retired: []string{"b"}}, {Loaded: true, Retired: usRetired}})
+	if !slices.Equal(s.Retired, []string{"b", "c"}) {
+		t.Fatalf("Retired %v, want [b c]", s.Retired)
+	}
+	s.Retired[1] = "x"
+	if usRetired[0] != "c" {
+		t.Fatal("the union's Retired shares a part's slice")
+	}
+	many := make([]string, registry.MaxRetired)
+	for i := range many {
+		many[i] = fmt.Sprint("m", i)
+	}
+	s = u.merge([]registry.Snapshot{{Loaded: true, Retired: []string{"b"}}, {Loaded: true, Retired: many}})
+	if len(s.Retired) != registry.MaxRetired || s.Retired[0] != "m0" {
+		t.Fatalf("%d retired, first %q; want the last %d", len(s.Retired), s.Retired[0], registry.MaxRetired)
 	}
 }
 
