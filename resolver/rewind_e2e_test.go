@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 
 	"github.com/musterhq/muster/internal/testkit/etcdtest"
@@ -68,6 +69,32 @@ func waitDiskSnapshot(t *testing.T, dir, service, what string, d time.Duration, 
 	}
 }
 
+// snapshotSetup starts a Registrar (given regOpts) and a Discovery on cli,
+// and a Builder writing disk snapshots to dir; register registers a new
+// greeter backend as id and returns its address.
+func snapshotSetup(t *testing.T, cli *clientv3.Client, dir string, regOpts ...etcd.Option) (*etcd.Discovery, *resolver.Builder, func(id string) string) {
+	t.Helper()
+	reg, err := etcd.NewRegistrar(cli, regOpts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = reg.Close() })
+	disc, err := etcd.NewDiscovery(cli, etcdOpts()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = disc.Close() })
+	register := func(id string) string {
+		t.Helper()
+		be := testbackend.Start(t)
+		if err := reg.Register(ctxFor(t, 15*time.Second), registry.Instance{Name: "greeter", ID: id, Addr: be.Addr}); err != nil {
+			t.Fatalf("register %s: %v", id, err)
+		}
+		return be.Addr
+	}
+	return disc, resolver.NewBuilder(disc, resolver.WithSnapshotDir(dir), resolver.WithLogger(quiet)), register
+}
+
 // etcd restarted on an empty data dir: the registry's revisions start
 // again from 1, below the revision the disk snapshot was written at. The
 // file follows the new history (a new cluster ID: the Discovery starts a
@@ -78,31 +105,13 @@ func TestSnapshotFollowsAnEtcdRestartedEmpty(t *testing.T) {
 	dir := t.TempDir()
 	old := etcdtest.Start(t)
 	cli := old.Client(t)
-	reg, err := etcd.NewRegistrar(cli, etcdOpts()...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = reg.Close() })
-	disc, err := etcd.NewDiscovery(cli, etcdOpts()...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = disc.Close() })
-	bld := resolver.NewBuilder(disc, resolver.WithSnapshotDir(dir), resolver.WithLogger(quiet))
+	_, bld, register := snapshotSetup(t, cli, dir, etcdOpts()...)
 
 	// A history with some past: other keys written before the servers.
 	for i := range 30 {
 		if _, err := cli.Put(ctxFor(t, 5*time.Second), "/other/key", fmt.Sprint(i)); err != nil {
 			t.Fatal(err)
 		}
-	}
-	register := func(id string) string {
-		t.Helper()
-		be := testbackend.Start(t)
-		if err := reg.Register(ctxFor(t, 15*time.Second), registry.Instance{Name: "greeter", ID: id, Addr: be.Addr}); err != nil {
-			t.Fatalf("register %s: %v", id, err)
-		}
-		return be.Addr
 	}
 	a, b := register("a"), register("b")
 	conn := dial(t, grpc.WithResolvers(bld), "muster:///greeter")
@@ -153,25 +162,7 @@ func TestSnapshotFollowsARestoreOfTheSameCluster(t *testing.T) {
 	dir := t.TempDir()
 	c := etcdtest.Start(t)
 	cli := c.Client(t)
-	reg, err := etcd.NewRegistrar(cli, etcdOpts(etcd.WithTTL(10*time.Second), etcd.WithAuditInterval(200*time.Millisecond))...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = reg.Close() })
-	disc, err := etcd.NewDiscovery(cli, etcdOpts()...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = disc.Close() })
-	bld := resolver.NewBuilder(disc, resolver.WithSnapshotDir(dir), resolver.WithLogger(quiet))
-	register := func(id string) string {
-		t.Helper()
-		be := testbackend.Start(t)
-		if err := reg.Register(ctxFor(t, 15*time.Second), registry.Instance{Name: "greeter", ID: id, Addr: be.Addr}); err != nil {
-			t.Fatalf("register %s: %v", id, err)
-		}
-		return be.Addr
-	}
+	disc, bld, register := snapshotSetup(t, cli, dir, etcdOpts(etcd.WithTTL(10*time.Second), etcd.WithAuditInterval(200*time.Millisecond))...)
 	a := register("a")
 	backup := c.Backup(t) // etcd holds a
 	b, cc := register("b"), register("c")
