@@ -45,6 +45,17 @@ func TestParseConfigSharedAndOwnFields(t *testing.T) {
 			t.Errorf("ParseConfig(%s) error = %v, want %q", js, err, want)
 		}
 	}
+	// Each shared field's error stops the parse, whatever follows it.
+	for _, field := range []string{"endpointWeights", "colors", "locality", "slowStart"} {
+		js := `{"` + field + `":[1],"slowStart":{"window":"1s"}}`
+		if field == "slowStart" {
+			js = `{"slowStart":[1]}`
+		}
+		j.Mine, j.ConfigJSON = nil, ConfigJSON{}
+		if _, err := ParseConfig("p", json.RawMessage(js), &j, own); err == nil || !strings.HasPrefix(err.Error(), "p: "+field+":") {
+			t.Errorf("ParseConfig(%s) error = %v, want one naming p and %s", js, err, field)
+		}
+	}
 	called := false
 	c, err = ParseConfig("p", json.RawMessage(" "), &ConfigJSON{}, func() error { called = true; return nil })
 	if err != nil || called || c.Outlier != DefaultOutlierConfig() || c.Colors != DefaultColorConfig() || c.Locality != DefaultLocalityConfig() {
