@@ -18,11 +18,22 @@ import (
 	"github.com/musterhq/muster/registry/etcd"
 )
 
-// clusterSpec is one --cluster NAME=ENDPOINTS.
+// clusterSpec is one --cluster NAME=ENDPOINTS[,KEY=VALUE...].
 type clusterSpec struct {
 	name      string
 	endpoints []string
+	// own are the cluster's own TLS and auth settings, by key
+	// (clusterKeys), each replacing the flag of that name for this
+	// cluster only; "" clears the flag's value.
+	own map[string]string
 }
+
+// clusterKeys are the settings a --cluster value may give for its cluster
+// alone, in the order they are applied: each is named after the etcd flag
+// it replaces (a user given here drops the flags' password, so that it
+// comes from the value's password-file, the user's "name:password" or
+// $MUSTER_PASSWORD).
+var clusterKeys = []string{"cacert", "cert", "key", "user", "password-file"}
 
 // clusterFlags holds the --cluster values of a command.
 type clusterFlags struct {
@@ -31,17 +42,19 @@ type clusterFlags struct {
 
 func (f *clusterFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringArrayVar(&f.values, "cluster", nil,
-		"an independent etcd cluster read beside the others, as NAME=ENDPOINTS (endpoints comma-separated; repeatable): "+
-			"the union is shown with a CLUSTER column; --endpoints is then not read, and the TLS and auth flags apply to every cluster")
+		"an independent etcd cluster read beside the others, as NAME=ENDPOINTS[,KEY=VALUE...] (endpoints comma-separated; repeatable): "+
+			"the union is shown with a CLUSTER column; --endpoints is then not read, and the TLS and auth flags apply to every cluster "+
+			"but where a cluster's own "+strings.Join(clusterKeys, "=, ")+"= replaces them (such as eu=https://10.0.0.1:2379,cacert=eu-ca.pem,user=root,password-file=eu.pw)")
 }
 
-// parse checks the --cluster values: each NAME=ENDPOINTS, with a valid
-// name used once and endpoints that parse. The error names the value.
+// parse checks the --cluster values: each NAME=ENDPOINTS[,KEY=VALUE...],
+// with a valid name used once, endpoints that parse and known keys given
+// once. The error names the value.
 func (f *clusterFlags) parse() ([]clusterSpec, error) {
 	specs := make([]clusterSpec, 0, len(f.values))
 	seen := map[string]bool{}
 	for _, v := range f.values {
-		name, eps, ok := strings.Cut(v, "=")
+		name, rest, ok := strings.Cut(v, "=")
 		if !ok {
 			return nil, usageErrorf("--cluster %q: want NAME=ENDPOINTS, such as eu=http://10.0.0.1:2379", v)
 		}
@@ -53,11 +66,25 @@ func (f *clusterFlags) parse() ([]clusterSpec, error) {
 		}
 		seen[name] = true
 		spec := clusterSpec{name: name}
-		for _, ep := range strings.Split(eps, ",") {
-			if strings.TrimSpace(ep) == "" {
+		for _, part := range strings.Split(rest, ",") {
+			part = strings.TrimSpace(part)
+			if part == "" {
 				continue
 			}
-			u, err := parseEndpoint("--cluster "+name, ep)
+			if key, val, ok := strings.Cut(part, "="); ok {
+				if !slices.Contains(clusterKeys, key) {
+					return nil, usageErrorf("--cluster %s: unknown key %q; want one of %s", name, key, strings.Join(clusterKeys, ", "))
+				}
+				if _, dup := spec.own[key]; dup {
+					return nil, usageErrorf("--cluster %s: %s is given twice", name, key)
+				}
+				if spec.own == nil {
+					spec.own = map[string]string{}
+				}
+				spec.own[key] = val
+				continue
+			}
+			u, err := parseEndpoint("--cluster "+name, part)
 			if err != nil {
 				return nil, err
 			}
@@ -71,9 +98,61 @@ func (f *clusterFlags) parse() ([]clusterSpec, error) {
 	return specs, nil
 }
 
+// forCluster returns the etcd options of spec's cluster: g's, with the
+// cluster's endpoints and its own keys in place of the flags of their
+// names, checked as the flags are (cert and key together, TLS only with
+// https:// endpoints, a password for a user). Its errors are usage errors
+// naming the cluster.
+func (g *globalOptions) forCluster(spec clusterSpec) (*globalOptions, error) {
+	c := *g
+	c.clustered = false
+	c.endpoints = spec.endpoints
+	if c.passwordFile != "" {
+		// g's password was read from the file: read it again, so that
+		// validateSecurity does not take it for a second password.
+		c.password = ""
+	}
+	for _, key := range clusterKeys {
+		v, ok := spec.own[key]
+		if !ok {
+			continue
+		}
+		switch key {
+		case "cacert":
+			c.cacert = v
+		case "cert":
+			c.cert = v
+		case "key":
+			c.key = v
+		case "user":
+			c.user, c.password, c.passwordFile = v, "", ""
+		case "password-file":
+			c.password, c.passwordFile = "", v
+		}
+	}
+	if err := c.validateSecurity(); err != nil {
+		return nil, usageErrorf("--cluster %s: %v", spec.name, err)
+	}
+	return &c, nil
+}
+
+// clusterClientConfig is the etcd client configuration of spec's cluster.
+func (g *globalOptions) clusterClientConfig(spec clusterSpec) (clientv3.Config, error) {
+	c, err := g.forCluster(spec)
+	if err != nil {
+		return clientv3.Config{}, err
+	}
+	cfg, err := c.clientConfig()
+	if err != nil {
+		return cfg, fmt.Errorf("cluster %s: %w", spec.name, err)
+	}
+	return cfg, nil
+}
+
 // connectClusters creates a session that reads services through a
 // Discovery over the clusters in specs, each with an etcd client and a
-// Discovery of its own (the TLS and auth flags apply to each). It has no
+// Discovery of its own (the TLS and auth flags apply to each, but where
+// the cluster's value gives its own: forCluster). It has no
 // client of its own: settings (overrides, canaries, policies) are per
 // cluster and not read. Like connect, a client without credentials does
 // not contact etcd; a cluster that does not answer does not fail it.
@@ -81,13 +160,20 @@ func (g *globalOptions) connectClusters(stderr io.Writer, specs []clusterSpec, o
 	s := &session{g: g}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	s.opts = append([]etcd.Option{etcd.WithPrefix(g.prefix), etcd.WithRequestTimeout(g.timeout), etcd.WithLogger(log)}, opts...)
-	members := make([]clusters.Cluster, 0, len(specs))
+	// Every cluster's settings are checked before any file is read or
+	// client made, so that a usage error is reported as one.
 	for _, spec := range specs {
-		cfg, err := g.clientConfig()
-		if err != nil {
+		if _, err := g.forCluster(spec); err != nil {
 			return nil, err
 		}
-		cfg.Endpoints = spec.endpoints
+	}
+	members := make([]clusters.Cluster, 0, len(specs))
+	for _, spec := range specs {
+		cfg, err := g.clusterClientConfig(spec)
+		if err != nil {
+			s.Close()
+			return nil, err
+		}
 		cli, err := clientv3.New(cfg)
 		if err != nil {
 			s.Close()

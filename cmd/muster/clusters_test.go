@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -53,6 +55,24 @@ func TestClusterFlagErrors(t *testing.T) {
 			t.Errorf("ls --cluster %q: exit %d, stderr %q; want an error with %q", tc.value, r.code, r.stderr, tc.want)
 		}
 	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--cluster", "eu=http://127.0.0.1:1,pem=x"}, `--cluster eu: unknown key "pem"; want one of cacert, cert, key, user, password-file`},
+		{[]string{"--cluster", "eu=http://127.0.0.1:1,user=a:b,user=c:d"}, "--cluster eu: user is given twice"},
+		{[]string{"--cluster", "eu=https://127.0.0.1:1,cert=c.pem"}, "--cluster eu: --cert and --key go together"},
+		{[]string{"--cluster", "eu=http://127.0.0.1:1,cacert=ca.pem"}, "--cluster eu: --cacert, --cert and --key need https:// endpoints"},
+		{[]string{"--cacert", "ca.pem", "--cluster", "eu=https://127.0.0.1:1", "--cluster", "us=http://127.0.0.1:2"},
+			"--cluster us: --cacert, --cert and --key need https:// endpoints"},
+		{[]string{"--cluster", "eu=http://127.0.0.1:1,user=bob"}, "--cluster eu: --user bob: no password"},
+	} {
+		t.Setenv(passwordEnv, "")
+		r := run(append([]string{"ls"}, tc.args...)...)
+		if r.code != exitUsage || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("ls %s: exit %d, stderr %q; want %d and %q", strings.Join(tc.args, " "), r.code, r.stderr, exitUsage, tc.want)
+		}
+	}
 	r := run("ls", "--cluster", "eu=http://127.0.0.1:1", "--cluster", "eu=http://127.0.0.1:2")
 	if r.code == 0 || !strings.Contains(r.stderr, `the name "eu" is used twice`) {
 		t.Errorf("a name used twice: exit %d, stderr %q", r.code, r.stderr)
@@ -102,5 +122,48 @@ func TestXDSClusters(t *testing.T) {
 	}
 	if code := cp.stop(t); code != 0 {
 		t.Fatalf("muster xds exit code %d; stderr:\n%s", code, cp.stderr)
+	}
+}
+
+// Each --cluster value may give its cluster's own TLS files and login,
+// in place of the flags': two clusters with CAs of their own and different
+// users are read in one command.
+func TestClusterOwnTLSAndAuth(t *testing.T) {
+	eu, us := newSecureRegistry(t), newSecureRegistry(t)
+	register(t, us.r, registry.Instance{ID: "user-2", Name: "user", Addr: "10.1.0.2:9000"})
+	pwFile := filepath.Join(t.TempDir(), "pw")
+	if err := os.WriteFile(pwFile, []byte("user-pw\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	own := func(s secureRegistry, login ...string) string {
+		f := s.c.TLS()
+		return strings.Join(append([]string{s.endpoint, "cacert=" + f.CAFile, "cert=" + f.CertFile, "key=" + f.KeyFile}, login...), ",")
+	}
+	t.Setenv(passwordEnv, "")
+	r := runOK(t, "ls", "user", "--cluster", "eu="+own(eu, "user=root:root-pw"),
+		"--cluster", "us="+own(us, "user=user-svc", "password-file="+pwFile))
+	for _, want := range []string{"user-1  10.0.0.1:9000  eu", "user-1  10.0.0.1:9000  us", "user-2  10.1.0.2:9000  us"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Fatalf("ls over two clusters, each with its own CA and login: no %q in\n%s", want, r.stdout)
+		}
+	}
+	// The flags apply to every cluster but where a value gives its own:
+	// eu's CA and login from the flags (the password from a file), us's
+	// from its value.
+	f := eu.c.TLS()
+	rootPW := filepath.Join(t.TempDir(), "root-pw")
+	if err := os.WriteFile(rootPW, []byte("root-pw\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r = runOK(t, "ls", "--cacert", f.CAFile, "--cert", f.CertFile, "--key", f.KeyFile, "--user", "root", "--password-file", rootPW,
+		"--cluster", "eu="+eu.endpoint, "--cluster", "us="+own(us, "user=root:root-pw"))
+	if want := "SERVICE  INSTANCES  CLUSTERS\nuser     3          eu:1,us:2\n"; r.stdout != want {
+		t.Fatalf("ls with the flags for eu and its own settings for us:\n%s\nwant:\n%s", r.stdout, want)
+	}
+	// Without its own CA, us is not trusted: it is named, eu is listed.
+	r = runOK(t, "ls", "user", "--timeout", "1s", "--cacert", f.CAFile, "--cert", f.CertFile, "--key", f.KeyFile,
+		"--cluster", "eu="+eu.endpoint+",user=root:root-pw", "--cluster", "us="+us.endpoint)
+	if !strings.Contains(r.stdout, "10.0.0.1:9000  eu") || !strings.Contains(r.stderr, "cluster us did not answer") {
+		t.Fatalf("ls with us's CA missing:\nstdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
 	}
 }

@@ -42,6 +42,10 @@ type globalOptions struct {
 	// user and password log in to etcd; user may be "name:password".
 	// passwordFile names a file holding the password (--password-file).
 	user, password, passwordFile string
+	// clustered is set when the command reads several clusters
+	// (--cluster): --endpoints is then not read, and the TLS flags are
+	// checked against each cluster's endpoints instead.
+	clustered bool
 }
 
 // validate checks the etcd flags; its errors are usage errors.
@@ -152,6 +156,9 @@ func (g *globalOptions) addFlags(cmd *cobra.Command) {
 	cmd.PreRunE = func(cmd *cobra.Command, _ []string) error {
 		if err := flagsFromEnv(cmd); err != nil {
 			return err
+		}
+		if f := cmd.Flags().Lookup("cluster"); f != nil && f.Changed {
+			g.clustered = true
 		}
 		return g.validate()
 	}

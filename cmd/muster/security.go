@@ -20,7 +20,7 @@ func (g *globalOptions) validateSecurity() error {
 	if (g.cert == "") != (g.key == "") {
 		return usageErrorf("--cert and --key go together: give both or neither")
 	}
-	if g.cacert != "" || g.cert != "" {
+	if (g.cacert != "" || g.cert != "") && !g.clustered {
 		for _, ep := range g.endpoints {
 			if strings.HasPrefix(ep, "http://") {
 				return usageErrorf("--cacert, --cert and --key need https:// endpoints; %s is plain http", ep)
