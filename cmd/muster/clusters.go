@@ -302,3 +302,54 @@ func clustersCell(counts map[string]int) string {
 	}
 	return strings.Join(parts, ",")
 }
+
+// clusterTarget holds the --cluster and --in flags of a command that
+// writes to one cluster's instance (drain, undrain, weight, deregister):
+// the clusters configured, as for ls, and the one written to.
+type clusterTarget struct {
+	clusterFlags
+	in string
+}
+
+func (t *clusterTarget) add(cmd *cobra.Command) {
+	cmd.Flags().StringArrayVar(&t.values, "cluster", nil,
+		"the independent etcd clusters configured, as NAME=ENDPOINTS[,KEY=VALUE...] (repeatable, as for ls): "+
+			"the command writes to one of them, the only one given or the one --in names; --endpoints is then not read")
+	cmd.Flags().StringVar(&t.in, "in", "",
+		"the cluster (a --cluster NAME) whose instance to act on, needed when several --cluster are given: "+
+			"an instance ID is unique within a cluster only, and settings are per cluster")
+}
+
+// resolve returns the etcd options of the cluster the command writes to:
+// g without --cluster, else the cluster's (forCluster). Its errors are
+// usage errors naming the flag.
+func (t *clusterTarget) resolve(g *globalOptions) (*globalOptions, error) {
+	specs, err := t.parse()
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, len(specs))
+	for i, s := range specs {
+		names[i] = s.name
+	}
+	switch {
+	case len(specs) == 0 && t.in != "":
+		return nil, usageErrorf("--in %s: names one of the --cluster values, and none is given", t.in)
+	case len(specs) == 0:
+		return g, nil
+	case t.in == "" && len(specs) > 1:
+		return nil, usageErrorf("%d clusters are given (%s): name the one to write to with --in", len(specs), strings.Join(names, ", "))
+	}
+	i := 0
+	if t.in != "" {
+		if i = slices.Index(names, t.in); i < 0 {
+			return nil, usageErrorf("--in %s: no --cluster of that name; given: %s", t.in, strings.Join(names, ", "))
+		}
+	}
+	c, err := g.forCluster(specs[i])
+	if err != nil {
+		return nil, err
+	}
+	c.clusterName = specs[i].name
+	return c, nil
+}

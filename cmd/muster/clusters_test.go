@@ -1,6 +1,8 @@
 package main
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -165,5 +167,66 @@ func TestClusterOwnTLSAndAuth(t *testing.T) {
 		"--cluster", "eu="+eu.endpoint+",user=root:root-pw", "--cluster", "us="+us.endpoint)
 	if !strings.Contains(r.stdout, "10.0.0.1:9000  eu") || !strings.Contains(r.stderr, "cluster us did not answer") {
 		t.Fatalf("ls with us's CA missing:\nstdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
+	}
+}
+
+// drain, weight and undrain over several clusters act on the cluster --in
+// names, and only there: the same ID in the other cluster is another
+// instance.
+func TestDrainInCluster(t *testing.T) {
+	now := time.Date(2026, 3, 4, 12, 0, 0, 0, time.UTC)
+	fixClock(t, now)
+	eu, us := startServe(t, t.TempDir()), startServe(t, t.TempDir())
+	register(t, newRegistrar(t, eu.endpoint), registry.Instance{ID: "user-1", Name: "user", Addr: "10.0.0.1:9000", RegisteredAt: now})
+	register(t, newRegistrar(t, us.endpoint), registry.Instance{ID: "user-1", Name: "user", Addr: "10.1.0.1:9000", RegisteredAt: now})
+	both := []string{"--cluster", "eu=" + eu.endpoint, "--cluster", "us=" + us.endpoint}
+	weights := func() string {
+		t.Helper()
+		out := runOK(t, append([]string{"ls", "user", "-o", "json"}, both...)...).stdout
+		var ins []struct {
+			Addr   string `json:"addr"`
+			Weight int    `json:"weight"`
+		}
+		if err := json.Unmarshal([]byte(out), &ins); err != nil {
+			t.Fatalf("ls -o json: %v\n%s", err, out)
+		}
+		var parts []string
+		for _, in := range ins {
+			parts = append(parts, fmt.Sprintf("%s=%d", in.Addr, in.Weight))
+		}
+		return strings.Join(parts, " ")
+	}
+
+	r := run(append([]string{"drain", "user", "user-1"}, both...)...)
+	if r.code != exitUsage || !strings.Contains(r.stderr, "2 clusters are given (eu, us): name the one to write to with --in") {
+		t.Fatalf("drain over two clusters without --in: exit %d, stderr %q", r.code, r.stderr)
+	}
+	r = runOK(t, append([]string{"drain", "user", "user-1", "--in", "us"}, both...)...)
+	if want := "drain user/user-1 in cluster us: done, weight 100 -> 0\n"; r.stdout != want {
+		t.Fatalf("drain --in us printed %q, want %q", r.stdout, want)
+	}
+	if got, want := weights(), "10.0.0.1:9000=100 10.1.0.1:9000=0"; got != want {
+		t.Fatalf("after drain --in us: %s, want %s", got, want)
+	}
+	// One cluster given: it is the one, --in not needed.
+	r = runOK(t, "weight", "user", "user-1", "50", "--cluster", "eu="+eu.endpoint)
+	if want := "weight user/user-1 in cluster eu: done, weight 100 -> 50\n"; r.stdout != want {
+		t.Fatalf("weight with one --cluster printed %q, want %q", r.stdout, want)
+	}
+	runOK(t, append([]string{"undrain", "user", "user-1", "--in", "us"}, both...)...)
+	if got, want := weights(), "10.0.0.1:9000=50 10.1.0.1:9000=100"; got != want {
+		t.Fatalf("after weight in eu and undrain in us: %s, want %s", got, want)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{append([]string{"drain", "user", "user-1", "--in", "asia"}, both...), "--in asia: no --cluster of that name; given: eu, us"},
+		{[]string{"drain", "user", "user-1", "--in", "eu", "--endpoints", eu.endpoint}, "--in eu: names one of the --cluster values, and none is given"},
+		{append([]string{"deregister", "user", "user-1"}, both...), "2 clusters are given (eu, us)"},
+	} {
+		if r := run(tc.args...); r.code != exitUsage || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("muster %s: exit %d, stderr %q; want %d and %q", strings.Join(tc.args, " "), r.code, r.stderr, exitUsage, tc.want)
+		}
 	}
 }

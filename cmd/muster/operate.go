@@ -95,7 +95,8 @@ func runGet(ctx context.Context, g *globalOptions, output, service, id string, s
 }
 
 func newDeregisterCmd(g *globalOptions) *cobra.Command {
-	return &cobra.Command{
+	var t clusterTarget
+	cmd := &cobra.Command{
 		Use:   "deregister <service> <id>",
 		Short: "Delete an instance's registration",
 		Long: `Deregister deletes one instance's key (and its override) from the registry:
@@ -113,9 +114,13 @@ drain.
 		Args:    instanceArgs(),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			service, id := args[0], args[1]
-			return g.mutate(cmd, "deregister", service, id, func(ctx context.Context, s *session, st instanceState) (string, error) {
+			c, err := t.resolve(g)
+			if err != nil {
+				return err
+			}
+			return c.mutate(cmd, "deregister", service, id, func(ctx context.Context, s *session, st instanceState) (string, error) {
 				live := liveLease(ctx, s, st.lease)
-				if err := etcd.Delete(ctx, s.cli, service, id, g.writeOpts()...); err != nil {
+				if err := etcd.Delete(ctx, s.cli, service, id, c.writeOpts()...); err != nil {
 					return "", err
 				}
 				msg := "deleted"
@@ -127,6 +132,8 @@ drain.
 			})
 		},
 	}
+	t.add(cmd)
+	return cmd
 }
 
 // liveLease returns how long lease has left, 0 if it is 0 (no lease), gone,
@@ -177,7 +184,8 @@ func weightError(what, s string) error {
 }
 
 func newDrainCmd(g *globalOptions) *cobra.Command {
-	return &cobra.Command{
+	var t clusterTarget
+	cmd := &cobra.Command{
 		Use:   "drain <service> <id>",
 		Short: "Stop new calls to an instance (weight 0 override)",
 		Long: `Drain writes an operator override that gives the instance weight 0: it stays
@@ -187,16 +195,24 @@ removes it. Ls and get mark an overridden weight with "*", watch with
 "override".
 
 ` + weightsHonoured + "\n\n" + tracedHelp,
-		Example: `  muster drain user 10.0.0.7:9000`,
-		Args:    instanceArgs(),
+		Example: `  muster drain user 10.0.0.7:9000
+  muster drain user user-1 --in eu --cluster eu=http://10.0.0.1:2379 --cluster us=http://10.1.0.1:2379`,
+		Args: instanceArgs(),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return g.setOverride(cmd, "drain", args[0], args[1], 0)
+			c, err := t.resolve(g)
+			if err != nil {
+				return err
+			}
+			return c.setOverride(cmd, "drain", args[0], args[1], 0)
 		},
 	}
+	t.add(cmd)
+	return cmd
 }
 
 func newUndrainCmd(g *globalOptions) *cobra.Command {
-	return &cobra.Command{
+	var t clusterTarget
+	cmd := &cobra.Command{
 		Use:   "undrain <service> <id>",
 		Short: "Remove an operator override (drain or weight)",
 		Long: `Undrain removes the operator override (written by drain or weight) of an
@@ -204,25 +220,33 @@ instance: it gets its registered weight back. It fails with exit code 1 if
 the instance is not registered, and says so when there is no override.
 
 ` + tracedHelp,
-		Example: `  muster undrain user 10.0.0.7:9000`,
-		Args:    instanceArgs(),
+		Example: `  muster undrain user 10.0.0.7:9000
+  muster undrain user user-1 --in eu --cluster eu=http://10.0.0.1:2379 --cluster us=http://10.1.0.1:2379`,
+		Args: instanceArgs(),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			service, id := args[0], args[1]
-			return g.mutate(cmd, "undrain", service, id, func(ctx context.Context, s *session, st instanceState) (string, error) {
+			c, err := t.resolve(g)
+			if err != nil {
+				return err
+			}
+			return c.mutate(cmd, "undrain", service, id, func(ctx context.Context, s *session, st instanceState) (string, error) {
 				if st.override == nil {
 					return "nothing to do: no override (weight " + st.registeredWeight() + " as registered)", nil
 				}
-				if err := etcd.ClearOverride(ctx, s.cli, service, id, g.writeOpts()...); err != nil {
+				if err := etcd.ClearOverride(ctx, s.cli, service, id, c.writeOpts()...); err != nil {
 					return "", err
 				}
 				return fmt.Sprintf("override removed, weight %d -> %s", *st.override.Weight, st.registeredWeight()), nil
 			})
 		},
 	}
+	t.add(cmd)
+	return cmd
 }
 
 func newWeightCmd(g *globalOptions) *cobra.Command {
-	return &cobra.Command{
+	var t clusterTarget
+	cmd := &cobra.Command{
 		Use:   "weight <service> <id> <weight>",
 		Short: "Override an instance's weight",
 		Long: fmt.Sprintf(`Weight writes an operator override of the instance's weight (0..%d; 0 is
@@ -231,16 +255,23 @@ override lives as long as the instance's lease; undrain removes it. Ls and
 get mark an overridden weight with "*", watch with "override".
 
 `, registry.MaxWeight) + weightsHonoured + "\n\n" + tracedHelp,
-		Example: `  muster weight user 10.0.0.7:9000 50`,
-		Args:    instanceArgs("weight"),
+		Example: `  muster weight user 10.0.0.7:9000 50
+  muster weight user user-1 50 --in eu --cluster eu=http://10.0.0.1:2379 --cluster us=http://10.1.0.1:2379`,
+		Args: instanceArgs("weight"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			w, err := parseWeight("weight", args[2])
 			if err != nil {
 				return err
 			}
-			return g.setOverride(cmd, "weight", args[0], args[1], w)
+			c, err := t.resolve(g)
+			if err != nil {
+				return err
+			}
+			return c.setOverride(cmd, "weight", args[0], args[1], w)
 		},
 	}
+	t.add(cmd)
+	return cmd
 }
 
 // setOverride makes w the override weight of the instance, and says
@@ -340,6 +371,9 @@ func (g *globalOptions) mutate(cmd *cobra.Command, verb, service, id string, cha
 	}
 	defer s.Close()
 	what := verb + " " + service + "/" + id
+	if g.clusterName != "" {
+		what += " in cluster " + g.clusterName
+	}
 	rctx, cancel := context.WithTimeout(ctx, g.timeout)
 	st, err := s.readInstance(rctx, service, id)
 	cancel()

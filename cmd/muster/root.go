@@ -46,6 +46,9 @@ type globalOptions struct {
 	// (--cluster): --endpoints is then not read, and the TLS flags are
 	// checked against each cluster's endpoints instead.
 	clustered bool
+	// clusterName names the one cluster of several (--cluster, --in)
+	// that a writing command acts on; empty without --cluster.
+	clusterName string
 }
 
 // validate checks the etcd flags; its errors are usage errors.
