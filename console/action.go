@@ -26,6 +26,9 @@ type actionRequest struct {
 	IDs     []string `json:"ids"`
 	// Weight is the weight of a weight action, 0..registry.MaxWeight.
 	Weight int `json:"weight"`
+	// Cluster names the cluster of the instances, required when the
+	// console reads several (NewClusters), empty otherwise.
+	Cluster string `json:"cluster,omitempty"`
 }
 
 // actionResult answers an action.
@@ -98,6 +101,11 @@ func (s *Server) handleAction(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "console: "+err.Error(), http.StatusBadRequest)
 		return
 	}
+	p, err := s.partNamed(req.Cluster)
+	if err != nil {
+		http.Error(w, "console: "+err.Error(), http.StatusBadRequest)
+		return
+	}
 	opts := s.writeOpts(sess)
 	var o registry.Override
 	switch req.Action {
@@ -111,9 +119,9 @@ func (s *Server) handleAction(w http.ResponseWriter, r *http.Request) {
 	for _, id := range req.IDs {
 		var err error
 		if req.Action == actionUndrain {
-			err = etcd.ClearOverride(r.Context(), s.cli, req.Service, id, opts...)
+			err = etcd.ClearOverride(r.Context(), p.cli, req.Service, id, opts...)
 		} else {
-			err = etcd.SetOverride(r.Context(), s.cli, req.Service, id, o, opts...)
+			err = etcd.SetOverride(r.Context(), p.cli, req.Service, id, o, opts...)
 		}
 		if err != nil {
 			res.Failed = append(res.Failed, failedAction{ID: id, Error: err.Error()})
@@ -125,6 +133,9 @@ func (s *Server) handleAction(w http.ResponseWriter, r *http.Request) {
 		"instances", len(req.IDs), "done", res.Done, "failed", len(res.Failed)}
 	if req.Action == actionWeight {
 		attrs = append(attrs, "weight", req.Weight)
+	}
+	if p.name != "" {
+		attrs = append(attrs, "cluster", p.name)
 	}
 	if len(req.IDs) <= 20 {
 		attrs = append(attrs, "ids", req.IDs)

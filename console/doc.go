@@ -45,6 +45,19 @@
 // layouts, one instance per address, each with where it was found (a
 // Source column and filter); actions apply to Muster's instances only.
 //
+// NewClusters makes a console over several independent etcd clusters (a
+// region or a data centre each), read as clients' clusters.Discovery reads
+// them: the pages show the union, every instance with its cluster (a
+// Cluster column and filter; an ID found in two clusters is two
+// instances), the services page each cluster's health (fresh, stale since
+// when and why, unreachable) and each service's instances per cluster, and
+// a service's page each cluster's part, canary setting and call policy.
+// Actions and policy edits name their cluster and write there only. Each
+// cluster is listed and read on its own: one that does not answer keeps
+// its services and instances shown as last read, and holds back neither
+// the others' changes nor the pages. Over several clusters a stream never
+// answers "resumed": the union's revision is a sum that names no state.
+//
 // Every value read from etcd or sent by an xDS client is rendered as text
 // by the page's script.
 //

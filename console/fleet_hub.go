@@ -93,25 +93,28 @@ func (h *fleetHub) publish(run int, st fleetState) {
 // follow is one run: it follows every service until ctx ends.
 func (h *fleetHub) follow(ctx context.Context, run int) {
 	defer h.runs.Done()
-	f := &fleet{d: h.s.view, memory: h.memory, followed: map[string]*followed{}, notify: make(chan struct{}, 1)}
+	f := newFleet(h.s, h.memory)
 	defer f.close()
 	relist := time.NewTicker(h.s.opts.relist)
 	defer relist.Stop()
-	listErr := f.relist(ctx)
+	f.startListing(ctx)
 	for {
-		v, rev, loading := f.view(time.Now())
-		if listErr != nil {
-			v.Stale, v.Error = true, listErr.Error()
-		}
-		if data, err := json.Marshal(v); err == nil {
-			h.publish(run, fleetState{data: data, rev: rev, ready: !loading || v.Stale, stale: v.Stale})
+		// Until a listing has ended the page would show no service:
+		// nothing is published.
+		if f.listedOnce() {
+			v, rev, loading := f.view(time.Now())
+			if data, err := json.Marshal(v); err == nil {
+				h.publish(run, fleetState{data: data, rev: rev, ready: !loading || v.Stale, stale: v.Stale})
+			}
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-f.notify:
+		case r := <-f.listed:
+			f.applyListing(ctx, r)
 		case <-relist.C:
-			listErr = f.relist(ctx)
+			f.startListing(ctx)
 		}
 	}
 }

@@ -75,6 +75,12 @@ func newFixtureOn(t testing.TB, c *etcdtest.Cluster, opts ...console.Option) *fi
 	if err != nil {
 		t.Fatalf("console.New: %v", err)
 	}
+	return &fixture{t: t, cluster: c, cli: cli, reg: reg, url: serveConsole(t, srv), log: logs}
+}
+
+// serveConsole serves srv under /ui/ over HTTP until the end of the test,
+// and returns its base URL, ending in /ui/.
+func serveConsole(t testing.TB, srv *console.Server) string {
 	mux := http.NewServeMux()
 	mux.Handle("/ui/", srv)
 	hs := httptest.NewServer(mux)
@@ -82,7 +88,7 @@ func newFixtureOn(t testing.TB, c *etcdtest.Cluster, opts ...console.Option) *fi
 		_ = srv.Close()
 		hs.Close()
 	})
-	return &fixture{t: t, cluster: c, cli: cli, reg: reg, url: hs.URL + "/ui/", log: logs}
+	return hs.URL + "/ui/"
 }
 
 func (f *fixture) register(in registry.Instance) {

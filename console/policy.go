@@ -21,6 +21,9 @@ type policyRequest struct {
 	Service string   `json:"service"`
 	Set     []string `json:"set,omitempty"`
 	Clear   bool     `json:"clear,omitempty"`
+	// Cluster names the cluster whose policy to edit, required when the
+	// console reads several (NewClusters), empty otherwise.
+	Cluster string `json:"cluster,omitempty"`
 }
 
 // policyResult answers a policy edit: the policy as stored, null for none.
@@ -84,12 +87,17 @@ func (s *Server) handlePolicy(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "console: "+err.Error(), http.StatusBadRequest)
 		return
 	}
+	part, err := s.partNamed(req.Cluster)
+	if err != nil {
+		http.Error(w, "console: "+err.Error(), http.StatusBadRequest)
+		return
+	}
 	opts := s.writeOpts(sess)
 	ctx := r.Context()
 	var p registry.Policy
 	if !req.Clear {
 		// Read, merge, write, as the command does: the last write wins.
-		old, _, err := etcd.GetPolicy(ctx, s.cli, req.Service, opts...)
+		old, _, err := etcd.GetPolicy(ctx, part.cli, req.Service, opts...)
 		if err != nil {
 			http.Error(w, "console: read the policy of "+req.Service+": "+err.Error(), http.StatusServiceUnavailable)
 			return
@@ -104,15 +112,18 @@ func (s *Server) handlePolicy(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if p.IsZero() {
-		err = etcd.ClearPolicy(ctx, s.cli, req.Service, opts...)
+		err = etcd.ClearPolicy(ctx, part.cli, req.Service, opts...)
 	} else {
-		err = etcd.SetPolicy(ctx, s.cli, req.Service, p, append(opts, etcd.WithSetBy(sess.setter()))...)
+		err = etcd.SetPolicy(ctx, part.cli, req.Service, p, append(opts, etcd.WithSetBy(sess.setter()))...)
 	}
 	if err != nil {
 		http.Error(w, "console: write the policy of "+req.Service+": "+err.Error(), http.StatusServiceUnavailable)
 		return
 	}
 	attrs := []any{"who", who, "service", req.Service}
+	if part.name != "" {
+		attrs = append(attrs, "cluster", part.name)
+	}
 	if req.Clear {
 		attrs = append(attrs, "clear", true)
 	} else {
@@ -120,7 +131,7 @@ func (s *Server) handlePolicy(w http.ResponseWriter, r *http.Request) {
 	}
 	s.opts.log.Info("console: policy", attrs...)
 	res := policyResult{Policy: json.RawMessage("null")}
-	if info, ok, err := etcd.GetPolicyInfo(ctx, s.cli, req.Service, opts...); err == nil && ok {
+	if info, ok, err := etcd.GetPolicyInfo(ctx, part.cli, req.Service, opts...); err == nil && ok {
 		if js, err := registry.MarshalPolicyInfo(info); err == nil {
 			res.Policy = js
 		}

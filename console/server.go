@@ -20,19 +20,17 @@ var _ http.Handler = (*Server)(nil)
 
 // Server is the console: an http.Handler for the paths under /ui/.
 type Server struct {
-	cli *clientv3.Client
-	d   *etcd.Discovery
-	// view is d, or d merged with the WithLegacy sources.
+	// parts are the etcd clusters read: one named "" (New), or several
+	// sorted by name (NewClusters).
+	parts []*part
+	// view is the one cluster's Discovery, merged with the WithLegacy
+	// sources if any, or the union of the clusters'.
 	view lister
-	// closers close what newView opened, in order.
+	// closers close what newView or NewClusters opened, in order.
 	closers []func() error
-	// canaries and policies follow the services' canary settings and
-	// call policies for their pages.
-	canaries *etcd.Canaries
-	policies *etcd.Policies
-	opts     options
-	mux      *http.ServeMux
-	auth     *auth
+	opts    options
+	mux     *http.ServeMux
+	auth    *auth
 	// fleet feeds every services page's stream.
 	fleet *fleetHub
 	// slots bounds the event streams open at once.
@@ -51,7 +49,7 @@ type Server struct {
 
 // New returns a console over the registry that cli reaches. It does not
 // contact etcd until a page asks. cli stays owned by the caller and must
-// outlive the Server.
+// outlive the Server. NewClusters reads several clusters.
 func New(cli *clientv3.Client, opts ...Option) (*Server, error) {
 	if cli == nil {
 		return nil, errors.New("console: New: nil client")
@@ -60,39 +58,29 @@ func New(cli *clientv3.Client, opts ...Option) (*Server, error) {
 	if o.err != nil {
 		return nil, o.err
 	}
-	dopts := []etcd.Option{etcd.WithPrefix(o.prefix), etcd.WithRequestTimeout(o.requestTimeout), etcd.WithLogger(o.log)}
-	d, err := etcd.NewDiscovery(cli, dopts...)
+	p, err := newPart("", "", cli, o)
 	if err != nil {
 		return nil, fmt.Errorf("console: %w", err)
 	}
-	view, closers, err := newView(cli, d, o, dopts)
+	dopts := []etcd.Option{etcd.WithPrefix(o.prefix), etcd.WithRequestTimeout(o.requestTimeout), etcd.WithLogger(o.log)}
+	view, closers, err := newView(cli, p.d, o, dopts)
 	if err != nil {
-		_ = d.Close()
+		_ = p.d.Close()
 		return nil, err
 	}
-	fail := func(err error) (*Server, error) {
-		for _, c := range closers {
-			_ = c()
-		}
-		_ = d.Close()
-		return nil, fmt.Errorf("console: %w", err)
-	}
-	sopts := []etcd.Option{etcd.WithPrefix(o.prefix), etcd.WithRequestTimeout(o.requestTimeout), etcd.WithLogger(o.log)}
-	canaries, err := etcd.NewCanaries(cli, sopts...)
-	if err != nil {
-		return fail(err)
-	}
-	policies, err := etcd.NewPolicies(cli, sopts...)
-	if err != nil {
-		return fail(err)
-	}
+	return newServer([]*part{p}, view, closers, o), nil
+}
+
+// newServer is the console over parts, read through view; closers close
+// what view needs beside the parts' Discoveries.
+func newServer(parts []*part, view lister, closers []func() error, o options) *Server {
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Server{cli: cli, d: d, view: view, closers: closers, canaries: canaries, policies: policies, opts: o,
+	s := &Server{parts: parts, view: view, closers: closers, opts: o,
 		ctx: ctx, cancel: cancel, auth: newAuth(o.adminToken, o.users)}
 	s.fleet = newFleetHub(s)
 	s.logins = newLoginThrottle()
 	s.mux = s.routes()
-	return s, nil
+	return s
 }
 
 func (s *Server) routes() *http.ServeMux {
@@ -153,7 +141,9 @@ func (s *Server) Close() error {
 		for _, c := range s.closers {
 			_ = c()
 		}
-		_ = s.d.Close()
+		for _, p := range s.parts {
+			_ = p.d.Close()
+		}
 	})
 	return nil
 }

@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"net/http"
+	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -55,12 +56,18 @@ func (s *Server) handleServiceEvents(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return
 	}
-	st := &serviceStream{s: s, name: name, es: es, last: lastEventID(r)}
-	// The canary setting, followed as clients follow it; each value
-	// (the first read too, which may differ from what a resumed page
-	// holds) is sent with the instances.
-	canaries := s.canaries.WatchCanary(ctx, name)
-	policies := s.policies.WatchPolicyInfo(ctx, name)
+	st := &serviceStream{s: s, name: name, es: es, last: lastEventID(r), parts: map[string]*partState{}}
+	for _, p := range s.parts {
+		st.parts[p.name] = &partState{}
+	}
+	// The canary settings and policies, followed as clients follow them;
+	// each value (the first read too, which may differ from what a
+	// resumed page holds) is sent with the instances.
+	settings, waitSettings := s.followSettings(ctx, name)
+	defer func() {
+		stop()
+		waitSettings()
+	}()
 	hb := time.NewTicker(heartbeat)
 	defer hb.Stop()
 	leaseTick := time.NewTicker(leaseRefresh)
@@ -84,16 +91,8 @@ func (s *Server) handleServiceEvents(w http.ResponseWriter, r *http.Request) {
 			if st.refreshLeases(ctx, wt.Snapshot()) != nil {
 				return
 			}
-		case c, ok := <-canaries:
-			if !ok {
-				return
-			}
-			st.canary = c
-		case p, ok := <-policies:
-			if !ok {
-				return
-			}
-			st.policy = p
+		case u := <-settings:
+			u.apply(st.parts[u.cluster])
 		}
 	}
 }
@@ -105,58 +104,165 @@ type serviceStream struct {
 	es   *eventStream
 	last int64 // the client's Last-Event-ID
 
-	prev   []*registry.Instance // the instances last sent
-	sent   bool
+	prev []*registry.Instance // the instances last sent
+	sent bool
+	// parts are what the page knows of each cluster, by name.
+	parts map[string]*partState
+}
+
+// partState is what a service page knows of one cluster beside its
+// instances.
+type partState struct {
 	det    details
 	canary registry.Canary     // the zero Canary: none
 	policy registry.PolicyInfo // the zero PolicyInfo: none
-	// history is the service's journal as last read, newest first.
+	// history is the service's journal in the cluster as last read,
+	// newest first.
 	history []recordView
 }
 
 // publish sends snap to the page once it is loaded (or stale): "resumed" if
 // it is the first event and the page has this revision already, "state"
-// otherwise, with the changes since the last event.
+// otherwise, with the changes since the last event. A console over
+// several clusters never answers "resumed": the union's revision (a sum)
+// does not name one state.
 func (st *serviceStream) publish(ctx context.Context, snap registry.Snapshot) error {
 	if !snap.Loaded && !snap.Stale() {
 		return nil
 	}
 	defer func() { st.prev, st.sent = snap.Instances, true }()
-	if !st.sent && st.last != 0 && snap.Revision == st.last && !snap.Stale() {
+	if !st.sent && st.last != 0 && snap.Revision == st.last && !snap.Stale() && !st.s.several() {
 		return st.es.send("resumed", snap.Revision, resumed{Revision: snap.Revision})
 	}
-	switch {
-	case snap.Stale():
-		// etcd does not answer; keep what was read.
-	case !st.sent:
-		st.det = st.s.details(ctx, st.name)
-	default:
-		// Leases are read again every leaseRefresh: a change reads only
-		// which overrides exist.
-		st.det.overrides = st.s.overrides(ctx, st.name, st.det.overrides)
-	}
-	if !snap.Stale() {
-		// Every traced write changes what the page follows (an override,
-		// an instance, the canary, the policy), so the journal is read
-		// again with each event.
-		st.history = st.s.history(ctx, st.name, st.history)
-	}
-	v := newServiceView(snap, st.det, st.canary, st.policy)
-	v.History = st.history
+	// A cluster that does not answer keeps what was read of it; the
+	// others are read at once, side by side.
+	st.s.eachFresh(ctx, snap, func(ctx context.Context, p *part) {
+		ps := st.parts[p.name]
+		if !st.sent {
+			ps.det = p.details(ctx, st.s.opts, st.name)
+		} else {
+			// Leases are read again every leaseRefresh: a change reads
+			// only which overrides exist.
+			ps.det.overrides = p.overrides(ctx, st.s.opts, st.name, ps.det.overrides)
+		}
+		// Every traced write changes what the page follows (an
+		// override, an instance, the canary, the policy), so the
+		// journal is read again with each event.
+		ps.history = p.history(ctx, st.s.opts, st.name, ps.history)
+	})
+	v := st.s.newServiceView(snap, st.parts)
 	if st.sent {
 		v.Changes = diff(st.prev, snap.Instances, time.Now())
 	}
 	return st.es.send("state", snap.Revision, v)
 }
 
-// refreshLeases reads the leases again and sends when they run out.
+// refreshLeases reads the leases again and sends when they run out, by
+// instance key (instanceKey).
 func (st *serviceStream) refreshLeases(ctx context.Context, snap registry.Snapshot) error {
-	if !st.sent || snap.Stale() {
+	if !st.sent {
 		return nil
 	}
-	st.det = st.s.details(ctx, st.name)
+	fresh := false
+	st.s.eachFresh(ctx, snap, func(ctx context.Context, p *part) {
+		st.parts[p.name].det = p.details(ctx, st.s.opts, st.name)
+		fresh = true
+	})
+	if !fresh {
+		return nil
+	}
+	expires := map[string]time.Time{}
+	for name, ps := range st.parts {
+		for id, at := range ps.det.expires {
+			expires[instanceKey(name, id)] = at
+		}
+	}
 	// No id: the revision the page holds does not change.
-	return st.es.send("leases", 0, st.det.expires)
+	return st.es.send("leases", 0, expires)
+}
+
+// eachFresh calls read, side by side, for each cluster whose part of snap
+// is not stale, and returns when every call has.
+func (s *Server) eachFresh(ctx context.Context, snap registry.Snapshot, read func(context.Context, *part)) {
+	var wg sync.WaitGroup
+	for _, p := range s.parts {
+		if partStale(snap, p.name) {
+			continue
+		}
+		wg.Go(func() { read(ctx, p) })
+	}
+	wg.Wait()
+}
+
+// partStale reports whether the part of snap read from the cluster name
+// ("" for a console's only one) is stale.
+func partStale(snap registry.Snapshot, name string) bool {
+	if name == "" {
+		return snap.Stale()
+	}
+	for _, c := range snap.Clusters {
+		if c.Cluster == name {
+			return c.Stale()
+		}
+	}
+	return false
+}
+
+// settingUpdate is a new canary setting or policy of a service in one
+// cluster.
+type settingUpdate struct {
+	cluster string
+	canary  *registry.Canary
+	policy  *registry.PolicyInfo
+}
+
+func (u settingUpdate) apply(ps *partState) {
+	if u.canary != nil {
+		ps.canary = *u.canary
+	}
+	if u.policy != nil {
+		ps.policy = *u.policy
+	}
+}
+
+// followSettings follows service's canary setting and call policy in
+// every cluster until ctx ends, sending each value read on the returned
+// channel; wait, called once ctx has ended, waits for the goroutines that
+// forward them.
+func (s *Server) followSettings(ctx context.Context, service string) (updates <-chan settingUpdate, wait func()) {
+	out := make(chan settingUpdate)
+	var wg sync.WaitGroup
+	for _, p := range s.parts {
+		canaries := p.canaries.WatchCanary(ctx, service)
+		policies := p.policies.WatchPolicyInfo(ctx, service)
+		wg.Go(func() {
+			forward(ctx, canaries, out, func(c registry.Canary) settingUpdate { return settingUpdate{cluster: p.name, canary: &c} })
+		})
+		wg.Go(func() {
+			forward(ctx, policies, out, func(pi registry.PolicyInfo) settingUpdate { return settingUpdate{cluster: p.name, policy: &pi} })
+		})
+	}
+	return out, wg.Wait
+}
+
+// forward sends what in receives, wrapped, on out until in closes or ctx
+// ends.
+func forward[T any](ctx context.Context, in <-chan T, out chan<- settingUpdate, wrap func(T) settingUpdate) {
+	for {
+		select {
+		case v, ok := <-in:
+			if !ok {
+				return
+			}
+			select {
+			case out <- wrap(v):
+			case <-ctx.Done():
+				return
+			}
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // streamContext is r's context, also ended by Close.
@@ -170,45 +276,47 @@ func (s *Server) streamContext(r *http.Request) (context.Context, context.Cancel
 }
 
 // details reads which instances of service have an override and when
-// their leases expire. It is best effort: what cannot be read is left out.
-func (s *Server) details(ctx context.Context, service string) details {
-	det := details{overrides: map[string]bool{}, leases: map[int64][]string{}}
-	ctx, cancel := context.WithTimeout(ctx, s.opts.requestTimeout)
+// their leases expire, by instance ID. It is best effort: what cannot be
+// read is left out.
+func (p *part) details(ctx context.Context, o options, service string) details {
+	det := details{overrides: map[string]bool{}}
+	leases := map[int64][]string{}
+	ctx, cancel := context.WithTimeout(ctx, o.requestTimeout)
 	defer cancel()
 	// Not WithKeysOnly: etcd 3.7 then reads keys from its index alone,
 	// without their leases.
-	resp, err := s.cli.Get(ctx, registry.ServicePrefix(s.opts.prefix, service), clientv3.WithPrefix())
+	resp, err := p.cli.Get(ctx, registry.ServicePrefix(o.prefix, service), clientv3.WithPrefix())
 	if err != nil {
-		s.opts.log.Debug("console: read service keys", "service", service, "error", err)
+		o.log.Debug("console: read service keys", "service", service, "cluster", p.name, "error", err)
 		return det
 	}
 	for _, kv := range resp.Kvs {
 		key := string(kv.Key)
-		if id, ok := overrideID(s.opts.prefix, key); ok {
+		if id, ok := overrideID(o.prefix, key); ok {
 			det.overrides[id] = true
 			continue
 		}
-		if _, id, err := registry.ParseKey(s.opts.prefix, key); err == nil && kv.Lease != 0 {
-			det.leases[kv.Lease] = append(det.leases[kv.Lease], id)
+		if _, id, err := registry.ParseKey(o.prefix, key); err == nil && kv.Lease != 0 {
+			leases[kv.Lease] = append(leases[kv.Lease], id)
 		}
 	}
-	det.expires = s.leaseExpiry(ctx, det.leases)
+	det.expires = p.leaseExpiry(ctx, leases)
 	return det
 }
 
 // overrides lists the IDs of service's instances that have an override,
 // reading keys only; if etcd does not answer it returns old.
-func (s *Server) overrides(ctx context.Context, service string, old map[string]bool) map[string]bool {
-	ctx, cancel := context.WithTimeout(ctx, s.opts.requestTimeout)
+func (p *part) overrides(ctx context.Context, o options, service string, old map[string]bool) map[string]bool {
+	ctx, cancel := context.WithTimeout(ctx, o.requestTimeout)
 	defer cancel()
-	resp, err := s.cli.Get(ctx, registry.ServicePrefix(s.opts.prefix, service), clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	resp, err := p.cli.Get(ctx, registry.ServicePrefix(o.prefix, service), clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil {
-		s.opts.log.Debug("console: read service keys", "service", service, "error", err)
+		o.log.Debug("console: read service keys", "service", service, "cluster", p.name, "error", err)
 		return old
 	}
 	out := map[string]bool{}
 	for _, kv := range resp.Kvs {
-		if id, ok := overrideID(s.opts.prefix, string(kv.Key)); ok {
+		if id, ok := overrideID(o.prefix, string(kv.Key)); ok {
 			out[id] = true
 		}
 	}
@@ -218,17 +326,19 @@ func (s *Server) overrides(ctx context.Context, service string, old map[string]b
 // maxHistoryShown bounds the records of the journal a service page shows.
 const maxHistoryShown = 20
 
-// history reads the newest records of service's journal; if etcd does not
-// answer it returns old.
-func (s *Server) history(ctx context.Context, service string, old []recordView) []recordView {
-	recs, err := etcd.History(ctx, s.cli, service, maxHistoryShown, etcd.WithPrefix(s.opts.prefix), etcd.WithRequestTimeout(s.opts.requestTimeout))
+// history reads the newest records of service's journal in the cluster;
+// if etcd does not answer it returns old.
+func (p *part) history(ctx context.Context, o options, service string, old []recordView) []recordView {
+	recs, err := etcd.History(ctx, p.cli, service, maxHistoryShown, etcd.WithPrefix(o.prefix), etcd.WithRequestTimeout(o.requestTimeout))
 	if err != nil {
-		s.opts.log.Debug("console: read the journal", "service", service, "error", err)
+		o.log.Debug("console: read the journal", "service", service, "cluster", p.name, "error", err)
 		return old
 	}
 	out := make([]recordView, 0, len(recs))
 	for _, r := range recs {
-		out = append(out, newRecordView(r))
+		rv := newRecordView(r)
+		rv.Cluster = p.name
+		out = append(out, rv)
 	}
 	return out
 }
@@ -245,16 +355,14 @@ func overrideID(prefix, key string) (string, bool) {
 
 // leaseExpiry reads when each lease runs out unless renewed (at most
 // maxLeaseLookups of them) and returns it per instance ID.
-func (s *Server) leaseExpiry(ctx context.Context, leases map[int64][]string) map[string]time.Time {
-	ctx, cancel := context.WithTimeout(ctx, s.opts.requestTimeout)
-	defer cancel()
+func (p *part) leaseExpiry(ctx context.Context, leases map[int64][]string) map[string]time.Time {
 	out := map[string]time.Time{}
 	n := 0
 	for lease, ids := range leases {
 		if n++; n > maxLeaseLookups {
 			break
 		}
-		ttl, err := s.cli.TimeToLive(ctx, clientv3.LeaseID(lease))
+		ttl, err := p.cli.TimeToLive(ctx, clientv3.LeaseID(lease))
 		if err != nil || ttl.TTL < 0 {
 			continue
 		}

@@ -137,9 +137,27 @@ function prefixFlag() {
   return muster.session.prefix !== '/muster/services' ? ' --prefix ' + shellQuote(muster.session.prefix) : '';
 }
 
-// commandFor is the muster command line doing action on one instance.
-function commandFor(action, service, id, weight) {
+// inFlag is the --in flag naming cluster, the one of several etcd
+// clusters a muster command writes to, or '' for none (one cluster).
+function inFlag(cluster) {
+  return cluster ? ' --in ' + shellQuote(cluster) : '';
+}
+
+// commandFor is the muster command line doing action on one instance, in
+// cluster if given (a console over several clusters).
+function commandFor(action, service, id, weight, cluster) {
   let c = 'muster ' + action + ' ' + shellQuote(service) + ' ' + shellQuote(id);
   if (action === 'weight') c += ' ' + weight;
-  return c + prefixFlag();
+  return c + inFlag(cluster) + prefixFlag();
+}
+
+// byName sorts the clusters a state lists by name (a copy).
+function byName(clusters) {
+  return (clusters || []).slice().sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+}
+
+// staleSinceText says since when a cluster is stale: "stale since <local
+// time>", or "stale" when the time is unknown.
+function staleSinceText(iso) {
+  return iso ? 'stale since ' + new Date(iso).toLocaleTimeString() : 'stale';
 }

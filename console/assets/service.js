@@ -19,9 +19,29 @@
   const fVersion = document.getElementById('f-version');
   const fColor = document.getElementById('f-color');
   const fSource = document.getElementById('f-source');
+  const fCluster = document.getElementById('f-cluster');
+  const policyCluster = document.getElementById('policy-cluster');
   const fMeta = document.getElementById('f-meta');
   // baseColor is the color filter's value for instances without a color.
   const baseColor = '-';
+
+  // multi is true on a console over several etcd clusters: its state
+  // lists them, and each instance names its cluster.
+  function multi() {
+    return Array.isArray(state.clusters);
+  }
+
+  // clusterNames are the names of the console's clusters, sorted; empty
+  // for a console over one cluster.
+  function clusterNames() {
+    return byName(state.clusters).map((c) => c.name);
+  }
+
+  // leaseKey is an instance's key in a leases event: its cluster and ID
+  // over several clusters (IDs hold no "/"), its ID otherwise.
+  function leaseKey(cluster, id) {
+    return cluster !== undefined && cluster !== null ? cluster + '/' + id : id;
+  }
 
   // metaFilter parses "k=v k2=v2" into pairs; every pair must match.
   function metaFilter() {
@@ -33,7 +53,9 @@
 
   function matching() {
     const zone = fZone.value, region = fRegion.value, version = fVersion.value, color = fColor.value, source = fSource.value, meta = metaFilter();
+    const cluster = multi() ? fCluster.value : '';
     return state.instances.filter((inst) => {
+      if (cluster && inst.cluster !== cluster) return false;
       if (zone && inst.zone !== zone) return false;
       if (region && inst.region !== region) return false;
       if (source && inst.source !== source) return false;
@@ -89,17 +111,17 @@
     }
     if (inst.draining) {
       const b = el('button', 'Undrain', 'undrain');
-      b.addEventListener('click', () => run('undrain', [inst.id]));
+      b.addEventListener('click', () => run('undrain', [inst]));
       td.appendChild(b);
     } else {
       const b = el('button', 'Drain', 'drain');
-      b.addEventListener('click', () => run('drain', [inst.id]));
+      b.addEventListener('click', () => run('drain', [inst]));
       td.appendChild(b);
     }
     const w = el('input', null, 'weight-input');
     w.type = 'number'; w.min = '0'; w.max = '10000'; w.placeholder = 'weight';
     const set = el('button', 'Set', 'set-weight');
-    set.addEventListener('click', () => run('weight', [inst.id], w.value));
+    set.addEventListener('click', () => run('weight', [inst], w.value));
     td.append(w, set);
     return td;
   }
@@ -117,6 +139,14 @@
     const sources = distinct('source');
     document.querySelectorAll('#service-view .source-col').forEach((e) => { e.hidden = sources.length === 0; });
     fillSelect(fSource, sources);
+    // A Cluster column and filter, a table of the clusters and a choice of
+    // the cluster whose policy to edit, when the console reads several.
+    const clusters = multi();
+    const names = clusterNames();
+    document.querySelectorAll('#service-view .cluster-col').forEach((e) => { e.hidden = !clusters; });
+    fillSelect(fCluster, names);
+    fillPolicyCluster(names);
+    renderClusters();
     renderCanary();
     renderPolicy();
     const shown = matching();
@@ -138,10 +168,10 @@
       // the focus and a pending click alone.
       // The lease time is left out of the key: tick shows it from the
       // cell's data, refreshed here and when new lease times arrive.
-      // Two sources may list instances of one ID: a row is the
-      // instance's within its source.
-      const id = (inst.source || '') + '\n' + inst.id;
-      const key = JSON.stringify([admin, sources.length > 0, { ...inst, leaseExpires: undefined }]);
+      // Two sources, or two clusters, may list instances of one ID: a row
+      // is the instance's within its cluster and source.
+      const id = JSON.stringify([inst.cluster || '', inst.source || '', inst.id]);
+      const key = JSON.stringify([admin, sources.length > 0, clusters, { ...inst, leaseExpires: undefined }]);
       const old = rowCache.get(id);
       if (old && old.key === key) {
         const ttl = old.tr.querySelector('td.ttl');
@@ -150,7 +180,7 @@
         seen.set(id, old);
         return old.tr;
       }
-      const tr = buildRow(inst, admin, sources, now);
+      const tr = buildRow(inst, admin, sources, clusters, now);
       seen.set(id, { key, tr });
       return tr;
     });
@@ -160,14 +190,17 @@
     document.getElementById('no-instances').hidden = state.instances.length > 0;
     const drained = state.instances.filter((i) => i.draining).length;
     document.getElementById('summary').textContent = state.loaded
-      ? state.instances.length + ' instances, ' + drained + ' draining, revision ' + state.revision
+      // Over several clusters the revision is a sum that names nothing:
+      // each cluster has its own.
+      ? state.instances.length + ' instances, ' + drained + ' draining' +
+        (state.clusters ? ' in ' + state.clusters.length + ' clusters' : ', revision ' + state.revision)
       : 'loading…';
     document.getElementById('matching').textContent = shown.length + ' of ' + state.instances.length + ' match';
     document.getElementById('matching').dataset.count = String(shown.length);
   }
 
-  // rowCache maps an instance (its source and ID) to its rendered row and
-  // the key it was rendered from.
+  // rowCache maps an instance (its cluster, source and ID) to its rendered
+  // row and the key it was rendered from.
   let rowCache = new Map();
 
   // placeRows makes body's children exactly rows, moving only the nodes
@@ -181,14 +214,20 @@
   }
 
   // buildRow renders one instance's row.
-  function buildRow(inst, admin, sources, now) {
+  function buildRow(inst, admin, sources, clusters, now) {
     const tr = document.createElement('tr');
     tr.dataset.id = inst.id;
+    if (clusters) tr.dataset.cluster = inst.cluster || '';
     tr.dataset.draining = inst.draining ? 'yes' : 'no';
     tr.dataset.muster = fromMuster(inst) ? 'yes' : 'no';
     if (inst.draining) tr.className = 'draining';
     tr.appendChild(el('td', inst.id !== inst.addr ? inst.id : '', 'id'));
     tr.appendChild(el('td', inst.addr, 'addr'));
+    if (clusters) {
+      const cl = el('td', inst.cluster || '', 'cluster');
+      cl.dataset.cluster = inst.cluster || '';
+      tr.appendChild(cl);
+    }
     if (sources.length) {
       const src = el('td', inst.source || '', 'source');
       src.dataset.source = inst.source || '';
@@ -221,10 +260,76 @@
     return tr;
   }
 
-  // renderCanary shows the service's canary setting, if any.
+  // healthText says how fresh a cluster's part of the list is.
+  function healthText(c) {
+    if (!c.loaded) return 'not loaded';
+    if (c.stale) return staleSinceText(c.staleSince);
+    return 'fresh';
+  }
+
+  // renderClusters shows each cluster of a console over several: its
+  // region, health, instances, canary and call policy, which are the
+  // cluster's own.
+  function renderClusters() {
+    const table = document.getElementById('clusters');
+    const clusters = multi() ? byName(state.clusters) : [];
+    table.hidden = !multi();
+    const rows = clusters.map((c) => {
+      const tr = el('tr');
+      tr.dataset.cluster = c.name;
+      const health = !c.loaded ? 'loading' : (c.stale ? 'stale' : 'fresh');
+      tr.dataset.health = health;
+      tr.appendChild(el('td', c.name, 'name'));
+      tr.appendChild(el('td', c.region || '', 'region'));
+      const h = el('td', healthText(c), 'health' + (health === 'fresh' ? '' : ' stale'));
+      h.dataset.health = health;
+      if (c.staleSince) h.title = c.staleSince;
+      if (c.error) h.appendChild(el('span', ' (' + c.error + ')', 'error'));
+      tr.appendChild(h);
+      tr.appendChild(el('td', c.instances, 'count'));
+      const can = el('td', c.canary ? c.canary.percent + '% of uncolored calls to ' + c.canary.color : '', 'canary');
+      can.dataset.color = c.canary ? c.canary.color : '';
+      can.dataset.percent = c.canary ? String(c.canary.percent) : '';
+      tr.appendChild(can);
+      const pol = el('td', (c.policyFields || []).map((f) => f.name + ' ' + f.value).join(', '), 'policy');
+      if (c.policy && c.policy.setBy) {
+        pol.title = 'Set by ' + c.policy.setBy + (c.policy.setAt ? ' at ' + c.policy.setAt.replace(/\.\d+Z$/, 'Z') : '');
+        pol.dataset.setBy = c.policy.setBy;
+      }
+      tr.appendChild(pol);
+      return tr;
+    });
+    table.querySelector('tbody').replaceChildren(...rows);
+  }
+
+  // fillPolicyCluster offers the clusters whose policy the editor edits,
+  // keeping the one chosen; hidden for one cluster.
+  function fillPolicyCluster(names) {
+    document.getElementById('policy-cluster-box').hidden = names.length === 0;
+    policyCluster.hidden = names.length === 0;
+    const keep = policyCluster.value;
+    const have = [...policyCluster.options].map((o) => o.value);
+    if (have.join('\n') !== names.join('\n')) {
+      policyCluster.replaceChildren(...names.map((n) => {
+        const o = el('option', n);
+        o.value = n;
+        return o;
+      }));
+    }
+    if (names.length) policyCluster.value = names.includes(keep) ? keep : names[0];
+  }
+
+  // editedCluster is the cluster whose policy the editor shows and writes:
+  // '' for a console over one cluster.
+  function editedCluster() {
+    return multi() ? policyCluster.value : '';
+  }
+
+  // renderCanary shows the service's canary setting, if any; over
+  // several clusters, the clusters' table shows each one's instead.
   function renderCanary() {
     const p = document.getElementById('canary');
-    const c = state.canary;
+    const c = multi() ? null : state.canary;
     p.hidden = !c;
     p.textContent = c ? 'Canary: ' + c.percent + '% of uncolored calls go to ' + c.color + ' (muster canary ' + name + ' off ends it)' : '';
     p.dataset.color = c ? c.color : '';
@@ -251,10 +356,16 @@
     }));
   }
 
-  // policyValues maps each field the policy sets to its value.
+  // policyValues maps each field the policy sets to its value: the
+  // policy of the cluster chosen, over several clusters.
   function policyValues() {
     const values = {};
-    for (const f of state.policyFields || []) values[f.name] = f.value;
+    let fields = state.policyFields || [];
+    if (multi()) {
+      const c = state.clusters.find((x) => x.name === editedCluster());
+      fields = (c && c.policyFields) || [];
+    }
+    for (const f of fields) values[f.name] = f.value;
     return values;
   }
 
@@ -262,8 +373,9 @@
   // "muster policy" names them, who set it and when, and fills the editor.
   function renderPolicy() {
     const p = document.getElementById('policy');
-    const pol = state.policy;
-    const fields = state.policyFields || [];
+    // Over several clusters each has its policy, in the clusters' table.
+    const pol = multi() ? null : state.policy;
+    const fields = multi() ? [] : state.policyFields || [];
     p.hidden = !pol;
     p.textContent = pol ? 'Call policy: ' + fields.map((f) => f.name + ' ' + f.value).join(', ') + ' (muster policy ' + name + ')' : '';
     const by = document.getElementById('policy-by');
@@ -271,7 +383,7 @@
     by.textContent = pol && pol.setBy ? 'Set by ' + pol.setBy + (pol.setAt ? ' at ' + pol.setAt.replace(/\.\d+Z$/, 'Z') : '') : '';
     by.dataset.setBy = pol && pol.setBy ? pol.setBy : '';
     const none = document.getElementById('no-policy');
-    none.hidden = !!pol || !state.loaded;
+    none.hidden = !!pol || !state.loaded || multi();
     none.textContent = 'No call policy (muster policy ' + name + ' set FIELD=VALUE sets one).';
     const values = policyValues();
     document.querySelectorAll('#policy-fields input').forEach((input) => {
@@ -284,7 +396,9 @@
   async function editPolicy(body, cmd) {
     const res = document.getElementById('policy-result');
     const pre = document.getElementById('policy-cmd');
-    pre.textContent = cmd + prefixFlag();
+    const cluster = editedCluster();
+    if (cluster) body.cluster = cluster;
+    pre.textContent = cmd + inFlag(cluster) + prefixFlag();
     pre.hidden = false;
     res.dataset.done = '';
     res.textContent = 'Saving…';
@@ -316,6 +430,13 @@
   });
   document.getElementById('policy-clear').addEventListener('click', () =>
     editPolicy({ service: name, clear: true }, 'muster policy ' + shellQuote(name) + ' clear'));
+  // Another cluster's policy: the inputs show its values, edits dropped.
+  policyCluster.addEventListener('change', () => {
+    document.querySelectorAll('#policy-fields input').forEach((input) => { delete input.dataset.edited; });
+    document.getElementById('policy-result').textContent = '';
+    document.getElementById('policy-cmd').hidden = true;
+    renderPolicy();
+  });
   fetch('api/policy/fields', { credentials: 'same-origin' }).then((r) => r.json()).then((fs) => {
     policyFields = fs;
     buildPolicyEditor();
@@ -337,7 +458,8 @@
     const items = timeline.slice().reverse().map((c) => {
       const li = el('li');
       li.appendChild(el('span', new Date(c.at).toLocaleTimeString() + ' ', 'muted'));
-      li.appendChild(el('span', c.kind + ' ' + c.id + (c.what ? ' (' + c.what + ')' : '')));
+      if (c.cluster) li.dataset.cluster = c.cluster;
+      li.appendChild(el('span', c.kind + ' ' + c.id + (c.cluster ? ' in ' + c.cluster : '') + (c.what ? ' (' + c.what + ')' : '')));
       return li;
     });
     document.getElementById('timeline').replaceChildren(...items);
@@ -347,6 +469,7 @@
   // first, as muster history lists them.
   function renderHistory() {
     const recs = state.history || [];
+    const clusters = multi();
     document.getElementById('history-name').textContent = name;
     document.getElementById('no-history').hidden = recs.length > 0;
     const rows = recs.map((r) => {
@@ -355,7 +478,12 @@
       tr.dataset.who = r.who;
       tr.dataset.source = r.source;
       tr.dataset.action = r.action;
-      for (const v of [r.at.replace(/\.\d+Z$/, 'Z'), r.who, r.source, r.action, r.instance || '-', r.before, r.after, r.revision]) {
+      const cells = [r.at.replace(/\.\d+Z$/, 'Z'), r.who, r.source, r.action, r.instance || '-', r.before, r.after, r.revision];
+      if (clusters) {
+        tr.dataset.cluster = r.cluster || '';
+        cells.splice(4, 0, r.cluster || '');
+      }
+      for (const v of cells) {
         tr.appendChild(el('td', v));
       }
       return tr;
@@ -365,48 +493,76 @@
 
   const verbs = { drain: 'Drain', undrain: 'Undrain', weight: 'Set the weight of' };
 
-  function commands(action, ids, weight) {
-    return ids.map((id) => commandFor(action, name, id, weight)).join('\n');
+  // commands are the muster command lines doing action on insts, each
+  // in its cluster over several.
+  function commands(action, insts, weight) {
+    return insts.map((inst) => commandFor(action, name, inst.id, weight, inst.cluster)).join('\n');
   }
 
-  // run performs an action at once.
-  async function run(action, ids, weight) {
+  // byCluster groups insts by cluster, in the order the clusters first
+  // come; one group without a cluster for a console over one.
+  function byCluster(insts) {
+    const groups = new Map();
+    for (const inst of insts) {
+      const c = inst.cluster || '';
+      if (!groups.has(c)) groups.set(c, []);
+      groups.get(c).push(inst.id);
+    }
+    return groups;
+  }
+
+  // run performs an action at once on insts: one request per cluster, each
+  // to the cluster holding the instances.
+  async function run(action, insts, weight) {
     const res = document.getElementById('result');
     const text = document.getElementById('result-text');
-    document.getElementById('result-cmd').textContent = commands(action, ids, weight);
+    document.getElementById('result-cmd').textContent = commands(action, insts, weight);
     res.hidden = false;
-    const body = { action, service: name, ids };
-    if (action === 'weight') {
-      body.weight = Number(weight);
-      if (weight === '' || !Number.isInteger(body.weight)) { text.textContent = 'weight: enter a whole number 0..10000'; return; }
+    const w = Number(weight);
+    if (action === 'weight' && (weight === '' || !Number.isInteger(w))) { text.textContent = 'weight: enter a whole number 0..10000'; return; }
+    text.textContent = verbs[action] + ' ' + insts.length + ' instance(s)…';
+    let done = 0;
+    const failed = [];
+    const errors = [];
+    for (const [cluster, ids] of byCluster(insts)) {
+      const body = { action, service: name, ids };
+      if (action === 'weight') body.weight = w;
+      if (cluster) body.cluster = cluster;
+      try {
+        const r = await api('action', body);
+        done += r.done;
+        for (const f of r.failed || []) failed.push((cluster ? f.id + ' in ' + cluster : f.id) + ': ' + f.error);
+      } catch (err) {
+        errors.push(cluster ? 'in ' + cluster + ' (' + ids.length + ' instance(s)): ' + err.message : err.message);
+      }
     }
-    text.textContent = verbs[action] + ' ' + ids.length + ' instance(s)…';
-    try {
-      const r = await api('action', body);
-      let t = 'Done: ' + verbs[action].toLowerCase() + ' ' + r.done + ' instance(s). Equivalent command:';
-      if (r.failed && r.failed.length) t = r.failed.length + ' failed: ' + r.failed.map((f) => f.id + ': ' + f.error).join('; ') + '. ' + t;
-      text.textContent = t;
-      res.dataset.done = String(r.done);
-    } catch (err) {
-      text.textContent = 'Failed: ' + err.message;
+    if (errors.length && done === 0 && failed.length === 0) {
+      text.textContent = 'Failed: ' + errors.join('; ');
       res.dataset.done = 'error';
+      return;
     }
+    let t = 'Done: ' + verbs[action].toLowerCase() + ' ' + done + ' instance(s). Equivalent command:';
+    if (failed.length) t = failed.length + ' failed: ' + failed.join('; ') + '. ' + t;
+    if (errors.length) t = 'Failed ' + errors.join('; ') + '. ' + t;
+    text.textContent = t;
+    res.dataset.done = String(done);
   }
 
   // confirmBatch asks before acting on every matching instance.
   function confirmBatch(action, weight) {
-    const ids = matching().filter(fromMuster).map((i) => i.id);
-    if (ids.length === 0) return;
+    const insts = matching().filter(fromMuster).map((i) => ({ id: i.id, cluster: i.cluster }));
+    if (insts.length === 0) return;
     const box = document.getElementById('confirm');
     document.getElementById('confirm-text').textContent =
-      verbs[action] + ' ' + ids.length + ' matching instance(s) of ' + name + (action === 'weight' ? ' to ' + weight : '') + '?';
-    document.getElementById('confirm-text').dataset.count = String(ids.length);
-    document.getElementById('confirm-cmd').textContent = commands(action, ids, weight);
+      verbs[action] + ' ' + insts.length + ' matching instance(s) of ' + name + (action === 'weight' ? ' to ' + weight : '') +
+      (multi() ? ' in ' + byCluster(insts).size + ' cluster(s)' : '') + '?';
+    document.getElementById('confirm-text').dataset.count = String(insts.length);
+    document.getElementById('confirm-cmd').textContent = commands(action, insts, weight);
     box.hidden = false;
     const yes = document.getElementById('confirm-yes');
     const no = document.getElementById('confirm-no');
     const done = () => { box.hidden = true; yes.onclick = null; no.onclick = null; };
-    yes.onclick = () => { done(); run(action, ids, weight); };
+    yes.onclick = () => { done(); run(action, insts, weight); };
     no.onclick = done;
   }
 
@@ -415,7 +571,7 @@
   document.getElementById('batch-weight-set').addEventListener('click', () =>
     confirmBatch('weight', document.getElementById('batch-weight').value));
   const refilter = () => { page = 0; render(); };
-  for (const f of [fZone, fRegion, fVersion, fColor, fSource]) f.addEventListener('change', refilter);
+  for (const f of [fZone, fRegion, fVersion, fColor, fSource, fCluster]) f.addEventListener('change', refilter);
   fMeta.addEventListener('input', refilter);
   document.getElementById('page-prev').addEventListener('click', () => { page--; render(); });
   document.getElementById('page-next').addEventListener('click', () => { page++; render(); });
@@ -432,12 +588,15 @@
     renderHistory();
   }, (expires) => {
     // Leases are those of Muster's keys: a legacy source's instance with
-    // the same ID is not one of them.
+    // the same ID is not one of them. Over several clusters an instance's
+    // key is its cluster and ID.
+    const clusters = multi();
     for (const inst of state.instances) {
-      if (expires[inst.id] && fromMuster(inst)) inst.leaseExpires = expires[inst.id];
+      const k = clusters ? leaseKey(inst.cluster || '', inst.id) : inst.id;
+      if (expires[k] && fromMuster(inst)) inst.leaseExpires = expires[k];
     }
     document.querySelectorAll('#instances tbody tr').forEach((tr) => {
-      const at = expires[tr.dataset.id];
+      const at = expires[leaseKey(tr.dataset.cluster, tr.dataset.id)];
       if (at && tr.dataset.muster === 'yes') tr.querySelector('td.ttl').dataset.until = at;
     });
     tick();

@@ -1,0 +1,158 @@
+package console
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/musterhq/muster/registry"
+	"github.com/musterhq/muster/registry/clusters"
+	"github.com/musterhq/muster/registry/etcd"
+)
+
+// Cluster is one etcd cluster of a console over several (NewClusters).
+type Cluster struct {
+	// Name names the cluster (a region or a data centre), as
+	// clusters.Cluster.Name: required, unique, letters, digits, '.', '_'
+	// and '-'.
+	Name string
+	// Region is set as the Region of the cluster's instances that set
+	// none. Optional.
+	Region string
+	// Client reaches the cluster. Required; it stays owned by the caller
+	// and must outlive the Server.
+	Client *clientv3.Client
+}
+
+// part is one etcd cluster the console reads and writes: the only one of
+// a console made by New (named ""), or one of NewClusters'.
+type part struct {
+	name, region string
+	cli          *clientv3.Client
+	d            *etcd.Discovery
+	// canaries and policies follow the services' canary settings and
+	// call policies for their pages.
+	canaries *etcd.Canaries
+	policies *etcd.Policies
+}
+
+// newPart follows the cluster cli reaches with the console's options.
+func newPart(name, region string, cli *clientv3.Client, o options) (*part, error) {
+	p := &part{name: name, region: region, cli: cli}
+	opts := []etcd.Option{etcd.WithPrefix(o.prefix), etcd.WithRequestTimeout(o.requestTimeout), etcd.WithLogger(o.log)}
+	var err error
+	if p.d, err = etcd.NewDiscovery(cli, opts...); err != nil {
+		return nil, err
+	}
+	if p.canaries, err = etcd.NewCanaries(cli, opts...); err != nil {
+		_ = p.d.Close()
+		return nil, err
+	}
+	if p.policies, err = etcd.NewPolicies(cli, opts...); err != nil {
+		_ = p.d.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+// NewClusters returns a console over several independent etcd clusters,
+// read as clients' clusters.Discovery reads them: the pages show the union
+// of the clusters' instances, each with its cluster (a Cluster column and
+// filter; an ID found in two clusters is two instances), the health of
+// each cluster (fresh, stale since when, unreachable) on the services page,
+// and each cluster's canary setting and call policy on a service's page.
+// Actions and policy edits write to the cluster of the instance or the one
+// the operator chose, and only there. Each cluster keeps its own watch and
+// staleness: one that does not answer leaves its instances shown as last
+// read, and the others' changes are shown as they come.
+//
+// No cluster, a cluster without a client, an empty, invalid or repeated
+// name, or an invalid region is an error naming the cluster, as is
+// WithLegacy (legacy sources are read beside one cluster only). Like New,
+// it does not contact etcd until a page asks.
+func NewClusters(cs []Cluster, opts ...Option) (*Server, error) {
+	o := buildOptions(opts)
+	if o.err != nil {
+		return nil, o.err
+	}
+	if len(o.legacy) > 0 {
+		return nil, errors.New("console: NewClusters: WithLegacy reads legacy sources beside one cluster; use New")
+	}
+	members := make([]clusters.Cluster, 0, len(cs))
+	for i, c := range cs {
+		if c.Client == nil {
+			return nil, fmt.Errorf("console: NewClusters: cluster %d (%q): nil client", i, c.Name)
+		}
+		// Placeholders, to check the names and regions before anything
+		// is started.
+		members = append(members, clusters.Cluster{Name: c.Name, Region: c.Region, Discovery: noDiscovery{}})
+	}
+	if _, err := clusters.New(members...); err != nil {
+		return nil, fmt.Errorf("console: NewClusters: %w", err)
+	}
+	// The parts in name order, as the union orders its clusters.
+	cs = slices.Clone(cs)
+	slices.SortFunc(cs, func(a, b Cluster) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(members, func(a, b clusters.Cluster) int { return strings.Compare(a.Name, b.Name) })
+	parts := make([]*part, 0, len(cs))
+	closeAll := func() {
+		for _, p := range parts {
+			_ = p.d.Close()
+		}
+	}
+	for i, c := range cs {
+		p, err := newPart(c.Name, c.Region, c.Client, o)
+		if err != nil {
+			closeAll()
+			return nil, fmt.Errorf("console: cluster %s: %w", c.Name, err)
+		}
+		parts = append(parts, p)
+		members[i].Discovery = p.d
+	}
+	u, err := clusters.New(members...)
+	if err != nil {
+		closeAll()
+		return nil, fmt.Errorf("console: NewClusters: %w", err)
+	}
+	return newServer(parts, u, []func() error{u.Close}, o), nil
+}
+
+// noDiscovery stands for a cluster's Discovery while NewClusters checks
+// the clusters' names; it is never asked anything.
+type noDiscovery struct{ registry.Discovery }
+
+// several reports whether the console reads several clusters
+// (NewClusters).
+func (s *Server) several() bool { return s.parts[0].name != "" }
+
+// partNamed returns the cluster a request names: the only one of a
+// console made by New, where name must be empty, or the one of that name.
+func (s *Server) partNamed(name string) (*part, error) {
+	if !s.several() {
+		if name != "" {
+			return nil, fmt.Errorf("cluster %q: this console reads one cluster; give none", name)
+		}
+		return s.parts[0], nil
+	}
+	if name == "" {
+		return nil, errors.New("this console reads several clusters: name one (cluster)")
+	}
+	for _, p := range s.parts {
+		if p.name == name {
+			return p, nil
+		}
+	}
+	return nil, fmt.Errorf("no cluster %q", name)
+}
+
+// instanceKey keys an instance within the console: its ID, prefixed by
+// its cluster and "/" when the console reads several (IDs have no '/').
+func instanceKey(cluster, id string) string {
+	if cluster == "" {
+		return id
+	}
+	return cluster + "/" + id
+}
