@@ -12,7 +12,8 @@ import (
 )
 
 func newCanaryCmd(g *globalOptions) *cobra.Command {
-	return &cobra.Command{
+	var t clusterTarget
+	cmd := &cobra.Command{
 		Use:   "canary <service> [<color> <percent> | off]",
 		Short: "Send a share of a service's uncolored calls to one color",
 		Long: `Canary sets the canary of a service: <percent> (0 to 100, decimals allowed)
@@ -30,12 +31,19 @@ lease: it stays until "off". See docs/RELEASES.md.
 		Example: `  muster canary user blue 5
   muster canary user blue 0.5
   muster canary user
-  muster canary user off`,
+  muster canary user off
+  muster canary user blue 5 --in eu --cluster eu=http://10.0.0.1:2379 --cluster us=http://10.1.0.1:2379`,
 		Args: canaryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runCanary(cmd.Context(), g, args, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			c, err := t.resolve(g)
+			if err != nil {
+				return err
+			}
+			return runCanary(cmd.Context(), c, args, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
+	t.add(cmd)
+	return cmd
 }
 
 func canaryArgs(cmd *cobra.Command, args []string) error {

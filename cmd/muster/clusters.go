@@ -41,7 +41,13 @@ type clusterFlags struct {
 }
 
 func (f *clusterFlags) add(cmd *cobra.Command) {
-	cmd.Flags().StringArrayVar(&f.values, "cluster", nil,
+	f.addNamed(cmd, "cluster")
+}
+
+// addNamed adds the flag as name (serve's console takes it as
+// --console-cluster).
+func (f *clusterFlags) addNamed(cmd *cobra.Command, name string) {
+	cmd.Flags().StringArrayVar(&f.values, name, nil,
 		"an independent etcd cluster read beside the others, as NAME=ENDPOINTS[,KEY=VALUE...] (endpoints comma-separated; repeatable): "+
 			"the union is shown with a CLUSTER column; --endpoints is then not read, and the TLS and auth flags apply to every cluster "+
 			"but where a cluster's own "+strings.Join(clusterKeys, "=, ")+"= replaces them (such as eu=https://10.0.0.1:2379,cacert=eu-ca.pem,user=root,password-file=eu.pw)")
@@ -303,9 +309,10 @@ func clustersCell(counts map[string]int) string {
 	return strings.Join(parts, ",")
 }
 
-// clusterTarget holds the --cluster and --in flags of a command that
-// writes to one cluster's instance (drain, undrain, weight, deregister):
-// the clusters configured, as for ls, and the one written to.
+// clusterTarget holds the --cluster and --in flags of a command that acts
+// on one cluster's instance or setting (drain, undrain, weight,
+// deregister, canary, policy): the clusters configured, as for ls, and the
+// one acted on.
 type clusterTarget struct {
 	clusterFlags
 	in string
@@ -314,13 +321,13 @@ type clusterTarget struct {
 func (t *clusterTarget) add(cmd *cobra.Command) {
 	cmd.Flags().StringArrayVar(&t.values, "cluster", nil,
 		"the independent etcd clusters configured, as NAME=ENDPOINTS[,KEY=VALUE...] (repeatable, as for ls): "+
-			"the command writes to one of them, the only one given or the one --in names; --endpoints is then not read")
+			"the command acts on one of them, the only one given or the one --in names; --endpoints is then not read")
 	cmd.Flags().StringVar(&t.in, "in", "",
-		"the cluster (a --cluster NAME) whose instance to act on, needed when several --cluster are given: "+
-			"an instance ID is unique within a cluster only, and settings are per cluster")
+		"the cluster (a --cluster NAME) to act on, needed when several --cluster are given: "+
+			"an instance ID is unique within a cluster only, and settings (drain, weight, canary, policy) are per cluster")
 }
 
-// resolve returns the etcd options of the cluster the command writes to:
+// resolve returns the etcd options of the cluster the command acts on:
 // g without --cluster, else the cluster's (forCluster). Its errors are
 // usage errors naming the flag.
 func (t *clusterTarget) resolve(g *globalOptions) (*globalOptions, error) {
@@ -338,7 +345,7 @@ func (t *clusterTarget) resolve(g *globalOptions) (*globalOptions, error) {
 	case len(specs) == 0:
 		return g, nil
 	case t.in == "" && len(specs) > 1:
-		return nil, usageErrorf("%d clusters are given (%s): name the one to write to with --in", len(specs), strings.Join(names, ", "))
+		return nil, usageErrorf("%d clusters are given (%s): name the one to act on with --in", len(specs), strings.Join(names, ", "))
 	}
 	i := 0
 	if t.in != "" {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -9,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/musterhq/muster/internal/testkit/ssetest"
 	"github.com/musterhq/muster/internal/testkit/testbackend"
+	"github.com/musterhq/muster/promsd"
 	"github.com/musterhq/muster/registry"
 )
 
@@ -198,7 +201,7 @@ func TestDrainInCluster(t *testing.T) {
 	}
 
 	r := run(append([]string{"drain", "user", "user-1"}, both...)...)
-	if r.code != exitUsage || !strings.Contains(r.stderr, "2 clusters are given (eu, us): name the one to write to with --in") {
+	if r.code != exitUsage || !strings.Contains(r.stderr, "2 clusters are given (eu, us): name the one to act on with --in") {
 		t.Fatalf("drain over two clusters without --in: exit %d, stderr %q", r.code, r.stderr)
 	}
 	r = runOK(t, append([]string{"drain", "user", "user-1", "--in", "us"}, both...)...)
@@ -217,10 +220,26 @@ func TestDrainInCluster(t *testing.T) {
 	if got, want := weights(), "10.0.0.1:9000=50 10.1.0.1:9000=100"; got != want {
 		t.Fatalf("after weight in eu and undrain in us: %s, want %s", got, want)
 	}
+	// Settings too are per cluster.
+	runOK(t, append([]string{"policy", "user", "set", "timeout=800ms", "--in", "eu"}, both...)...)
+	runOK(t, append([]string{"canary", "user", "blue", "5", "--in", "us"}, both...)...)
+	if r := runOK(t, append([]string{"policy", "user", "--in", "us"}, both...)...); strings.Contains(r.stdout, "800ms") {
+		t.Fatalf("us's policy after a set in eu:\n%s", r.stdout)
+	}
+	if r := runOK(t, append([]string{"policy", "user", "--in", "eu"}, both...)...); !strings.Contains(r.stdout, "800ms") {
+		t.Fatalf("eu's policy after a set in eu:\n%s", r.stdout)
+	}
+	if r := runOK(t, "canary", "user", "--cluster", "eu="+eu.endpoint); strings.Contains(r.stdout, "blue") {
+		t.Fatalf("eu's canary after a set in us:\n%s", r.stdout)
+	}
+	if r := runOK(t, "canary", "user", "--cluster", "us="+us.endpoint); !strings.Contains(r.stdout, "blue") {
+		t.Fatalf("us's canary after a set in us:\n%s", r.stdout)
+	}
 	for _, tc := range []struct {
 		args []string
 		want string
 	}{
+		{append([]string{"policy", "user", "set", "timeout=1s"}, both...), "2 clusters are given (eu, us)"},
 		{append([]string{"drain", "user", "user-1", "--in", "asia"}, both...), "--in asia: no --cluster of that name; given: eu, us"},
 		{[]string{"drain", "user", "user-1", "--in", "eu", "--endpoints", eu.endpoint}, "--in eu: names one of the --cluster values, and none is given"},
 		{append([]string{"deregister", "user", "user-1"}, both...), "2 clusters are given (eu, us)"},
@@ -229,4 +248,74 @@ func TestDrainInCluster(t *testing.T) {
 			t.Errorf("muster %s: exit %d, stderr %q; want %d and %q", strings.Join(tc.args, " "), r.code, r.stderr, exitUsage, tc.want)
 		}
 	}
+}
+
+// muster console --cluster serves a console over the clusters: the
+// services page names each cluster with its health, the union's instances
+// carry their clusters, and /prometheus/sd lists both clusters' targets.
+// serve --console-cluster does the same beside its own registry.
+func TestConsoleClusters(t *testing.T) {
+	eu, us := startServe(t, t.TempDir()), startServe(t, t.TempDir())
+	metrics := map[string]string{promsd.MetadataKey: ":9100"}
+	register(t, newRegistrar(t, eu.endpoint), registry.Instance{ID: "user-1", Name: "user", Addr: "10.0.0.1:9000", Metadata: metrics})
+	register(t, newRegistrar(t, us.endpoint), registry.Instance{ID: "user-1", Name: "user", Addr: "10.1.0.1:9000", Metadata: metrics})
+
+	o := consoleOptions{listen: "127.0.0.1:0"}
+	o.clusters.values = []string{"eu=" + eu.endpoint, "us=" + us.endpoint}
+	url := startConsole(t, "http://127.0.0.1:1", o)
+	wantHealth(t, url, "eu=fresh us=fresh")
+	waitSDTargets(t, strings.TrimSuffix(url, consolePath)+prometheusSDPath, "10.0.0.1:9100", "10.1.0.1:9100")
+
+	urls := freeLoopbackURLs(t, 3)
+	so := serveOptions{dataDir: t.TempDir(), clientURL: urls[0], peerURL: urls[1], name: "test",
+		metricsAddr: strings.TrimPrefix(urls[2], "http://")}
+	so.console.ownName = "local"
+	so.console.clusters.values = []string{"eu=" + eu.endpoint}
+	s, err := tryServe(t, so)
+	if err != nil {
+		t.Fatalf("serve did not start: %v", err)
+	}
+	register(t, newRegistrar(t, s.endpoint), registry.Instance{ID: "user-1", Name: "user", Addr: "10.2.0.1:9000", Metadata: metrics})
+	wantHealth(t, urls[2]+consolePath, "eu=fresh local=fresh")
+	waitSDTargets(t, urls[2]+prometheusSDPath, "10.0.0.1:9100", "10.2.0.1:9100")
+
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"serve", "--console-cluster", "local=http://127.0.0.1:1"}, "--console-cluster local: the name is this server's own registry's"},
+		{[]string{"serve", "--console-cluster", "eu=http://127.0.0.1:1", "--console-cluster-name", ""}, "--console-cluster-name: empty cluster name"},
+		{[]string{"serve", "--console-cluster", "eu=http://127.0.0.1:1,cert=c.pem"}, "--cluster eu: --cert and --key go together"},
+		{[]string{"serve", "--console-cluster", "eu=http://127.0.0.1:1", "--metrics-listen", ""}, "need --metrics-listen"},
+		{[]string{"console", "--cluster", "eu=http://127.0.0.1:1", "--cluster", "eu=http://127.0.0.1:2"}, `the name "eu" is used twice`},
+	} {
+		if r := run(tc.args...); r.code != exitUsage || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("muster %s: exit %d, stderr %q; want %d and %q", strings.Join(tc.args, " "), r.code, r.stderr, exitUsage, tc.want)
+		}
+	}
+}
+
+// wantHealth waits until the services page of the console at url tells
+// the clusters' health as want ("eu=fresh us=fresh").
+func wantHealth(t *testing.T, url, want string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	var last string
+	for ev := range ssetest.Open(ctx, t, url+"api/services/events", nil) {
+		var st struct {
+			Clusters []struct{ Name, State string }
+		}
+		if err := json.Unmarshal([]byte(ev.Data), &st); err != nil {
+			continue
+		}
+		var parts []string
+		for _, c := range st.Clusters {
+			parts = append(parts, c.Name+"="+c.State)
+		}
+		if last = strings.Join(parts, " "); last == want {
+			return
+		}
+	}
+	t.Fatalf("the console at %s: clusters %q, want %q", url, last, want)
 }

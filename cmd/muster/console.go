@@ -17,7 +17,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/musterhq/muster/console"
-	"github.com/musterhq/muster/registry"
 )
 
 // defaultConsoleListen is where muster console serves by default.
@@ -44,6 +43,11 @@ type consoleFlags struct {
 	hosts []string
 	// secureCookie marks the session cookie Secure (behind a TLS proxy).
 	secureCookie bool
+	// clusters are the etcd clusters a console over several reads
+	// (muster console --cluster; serve --console-cluster, beside its own
+	// registry, named ownName).
+	clusters clusterFlags
+	ownName  string
 }
 
 func (c *consoleFlags) addFlags(cmd *cobra.Command) {
@@ -57,10 +61,119 @@ func (c *consoleFlags) addFlags(cmd *cobra.Command) {
 		"mark the console's session cookie Secure (HTTPS only), for a console behind a proxy that terminates TLS")
 }
 
-// enabled reports whether an admin credential or a legacy source is
-// configured.
+// enabled reports whether an admin credential, a legacy source or
+// another cluster is configured.
 func (c *consoleFlags) enabled() bool {
-	return c.tokenFile != "" || c.usersFile != "" || len(c.legacy.legacy) > 0
+	return c.tokenFile != "" || c.usersFile != "" || len(c.legacy.legacy) > 0 || len(c.clusters.values) > 0
+}
+
+// consoleCluster is one etcd cluster of a console over several: its name
+// and the configuration of its client.
+type consoleCluster struct {
+	name string
+	cfg  clientv3.Config
+}
+
+// clusterConfigs are the clusters of specs, each with the client
+// configuration g and its value give (forCluster); every cluster's
+// settings are checked before any file is read.
+func (g *globalOptions) clusterConfigs(specs []clusterSpec) ([]consoleCluster, error) {
+	for _, spec := range specs {
+		if _, err := g.forCluster(spec); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]consoleCluster, 0, len(specs))
+	for _, spec := range specs {
+		cfg, err := g.clusterClientConfig(spec)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, consoleCluster{name: spec.name, cfg: cfg})
+	}
+	return out, nil
+}
+
+// openClusters makes a client for each cluster; closeAll closes them.
+func openClusters(cs []consoleCluster) (cls []console.Cluster, closeAll func(), err error) {
+	closeAll = func() {
+		for _, c := range cls {
+			_ = c.Client.Close()
+		}
+	}
+	for _, c := range cs {
+		cli, err := clientv3.New(c.cfg)
+		if err != nil {
+			closeAll()
+			return nil, nil, fmt.Errorf("cluster %s: etcd client for %s: %w", c.name, strings.Join(c.cfg.Endpoints, ","), err)
+		}
+		cls = append(cls, console.Cluster{Name: c.name, Client: cli})
+	}
+	return cls, closeAll, nil
+}
+
+// startClusters runs a console over the clusters cls (whose clients stay
+// the caller's) and returns its route and the function that stops it
+// (idempotent). extra are more console options.
+func (c *consoleFlags) startClusters(cls []console.Cluster, prefix string, timeout time.Duration, log *slog.Logger, extra ...console.Option) (route, func(), error) {
+	opts, err := c.options()
+	if err != nil {
+		return route{}, nil, err
+	}
+	opts = append(opts, console.WithPrefix(prefix), console.WithRequestTimeout(timeout),
+		console.WithLogger(log.With("component", "muster.console")))
+	srv, err := console.NewClusters(cls, append(opts, extra...)...)
+	if err != nil {
+		return route{}, nil, err
+	}
+	return route{pattern: consolePath, handler: srv}, sync.OnceFunc(func() { _ = srv.Close() }), nil
+}
+
+// consoleAndSD starts the console and the Prometheus service discovery of
+// cfg's registry, or, given clusters (own first, if named, then
+// c.clusters' with the client configurations g and their values give),
+// of the union of those clusters. stop stops both, then closes what they
+// opened.
+func (c *consoleFlags) consoleAndSD(g *globalOptions, own *consoleCluster, cfg clientv3.Config, log *slog.Logger, extra ...console.Option) (ui, sd route, stop func(), err error) {
+	specs, err := c.clusters.parse()
+	if err != nil {
+		return route{}, route{}, nil, err
+	}
+	if len(specs) == 0 {
+		ui, stopUI, err := c.start(cfg, g.prefix, g.timeout, log, extra...)
+		if err != nil {
+			return route{}, route{}, nil, err
+		}
+		sd, stopSD, err := startPrometheusSD(cfg, g.prefix, log)
+		if err != nil {
+			stopUI()
+			return route{}, route{}, nil, fmt.Errorf("console: %w", err)
+		}
+		return ui, sd, func() { stopUI(); stopSD() }, nil
+	}
+	cs, err := g.clusterConfigs(specs)
+	if err != nil {
+		return route{}, route{}, nil, err
+	}
+	if own != nil {
+		cs = append([]consoleCluster{*own}, cs...)
+	}
+	cls, closeClients, err := openClusters(cs)
+	if err != nil {
+		return route{}, route{}, nil, err
+	}
+	ui, stopUI, err := c.startClusters(cls, g.prefix, g.timeout, log, extra...)
+	if err != nil {
+		closeClients()
+		return route{}, route{}, nil, err
+	}
+	sd, stopSD, err := startClustersPrometheusSD(cls, g.prefix, log)
+	if err != nil {
+		stopUI()
+		closeClients()
+		return route{}, route{}, nil, fmt.Errorf("console: %w", err)
+	}
+	return ui, sd, sync.OnceFunc(func() { stopUI(); stopSD(); closeClients() }), nil
 }
 
 // options are the console options the flags ask for; reading the files'
@@ -175,27 +288,26 @@ applies to every service, by its Muster name.`,
 	cmd.Flags().StringVar(&o.listen, "listen", defaultConsoleListen, "host:port to serve the console on")
 	o.addFlags(cmd)
 	o.legacy.addLegacy(cmd, "")
+	o.clusters.add(cmd)
 	return cmd
 }
 
 // runConsole serves the console as o says until ctx ends. Once it listens
 // it calls ready, if not nil, with the console's URL.
 func runConsole(ctx context.Context, g *globalOptions, o consoleOptions, stderr io.Writer, ready func(url string)) error {
-	cfg, err := g.clientConfig()
-	if err != nil {
-		return err
+	var cfg clientv3.Config
+	if len(o.clusters.values) == 0 {
+		var err error
+		if cfg, err = g.clientConfig(); err != nil {
+			return err
+		}
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
-	r, stop, err := o.start(cfg, g.prefix, g.timeout, log)
+	r, sd, stop, err := o.consoleAndSD(g, nil, cfg, log)
 	if err != nil {
 		return err
 	}
 	defer stop()
-	sd, stopSD, err := startPrometheusSD(cfg, g.prefix, log)
-	if err != nil {
-		return fmt.Errorf("console: %w", err)
-	}
-	defer stopSD()
 	lis, err := net.Listen("tcp", o.listen)
 	if err != nil {
 		return fmt.Errorf("console: --listen %s: %w", o.listen, err)
@@ -208,7 +320,11 @@ func runConsole(ctx context.Context, g *globalOptions, o consoleOptions, stderr 
 	done := make(chan error, 1)
 	go func() { done <- hs.Serve(lis) }()
 	url := "http://" + lis.Addr().String() + consolePath
-	log.Info("console on " + url + " for --endpoints " + strings.Join(g.endpoints, ","))
+	if len(o.clusters.values) > 0 {
+		log.Info("console on " + url + " for --cluster " + strings.Join(o.clusters.values, " --cluster "))
+	} else {
+		log.Info("console on " + url + " for --endpoints " + strings.Join(g.endpoints, ","))
+	}
 	if ready != nil {
 		ready(url)
 	}
@@ -220,20 +336,9 @@ func runConsole(ctx context.Context, g *globalOptions, o consoleOptions, stderr 
 	log.Info("stopping")
 	// The event streams end with the console, then the server closes.
 	stop()
-	stopSD()
 	_ = hs.Close()
 	if err := <-done; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("console: %w", err)
 	}
 	return nil
-}
-
-// serveConsole starts serve's console on the embedded etcd that cfg reaches,
-// with the extra options (the xDS clients page).
-func serveConsole(c consoleFlags, cfg clientv3.Config, log *slog.Logger, extra ...console.Option) (route, func(), error) {
-	r, stop, err := c.start(cfg, registry.DefaultPrefix, defaultTimeout, log, extra...)
-	if err != nil {
-		return route{}, nil, fmt.Errorf("serve: %w", err)
-	}
-	return r, stop, nil
 }

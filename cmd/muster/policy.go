@@ -104,6 +104,7 @@ type policyCmd struct {
 
 func newPolicyCmd(g *globalOptions) *cobra.Command {
 	var output string
+	var t clusterTarget
 	cmd := &cobra.Command{
 		Use:   "policy <service> [show | set FIELD=VALUE... | clear]",
 		Short: "Show, set or clear a service's call policy (timeout, retries, ejection, cap)",
@@ -113,7 +114,8 @@ func newPolicyCmd(g *globalOptions) *cobra.Command {
   muster policy user set outlier.failurePercent=50 maxConcurrent=1000
   muster policy user set timeout=
   muster policy user show -o json
-  muster policy user clear`,
+  muster policy user clear
+  muster policy user set timeout=800ms --in eu --cluster eu=http://10.0.0.1:2379 --cluster us=http://10.1.0.1:2379`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			_, err := parsePolicyArgs(cmd, args)
 			return err
@@ -126,10 +128,15 @@ func newPolicyCmd(g *globalOptions) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return runPolicy(cmd.Context(), g, output, pc, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			c, err := t.resolve(g)
+			if err != nil {
+				return err
+			}
+			return runPolicy(cmd.Context(), c, output, pc, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	addOutputFlag(cmd, &output)
+	t.add(cmd)
 	return cmd
 }
 

@@ -7,7 +7,9 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/musterhq/muster/console"
 	"github.com/musterhq/muster/promsd"
+	"github.com/musterhq/muster/registry/clusters"
 	"github.com/musterhq/muster/registry/etcd"
 )
 
@@ -41,4 +43,40 @@ func startPrometheusSD(cfg clientv3.Config, prefix string, log *slog.Logger) (ro
 		_ = cli.Close()
 	})
 	return route{pattern: "GET " + prometheusSDPath, handler: h}, stop, nil
+}
+
+// startClustersPrometheusSD is startPrometheusSD over the union of the
+// clusters cls (whose clients stay the caller's), as a console over them
+// reads it.
+func startClustersPrometheusSD(cls []console.Cluster, prefix string, log *slog.Logger) (route, func(), error) {
+	log = log.With("component", "muster.promsd")
+	var closers []func() error
+	closeAll := func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			_ = closers[i]()
+		}
+	}
+	members := make([]clusters.Cluster, 0, len(cls))
+	for _, c := range cls {
+		d, err := etcd.NewDiscovery(c.Client, etcd.WithPrefix(prefix), etcd.WithLogger(log))
+		if err != nil {
+			closeAll()
+			return route{}, nil, fmt.Errorf("prometheus sd: cluster %s: %w", c.Name, err)
+		}
+		closers = append(closers, d.Close)
+		members = append(members, clusters.Cluster{Name: c.Name, Region: c.Region, Discovery: d})
+	}
+	u, err := clusters.New(members...)
+	if err != nil {
+		closeAll()
+		return route{}, nil, fmt.Errorf("prometheus sd: %w", err)
+	}
+	closers = append(closers, u.Close)
+	h, err := promsd.NewHandler(u, promsd.WithLogger(log))
+	if err != nil {
+		closeAll()
+		return route{}, nil, fmt.Errorf("prometheus sd: %w", err)
+	}
+	closers = append(closers, h.Close)
+	return route{pattern: "GET " + prometheusSDPath, handler: h}, sync.OnceFunc(closeAll), nil
 }

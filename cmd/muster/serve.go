@@ -24,6 +24,7 @@ import (
 	"github.com/musterhq/muster/internal/embedetcd"
 	"github.com/musterhq/muster/metrics"
 	"github.com/musterhq/muster/registry"
+	"github.com/musterhq/muster/registry/clusters"
 	"github.com/musterhq/muster/registry/etcd"
 	"github.com/musterhq/muster/xds"
 )
@@ -122,12 +123,44 @@ func (o *serveOptions) validate(dataDirSet bool) error {
 		return usageErrorf("--xds-cert, --xds-key and --xds-cacert need --xds-listen")
 	}
 	if o.console.enabled() && o.metricsAddr == "" {
-		return usageErrorf("--console-admin-token-file, --console-admin-basic-auth-file and --console-legacy need --metrics-listen, where the console is served")
+		return usageErrorf("--console-admin-token-file, --console-admin-basic-auth-file, --console-legacy and --console-cluster need --metrics-listen, where the console is served")
+	}
+	if err := o.validateConsoleClusters(); err != nil {
+		return err
 	}
 	if _, err := o.console.legacy.sources(""); err != nil {
 		return err
 	}
 	return o.xdsTLS.validate()
+}
+
+// consoleGlobals are the etcd options of the clusters serve's console
+// reads beside its own (--console-cluster): each value's own TLS and login
+// keys, no flags of their own.
+func consoleGlobals() *globalOptions {
+	return &globalOptions{prefix: registry.DefaultPrefix, timeout: defaultTimeout}
+}
+
+// validateConsoleClusters checks --console-cluster and
+// --console-cluster-name: valid, distinct names, each cluster's settings
+// valid.
+func (o *serveOptions) validateConsoleClusters() error {
+	specs, err := o.console.clusters.parse()
+	if err != nil || len(specs) == 0 {
+		return err
+	}
+	if err := clusters.ValidateName(o.console.ownName); err != nil {
+		return usageErrorf("--console-cluster-name: %v", err)
+	}
+	for _, spec := range specs {
+		if spec.name == o.console.ownName {
+			return usageErrorf("--console-cluster %s: the name is this server's own registry's (--console-cluster-name)", spec.name)
+		}
+		if _, err := consoleGlobals().forCluster(spec); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func newServeCmd() *cobra.Command {
@@ -173,7 +206,12 @@ read-only unless --console-admin-token-file names a file holding the token that 
 an operator drain, undrain and weigh instances, or --console-admin-basic-auth-file
 an htpasswd file of bcrypt hashes (htpasswd -nB USER) of the operators who may.
 --console-legacy merges legacy sources into the console's views as muster
-console --legacy does.`,
+console --legacy does. --console-cluster NAME=ENDPOINTS[,KEY=VALUE...]
+(repeatable) makes the console, and the Prometheus service discovery, read
+other etcd clusters beside this server's registry, which they name
+--console-cluster-name: the union, each instance with its cluster, each
+cluster's health (docs/CLUSTERS.md); a cluster's TLS and login are given in
+its value (cacert=, cert=, key=, user=, password-file=).`,
 		Example: `  muster serve
   muster serve --data-dir /var/lib/muster --listen-client-url http://127.0.0.1:2379
   muster serve --xds-listen 127.0.0.1:18000
@@ -199,6 +237,9 @@ console --legacy does.`,
 	o.xdsTLS.addFlags(cmd)
 	o.console.addFlags(cmd)
 	o.console.legacy.addLegacy(cmd, "console-")
+	o.console.clusters.addNamed(cmd, "console-cluster")
+	f.StringVar(&o.console.ownName, "console-cluster-name", "local",
+		"the name of this server's own registry among the --console-cluster clusters")
 	return cmd
 }
 
@@ -264,16 +305,12 @@ func runServe(ctx context.Context, o serveOptions, stderr io.Writer, ready func(
 		})
 	}
 	if o.metricsAddr != "" {
-		ui, stopConsole, err := serveConsole(o.console, o.security.selfClient(srv), log, consoleOpts...)
-		if err != nil {
-			return err
-		}
-		stack.push(func() error { stopConsole(); return nil })
-		sd, stopSD, err := startPrometheusSD(o.security.selfClient(srv), registry.DefaultPrefix, log)
+		self := o.security.selfClient(srv)
+		ui, sd, stopConsole, err := o.console.consoleAndSD(consoleGlobals(), &consoleCluster{name: o.console.ownName, cfg: self}, self, log, consoleOpts...)
 		if err != nil {
 			return fmt.Errorf("serve: %w", err)
 		}
-		stack.push(func() error { stopSD(); return nil })
+		stack.push(func() error { stopConsole(); return nil })
 		stop, addr, err := serveMetrics(o.metricsAddr, xdsMetrics, func() error {
 			select {
 			case <-srv.Done():
