@@ -70,8 +70,9 @@ func waitDiskSnapshot(t *testing.T, dir, service, what string, d time.Duration, 
 }
 
 // snapshotSetup starts a Registrar (given regOpts) and a Discovery on cli,
-// and a Builder writing disk snapshots to dir; register registers a new
-// greeter backend as id and returns its address.
+// and a Builder writing disk snapshots to dir; the function returned
+// registers a new greeter backend as id (waiting out registry.ErrPending
+// while etcd comes back) and returns its address.
 func snapshotSetup(t *testing.T, cli *clientv3.Client, dir string, regOpts ...etcd.Option) (*etcd.Discovery, *resolver.Builder, func(id string) string) {
 	t.Helper()
 	reg, err := etcd.NewRegistrar(cli, regOpts...)
@@ -84,15 +85,13 @@ func snapshotSetup(t *testing.T, cli *clientv3.Client, dir string, regOpts ...et
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = disc.Close() })
-	register := func(id string) string {
+	serve := func(id string) string {
 		t.Helper()
 		be := testbackend.Start(t)
-		if err := reg.Register(ctxFor(t, 15*time.Second), registry.Instance{Name: "greeter", ID: id, Addr: be.Addr}); err != nil {
-			t.Fatalf("register %s: %v", id, err)
-		}
+		register(t, reg, registry.Instance{Name: "greeter", ID: id, Addr: be.Addr})
 		return be.Addr
 	}
-	return disc, resolver.NewBuilder(disc, resolver.WithSnapshotDir(dir), resolver.WithLogger(quiet)), register
+	return disc, resolver.NewBuilder(disc, resolver.WithSnapshotDir(dir), resolver.WithLogger(quiet)), serve
 }
 
 // etcd restarted on an empty data dir: the registry's revisions start
@@ -105,7 +104,7 @@ func TestSnapshotFollowsAnEtcdRestartedEmpty(t *testing.T) {
 	dir := t.TempDir()
 	old := etcdtest.Start(t)
 	cli := old.Client(t)
-	_, bld, register := snapshotSetup(t, cli, dir, etcdOpts()...)
+	_, bld, serve := snapshotSetup(t, cli, dir, etcdOpts()...)
 
 	// A history with some past: other keys written before the servers.
 	for i := range 30 {
@@ -113,7 +112,7 @@ func TestSnapshotFollowsAnEtcdRestartedEmpty(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	a, b := register("a"), register("b")
+	a, b := serve("a"), serve("b")
 	conn := dial(t, grpc.WithResolvers(bld), "muster:///greeter")
 	callUntil(t, conn, "both servers called", hasAll(a, b))
 	before := waitDiskSnapshot(t, dir, "greeter", "a and b", 10*time.Second, func(s diskSnapshot) bool {
@@ -126,7 +125,7 @@ func TestSnapshotFollowsAnEtcdRestartedEmpty(t *testing.T) {
 	fresh := etcdtest.Start(t)
 	cli.SetEndpoints(fresh.Endpoints()...)
 	restarted := time.Now()
-	c := register("c")
+	c := serve("c")
 	callUntil(t, conn, "the server registered after the restart called", hasAll(c))
 	all := slices.Sorted(slices.Values([]string{a, b, c}))
 	after := waitDiskSnapshot(t, dir, "greeter", "a, b and c", 10*time.Second, func(s diskSnapshot) bool {
@@ -162,10 +161,10 @@ func TestSnapshotFollowsARestoreOfTheSameCluster(t *testing.T) {
 	dir := t.TempDir()
 	c := etcdtest.Start(t)
 	cli := c.Client(t)
-	disc, bld, register := snapshotSetup(t, cli, dir, etcdOpts(etcd.WithTTL(10*time.Second), etcd.WithAuditInterval(200*time.Millisecond))...)
-	a := register("a")
+	disc, bld, serve := snapshotSetup(t, cli, dir, etcdOpts(etcd.WithTTL(10*time.Second), etcd.WithAuditInterval(200*time.Millisecond))...)
+	a := serve("a")
 	backup := c.Backup(t) // etcd holds a
-	b, cc := register("b"), register("c")
+	b, cc := serve("b"), serve("c")
 	// History after the backup: the file's revision ends up well above
 	// what the restored etcd reaches with the re-registrations below.
 	for i := range 50 {
@@ -192,7 +191,7 @@ func TestSnapshotFollowsARestoreOfTheSameCluster(t *testing.T) {
 
 	c.Restore(t, backup) // same cluster ID, revisions back to the backup's
 	restored := time.Now()
-	d := register("d") // once the registrar has put b and c back too
+	d := serve("d") // once the registrar has put b and c back too
 	all := slices.Sorted(slices.Values([]string{a, b, cc, d}))
 	conn = dial(t, grpc.WithResolvers(bld), "muster:///greeter")
 	callUntil(t, conn, "the four servers called after the restore", hasAll(all...))

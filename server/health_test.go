@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/musterhq/muster/internal/testkit/registrytest"
 	"github.com/musterhq/muster/internal/testkit/testbackend"
 	"github.com/musterhq/muster/registry"
 	"github.com/musterhq/muster/registry/etcd"
@@ -103,13 +104,26 @@ func twoGreeters(t *testing.T) (*env, *backend, string, *grpc.ClientConn) {
 // NOT_SERVING takes no new calls from a client balancing on the registry
 // (muster_p2c, no client-side health checks) within drainWithin, and
 // takes calls again once SERVING. Without followHealth the client keeps
-// calling it.
+// calling it. The quiet calls are counted once the drain is in the
+// client's Discovery: before it, p2c may send a run of calls to the other
+// server on its own (it prefers the one that answered faster), which
+// says nothing of the drain.
 func TestHealthDrainsInTheRegistry(t *testing.T) {
-	_, a, addrA, conn := twoGreeters(t)
+	e, a, addrA, conn := twoGreeters(t)
+	w := watchGreeter(t, e) // the Discovery the client's resolver follows
 
 	setHealth(a, healthpb.HealthCheckResponse_NOT_SERVING)
-	took := awaitNoCallsTo(t, conn, addrA, drainWithin)
-	t.Logf("no new calls to the NOT_SERVING server %v after its health changed", took.Round(time.Millisecond))
+	begun := time.Now()
+	registrytest.WaitForWithin(t, w, drainWithin, "a drained or gone", func(s registry.Snapshot) bool {
+		for _, in := range s.Instances {
+			if in.ID == "a" {
+				return in.Draining
+			}
+		}
+		return true
+	})
+	awaitNoCallsTo(t, conn, addrA, drainWithin-time.Since(begun))
+	t.Logf("no new calls to the NOT_SERVING server %v after its health changed", time.Since(begun).Round(time.Millisecond))
 	assertNoCallsTo(t, conn, addrA, 100, "which is NOT_SERVING")
 
 	setHealth(a, healthpb.HealthCheckResponse_SERVING)

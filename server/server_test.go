@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -28,31 +29,139 @@ import (
 )
 
 // A rolling restart, one replacement registered before each old server
-// stops through Shutdown, fails none of the calls of a client that keeps
-// calling. What this proves is the end to end: no call lost across three
-// replacements. It does not prove the order inside Shutdown (NOT_SERVING,
-// deregister, drain delay, stop): gRPC's GOAWAY on a graceful stop makes
-// the client retry a call not yet started on another connection, which
-// would hide a missing deregistration or drain delay here. The
-// TestShutdown* tests carry that order.
+// stops through Shutdown, fails none of the unary calls of two clients
+// that keep calling, neither waiting for ready nor retrying: a channel
+// following the muster resolver, and a listClient, which reads the
+// service's list at most every 100 ms and calls each address on a
+// connection of its own.
+//
+// The channel alone would not prove Shutdown's order: on a graceful stop
+// gRPC's GOAWAY makes it move a call not yet started to another
+// connection, which hides a missing deregistration or drain delay. The
+// listClient has nothing of the kind: a call it picks for a server that
+// has stopped accepting fails. It loses no call only because each old
+// server leaves the registry before it stops, and keeps serving for its
+// drain delay (1 s here), longer than the client takes to see that.
+// Without the deregistration, or without the delay, its calls fail
+// (docs/MUTATION.md); the TestShutdown* tests carry each step alone.
 func TestRollingRestartLosesNoCall(t *testing.T) {
 	e := newEnv(t)
-	bs := []*backend{e.start(t, "g0"), e.start(t, "g1"), e.start(t, "g2")}
-	conn := dial(t, e, "muster:///greeter")
-	l := testbackend.StartLoad(conn, 4)
+	const drain = time.Second
+	bs := []*backend{
+		e.start(t, "g0", server.WithDrainDelay(drain)),
+		e.start(t, "g1", server.WithDrainDelay(drain)),
+		e.start(t, "g2", server.WithDrainDelay(drain)),
+	}
+	clients := []struct {
+		name string
+		load *testbackend.Load
+	}{
+		{"the resolver's channel", startLoad(t, dial(t, e, "muster:///greeter"), 4)},
+		{"the list client", startLoad(t, newListClient(t, e, 100*time.Millisecond), 2)},
+	}
+	waitFor := func(b *backend) {
+		t.Helper()
+		for _, c := range clients {
+			c.load.WaitFor(t, b.s.Instance().Addr)
+		}
+	}
 	for _, b := range bs {
-		l.WaitFor(t, b.s.Instance().Addr)
+		waitFor(b)
 	}
 	for i, old := range bs {
-		replacement := e.start(t, fmt.Sprintf("g%d-new", i))
-		l.WaitFor(t, replacement.s.Instance().Addr)
+		waitFor(e.start(t, fmt.Sprintf("g%d-new", i)))
 		old.stop(t)
 	}
-	total, failures := l.Finish()
-	t.Logf("rolling restart of 3 backends: %d calls, %d failed", total, len(failures))
-	if len(failures) > 0 {
-		t.Fatalf("%d of %d calls failed during the rolling restart; first: %v", len(failures), total, failures[0])
+	for _, c := range clients {
+		total, failures := c.load.Finish()
+		t.Logf("rolling restart of 3 backends, %s: %d calls, %d failed", c.name, total, len(failures))
+		if len(failures) > 0 {
+			t.Errorf("%s: %d of %d calls failed during the rolling restart; first: %v", c.name, len(failures), total, failures[0])
+		}
 	}
+}
+
+// startLoad starts a load of workers calling through conn, finished at
+// the end of the test if the test has not finished it.
+func startLoad(t *testing.T, conn grpc.ClientConnInterface, workers int) *testbackend.Load {
+	l := testbackend.StartLoad(conn, workers)
+	t.Cleanup(func() { l.Finish() })
+	return l
+}
+
+// listClient is a client that knows a service only by the list it reads
+// from the registry, at most every refresh (a client polling a list, a
+// proxy fed by one), and calls its addresses in turn, each on a
+// connection of its own. Nothing of gRPC's connection management spans
+// the addresses: a call picked for a server that no longer accepts fails
+// at once (connection refused, fail fast), where a channel following the
+// muster resolver moves it to another connection. Unary calls only.
+type listClient struct {
+	w       registry.Watcher
+	refresh time.Duration
+
+	mu    sync.Mutex
+	read  time.Time
+	addrs []string
+	next  int
+	conns map[string]*grpc.ClientConn
+}
+
+// newListClient returns a listClient of greeter through e's Discovery,
+// its connections closed at the end of the test.
+func newListClient(t *testing.T, e *env, refresh time.Duration) *listClient {
+	t.Helper()
+	c := &listClient{w: watchGreeter(t, e), refresh: refresh, conns: map[string]*grpc.ClientConn{}}
+	t.Cleanup(func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for _, conn := range c.conns {
+			_ = conn.Close()
+		}
+	})
+	return c
+}
+
+// pick returns the connection to the next address of the list, read
+// again first if it was read refresh ago or more.
+func (c *listClient) pick() (*grpc.ClientConn, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if now := time.Now(); now.Sub(c.read) >= c.refresh {
+		c.read = now
+		c.addrs = c.addrs[:0]
+		for _, in := range c.w.Snapshot().Instances {
+			c.addrs = append(c.addrs, in.Addr)
+		}
+	}
+	if len(c.addrs) == 0 {
+		return nil, status.Error(codes.Unavailable, "list client: no instance listed")
+	}
+	addr := c.addrs[c.next%len(c.addrs)]
+	c.next++
+	conn := c.conns[addr]
+	if conn == nil {
+		var err error
+		if conn, err = grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials())); err != nil {
+			return nil, err
+		}
+		c.conns[addr] = conn
+	}
+	return conn, nil
+}
+
+// Invoke makes a unary call on the connection to the next address.
+func (c *listClient) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
+	conn, err := c.pick()
+	if err != nil {
+		return err
+	}
+	return conn.Invoke(ctx, method, args, reply, opts...)
+}
+
+// NewStream refuses: the list client makes unary calls only.
+func (c *listClient) NewStream(context.Context, *grpc.StreamDesc, string, ...grpc.CallOption) (grpc.ClientStream, error) {
+	return nil, status.Error(codes.Unimplemented, "list client: unary calls only")
 }
 
 func TestCrashedServerLeavesWithinTTL(t *testing.T) {

@@ -14,8 +14,9 @@ import (
 // call in flight at a time, so at most as many calls as workers can be cut
 // by a backend's crash.
 type Load struct {
-	stop chan struct{}
-	done sync.WaitGroup
+	stop     chan struct{}
+	stopOnce sync.Once
+	done     sync.WaitGroup
 
 	mu       sync.Mutex
 	ok       map[string]int
@@ -94,8 +95,9 @@ func (l *Load) waitUntil(t testing.TB, addr string, want int) {
 }
 
 // Finish stops the workers and returns the calls made and the failures.
+// Later calls return the same.
 func (l *Load) Finish() (total int, failures []error) {
-	close(l.stop)
+	l.stopOnce.Do(func() { close(l.stop) })
 	l.done.Wait()
 	l.mu.Lock()
 	defer l.mu.Unlock()
