@@ -29,11 +29,12 @@ type clusterSpec struct {
 }
 
 // clusterKeys are the settings a --cluster value may give for its cluster
-// alone, in the order they are applied: each is named after the etcd flag
-// it replaces (a user given here drops the flags' password, so that it
-// comes from the value's password-file, the user's "name:password" or
-// $MUSTER_PASSWORD).
-var clusterKeys = []string{"cacert", "cert", "key", "user", "password-file"}
+// alone, in the order they are applied: the TLS and login keys are named
+// after the etcd flag each replaces (a user given here drops the flags'
+// password, so that it comes from the value's password-file, the user's
+// "name:password" or $MUSTER_PASSWORD); region is the cluster's region,
+// set on its instances that set none (clusters.Cluster.Region).
+var clusterKeys = []string{"cacert", "cert", "key", "user", "password-file", "region"}
 
 // clusterFlags holds the --cluster values of a command.
 type clusterFlags struct {
@@ -50,7 +51,8 @@ func (f *clusterFlags) addNamed(cmd *cobra.Command, name string) {
 	cmd.Flags().StringArrayVar(&f.values, name, nil,
 		"an independent etcd cluster read beside the others, as NAME=ENDPOINTS[,KEY=VALUE...] (endpoints comma-separated; repeatable): "+
 			"the union is shown with a CLUSTER column; --endpoints is then not read, and the TLS and auth flags apply to every cluster "+
-			"but where a cluster's own "+strings.Join(clusterKeys, "=, ")+"= replaces them (such as eu=https://10.0.0.1:2379,cacert=eu-ca.pem,user=root,password-file=eu.pw)")
+			"but where a cluster's own "+strings.Join(clusterKeys[:len(clusterKeys)-1], "=, ")+"= replaces them; region= sets the region of its instances that set none "+
+			"(such as eu=https://10.0.0.1:2379,cacert=eu-ca.pem,user=root,password-file=eu.pw,region=eu-1)")
 }
 
 // parse checks the --cluster values: each NAME=ENDPOINTS[,KEY=VALUE...],
@@ -86,6 +88,11 @@ func (f *clusterFlags) parse() ([]clusterSpec, error) {
 				}
 				if spec.own == nil {
 					spec.own = map[string]string{}
+				}
+				if key == "region" {
+					if err := clusters.ValidateRegion(val); err != nil {
+						return nil, usageErrorf("--cluster %s: %v", name, err)
+					}
 				}
 				spec.own[key] = val
 				continue
@@ -192,7 +199,7 @@ func (g *globalOptions) connectClusters(stderr io.Writer, specs []clusterSpec, o
 			return nil, err
 		}
 		s.closers = append(s.closers, d.Close)
-		members = append(members, clusters.Cluster{Name: spec.name, Discovery: d})
+		members = append(members, clusters.Cluster{Name: spec.name, Region: spec.own["region"], Discovery: d})
 	}
 	u, err := clusters.New(members...)
 	if err != nil {

@@ -40,6 +40,11 @@ func TestLsClusters(t *testing.T) {
 	if want := "SERVICE  INSTANCES  CLUSTERS\nuser     2          eu:1,us:1\n"; r.stdout != want {
 		t.Fatalf("ls --cluster x2:\n%s\nwant:\n%s", r.stdout, want)
 	}
+	// A cluster's region= is the region of its instances that set none.
+	r = runOK(t, "ls", "user", "--cluster", "eu="+eu.endpoint+",region=eu-9", "--cluster", "us="+us.endpoint+",region=us-9")
+	if !strings.Contains(r.stdout, "10.0.0.1:9000  eu       -        -     eu-1") || !strings.Contains(r.stdout, "10.1.0.1:9000  us       -        -     us-9") {
+		t.Fatalf("ls with regions given:\n%s", r.stdout)
+	}
 	// A cluster nobody serves: named on stderr, the other listed.
 	r = runOK(t, "ls", "user", "--timeout", "1s", "--cluster", "eu="+eu.endpoint, "--cluster", "gone=http://127.0.0.1:9")
 	if !strings.Contains(r.stdout, "10.0.0.1:9000  eu") || !strings.Contains(r.stderr, "cluster gone did not answer") {
@@ -64,7 +69,8 @@ func TestClusterFlagErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--cluster", "eu=http://127.0.0.1:1,pem=x"}, `--cluster eu: unknown key "pem"; want one of cacert, cert, key, user, password-file`},
+		{[]string{"--cluster", "eu=http://127.0.0.1:1,pem=x"}, `--cluster eu: unknown key "pem"; want one of cacert, cert, key, user, password-file, region`},
+		{[]string{"--cluster", "eu=http://127.0.0.1:1,region=eu 1"}, `--cluster eu: region "eu 1": byte 2 is not printable ASCII`},
 		{[]string{"--cluster", "eu=http://127.0.0.1:1,user=a:b,user=c:d"}, "--cluster eu: user is given twice"},
 		{[]string{"--cluster", "eu=https://127.0.0.1:1,cert=c.pem"}, "--cluster eu: --cert and --key go together"},
 		{[]string{"--cluster", "eu=http://127.0.0.1:1,cacert=ca.pem"}, "--cluster eu: --cacert, --cert and --key need https:// endpoints"},

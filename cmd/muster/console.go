@@ -70,8 +70,8 @@ func (c *consoleFlags) enabled() bool {
 // consoleCluster is one etcd cluster of a console over several: its name
 // and the configuration of its client.
 type consoleCluster struct {
-	name string
-	cfg  clientv3.Config
+	name, region string
+	cfg          clientv3.Config
 }
 
 // clusterConfigs are the clusters of specs, each with the client
@@ -89,7 +89,7 @@ func (g *globalOptions) clusterConfigs(specs []clusterSpec) ([]consoleCluster, e
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, consoleCluster{name: spec.name, cfg: cfg})
+		out = append(out, consoleCluster{name: spec.name, region: spec.own["region"], cfg: cfg})
 	}
 	return out, nil
 }
@@ -107,7 +107,7 @@ func openClusters(cs []consoleCluster) (cls []console.Cluster, closeAll func(), 
 			closeAll()
 			return nil, nil, fmt.Errorf("cluster %s: etcd client for %s: %w", c.name, strings.Join(c.cfg.Endpoints, ","), err)
 		}
-		cls = append(cls, console.Cluster{Name: c.name, Client: cli})
+		cls = append(cls, console.Cluster{Name: c.name, Region: c.region, Client: cli})
 	}
 	return cls, closeAll, nil
 }

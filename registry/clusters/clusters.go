@@ -65,7 +65,7 @@ func New(clusters ...Cluster) (*Discovery, error) {
 		if c.Discovery == nil {
 			errs = append(errs, fmt.Errorf("clusters: New: cluster %q: nil Discovery", c.Name))
 		}
-		if err := validateRegion(c.Region); err != nil {
+		if err := ValidateRegion(c.Region); err != nil {
 			errs = append(errs, fmt.Errorf("clusters: New: cluster %q: %w", c.Name, err))
 		}
 	}
@@ -97,7 +97,9 @@ func ValidateName(name string) error {
 	return nil
 }
 
-func validateRegion(region string) error {
+// ValidateRegion returns an error saying what is wrong with a cluster's
+// region, nil if it is valid (see Cluster.Region).
+func ValidateRegion(region string) error {
 	if len(region) > registry.MaxRegionLen {
 		return fmt.Errorf("region is longer than %d bytes", registry.MaxRegionLen)
 	}
