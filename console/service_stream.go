@@ -163,12 +163,10 @@ func (st *serviceStream) refreshLeases(ctx context.Context, snap registry.Snapsh
 	if !st.sent {
 		return nil
 	}
-	fresh := false
-	st.s.eachFresh(ctx, snap, func(ctx context.Context, p *part) {
+	read := st.s.eachFresh(ctx, snap, func(ctx context.Context, p *part) {
 		st.parts[p.name].det = p.details(ctx, st.s.opts, st.name)
-		fresh = true
 	})
-	if !fresh {
+	if read == 0 {
 		return nil
 	}
 	expires := map[string]time.Time{}
@@ -182,16 +180,20 @@ func (st *serviceStream) refreshLeases(ctx context.Context, snap registry.Snapsh
 }
 
 // eachFresh calls read, side by side, for each cluster whose part of snap
-// is not stale, and returns when every call has.
-func (s *Server) eachFresh(ctx context.Context, snap registry.Snapshot, read func(context.Context, *part)) {
+// is not stale, and returns, when every call has, how many it made. Each
+// call may change its cluster's state only.
+func (s *Server) eachFresh(ctx context.Context, snap registry.Snapshot, read func(context.Context, *part)) int {
 	var wg sync.WaitGroup
+	n := 0
 	for _, p := range s.parts {
 		if partStale(snap, p.name) {
 			continue
 		}
+		n++
 		wg.Go(func() { read(ctx, p) })
 	}
 	wg.Wait()
+	return n
 }
 
 // partStale reports whether the part of snap read from the cluster name
