@@ -205,7 +205,10 @@ func TestConsoleClustersViews(t *testing.T) {
 
 	fleet := follow[clusterFleetState](t, f.url+"api/services/events")
 	fs := fleet.wait("both services, both clusters fresh", func(s clusterFleetState) bool {
-		return len(s.Services) == 2 && s.Services[0].Instances == 1 && s.Services[1].Instances == 3 && s.health() == "eu=fresh us=fresh"
+		// Each cluster's listing ends on its own: the counts are final
+		// once both have.
+		return len(s.Services) == 2 && s.Services[0].Instances == 1 && s.Services[1].Instances == 3 && s.health() == "eu=fresh us=fresh" &&
+			s.Clusters[0].Services == 1 && s.Clusters[1].Services == 2
 	})
 	if fs.Services[0].Name != "pay" || fs.Services[0].Clusters["eu"] != 0 || fs.Services[0].Clusters["us"] != 1 ||
 		fs.Services[1].Name != "user" || fs.Services[1].Clusters["eu"] != 1 || fs.Services[1].Clusters["us"] != 2 {
