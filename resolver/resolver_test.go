@@ -458,7 +458,10 @@ func TestEmptyServiceFailsFast(t *testing.T) {
 	for i := 0; i < 10000; i++ {
 		r.ResolveNow(grpcresolver.ResolveNowOptions{})
 	}
-	if after := runtime.NumGoroutine(); after > before+2 {
+	// The slack is for the goroutines the test's channel and etcd client
+	// start meanwhile (+3 seen under -race and load); a goroutine per
+	// call would add thousands.
+	if after := runtime.NumGoroutine(); after > before+20 {
 		t.Fatalf("10,000 ResolveNow calls: goroutines %d -> %d", before, after)
 	}
 }
