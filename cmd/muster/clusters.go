@@ -173,24 +173,16 @@ func (g *globalOptions) connectClusters(stderr io.Writer, specs []clusterSpec, o
 	s := &session{g: g}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	s.opts = append([]etcd.Option{etcd.WithPrefix(g.prefix), etcd.WithRequestTimeout(g.timeout), etcd.WithLogger(log)}, opts...)
-	// Every cluster's settings are checked before any file is read or
-	// client made, so that a usage error is reported as one.
-	for _, spec := range specs {
-		if _, err := g.forCluster(spec); err != nil {
-			return nil, err
-		}
+	cs, err := g.clusterConfigs(specs)
+	if err != nil {
+		return nil, err
 	}
-	members := make([]clusters.Cluster, 0, len(specs))
-	for _, spec := range specs {
-		cfg, err := g.clusterClientConfig(spec)
+	members := make([]clusters.Cluster, 0, len(cs))
+	for _, spec := range cs {
+		cli, err := clientv3.New(spec.cfg)
 		if err != nil {
 			s.Close()
-			return nil, err
-		}
-		cli, err := clientv3.New(cfg)
-		if err != nil {
-			s.Close()
-			return nil, fmt.Errorf("cluster %s: etcd client for %s: %w", spec.name, strings.Join(spec.endpoints, ","), err)
+			return nil, fmt.Errorf("cluster %s: etcd client for %s: %w", spec.name, strings.Join(spec.cfg.Endpoints, ","), err)
 		}
 		s.closers = append(s.closers, cli.Close)
 		d, err := etcd.NewDiscovery(cli, s.opts...)
@@ -199,7 +191,7 @@ func (g *globalOptions) connectClusters(stderr io.Writer, specs []clusterSpec, o
 			return nil, err
 		}
 		s.closers = append(s.closers, d.Close)
-		members = append(members, clusters.Cluster{Name: spec.name, Region: spec.own["region"], Discovery: d})
+		members = append(members, clusters.Cluster{Name: spec.name, Region: spec.region, Discovery: d})
 	}
 	u, err := clusters.New(members...)
 	if err != nil {

@@ -116,13 +116,11 @@ func openClusters(cs []consoleCluster) (cls []console.Cluster, closeAll func(), 
 // the caller's) and returns its route and the function that stops it
 // (idempotent). extra are more console options.
 func (c *consoleFlags) startClusters(cls []console.Cluster, prefix string, timeout time.Duration, log *slog.Logger, extra ...console.Option) (route, func(), error) {
-	opts, err := c.options()
+	opts, err := c.serverOptions(prefix, timeout, log, extra)
 	if err != nil {
 		return route{}, nil, err
 	}
-	opts = append(opts, console.WithPrefix(prefix), console.WithRequestTimeout(timeout),
-		console.WithLogger(log.With("component", "muster.console")))
-	srv, err := console.NewClusters(cls, append(opts, extra...)...)
+	srv, err := console.NewClusters(cls, opts...)
 	if err != nil {
 		return route{}, nil, err
 	}
@@ -176,6 +174,18 @@ func (c *consoleFlags) consoleAndSD(g *globalOptions, own *consoleCluster, cfg c
 	return ui, sd, sync.OnceFunc(func() { stopUI(); stopSD(); closeClients() }), nil
 }
 
+// serverOptions are the options of a console: the flags', the prefix,
+// the request timeout, the logger, then extra.
+func (c *consoleFlags) serverOptions(prefix string, timeout time.Duration, log *slog.Logger, extra []console.Option) ([]console.Option, error) {
+	opts, err := c.options()
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, console.WithPrefix(prefix), console.WithRequestTimeout(timeout),
+		console.WithLogger(log.With("component", "muster.console")))
+	return append(opts, extra...), nil
+}
+
 // options are the console options the flags ask for; reading the files'
 // errors are usage errors.
 func (c *consoleFlags) options() ([]console.Option, error) {
@@ -217,7 +227,7 @@ func (c *consoleFlags) options() ([]console.Option, error) {
 // and the function that stops it (idempotent).
 // extra are more console options.
 func (c *consoleFlags) start(cfg clientv3.Config, prefix string, timeout time.Duration, log *slog.Logger, extra ...console.Option) (route, func(), error) {
-	opts, err := c.options()
+	opts, err := c.serverOptions(prefix, timeout, log, extra)
 	if err != nil {
 		return route{}, nil, err
 	}
@@ -225,9 +235,6 @@ func (c *consoleFlags) start(cfg clientv3.Config, prefix string, timeout time.Du
 	if err != nil {
 		return route{}, nil, fmt.Errorf("console: etcd client: %w", err)
 	}
-	opts = append(opts, console.WithPrefix(prefix), console.WithRequestTimeout(timeout),
-		console.WithLogger(log.With("component", "muster.console")))
-	opts = append(opts, extra...)
 	srv, err := console.New(cli, opts...)
 	if err != nil {
 		cli.Close()
