@@ -177,7 +177,6 @@ func (d *Discovery) Services(ctx context.Context) ([]string, error) {
 	return slices.Compact(names), nil
 }
 
-// Close stops every watch d started and closes its watchers. It is
 // DiscoveryStats reports the union's own services and watchers, with the
 // skipped values, loads and resyncs of every cluster's Discovery that
 // reports them (registry.StatsReporter), summed; so metrics.Discovery can
@@ -195,6 +194,7 @@ func (d *Discovery) DiscoveryStats() registry.DiscoveryStats {
 	return st
 }
 
+// Close stops every watch d started and closes its watchers. It is
 // idempotent; the clusters' Discoveries stay open.
 func (d *Discovery) Close() error {
 	d.services.Close()
