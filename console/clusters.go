@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -127,6 +128,45 @@ type noDiscovery struct{ registry.Discovery }
 // several reports whether the console reads several clusters
 // (NewClusters).
 func (s *Server) several() bool { return s.parts[0].name != "" }
+
+// listedInSome reports whether some cluster lists service, asking every
+// cluster at once and answering with the first that lists it, so that a
+// cluster that does not answer (each listing waits up to the request
+// timeout) holds back no page of a service another cluster lists. It is
+// false when every cluster answered without it. When none of those that
+// answered lists it and some did not answer, whether it exists is unknown:
+// the error names each cluster that did not answer.
+func (s *Server) listedInSome(ctx context.Context, service string) (bool, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // the listings still running end with it
+	type answer struct {
+		part  string
+		names []string
+		err   error
+	}
+	answers := make(chan answer, len(s.parts))
+	for _, p := range s.parts {
+		go func() {
+			names, err := p.d.Services(ctx)
+			answers <- answer{p.name, names, err}
+		}()
+	}
+	var errs []error
+	for range s.parts {
+		a := <-answers
+		if a.err != nil {
+			errs = append(errs, fmt.Errorf("cluster %s: %w", a.part, a.err))
+			continue
+		}
+		if _, ok := slices.BinarySearch(a.names, service); ok {
+			return true, nil
+		}
+	}
+	if len(errs) > 0 {
+		return false, fmt.Errorf("whether service %s exists is unknown: %w", service, errors.Join(errs...))
+	}
+	return false, nil
+}
 
 // partNamed returns the cluster a request names: the only one of a
 // console made by New, where name must be empty, or the one of that name.

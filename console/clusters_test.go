@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -336,6 +337,24 @@ func TestConsoleClusterStaleAndUnreachable(t *testing.T) {
 			id, onService.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 		pace := time.NewTimer(1500 * time.Millisecond) // spreads the rounds over the fault; no state is awaited
 		<-pace.C
+	}
+	// A service page opened while us is stalled opens at once: eu lists
+	// user, so us's listing (up to its 5 s timeout) is not awaited. Bound:
+	// 3 s, against the 5 s an awaited listing would take. Whether pay,
+	// listed by us alone, exists is unknown: 503 naming us, not 404.
+	start := time.Now()
+	openCtx, cancelOpen := context.WithTimeout(context.Background(), 3*time.Second)
+	ssetest.First(openCtx, t, f.url+"api/service/events?name=user", nil, "state")
+	cancelOpen()
+	t.Logf("us stalled: a service page of user opened in %v", time.Since(start).Round(time.Millisecond))
+	resp, err := http.Get(f.url + "api/service/events?name=pay")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "cluster us:") {
+		t.Fatalf("pay's page with us stalled: %s %q, want 503 naming cluster us", resp.Status, body)
 	}
 	m.Heal()
 	fleet.wait("us fresh again", func(s clusterFleetState) bool { return s.health() == "eu=fresh us=fresh" })

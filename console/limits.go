@@ -80,8 +80,11 @@ func (s *Server) limited(h http.HandlerFunc) http.HandlerFunc {
 
 // listed reports whether the registry lists service (it has a key), so
 // that a service page's stream, which watches its service, is opened only
-// for a service that exists.
+// for a service that exists. Over several clusters see listedInSome.
 func (s *Server) listed(r *http.Request, service string) (bool, error) {
+	if s.several() {
+		return s.listedInSome(r.Context(), service)
+	}
 	names, err := s.view.Services(r.Context())
 	if err != nil {
 		return false, err
