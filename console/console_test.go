@@ -3,7 +3,6 @@ package console_test
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/musterhq/muster/console"
 	"github.com/musterhq/muster/internal/testkit/browsertest"
+	"github.com/musterhq/muster/internal/testkit/registrytest"
 	"github.com/musterhq/muster/registry"
 	"github.com/musterhq/muster/registry/legacy"
 )
@@ -326,15 +326,7 @@ func TestConsoleResumesAfterEtcdRestart(t *testing.T) {
 		browsertest.WaitJS(`!document.querySelector('#banner').hidden && document.querySelector('#banner').textContent.includes('stale')`))
 	b.Screenshot("stale")
 	m.Restart(t)
-	ctx, cancel := context.WithTimeout(context.Background(), browsertest.Timeout)
-	defer cancel()
-	err := f.reg.Register(ctx, registry.Instance{Name: "payments", Addr: "10.0.0.2:9002"})
-	if errors.Is(err, registry.ErrPending) { // etcd still coming back: written once it answers
-		err = f.reg.WaitRegistered(ctx)
-	}
-	if err != nil {
-		t.Fatalf("Register after the restart: %v", err)
-	}
+	registrytest.RegisterEventually(t, f.reg, registry.Instance{Name: "payments", Addr: "10.0.0.2:9002"})
 	b.Do(browsertest.Timeout, "the page shows the current list and no banner",
 		browsertest.WaitJS(rowJS("10.0.0.2:9002")+` !== null && `+rowJS("10.0.0.1:9001")+` !== null`),
 		browsertest.WaitJS(`document.querySelector('#banner').hidden`),

@@ -2,9 +2,7 @@ package resolver_test
 
 import (
 	"context"
-	"errors"
 	"flag"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -19,6 +17,7 @@ import (
 
 	"github.com/musterhq/muster/internal/testkit/etcdopts"
 	"github.com/musterhq/muster/internal/testkit/etcdtest"
+	"github.com/musterhq/muster/internal/testkit/registrytest"
 	"github.com/musterhq/muster/internal/testkit/testbackend"
 	"github.com/musterhq/muster/registry"
 	"github.com/musterhq/muster/registry/etcd"
@@ -79,28 +78,8 @@ func ctxFor(t *testing.T, d time.Duration) context.Context {
 func (e *env) serve(t *testing.T, id, version, zone string) *testbackend.Backend {
 	t.Helper()
 	be := testbackend.Start(t)
-	register(t, e.reg, registry.Instance{Name: "greeter", ID: id, Addr: be.Addr, Version: version, Zone: zone})
+	registrytest.RegisterEventually(t, e.reg, registry.Instance{Name: "greeter", ID: id, Addr: be.Addr, Version: version, Zone: zone})
 	return be
-}
-
-// register registers in through reg and returns once it is written. An
-// answer of registry.ErrPending is the documented one while etcd is still
-// coming back (after a restart or a restore, say): the instance is written
-// as soon as etcd answers, so register then waits until reg has written
-// its whole set, failing t after 30 s.
-func register(t *testing.T, reg *etcd.Registrar, in registry.Instance) {
-	t.Helper()
-	err := reg.Register(ctxFor(t, 10*time.Second), in)
-	if errors.Is(err, registry.ErrPending) {
-		if werr := reg.WaitRegistered(ctxFor(t, 30*time.Second)); werr != nil {
-			err = fmt.Errorf("%w; and not registered within 30 s: %w", err, werr)
-		} else {
-			err = nil
-		}
-	}
-	if err != nil {
-		t.Fatalf("register %s: %v", in.ID, err)
-	}
 }
 
 const roundRobin = `{"loadBalancingConfig":[{"round_robin":{}}]}`

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/musterhq/muster/internal/testkit/etcdtest"
+	"github.com/musterhq/muster/internal/testkit/registrytest"
 	"github.com/musterhq/muster/internal/testkit/testbackend"
 	"github.com/musterhq/muster/registry"
 	"github.com/musterhq/muster/registry/etcd"
@@ -88,7 +89,7 @@ func snapshotSetup(t *testing.T, cli *clientv3.Client, dir string, regOpts ...et
 	serve := func(id string) string {
 		t.Helper()
 		be := testbackend.Start(t)
-		register(t, reg, registry.Instance{Name: "greeter", ID: id, Addr: be.Addr})
+		registrytest.RegisterEventually(t, reg, registry.Instance{Name: "greeter", ID: id, Addr: be.Addr})
 		return be.Addr
 	}
 	return disc, resolver.NewBuilder(disc, resolver.WithSnapshotDir(dir), resolver.WithLogger(quiet)), serve

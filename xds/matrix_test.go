@@ -9,7 +9,6 @@ package xds_test
 // MUSTER_XDS_MATRIX when it is set (.ci/run prints it).
 
 import (
-	"errors"
 	"fmt"
 	"maps"
 	"net"
@@ -26,6 +25,7 @@ import (
 
 	"github.com/musterhq/muster/color"
 	"github.com/musterhq/muster/internal/testkit/etcdtest"
+	"github.com/musterhq/muster/internal/testkit/registrytest"
 	"github.com/musterhq/muster/registry"
 	"github.com/musterhq/muster/registry/etcd"
 	"github.com/musterhq/muster/xds"
@@ -475,7 +475,7 @@ func outage(t *testing.T, cl xdsClient, what string, d time.Duration, down func(
 	deadline := time.Now().Add(d)
 	c.until(t, fmt.Sprintf("calling a for %v with %s", d, what), func(map[string]int) bool { return time.Now().After(deadline) })
 	up()
-	registerEventually(t, e, "greeter", "b", b.Addr)
+	registrytest.RegisterEventually(t, e.reg, registry.Instance{Name: "greeter", ID: "b", Addr: b.Addr, Version: "v1"})
 	c.until(t, "calling b, registered after the outage", hasAll(b.Addr))
 	noFailures(t, e, c)
 	return ""
@@ -525,22 +525,6 @@ func scenarioTLS(t *testing.T, cl xdsClient) string {
 	c.until(t, "calling a through a TLS control plane", hasAll(a.Addr))
 	noNACKs(t, e)
 	return ""
-}
-
-// registerEventually registers an instance once etcd answers again: a
-// Register while the registrar is still reconnecting may return
-// registry.ErrPending, the documented answer, and the instance is written
-// as soon as etcd answers, which this waits for (bounded).
-func registerEventually(t *testing.T, e *env, service, id, addr string) {
-	t.Helper()
-	in := registry.Instance{Name: service, ID: id, Addr: addr, Version: "v1"}
-	err := e.reg.Register(ctxFor(t, 10*time.Second), in)
-	if errors.Is(err, registry.ErrPending) {
-		err = e.reg.WaitRegistered(ctxFor(t, 30*time.Second))
-	}
-	if err != nil {
-		t.Fatalf("register %s/%s after etcd came back: %v", service, id, err)
-	}
 }
 
 // The service's call policy, set while the client runs: with one of two
