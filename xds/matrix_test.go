@@ -685,6 +685,7 @@ func scenarioPolicyOutlier(t *testing.T, cl xdsClient) string {
 		t.Fatalf("20 s after the outlier policy, no 100 calls in a row reached the healthy backend: the failing one is not ejected")
 	}
 	t.Logf("ejected: 100 calls in a row to the healthy backend %v after the policy's write", time.Since(set).Round(time.Millisecond))
+	pushedAtEjection := e.cp.Stats().Pushes["greeter"]
 	calls := c.during(t, 3*time.Second)
 	failed := 0
 	for _, call := range calls {
@@ -706,7 +707,13 @@ func scenarioPolicyOutlier(t *testing.T, cl xdsClient) string {
 		t.Errorf("the healed backend was called again %v after it healed, want within %v (the base ejection and two 1 s intervals)", back, base+2*time.Second)
 	}
 	if ejected < base {
-		t.Errorf("the healed backend was called again %v after the policy's write, before the base ejection (%v) could end", ejected, base)
+		// What could have ended the ejection early (once under load, for
+		// grpc-js-xds): an xDS change the client got after the ejection
+		// (an endpoint list without a makes its entry anew), or the
+		// registration lost and written again.
+		t.Errorf("the healed backend was called again %v after the policy's write, before the base ejection (%v) could end; "+
+			"greeter's pushes at the ejection %+v, now %+v; registrar %+v; discovery resyncs %d, rewinds %d",
+			ejected, base, pushedAtEjection, e.cp.Stats().Pushes["greeter"], e.reg.Status(), e.disc.Stats().Resyncs, e.disc.Stats().Rewinds)
 	}
 	noNACKs(t, e)
 	return ""
