@@ -55,6 +55,14 @@ func Waiting(r *Registrar) (keys, waiters int) {
 	return len(r.keys.gone), waiters
 }
 
+// KeyGone reports whether r counts the key of service name's instance id
+// as gone, as a waiting Deregister of it checks.
+func KeyGone(r *Registrar, name, id string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.keys.isGone(registry.Key(r.opts.prefix, name, id))
+}
+
 // InFlight returns the number of keys r has a transaction in flight for.
 func InFlight(r *Registrar) int {
 	r.mu.Lock()

@@ -230,7 +230,9 @@ func (r *Registrar) Register(ctx context.Context, in registry.Instance) error {
 // with the lease. If the registrar's lease is lost meanwhile, it returns
 // once the key is not written under the new lease: a key still held by the
 // old one goes when the registrar revokes it (after writing every
-// instance again) or when it expires.
+// instance again) or when it expires. If the registrar closes before the
+// key is deleted, it returns registry.ErrClosed: Close's revocation of the
+// lease removes the key.
 func (r *Registrar) Deregister(ctx context.Context, name, id string) error {
 	if err := registry.ValidateName(name); err != nil {
 		return err
@@ -382,7 +384,9 @@ func (r *Registrar) Close() error {
 		r.mu.Lock()
 		leases := []clientv3.LeaseID{r.leaseIDLocked(), r.orphan}
 		r.ls, r.orphan = nil, 0
-		r.keys.forgetWritten()
+		// The keyset keeps what is written: those keys are in etcd
+		// until the revocation below lands, so a Deregister of one that
+		// wakes only now returns ErrClosed, not success.
 		r.updateStatusLocked()
 		r.mu.Unlock()
 		var errs []error
@@ -434,6 +438,9 @@ func (r *Registrar) updateStatusLocked() {
 // whether Registered changed. r.mu must be held.
 func (r *Registrar) refreshStatusLocked() bool {
 	pending := r.keys.pending()
+	if r.closed {
+		pending = r.keys.len() // no live lease holds any of them
+	}
 	st := &r.status
 	st.Instances = r.keys.len()
 	st.Pending = pending

@@ -12,7 +12,10 @@ package etcd
 // callers of its keys, instead of all of them on every write and every
 // status update (O(n²) wake-ups). The channel is closed wherever written
 // loses a key (keyset.unwrite, keyset.forgetWritten) and where a key's last
-// transaction in flight lands (keyset.land).
+// transaction in flight lands (keyset.land). Close keeps written as it
+// is (its keys stay in etcd until the revocation lands): a Deregister woken
+// by Close's alarm, however late it runs, returns ErrClosed for a key still
+// held, never success.
 
 // goneSignal is the channel the Deregisters of one key wait on. It is in
 // keyset.gone while someone waits on it and until it is closed.
