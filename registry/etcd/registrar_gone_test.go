@@ -152,19 +152,6 @@ func TestDeregisterSignalsAreSharedAndNotLeaked(t *testing.T) {
 	}
 }
 
-// waitClosing waits until r's Close has dropped its lease (its revocation
-// may still wait for etcd).
-func waitClosing(t *testing.T, r *etcd.Registrar) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for r.Status().Session != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("Close did not drop its lease within 20 s: status %+v", r.Status())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // A Deregister waiting for its key wakes when the registrar closes.
 func TestCloseWakesAWaitingDeregister(t *testing.T) {
 	c, _, r, ctx := patientRegistrar(t, 1)
@@ -189,7 +176,7 @@ func TestCloseWakesAWaitingDeregister(t *testing.T) {
 	// The Deregister may run only after Close has dropped the lease (a
 	// loaded machine schedules it late): the key, still in etcd until the
 	// revocation lands, must not count as gone then either.
-	waitClosing(t, r)
+	waitStatus(t, r, 20*time.Second, "Close drops its lease", func(st registry.RegistrarStatus) bool { return st.Session == 0 })
 	if etcd.KeyGone(r, "svc", "i000") {
 		t.Fatal("after Close dropped its lease, i000's key (still in etcd: the revocation waits for Heal) counts as gone: " +
 			"a Deregister woken late by Close would return success")
