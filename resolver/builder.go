@@ -104,7 +104,9 @@ func (b *Builder) Stats() Stats {
 // the first state is delivered at once from the Discovery's cache or the
 // disk snapshot when either has the service, and otherwise when the first
 // load completes, or as a resolver error when that load fails or takes
-// longer than the first-state timeout. gRPC calls Build for a channel; a
+// longer than the first-state timeout; with WithCanaries or WithPolicies,
+// once the service's settings are read too, within the same timeout.
+// gRPC calls Build for a channel; a
 // program that wants the states a channel would get (after protection and
 // the target's filters) may call it with a ClientConn of its own, as the
 // xds package does: UpdateState and ReportError are then called one at a
@@ -136,13 +138,16 @@ func (b *Builder) Build(target grpcresolver.Target, cc grpcresolver.ClientConn, 
 		log:     b.log.With("service", q.service),
 		protect: newProtection(b.opts.protectFraction, b.opts.protectWindow),
 		grace:   grace{period: b.opts.deletionGrace},
+		// Set before the feed can see r: its first state waits for the
+		// settings (run).
+		holding: b.opts.policies != nil || b.opts.canaries != nil,
 	}
 	if err := b.states.join(b, r); err != nil {
 		cancel()
 		return nil, err
 	}
 	if b.opts.policies != nil || b.opts.canaries != nil {
-		r.settings = b.settings.join(b, q.service, r)
+		r.settings, r.settingsReady = b.settings.join(b, q.service, r)
 	}
 	go r.run(ctx)
 	return r, nil

@@ -42,7 +42,11 @@
 // timeout (WithFirstStateTimeout, 500ms) passes, so that calls which do not
 // wait for ready fail with Unavailable instead of hanging until their
 // deadline. A service with no instances resolves to an empty state, which
-// fails such calls at once too.
+// fails such calls at once too. With WithCanaries or WithPolicies, the first
+// state waits for the service's settings (each source's first value), so
+// that the first calls carry them, but no longer than the first-state
+// timeout: past it, the channel gets the list without them and the
+// settings in a later state.
 //
 // Each Discovery snapshot becomes one UpdateState: endpoints sorted by
 // instance ID, each carrying its registry.Instance as a comparable

@@ -117,8 +117,9 @@ func WithZoneFallback(fallback bool) Option {
 // snapshot). When it passes, or the load fails first, the channel gets a
 // resolver error: calls that do not wait for ready fail with Unavailable
 // instead of hanging until their deadline, and the channel recovers by
-// itself when the service loads. The default is 500ms; a non-positive value
-// is an error.
+// itself when the service loads. It bounds as well how long the first state
+// waits for the service's settings (WithCanaries, WithPolicies). The
+// default is 500ms; a non-positive value is an error.
 func WithFirstStateTimeout(d time.Duration) Option {
 	return func(o *options) {
 		if d <= 0 {

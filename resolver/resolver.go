@@ -30,9 +30,13 @@ type musterResolver struct {
 	// the lift timer is set again.
 	rearm    chan struct{}
 	settings <-chan struct{} // signalled when the service's settings change; nil without WithCanaries and WithPolicies
+	// settingsReady is closed once the service's settings are read; nil
+	// without WithCanaries and WithPolicies.
+	settingsReady <-chan struct{}
 
 	mu        sync.Mutex // guards what follows; held while calling the channel
 	closed    bool
+	holding   bool // the first state waits for the service's settings (run); the feed delivers nothing
 	protect   protection
 	grace     grace
 	delivered bool          // a state or error reached the channel
@@ -74,10 +78,43 @@ func (r *musterResolver) run(ctx context.Context) {
 	clk := r.b.opts.clock
 	lift := clk.newTimer()
 	defer lift.stop()
+	if r.settingsReady != nil {
+		// The first state waits for the service's settings (holding keeps
+		// the feed from delivering meanwhile), at most the first-state
+		// timeout: a state without its policy or canary would let the
+		// first calls run without the service's timeout and retries, and
+		// a client that does not wait for ready must not hang on a store
+		// that does not answer.
+		select {
+		case <-r.settingsReady:
+		case <-firstC:
+			firstC = nil
+			r.log.Warn("service settings not read within the first-state timeout; serving without them until they arrive",
+				"timeout", r.b.opts.firstState)
+		case <-ctx.Done():
+			return
+		}
+	}
 	r.mu.Lock()
-	r.update(clk.now(), r.w.Snapshot())
-	if !r.delivered {
+	r.holding = false
+	if r.settings != nil {
+		// What the settings were signalled for so far is read here, with
+		// the first state.
+		select {
+		case <-r.settings:
+		default:
+		}
+		r.canary, r.policy = r.b.settings.current(r.q.service)
+	}
+	snap := r.w.Snapshot()
+	if !snap.Loaded {
+		// The disk snapshot first: a load error reported before it would
+		// keep it from serving.
 		r.startFromDisk()
+	}
+	r.update(clk.now(), snap)
+	if firstC == nil && !r.delivered {
+		r.reportError(fmt.Errorf("first load not complete after %v", r.b.opts.firstState))
 	}
 	r.mu.Unlock()
 	for {
@@ -129,8 +166,8 @@ func (r *musterResolver) setting(set func()) {
 func (r *musterResolver) updateFromFeed() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.closed {
-		return
+	if r.closed || r.holding {
+		return // holding: run delivers the latest snapshot when the hold ends
 	}
 	was, held := r.withheld, len(r.grace.held) > 0
 	r.update(r.b.opts.clock.now(), r.w.Snapshot())

@@ -23,15 +23,20 @@ type serviceSettings struct {
 	canary registry.Canary
 	policy registry.Policy
 	read   bool // a value of either has arrived
+	// unread counts the sources followed whose first value has not
+	// arrived; ready is closed when it reaches 0.
+	unread int
+	ready  chan struct{}
 	subs   map[*musterResolver]chan struct{}
 	cancel context.CancelFunc
 }
 
 // join makes r follow service's settings and returns the channel that is
-// signalled (coalescing) when they change; it is signalled at once when
-// they are known already. The first channel of the service starts the
-// followers of b's sources.
-func (h *settingsHub) join(b *Builder, service string, r *musterResolver) <-chan struct{} {
+// signalled (coalescing) when they change, signalled at once when they are
+// known already, and the channel closed once each source's first value
+// has arrived (a new channel's first state waits for it: run). The first
+// channel of the service starts the followers of b's sources.
+func (h *settingsHub) join(b *Builder, service string, r *musterResolver) (changed, ready <-chan struct{}) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.services == nil {
@@ -40,7 +45,16 @@ func (h *settingsHub) join(b *Builder, service string, r *musterResolver) <-chan
 	s := h.services[service]
 	if s == nil {
 		ctx, cancel := context.WithCancel(context.Background())
-		s = &serviceSettings{subs: map[*musterResolver]chan struct{}{}, cancel: cancel}
+		s = &serviceSettings{subs: map[*musterResolver]chan struct{}{}, cancel: cancel, ready: make(chan struct{})}
+		if b.opts.canaries != nil {
+			s.unread++
+		}
+		if b.opts.policies != nil {
+			s.unread++
+		}
+		if s.unread == 0 {
+			close(s.ready)
+		}
 		h.services[service] = s
 		go h.follow(ctx, b, service, s)
 	}
@@ -49,7 +63,7 @@ func (h *settingsHub) join(b *Builder, service string, r *musterResolver) <-chan
 	if s.read {
 		ch <- struct{}{}
 	}
-	return ch
+	return ch, s.ready
 }
 
 // leave ends r's following of service; the last channel stops the
@@ -89,28 +103,44 @@ func (h *settingsHub) follow(ctx context.Context, b *Builder, service string, s 
 	if b.opts.policies != nil {
 		policies = b.opts.policies.WatchPolicy(ctx, service)
 	}
+	// first[i] is true until source i's first value arrives, or its
+	// channel closes without one: either ends the wait for it.
+	first := [2]bool{canaries != nil, policies != nil}
 	for canaries != nil || policies != nil {
 		select {
 		case c, ok := <-canaries:
 			if !ok {
 				canaries = nil
+				h.set(s, nil, &first[0])
 				continue
 			}
-			h.set(s, func() { s.canary = c })
+			h.set(s, func() { s.canary = c }, &first[0])
 		case p, ok := <-policies:
 			if !ok {
 				policies = nil
+				h.set(s, nil, &first[1])
 				continue
 			}
-			h.set(s, func() { s.policy = p })
+			h.set(s, func() { s.policy = p }, &first[1])
 		}
 	}
 }
 
-// set applies a change to s and signals its channels.
-func (h *settingsHub) set(s *serviceSettings, change func()) {
+// set applies a change (nil: none) to s and signals its channels; *first
+// tells that it is the source's first value (or its end before one), which
+// may make s ready.
+func (h *settingsHub) set(s *serviceSettings, change func(), first *bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if *first {
+		*first = false
+		if s.unread--; s.unread == 0 {
+			close(s.ready)
+		}
+	}
+	if change == nil {
+		return
+	}
 	change()
 	s.read = true
 	for _, ch := range s.subs {
