@@ -144,15 +144,30 @@ func (w *world) keys(t *testing.T) map[string]int64 {
 // of each.
 func keysOf(t *testing.T, cli *clientv3.Client) map[string]int64 {
 	t.Helper()
+	out := map[string]int64{}
+	for k, e := range entriesOf(t, cli) {
+		out[k] = e.lease
+	}
+	return out
+}
+
+// keyEntry is a key's lease and the revision that created it: a key put
+// again over itself (bound to a new lease) keeps its creation revision; a
+// key deleted and put again gets a new one.
+type keyEntry struct{ lease, created int64 }
+
+// entriesOf returns the greeter keys in etcd, read through cli.
+func entriesOf(t *testing.T, cli *clientv3.Client) map[string]keyEntry {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	resp, err := cli.Get(ctx, registry.ServicePrefix(registry.DefaultPrefix, "greeter"), clientv3.WithPrefix())
 	if err != nil {
 		t.Fatalf("read keys: %v", err)
 	}
-	out := map[string]int64{}
+	out := map[string]keyEntry{}
 	for _, kv := range resp.Kvs {
-		out[string(kv.Key)] = kv.Lease
+		out[string(kv.Key)] = keyEntry{lease: kv.Lease, created: kv.CreateRevision}
 	}
 	return out
 }
