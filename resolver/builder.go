@@ -105,14 +105,13 @@ func (b *Builder) Stats() Stats {
 // disk snapshot when either has the service, and otherwise when the first
 // load completes, or as a resolver error when that load fails or takes
 // longer than the first-state timeout; with WithCanaries or WithPolicies,
-// once the service's settings are read too, within the same timeout.
-// gRPC calls Build for a channel; a
-// program that wants the states a channel would get (after protection and
-// the target's filters) may call it with a ClientConn of its own, as the
-// xds package does: UpdateState and ReportError are then called one at a
-// time, from the resolver's goroutines (the target's and the channel's
-// own), and count in Stats; they should return promptly, since the other
-// channels of the target wait meanwhile.
+// once the service's settings are read too, within the same timeout. gRPC
+// calls Build for a channel; a program that wants the states a channel
+// would get (after protection and the target's filters) may call it with a
+// ClientConn of its own, as the xds package does: UpdateState and
+// ReportError are then called one at a time, from the resolver's goroutines
+// (the target's and the channel's own), and count in Stats; they should
+// return promptly, since the other channels of the target wait meanwhile.
 func (b *Builder) Build(target grpcresolver.Target, cc grpcresolver.ClientConn, _ grpcresolver.BuildOptions) (grpcresolver.Resolver, error) {
 	if b.opts.err != nil {
 		return nil, b.opts.err
@@ -127,6 +126,7 @@ func (b *Builder) Build(target grpcresolver.Target, cc grpcresolver.ClientConn, 
 	if q.region == "" {
 		q.region = b.opts.region
 	}
+	followsSettings := b.opts.policies != nil || b.opts.canaries != nil
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &musterResolver{
 		b:       b,
@@ -140,13 +140,13 @@ func (b *Builder) Build(target grpcresolver.Target, cc grpcresolver.ClientConn, 
 		grace:   grace{period: b.opts.deletionGrace},
 		// Set before the feed can see r: its first state waits for the
 		// settings (run).
-		holding: b.opts.policies != nil || b.opts.canaries != nil,
+		holding: followsSettings,
 	}
 	if err := b.states.join(b, r); err != nil {
 		cancel()
 		return nil, err
 	}
-	if b.opts.policies != nil || b.opts.canaries != nil {
+	if followsSettings {
 		r.settings, r.settingsReady = b.settings.join(b, q.service, r)
 	}
 	go r.run(ctx)

@@ -77,12 +77,8 @@ func TestFrozenMemberCostsNoRegistration(t *testing.T) {
 		checks := 0
 		for time.Since(start) < d {
 			entries := entriesOf(t, check)
-			got := map[string]int64{}
-			for k, e := range entries {
-				got[k] = e.lease
-			}
 			for k, l := range leases {
-				if got[k] == l {
+				if entries[k].lease == l {
 					continue
 				}
 				if e, ok := entries[k]; ok && e.created == created[k] && owners[k].reg.Status().Session == e.lease {
@@ -99,19 +95,18 @@ func TestFrozenMemberCostsNoRegistration(t *testing.T) {
 				// then put the key back under a new lease at once.
 				owner := owners[k].reg
 				missing := time.Since(start)
-				var now map[string]int64
+				var now keyEntry
 				took := within(t, revokedRepair, "the key of "+k+" back under a new lease", func() bool {
-					now = keysOf(t, check)
-					return now[k] != 0 && now[k] != l && owner.Status().Session == now[k]
+					now = entriesOf(t, check)[k]
+					return now.lease != 0 && now.lease != l && owner.Status().Session == now.lease
 				})
 				if st := owner.Status(); st.Revocations == 0 {
 					t.Fatalf("%s, %s in: key %s had lease %x, want %x, and its registrar saw no revocation: the lease expired (keys %v, status %+v)",
-						stage, fmtDur(missing), k, got[k], l, got, st)
+						stage, fmtDur(missing), k, entries[k].lease, l, entries, st)
 				}
 				t.Logf("%s, %s in: etcd revoked the lease of %s (%x); back under lease %x within %s of being seen missing",
-					stage, fmtDur(missing), k, l, now[k], fmtDur(took))
-				leases[k] = now[k]
-				created[k] = entriesOf(t, check)[k].created
+					stage, fmtDur(missing), k, l, now.lease, fmtDur(took))
+				leases[k], created[k] = now.lease, now.created
 				revocations++
 			}
 			checks++
