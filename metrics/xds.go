@@ -13,7 +13,8 @@ import (
 // muster_xds_acks_total, muster_xds_nacks_total (each NACK is logged with the
 // client's error detail), muster_xds_skipped_instances_total (instances xDS
 // cannot carry), muster_xds_protected_updates_total (updates withheld by
-// empty-list protection) and muster_xds_pushes_total with labels "service"
+// empty-list protection), muster_xds_self_check_violations_total (with
+// xds.WithSelfCheck) and muster_xds_pushes_total with labels "service"
 // and "type" (listener, route, cluster, endpoints): resources sent, one per
 // resource per response per stream.
 func XDS(s *xds.Server, labels prometheus.Labels) prometheus.Collector {
@@ -28,9 +29,10 @@ func XDS(s *xds.Server, labels prometheus.Labels) prometheus.Collector {
 	tlsReloads := desc("xds_tls_reloads_total", "Times the xDS listener's TLS files were read again after a change.", labels)
 	tlsErrors := desc("xds_tls_reload_errors_total", "Changes of the xDS listener's TLS files that did not load (the last good certificate kept).", labels)
 	forgotten := desc("xds_forgotten_services_total", "Services unpublished because they were gone from the registry.", labels)
+	violations := desc("xds_self_check_violations_total", "Breaches of an xDS client's precondition found in published resources (with the self-check on; each logged).", labels)
 	pushes := desc("xds_pushes_total", "Resources sent to xDS clients, one per resource per response per stream.", labels, "service", "type")
 	return &collector{
-		descs: []*prometheus.Desc{clients, services, zones, requests, acks, nacks, skipped, protected, tlsReloads, tlsErrors, forgotten, pushes},
+		descs: []*prometheus.Desc{clients, services, zones, requests, acks, nacks, skipped, protected, tlsReloads, tlsErrors, forgotten, violations, pushes},
 		collect: func(ch chan<- prometheus.Metric) {
 			st := s.Stats()
 			ch <- gauge(clients, float64(st.Clients))
@@ -44,6 +46,7 @@ func XDS(s *xds.Server, labels prometheus.Labels) prometheus.Collector {
 			ch <- counter(tlsReloads, st.TLSReloads)
 			ch <- counter(tlsErrors, st.TLSReloadErrors)
 			ch <- counter(forgotten, st.Forgotten)
+			ch <- counter(violations, st.SelfCheckViolations)
 			for svc, p := range st.Pushes {
 				ch <- counter(pushes, p.Listeners, svc, "listener")
 				ch <- counter(pushes, p.Routes, svc, "route")

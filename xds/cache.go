@@ -18,6 +18,7 @@ import (
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/musterhq/muster/internal/xdscheck"
 	"github.com/musterhq/muster/registry"
 )
 
@@ -40,15 +41,14 @@ import (
 type caches struct {
 	prefix string // version prefix, unique to this process
 	lds    *cachev3.LinearCache
-	rds    *cachev3.LinearCache
-	// rdsNoTimeout holds the same routes without the call policy's
-	// timeout, for the clients that misapply it (withholdsTimeout).
-	rdsNoTimeout *cachev3.LinearCache
-	cds          *cachev3.LinearCache
-	maxZones     int
-	metadata     bool // endpoints carry their instance (WithEndpointMetadata)
-	policies     bool // call policies are followed (WithPolicies): every Cluster carries its parts
-	log          *slog.Logger
+	// rds holds the routes in each form (routeForm): the call policy as
+	// it is, and without what some clients misapply.
+	rds      [numRouteForms]*cachev3.LinearCache
+	cds      *cachev3.LinearCache
+	maxZones int
+	metadata bool // endpoints carry their instance (WithEndpointMetadata)
+	policies bool // call policies are followed (WithPolicies): every Cluster carries its parts
+	log      *slog.Logger
 
 	mu          sync.Mutex
 	services    map[string][]registry.Instance // usable instances per published service
@@ -63,6 +63,9 @@ type caches struct {
 	// unknown, if set, is called (without locks held) when a client asks
 	// for a listener of a service that is not published.
 	unknown func()
+	// check, if set (WithSelfCheck), is called with every resource before
+	// it is published, and the client families it reaches, c.mu held.
+	check func(types.Resource, xdscheck.Family)
 }
 
 // zoneCache holds the endpoints for the clients of one locality.
@@ -78,24 +81,26 @@ func newCaches(prefix string, maxZones int, metadata, policies bool, log *slog.L
 	lc := func(typ string) *cachev3.LinearCache {
 		return cachev3.NewLinearCache(typ, cachev3.WithVersionPrefix(prefix))
 	}
-	return &caches{
-		prefix:       prefix,
-		lds:          lc(resourcev3.ListenerType),
-		rds:          lc(resourcev3.RouteType),
-		rdsNoTimeout: lc(resourcev3.RouteType),
-		cds:          lc(resourcev3.ClusterType),
-		maxZones:     maxZones,
-		metadata:     metadata,
-		policies:     policies,
-		log:          log,
-		services:     map[string][]registry.Instance{},
-		ringHash:     map[string]bool{},
-		configs:      map[string]musterConfig{},
-		bytes:        map[string]*endpointBytes{},
-		coloring:     map[string]coloring{},
-		clusterCall:  map[string]registry.Policy{},
-		eds:          map[locality]*zoneCache{},
+	c := &caches{
+		prefix:      prefix,
+		lds:         lc(resourcev3.ListenerType),
+		cds:         lc(resourcev3.ClusterType),
+		maxZones:    maxZones,
+		metadata:    metadata,
+		policies:    policies,
+		log:         log,
+		services:    map[string][]registry.Instance{},
+		ringHash:    map[string]bool{},
+		configs:     map[string]musterConfig{},
+		bytes:       map[string]*endpointBytes{},
+		coloring:    map[string]coloring{},
+		clusterCall: map[string]registry.Policy{},
+		eds:         map[locality]*zoneCache{},
 	}
+	for f := range c.rds {
+		c.rds[f] = lc(resourcev3.RouteType)
+	}
+	return c
 }
 
 // setService publishes a service's usable instances, with canary the
@@ -126,7 +131,7 @@ func (c *caches) setService(service string, p Policy, ss slowStart, list []regis
 		if err != nil {
 			return err
 		}
-		if err := c.lds.UpdateResource(service, l); err != nil {
+		if err := c.update(c.lds, service, l); err != nil {
 			return fmt.Errorf("xds: listener %s: %w", service, err)
 		}
 	}
@@ -140,7 +145,7 @@ func (c *caches) setService(service string, p Policy, ss slowStart, list []regis
 			if c.policies {
 				applyClusterPolicy(cl, cc)
 			}
-			if err := c.cds.UpdateResource(name, cl); err != nil {
+			if err := c.update(c.cds, name, cl); err != nil {
 				return fmt.Errorf("xds: cluster %s: %w", name, err)
 			}
 		}
@@ -164,23 +169,18 @@ func (c *caches) setService(service string, p Policy, ss slowStart, list []regis
 	}
 	var errs []error
 	for _, zc := range c.eds {
-		if err := zc.set(service, list, c.view(zc.loc, service), eb, gone); err != nil {
+		if err := zc.set(service, list, c.view(zc.loc, service), eb, gone, c.update); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	eb.keepOnly(list)
 	if first || !co.equal(prev) {
-		route := routeWithColors(service, co)
-		if err := c.rds.UpdateResource(service, route); err != nil {
-			errs = append(errs, fmt.Errorf("xds: route %s: %w", service, err))
-		}
-		if co.call.Timeout > 0 { // else the same route serves both
-			untimed := co
-			untimed.call.Timeout = 0
-			route = routeWithColors(service, untimed)
-		}
-		if err := c.rdsNoTimeout.UpdateResource(service, route); err != nil {
-			errs = append(errs, fmt.Errorf("xds: route %s: %w", service, err))
+		for f, lc := range c.rds {
+			form := co
+			form.call = routeForm(f).apply(co.call)
+			if err := c.updateFor(lc, service, routeWithColors(service, form), routeForm(f).audience()); err != nil {
+				errs = append(errs, fmt.Errorf("xds: route %s: %w", service, err))
+			}
 		}
 	}
 	c.coloring[service] = co
@@ -190,6 +190,20 @@ func (c *caches) setService(service string, p Policy, ss slowStart, list []regis
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// update publishes res, which every client gets, as name in lc, after
+// the self-check (c.check). c.mu must be held.
+func (c *caches) update(lc *cachev3.LinearCache, name string, res types.Resource) error {
+	return c.updateFor(lc, name, res, xdscheck.AllClients)
+}
+
+// updateFor is update for a resource the clients of audience get.
+func (c *caches) updateFor(lc *cachev3.LinearCache, name string, res types.Resource, audience xdscheck.Family) error {
+	if c.check != nil {
+		c.check(res, audience)
+	}
+	return lc.UpdateResource(name, res)
 }
 
 // view returns the view of service's assignments for clients in l.
@@ -207,15 +221,16 @@ func (l locality) String() string {
 	return l.region + "/" + l.zone
 }
 
-// set publishes the assignments of service for the locality's clients,
-// and removes those named gone.
-func (zc *zoneCache) set(service string, list []registry.Instance, v view, eb *endpointBytes, gone []string) error {
+// set publishes the assignments of service for the locality's clients
+// with update (caches.update), and removes those named gone.
+func (zc *zoneCache) set(service string, list []registry.Instance, v view, eb *endpointBytes, gone []string,
+	update func(*cachev3.LinearCache, string, types.Resource) error) error {
 	var errs []error
 	for name, cla := range assignments(service, list, v, eb.wireAssignment) {
 		if prev, ok := zc.sent[name]; ok && proto.Equal(prev, cla) {
 			continue
 		}
-		if err := zc.c.UpdateResource(name, cla); err != nil {
+		if err := update(zc.c, name, cla); err != nil {
 			errs = append(errs, fmt.Errorf("xds: endpoints %s for locality %q: %w", name, zc.loc, err))
 			continue
 		}
@@ -265,6 +280,9 @@ func (c *caches) endpointsForLocked(l locality) *cachev3.LinearCache {
 	initial := make(map[string]types.Resource, len(c.services))
 	for svc, list := range c.services {
 		for name, cla := range assignments(svc, list, c.view(l, svc), c.bytes[svc].wireAssignment) {
+			if c.check != nil {
+				c.check(cla, xdscheck.AllClients)
+			}
 			initial[name] = cla
 			zc.sent[name] = cla
 		}
@@ -312,10 +330,7 @@ func (c *caches) forType(typeURL string, node *corev3.Node) (*cachev3.LinearCach
 	case resourcev3.ListenerType:
 		return c.lds, nil
 	case resourcev3.RouteType:
-		if withholdsTimeout(node) {
-			return c.rdsNoTimeout, nil
-		}
-		return c.rds, nil
+		return c.rds[formOf(node)], nil
 	case resourcev3.ClusterType:
 		return c.cds, nil
 	case resourcev3.EndpointType:

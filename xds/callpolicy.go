@@ -116,7 +116,10 @@ func applyClusterPolicy(c *clusterv3.Cluster, p registry.Policy) {
 // nothing, when the control plane follows policies: failure-percentage
 // ejection that counts calls and can eject nothing (a threshold of 100 %,
 // which no failure percentage exceeds, and more endpoints than a cluster
-// has), the other algorithms off. Without it, turning ejection on later is
+// has: math.MaxInt32, the largest count every client holds, since
+// grpc-java reads the uint32 into an int and its balancer refuses a
+// negative one by throwing in the channel's sync context, a panic that
+// fails every call), the other algorithms off. Without it, turning ejection on later is
 // lost on grpc-js-xds (1.10.1 to 1.14.1, the newest, at least):
 //
 //   - its XdsClient drops a Cluster it finds equal to the one it holds,
@@ -139,7 +142,7 @@ func outlierStandby() *clusterv3.OutlierDetection {
 	return &clusterv3.OutlierDetection{
 		FailurePercentageThreshold:         wrapperspb.UInt32(100),
 		EnforcingFailurePercentage:         wrapperspb.UInt32(100),
-		FailurePercentageMinimumHosts:      wrapperspb.UInt32(math.MaxUint32),
+		FailurePercentageMinimumHosts:      wrapperspb.UInt32(math.MaxInt32),
 		EnforcingSuccessRate:               zero,
 		EnforcingConsecutive_5Xx:           zero,
 		EnforcingConsecutiveGatewayFailure: zero,

@@ -227,6 +227,24 @@ func (c *childClient) streak(t *testing.T, n int, within time.Duration, ok func(
 	return true
 }
 
+// streakTimed is streak that also returns the longest call of the streak
+// (ms) and the last call read.
+func (c *childClient) streakTimed(t *testing.T, n int, within time.Duration, ok func(clientCall) bool) (bool, float64, clientCall) {
+	t.Helper()
+	var last clientCall
+	slowest := 0.0
+	passed := c.streak(t, n, within, func(call clientCall) bool {
+		last = call
+		if !ok(call) {
+			slowest = 0
+			return false
+		}
+		slowest = max(slowest, call.MS)
+		return true
+	})
+	return passed, slowest, last
+}
+
 // during returns the calls the client makes over d.
 func (c *childClient) during(t *testing.T, d time.Duration) []clientCall {
 	t.Helper()

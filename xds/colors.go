@@ -27,6 +27,15 @@ import (
 // another's colored cluster.
 const colorSep = "~"
 
+// fallbackSubZone is the sub_zone of the base's localities in a color's
+// assignment, where they follow the color's own at later priorities: a
+// locality appears once per assignment across all priorities, since
+// grpc-java keys a priority's endpoints by locality alone and checks
+// duplicates within a priority only, so a base copy with the color's
+// {region, zone} would silently replace the color's endpoints (its calls
+// would reach the base). Instance localities never have a sub_zone.
+const fallbackSubZone = "muster-base"
+
 // canaryScale is the total weight of a canary route's weighted clusters:
 // percents with two decimals.
 const canaryScale = 10000
@@ -112,7 +121,8 @@ func takingCalls(list []registry.Instance) []registry.Instance {
 // without colors its one assignment of every instance, as always; with
 // colors, the base's (uncolored instances) and one per color, whose
 // instances taking calls come first (priorities by zone as usual) and the
-// base's after them, with priorities shifted so that they stay contiguous.
+// base's after them, with priorities shifted so that they stay contiguous
+// and sub_zone fallbackSubZone, so that no locality appears twice.
 // A color none of whose instances takes calls is the base alone.
 func assignments(service string, list []registry.Instance, v view,
 	build func(name string, list []registry.Instance, v view) *endpointv3.ClusterLoadAssignment) map[string]*endpointv3.ClusterLoadAssignment {
@@ -138,6 +148,7 @@ func assignments(service string, list []registry.Instance, v view,
 		}
 		for _, loc := range fallback.Endpoints {
 			loc.Priority += shift
+			loc.Locality.SubZone = fallbackSubZone
 			cla.Endpoints = append(cla.Endpoints, loc)
 		}
 		out[name] = cla

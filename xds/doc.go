@@ -24,7 +24,12 @@
 // a color no client can send) is left out, logged and counted
 // (Stats.Skipped); the others are published. Every resource is in a form
 // that every client at Muster's support floor accepts (docs/XDS.md,
-// "Clients"): a client without a policy falls back to round robin.
+// "Clients"): a client without a policy falls back to round robin. Routes
+// come in a form per client family where one misreads the call policy (the
+// C-core gets no timeout, grpc-js-xds backoffs under 1 s), chosen by the
+// node's user agent. WithSelfCheck checks each resource against the
+// preconditions of the clients that get it (docs/XDS.md, "Client
+// preconditions").
 //
 // # Colors
 //

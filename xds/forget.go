@@ -65,7 +65,7 @@ func (c *caches) removeService(service string) error {
 	delete(c.ringHash, service)
 	delete(c.coloring, service)
 	var errs []error
-	for _, lc := range []*cachev3.LinearCache{c.lds, c.rds, c.rdsNoTimeout} {
+	for _, lc := range append([]*cachev3.LinearCache{c.lds}, c.rds[:]...) {
 		if err := lc.DeleteResource(service); err != nil {
 			errs = append(errs, fmt.Errorf("xds: unpublish %s: %w", service, err))
 		}

@@ -38,7 +38,10 @@ func TestForgetGone(t *testing.T) {
 		e.register(t, name(i), "a", a.Addr, "", 0, false)
 	}
 	keep := e.dial(t, "greeter", "keeps-deleted", "")
-	r, err := newResolver(strings.Replace(bootstrap(e.addr, "drops-deleted", ""), `, "ignore_resource_deletion"`, "", 1))
+	// A bootstrap without the server feature ignore_resource_deletion
+	// (muster xds-bootstrap always writes it).
+	r, err := newResolver(fmt.Sprintf(`{"xds_servers": [{"server_uri": %q, "channel_creds": [{"type": "insecure"}],
+  "server_features": ["xds_v3"]}], "node": {"id": "drops-deleted", "locality": {}}}`, e.addr))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,7 +49,8 @@ type xdsClient struct {
 	tls          string // "" when its bootstrap takes tls channel credentials (gRFC A65), else what it takes
 	// timeoutWithheld is "" when the client gets the policy's timeout and
 	// ends a call at it, else why the control plane withholds it from the
-	// client (withholdsTimeout): its calls then run to their own deadline.
+	// client (routeForm formNoTimeout): its calls then run to their own
+	// deadline.
 	timeoutWithheld string
 	// capGap is the least time between the starts of calls for the cap on
 	// calls in flight (circuit_breakers) to see the earlier ones; 0 for
@@ -74,7 +75,7 @@ func matrixClients() []xdsClient {
 			capGap:       nodeCapGap},
 		{id: "python", name: "Python (C-core), grpcio", version: pythonVersion, start: pythonClient,
 			ringHash:        "round robin (reads lb_policy only; its ring_hash crashes, grpc/grpc#31766)",
-			timeoutWithheld: "withheld: grpcio ends calls early under a service config's timeout, grpc/grpc#34547",
+			timeoutWithheld: "withheld from every C-core client: the C-core ends calls 1-2 s early under a service config's timeout (its two clocks, src/core/lib/gprpp/time.cc; grpc/grpc#34547)",
 			leastRequest:    "round robin (no least_request)",
 			tls:             "unsupported: no tls channel_creds (insecure, google_default, fake)"},
 	}
@@ -124,6 +125,7 @@ func matrixScenarios() []scenario {
 		{"locality: own zone, then own region, then elsewhere, as each empties", scenarioLocality},
 		{"colors: x-muster-color routes, uncolored calls to the base", scenarioColors},
 		{"canary: 20 % of uncolored calls, blue calls to blue", scenarioCanary},
+		{"colors and canary with zoned instances: blue calls to blue, 20 % of uncolored calls, the client's zone first", scenarioZonedCanary},
 		{"ring hash: shares by weight across zones", scenarioRingShares},
 		{"ring hash: one key, one backend (x-muster-key, else the channel)", scenarioAffinity},
 		{"least_request (round robin where absent)", scenarioLeastRequest},
@@ -133,6 +135,8 @@ func matrixScenarios() []scenario {
 		{"an instance at a DNS name skipped, the rest called", scenarioDNSNameSkipped},
 		{"TLS to the control plane (tls channel_creds, gRFC A65, client certificate)", scenarioTLS},
 		{"call policy, set live: retry on UNAVAILABLE, then a 300 ms timeout", scenarioCallPolicy},
+		{"call policy: retry backoff of 1 s, every retried call within its 2 s deadline", scenarioRetryBackoff},
+		{"call policy without ejection (the outlier standby): accepted, ejects nothing", scenarioPolicyNoEjection},
 		{"call policy: outlier ejection by failure percentage", scenarioPolicyOutlier},
 		{"call policy: max concurrent 2, of 6 calls at once 4 fail fast with UNAVAILABLE", scenarioPolicyMaxConcurrent},
 		{"call policy: affinity header (ring hash): one key, one backend, across clients", scenarioPolicyAffinity},
@@ -319,6 +323,42 @@ func scenarioCanary(t *testing.T, cl xdsClient) string {
 	if c.failed+blueCl.failed > 0 {
 		// Not a failure of the cell: what routes a call is checked above.
 		t.Logf("%d and %d calls failed after the first success; the last %+v, %+v", c.failed, blueCl.failed, c.failure, blueCl.failure)
+	}
+	noNACKs(t, e)
+	return ""
+}
+
+// Colors and a canary of 20 % with every instance in a zone, the client in
+// r1/z1: base a (r1/z1), b (r1/z2), blue (r1/z1). Blue calls all reach
+// blue; of 1,000 uncolored calls blue gets 200 ± 63 (the bound of
+// scenarioCanary) and the rest go to a (the client's zone), none to b. A
+// client that keyed a color assignment's endpoints by locality alone would
+// send blue calls to a: the base's failover copy of r1/z1 (grpc-java did,
+// before the copies got a sub_zone of their own).
+func scenarioZonedCanary(t *testing.T, cl xdsClient) string {
+	e := newCanaryEnv(t)
+	a, b, blue := startGreeter(t), startGreeter(t), startGreeter(t)
+	e.registerIn(t, "greeter", "a", a.Addr, "r1", "z1")
+	e.registerIn(t, "greeter", "b", b.Addr, "r1", "z2")
+	in := registry.Instance{Name: "greeter", ID: "blue", Addr: blue.Addr, Region: "r1", Zone: "z1", Version: "v1",
+		Metadata: map[string]string{color.DefaultInstanceKey: "blue"}}
+	if err := e.reg.Register(ctxFor(t, 10*time.Second), in); err != nil {
+		t.Fatal(err)
+	}
+	if err := etcd.SetCanary(ctxFor(t, 10*time.Second), e.cli, "greeter",
+		registry.Canary{Color: "blue", Percent: 20}, etcdOpts()...); err != nil {
+		t.Fatal(err)
+	}
+	c := cl.start(t, bootstrapIn(e.addr, "zoned-canary", "r1", "z1"), callEvery, nil)
+	blueCl := cl.start(t, bootstrapIn(e.addr, "zoned-blue", "r1", "z1"), callEvery, []string{color.Header + "=blue"})
+	c.until(t, "calling a and blue", hasAll(a.Addr, blue.Addr))
+	got := c.until(t, "making 1,000 uncolored calls", total(1000))
+	if n := got[blue.Addr]; n < 137 || n > 263 || got[b.Addr] != 0 {
+		t.Errorf("1,000 uncolored calls from r1/z1: %v; want blue 200 ± 63, the rest to a (r1/z1), none to b (r1/z2)", got)
+	}
+	blueCl.until(t, "calling blue", hasAll(blue.Addr))
+	if got := blueCl.until(t, "making 100 blue calls", total(100)); got[blue.Addr] != 100 {
+		t.Errorf("blue calls from r1/z1: %v, want all 100 to blue (r1/z1), none to the base's copy of its locality", got)
 	}
 	noNACKs(t, e)
 	return ""
@@ -549,12 +589,7 @@ func scenarioCallPolicy(t *testing.T, cl xdsClient) string {
 	a.fail.Store(false)
 	a.delay.Store(int64(time.Second))
 	b.delay.Store(int64(time.Second))
-	before := ackedRoute(e.cp.Clients(), "policy")
-	e.setPolicy(t, registry.Policy{Timeout: 300 * time.Millisecond})
-	waitClients(t, e.cp, "the client acking the route published with the timeout policy", func(cs []xds.ClientStatus) bool {
-		v := ackedRoute(cs, "policy")
-		return v != "" && v != before
-	})
+	e.setPolicyAcked(t, "policy", resourcev3.RouteType, registry.Policy{Timeout: 300 * time.Millisecond})
 	if cl.timeoutWithheld != "" {
 		var last clientCall
 		if !c.streak(t, 5, 30*time.Second, func(call clientCall) bool {
@@ -567,18 +602,10 @@ func scenarioCallPolicy(t *testing.T, cl xdsClient) string {
 		return "retries yes; timeout 300 ms " + cl.timeoutWithheld + " (its calls keep their own deadline)"
 	}
 	const deadlineExceeded = 4
-	var last clientCall
-	slowest := 0.0
-	if !c.streak(t, 5, 20*time.Second, func(call clientCall) bool {
-		last = call
-		ok := !call.OK && call.Code == deadlineExceeded && call.MS <= 360
-		if ok {
-			slowest = max(slowest, call.MS)
-		} else {
-			slowest = 0
-		}
-		return ok
-	}) {
+	ok, slowest, last := c.streakTimed(t, 5, 20*time.Second, func(call clientCall) bool {
+		return !call.OK && call.Code == deadlineExceeded && call.MS <= 360
+	})
+	if !ok {
 		t.Errorf("20 s after the 300 ms timeout policy, no 5 calls in a row ended with DEADLINE_EXCEEDED within 360 ms; the last %+v", last)
 	}
 	t.Logf("timeout 300 ms: 5 calls in a row DEADLINE_EXCEEDED, the slowest after %.1f ms", slowest)
@@ -586,15 +613,27 @@ func scenarioCallPolicy(t *testing.T, cl xdsClient) string {
 	return ""
 }
 
-// ackedRoute returns the route version the client named node accepted
+// setPolicyAcked sets greeter's call policy p and waits until the client
+// named node accepted a new version of typeURL (the resource p is in).
+func (e *env) setPolicyAcked(t *testing.T, node, typeURL string, p registry.Policy) {
+	t.Helper()
+	before := acked(e.cp.Clients(), node, typeURL)
+	e.setPolicy(t, p)
+	waitClients(t, e.cp, "the client acking the "+typeURL+" published with the policy", func(cs []xds.ClientStatus) bool {
+		v := acked(cs, node, typeURL)
+		return v != "" && v != before
+	})
+}
+
+// acked returns the version of typeURL the client named node accepted
 // last; "" for none.
-func ackedRoute(cs []xds.ClientStatus, node string) string {
+func acked(cs []xds.ClientStatus, node, typeURL string) string {
 	for _, c := range cs {
 		if c.Node != node {
 			continue
 		}
 		for _, ts := range c.Types {
-			if ts.TypeURL == resourcev3.RouteType {
+			if ts.TypeURL == typeURL {
 				return ts.Acked
 			}
 		}
@@ -666,6 +705,55 @@ func burstOutcome(calls []clientCall) outcome {
 		}
 	}
 	return o
+}
+
+// With one of two backends failing every call with UNAVAILABLE, a policy
+// retrying UNAVAILABLE once after a backoff of 1 s (base and cap) makes 20
+// calls in a row succeed, each within 1.9 s, inside the clients' 2 s
+// deadline. A retry waits a random time in [0, 1 s) (gRFC A6); the
+// backends answer in microseconds, and 0.9 s is slack for a loaded
+// machine. grpc-js-xds reads a backoff of 1 s as 10 s (its routes carry
+// 999 ms instead, routeForm): a retried call (about every other one, under
+// round robin) would then wait under 1 s with probability 0.1 and
+// otherwise end at its deadline, so 20 calls in a row (about ten
+// retried) would pass with probability under 10^-7.
+func scenarioRetryBackoff(t *testing.T, cl xdsClient) string {
+	e, _, _, c := oneBackendFailing(t, cl, "backoff")
+	e.setPolicyAcked(t, "backoff", resourcev3.RouteType, registry.Policy{Retry: registry.RetryPolicy{MaxAttempts: 2,
+		Codes: []string{"UNAVAILABLE"}, BackoffBase: time.Second, BackoffMax: time.Second}})
+	ok, slowest, last := c.streakTimed(t, 20, time.Minute, func(call clientCall) bool { return call.OK && call.MS < 1900 })
+	if !ok {
+		t.Errorf("a minute after the retry policy with a 1 s backoff, no 20 calls in a row succeeded within 1.9 s; the last %+v", last)
+	} else {
+		t.Logf("retry backoff 1 s: 20 calls in a row succeeded, the slowest after %.1f ms", slowest)
+	}
+	noNACKs(t, e)
+	return ""
+}
+
+// With one of two backends failing every call, a policy without ejection
+// (a cap on calls in flight far above what the client makes) publishes the
+// standby outlier_detection (xds/callpolicy.go): a client accepts it (no
+// NACK; grpc-java reads its minimum hosts into an int, so it must stay a
+// positive one) and it ejects nothing: over 3 s after the client accepted
+// the Cluster (three ejection intervals), the failing backend still gets
+// at least a quarter of the calls, where round robin gives it half.
+func scenarioPolicyNoEjection(t *testing.T, cl xdsClient) string {
+	e, _, _, c := oneBackendFailing(t, cl, "standby")
+	e.setPolicyAcked(t, "standby", resourcev3.ClusterType, registry.Policy{MaxConcurrent: 1000})
+	calls := c.during(t, 3*time.Second)
+	failed := 0
+	for _, call := range calls {
+		if !call.OK {
+			failed++
+		}
+	}
+	if len(calls) == 0 || failed*4 < len(calls) {
+		t.Errorf("over 3 s under a policy without ejection the failing backend got %d of %d calls, want at least a quarter: the standby ejected it", failed, len(calls))
+	}
+	t.Logf("over 3 s under the standby: %d of %d calls reached the failing backend", failed, len(calls))
+	noNACKs(t, e)
+	return ""
 }
 
 // With one of two backends failing every call and no retries, a policy of

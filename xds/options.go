@@ -43,6 +43,7 @@ type options struct {
 	maxStreams   int
 	metadata     bool
 	callPolicies bool // WithPolicies
+	selfCheck    bool // WithSelfCheck
 	forgetAfter  time.Duration
 	grpcOpts     []grpc.ServerOption
 	tlsConfig    *tls.Config // WithTLS
@@ -251,4 +252,20 @@ func WithGRPCServerOptions(opts ...grpc.ServerOption) Option {
 	return func(o *options) {
 		o.grpcOpts = append(o.grpcOpts, opts...)
 	}
+}
+
+// WithSelfCheck makes the Server check every resource before it publishes
+// it against the preconditions that gRPC's xDS clients (grpc-go,
+// grpc-java, the C-core, grpc-js-xds, at the support floor and the newest
+// version) put on what they receive: integer ranges as each client reads
+// them, uniqueness keys as each keys its entries, forms each accepts
+// (docs/XDS.md, "Client preconditions"). A resource that breaks one is
+// published all the same; each breach is logged at error level, naming
+// the rule, the resource, the clients and their source, and counted
+// (Stats.SelfCheckViolations). A breach is a bug in Muster: some client
+// would reject, misread or crash on the resource. Off by default (it
+// decodes every resource once more); muster xds --self-check turns it on,
+// and every test of the control plane runs with it.
+func WithSelfCheck() Option {
+	return func(o *options) { o.selfCheck = true }
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/musterhq/muster/internal/testkit/dnstest"
 	"github.com/musterhq/muster/internal/testkit/etcdtest"
 	"github.com/musterhq/muster/internal/testkit/proctest"
+	"github.com/musterhq/muster/internal/xdsbootstrap"
 	"github.com/musterhq/muster/registry"
 	"github.com/musterhq/muster/registry/etcd"
 	"github.com/musterhq/muster/xds"
@@ -40,7 +41,9 @@ const controlPlaneEnv = "MUSTER_XDS_TEST_CONTROL_PLANE"
 // runControlPlane is the child's main: a control plane publishing greeter
 // from the etcd of spec, on the address of spec. It prints "serving ADDR"
 // once it listens, then "clients N" (its open ADS streams) every 50 ms,
-// and exits when its stdin closes; the test ends it with SIGKILL.
+// with "violations N" when its self-check found resources breaking a
+// client's precondition (each logged on its stderr), and exits when its
+// stdin closes; the test ends it with SIGKILL.
 func runControlPlane(spec string) int {
 	endpoints, listen, ok := strings.Cut(spec, " ")
 	if !ok {
@@ -60,7 +63,7 @@ func runControlPlane(spec string) int {
 		return fail("discovery", err)
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	cp, err := xds.New(disc, xds.WithServices("greeter"), xds.WithLogger(logger))
+	cp, err := xds.New(disc, xds.WithServices("greeter"), xds.WithLogger(logger), xds.WithSelfCheck())
 	if err != nil {
 		return fail("xds.New", err)
 	}
@@ -81,7 +84,11 @@ func runControlPlane(spec string) int {
 	for {
 		select {
 		case <-tick.C:
-			fmt.Printf("clients %d\n", cp.Stats().Clients)
+			st := cp.Stats()
+			fmt.Printf("clients %d\n", st.Clients)
+			if st.SelfCheckViolations > 0 {
+				fmt.Printf("violations %d\n", st.SelfCheckViolations)
+			}
 		case err := <-served:
 			return fail("serve", err)
 		case <-stdin:
@@ -95,6 +102,7 @@ type replica struct {
 	name, addr string
 	cmd        *exec.Cmd
 	clients    atomic.Int64  // its open ADS streams, as it last reported
+	violations atomic.Int64  // its self-check's breaches, as it last reported
 	exited     chan struct{} // closed when its output ends
 }
 
@@ -129,6 +137,10 @@ func startReplica(t *testing.T, name, addr string, endpoints []string) *replica 
 				v, _ := strconv.ParseInt(n, 10, 64)
 				r.clients.Store(v)
 			}
+			if n, ok := strings.CutPrefix(line, "violations "); ok {
+				v, _ := strconv.ParseInt(n, 10, 64)
+				r.violations.Store(v)
+			}
 			if first && strings.HasPrefix(line, "serving ") {
 				first = false
 				close(serving)
@@ -140,6 +152,9 @@ func startReplica(t *testing.T, name, addr string, endpoints []string) *replica 
 		_ = r.cmd.Process.Kill()
 		<-r.exited
 		_ = r.cmd.Wait()
+		if n := r.violations.Load(); n > 0 {
+			t.Errorf("control plane %s published %d resources breaking an xDS client's precondition (logged)", name, n)
+		}
 	})
 	select {
 	case <-serving:
@@ -304,8 +319,15 @@ func TestSeveralControlPlanes(t *testing.T) {
 
 	dns := dnstest.Start(t)
 	dns.Set("cp.muster.test", netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2"))
-	goURI := fmt.Sprintf("dns://%s/cp.muster.test:%d", dns.Addr(), port)
-	listURI := "ipv4:" + addrA + "," + addrB
+	// The DNS name's bootstraps name the test's DNS server, not the
+	// system's resolver: the server URI's authority.
+	name := fmt.Sprintf("cp.muster.test:%d", port)
+	byName := func(nodeID string) string {
+		return strings.Replace(bootstrap(name, nodeID, ""), strconv.Quote(name), strconv.Quote("dns://"+dns.Addr()+"/"+name), 1)
+	}
+	byList := func(nodeID string) string {
+		return bootstrapOf(xdsbootstrap.Config{Servers: []string{addrA, addrB}, Form: xdsbootstrap.FormList, NodeID: nodeID})
+	}
 
 	first := startGreeter(t)
 	register("g0", first.Addr)
@@ -313,11 +335,11 @@ func TestSeveralControlPlanes(t *testing.T) {
 	// The clients of the matrix, newest and floor: grpc-go by the DNS
 	// name, grpc-js and C-core by the list.
 	clients := []*childClient{
-		goInProcess(t, bootstrap(goURI, "go-1", ""), every, nil),
-		goFloorProcess(t, bootstrap(goURI, "go-floor-1", ""), every, nil),
-		nodeClient(nodeClientDir)(t, bootstrap(listURI, "node-1", ""), every, nil),
-		nodeClient(nodeClientFloorDir)(t, bootstrap(listURI, "node-floor-1", ""), every, nil),
-		pythonClient(t, bootstrap(listURI, "python-1", ""), every, nil),
+		goInProcess(t, byName("go-1"), every, nil),
+		goFloorProcess(t, byName("go-floor-1"), every, nil),
+		nodeClient(nodeClientDir)(t, byList("node-1"), every, nil),
+		nodeClient(nodeClientFloorDir)(t, byList("node-floor-1"), every, nil),
+		pythonClient(t, byList("python-1"), every, nil),
 	}
 	clients[3].name = "the floor's Node client"
 	tallies := make([]*tally, len(clients))
@@ -388,15 +410,10 @@ func rounded(ds []time.Duration) []time.Duration {
 	return out
 }
 
-// bootstrapServers is a bootstrap with one xds_servers entry per address,
-// in order: the fallback form of gRFC A71 (muster xds-bootstrap --form
-// fallback).
+// bootstrapServers is the bootstrap of muster xds-bootstrap --form
+// fallback: one xds_servers entry per address, in order (gRFC A71).
 func bootstrapServers(nodeID string, addrs ...string) string {
-	servers := make([]string, len(addrs))
-	for i, a := range addrs {
-		servers[i] = fmt.Sprintf(`{"server_uri": %q, "channel_creds": [{"type": "insecure"}], "server_features": ["xds_v3", "ignore_resource_deletion"]}`, a)
-	}
-	return fmt.Sprintf(`{"xds_servers": [%s], "node": {"id": %q, "locality": {}}}`, strings.Join(servers, ", "), nodeID)
+	return bootstrapOf(xdsbootstrap.Config{Servers: addrs, Form: xdsbootstrap.FormFallback, NodeID: nodeID})
 }
 
 // The fallback form (several xds_servers, gRFC A71) with grpc-go, the one

@@ -8,16 +8,19 @@ import (
 	"net"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/attributes"
 	grpcresolver "google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/serviceconfig"
 
+	"github.com/musterhq/muster/internal/xdscheck"
 	"github.com/musterhq/muster/registry"
 	"github.com/musterhq/muster/resolver"
 )
@@ -93,6 +96,9 @@ func New(d registry.Discovery, opts ...Option) (*Server, error) {
 		feeds:   map[string]*feed{},
 		servers: map[*grpc.Server]struct{}{},
 	}
+	if o.selfCheck {
+		s.c.check = s.selfCheck
+	}
 	s.ads = serverv3.NewServer(ctx, s.c, s.stats)
 	if len(o.services) > 0 {
 		for _, svc := range o.services {
@@ -113,6 +119,16 @@ func New(d registry.Discovery, opts ...Option) (*Server, error) {
 	s.wg.Add(1)
 	go s.listLoop(lister)
 	return s, nil
+}
+
+// selfCheck logs and counts every precondition of the xDS clients of
+// audience that res breaks (WithSelfCheck).
+func (s *Server) selfCheck(res types.Resource, audience xdscheck.Family) {
+	for _, v := range xdscheck.CheckFor(res, audience) {
+		s.stats.violations.Add(1)
+		s.log.Error("xds: a published resource breaks a precondition of xDS clients (a bug in Muster: those clients reject, misread or crash on it)",
+			"rule", v.Rule.ID, "type", v.Type, "name", v.Name, "error", v.Error(), "sources", strings.Join(v.Rule.Sources, "; "))
+	}
 }
 
 // Register registers the ADS service on g, for callers that run their own

@@ -65,6 +65,9 @@ type Stats struct {
 	// RefusedConnections counts connections closed at once because
 	// WithMaxConnections were open.
 	RefusedConnections uint64
+	// SelfCheckViolations counts the breaches of a client's precondition
+	// found in published resources with WithSelfCheck, each logged.
+	SelfCheckViolations uint64
 	// SuppressedLogs counts warnings not logged because one kind of
 	// warning (a NACK, a refusal) came more often than once a second
 	// after a burst; the next line logged says how many it follows.
@@ -103,6 +106,7 @@ type stats struct {
 	forgotten                   atomic.Uint64
 	refused, refusedConns       atomic.Uint64
 	suppressed                  atomic.Uint64
+	violations                  atomic.Uint64
 	nackLog, refusalLog         *ratelimit.Bucket
 
 	table *clientTable
@@ -137,6 +141,8 @@ func (st *stats) snapshot() Stats {
 		Refused:            st.refused.Load(),
 		RefusedConnections: st.refusedConns.Load(),
 		SuppressedLogs:     st.suppressed.Load(),
+
+		SelfCheckViolations: st.violations.Load(),
 	}
 	st.mu.Lock()
 	for svc, p := range st.pushes {

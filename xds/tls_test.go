@@ -2,7 +2,6 @@ package xds_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -14,18 +13,14 @@ import (
 
 	"github.com/musterhq/muster/internal/testkit/etcdtest"
 	"github.com/musterhq/muster/internal/testkit/testbackend"
+	"github.com/musterhq/muster/internal/xdsbootstrap"
 	"github.com/musterhq/muster/xds"
 )
 
-// tlsBootstrap is a gRPC xDS bootstrap with tls channel credentials (gRFC
-// A65, file names), as grpc-go v1.85 reads it.
+// tlsBootstrap is the bootstrap of muster xds-bootstrap --xds-cacert
+// --xds-cert --xds-key: tls channel credentials (gRFC A65, file names).
 func tlsBootstrap(addr, caFile, certFile, keyFile string) string {
-	return fmt.Sprintf(`{
-  "xds_servers": [{"server_uri": %q,
-                   "channel_creds": [{"type": "tls", "config": {"ca_certificate_file": %q, "certificate_file": %q, "private_key_file": %q}}],
-                   "server_features": ["xds_v3", "ignore_resource_deletion"]}],
-  "node": {"id": "tls-client"}
-}`, addr, caFile, certFile, keyFile)
+	return bootstrapOf(xdsbootstrap.Config{Servers: []string{addr}, NodeID: "tls-client", CACert: caFile, Cert: certFile, Key: keyFile})
 }
 
 // With WithTLS(ServerTLS(cert, key, clientCA)), a grpc-go xDS client with

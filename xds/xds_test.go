@@ -21,6 +21,7 @@ import (
 	"github.com/musterhq/muster/internal/testkit/etcdopts"
 	"github.com/musterhq/muster/internal/testkit/etcdtest"
 	"github.com/musterhq/muster/internal/testkit/testbackend"
+	"github.com/musterhq/muster/internal/xdsbootstrap"
 	"github.com/musterhq/muster/registry"
 	"github.com/musterhq/muster/registry/etcd"
 	"github.com/musterhq/muster/xds"
@@ -63,10 +64,7 @@ func newEnv(t *testing.T, opts ...xds.Option) *env {
 // if empty). Its Close is registered as a cleanup and returned.
 func (e *env) startControlPlane(t *testing.T, opts ...xds.Option) (stop func()) {
 	t.Helper()
-	cp, err := xds.New(e.disc, append([]xds.Option{xds.WithLogger(testLogger(t))}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cp := newChecked(t, e.disc, append([]xds.Option{xds.WithLogger(testLogger(t))}, opts...)...)
 	addr := e.addr
 	if addr == "" {
 		addr = "127.0.0.1:0"
@@ -92,6 +90,24 @@ func (e *env) startControlPlane(t *testing.T, opts ...xds.Option) (stop func()) 
 	}
 	t.Cleanup(stop)
 	return stop
+}
+
+// newChecked returns xds.New(d, opts...) with the self-check on: every
+// resource it publishes is checked against every client's preconditions,
+// and a breach fails t when the test ends (its detail logged through the
+// options' logger). Every test's control plane goes through it.
+func newChecked(t testing.TB, d registry.Discovery, opts ...xds.Option) *xds.Server {
+	t.Helper()
+	cp, err := xds.New(d, append(opts, xds.WithSelfCheck())...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if n := cp.Stats().SelfCheckViolations; n > 0 {
+			t.Errorf("the control plane published %d resources breaking an xDS client's precondition (logged)", n)
+		}
+	})
+	return cp
 }
 
 // testLogger logs warnings and errors through t, so that a NACK's detail
@@ -138,18 +154,26 @@ func (e *env) deregister(t *testing.T, service, id string) {
 	}
 }
 
-// bootstrap is a gRPC xDS bootstrap for the control plane at addr.
+// bootstrap is the bootstrap muster xds-bootstrap writes for a client
+// with node nodeID in zone of the control plane at addr.
 func bootstrap(addr, nodeID, zone string) string {
 	return bootstrapIn(addr, nodeID, "", zone)
 }
 
 // bootstrapIn is bootstrap for a node in a region and zone.
 func bootstrapIn(addr, nodeID, region, zone string) string {
-	return fmt.Sprintf(`{
-  "xds_servers": [{"server_uri": %q, "channel_creds": [{"type": "insecure"}],
-                   "server_features": ["xds_v3", "ignore_resource_deletion"]}],
-  "node": {"id": %q, "locality": {"region": %q, "zone": %q}}
-}`, addr, nodeID, region, zone)
+	return bootstrapOf(xdsbootstrap.Config{Servers: []string{addr}, NodeID: nodeID, Region: region, Zone: zone})
+}
+
+// bootstrapOf is the bootstrap muster xds-bootstrap writes for c (the
+// command prints xdsbootstrap.Marshal's output), so that every client of
+// these tests reads the command's own output.
+func bootstrapOf(c xdsbootstrap.Config) string {
+	b, err := xdsbootstrap.Marshal(c)
+	if err != nil {
+		panic(fmt.Sprintf("bootstrap %+v: %v", c, err)) // the tests' configs are valid
+	}
+	return string(b)
 }
 
 // dial opens an in-process grpc-go xDS channel to xds:///service, as a

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -108,6 +109,7 @@ func restartServe(t *testing.T, s *testServer) *testServer {
 
 func tryServe(t *testing.T, o serveOptions) (*testServer, error) {
 	t.Helper()
+	o.xdsSelfCheck = o.xdsAddr != "" // as withSelfCheck does for a command line
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &testServer{opts: o, stderr: &syncBuffer{}, cancel: cancel, done: make(chan error, 1)}
 	ready := make(chan string, 1)
@@ -118,7 +120,12 @@ func tryServe(t *testing.T, o serveOptions) (*testServer, error) {
 	defer timer.Stop()
 	select {
 	case s.endpoint = <-ready:
-		t.Cleanup(func() { s.stop(t) })
+		t.Cleanup(func() {
+			s.stop(t)
+			if strings.Contains(s.stderr.String(), selfCheckBreach) {
+				t.Errorf("serve --xds-listen published a resource breaking an xDS client's precondition; stderr:\n%s", s.stderr)
+			}
+		})
 		return s, nil
 	case err := <-s.done:
 		cancel()
@@ -256,6 +263,7 @@ func start(t *testing.T, args ...string) *background {
 // stdout.
 func startReading(t *testing.T, stderr bool, args ...string) *background {
 	t.Helper()
+	args = withSelfCheck(args)
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
 	b := &background{
@@ -281,8 +289,30 @@ func startReading(t *testing.T, stderr bool, args ...string) *background {
 		pw.Close()
 		b.code <- code
 	}()
-	t.Cleanup(func() { b.stop(t) })
+	t.Cleanup(func() {
+		b.stop(t)
+		if strings.Contains(b.stderr.String(), selfCheckBreach) {
+			t.Errorf("muster %v published a resource breaking an xDS client's precondition; stderr:\n%s", args, b.stderr)
+		}
+	})
 	return b
+}
+
+// selfCheckBreach is what the xDS control plane logs for a published
+// resource that breaks an xDS client's precondition (xds.WithSelfCheck).
+const selfCheckBreach = "breaks a precondition of xDS clients"
+
+// withSelfCheck returns args with the xDS self-check turned on when they
+// run a control plane (muster xds, serve --xds-listen), so that every
+// resource the tests make the command publish is checked.
+func withSelfCheck(args []string) []string {
+	switch {
+	case len(args) > 0 && args[0] == "xds":
+		return append(slices.Clip(args), "--self-check")
+	case len(args) > 0 && args[0] == "serve" && slices.Contains(args, "--xds-listen"):
+		return append(slices.Clip(args), "--xds-self-check")
+	}
+	return args
 }
 
 // next returns the next line of output, failing the test if none comes

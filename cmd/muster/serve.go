@@ -71,6 +71,8 @@ type serveOptions struct {
 	xdsAddr string
 	// xdsTLS secures xdsAddr.
 	xdsTLS xdsTLS
+	// xdsSelfCheck is xds.WithSelfCheck (--xds-self-check).
+	xdsSelfCheck bool
 	// console configures the web console served on metricsAddr.
 	console consoleFlags
 	// security is TLS and authentication for the embedded etcd.
@@ -234,6 +236,7 @@ its value (cacert=, cert=, key=, user=, password-file=).`,
 	o.security.addFlags(f)
 	f.StringVar(&o.metricsAddr, "metrics-listen", "127.0.0.1:2381", "host:port to serve Prometheus /metrics and /healthz on; empty to not serve them")
 	f.StringVar(&o.xdsAddr, "xds-listen", "", "host:port to serve the registry to xDS clients on (ADS, plaintext unless --xds-cert); empty to not serve it")
+	f.BoolVar(&o.xdsSelfCheck, "xds-self-check", false, "with --xds-listen: check every resource before publishing it against the preconditions of gRPC's xDS clients, logging each breach (see muster xds --self-check)")
 	o.xdsTLS.addFlags(cmd)
 	o.console.addFlags(cmd)
 	o.console.legacy.addLegacy(cmd, "console-")
@@ -292,7 +295,7 @@ func runServe(ctx context.Context, o serveOptions, stderr io.Writer, ready func(
 	xdsMetrics := prometheus.NewRegistry()
 	var consoleOpts []console.Option // the xDS clients page, if the control plane runs
 	if o.xdsAddr != "" {
-		cp, stop, err := serveXDS(o.security.selfClient(srv), xdsOptions{listen: o.xdsAddr, policy: string(xds.RoundRobin), tls: o.xdsTLS}, xdsMetrics, log)
+		cp, stop, err := serveXDS(o.security.selfClient(srv), xdsOptions{listen: o.xdsAddr, policy: string(xds.RoundRobin), tls: o.xdsTLS, selfCheck: o.xdsSelfCheck}, xdsMetrics, log)
 		if err != nil {
 			return fmt.Errorf("serve: %w", err)
 		}

@@ -44,6 +44,8 @@ type xdsOptions struct {
 	// aggression and minimum weight percent.
 	slowStart                        time.Duration
 	slowAggression, slowMinWeightPct float64
+	// selfCheck is xds.WithSelfCheck.
+	selfCheck bool
 }
 
 func newXDSCmd(g *globalOptions) *cobra.Command {
@@ -99,6 +101,7 @@ registered. Canaries and call policies are per cluster and not followed;
 	f.IntVar(&o.maxConns, "max-connections", 1024, "most client connections served at once; more are closed as they come")
 	f.IntVar(&o.maxStreams, "max-streams", 4096, "most ADS streams served at once; more end at once with RESOURCE_EXHAUSTED")
 	f.BoolVar(&o.endpointMetadata, "endpoint-metadata", false, "publish each endpoint's instance (id, version, zone, weight, metadata) as filter metadata \"muster\", for proxies and tools that read it; no gRPC client does, and it costs clients decoding time on every change")
+	f.BoolVar(&o.selfCheck, "self-check", false, "check every resource before publishing it against the preconditions of gRPC's xDS clients (Go, Java, C-core, Node; docs/XDS.md), logging each breach at error level: a debugging aid (a breach is a bug in Muster), at some CPU per change")
 	f.DurationVar(&o.slowStart, "slow-start", 0, "with --policy muster_p2c or muster_wrr: ramp an instance registered less than this ago (at most 1h) from --slow-start-min-weight-percent to its full share, by its registration time (Go clients on Muster's balancers; others give it its full share at once); 0 for off")
 	f.Float64Var(&o.slowAggression, "slow-start-aggression", 1, "shape of the --slow-start ramp, 0.1..10: 1 is linear, more gives a young instance more sooner")
 	f.Float64Var(&o.slowMinWeightPct, "slow-start-min-weight-percent", 10, "the share of its weight a ramping instance gets at least, 0..100")
@@ -239,6 +242,9 @@ func startXDS(d registry.Discovery, canaries registry.CanarySource, policies reg
 	}
 	if o.slowStart != 0 {
 		opts = append(opts, xds.WithSlowStart(o.slowStart, o.slowAggression, o.slowMinWeightPct))
+	}
+	if o.selfCheck {
+		opts = append(opts, xds.WithSelfCheck())
 	}
 	if tlsOpt := o.tls.option(); tlsOpt != nil {
 		opts = append(opts, tlsOpt)
