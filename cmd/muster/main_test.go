@@ -122,9 +122,7 @@ func tryServe(t *testing.T, o serveOptions) (*testServer, error) {
 	case s.endpoint = <-ready:
 		t.Cleanup(func() {
 			s.stop(t)
-			if strings.Contains(s.stderr.String(), selfCheckBreach) {
-				t.Errorf("serve --xds-listen published a resource breaking an xDS client's precondition; stderr:\n%s", s.stderr)
-			}
+			checkSelfCheck(t, []string{"serve", "--xds-listen", o.xdsAddr}, s.stderr.String())
 		})
 		return s, nil
 	case err := <-s.done:
@@ -291,9 +289,7 @@ func startReading(t *testing.T, stderr bool, args ...string) *background {
 	}()
 	t.Cleanup(func() {
 		b.stop(t)
-		if strings.Contains(b.stderr.String(), selfCheckBreach) {
-			t.Errorf("muster %v published a resource breaking an xDS client's precondition; stderr:\n%s", args, b.stderr)
-		}
+		checkSelfCheck(t, args, b.stderr.String())
 	})
 	return b
 }
@@ -301,6 +297,19 @@ func startReading(t *testing.T, stderr bool, args ...string) *background {
 // selfCheckBreach is what the xDS control plane logs for a published
 // resource that breaks an xDS client's precondition (xds.WithSelfCheck).
 const selfCheckBreach = "breaks a precondition of xDS clients"
+
+// checkSelfCheck fails t when the control plane of args (if it ran one
+// and served) published a resource breaking an xDS client's precondition,
+// or served without its self-check.
+func checkSelfCheck(t *testing.T, args []string, stderr string) {
+	t.Helper()
+	if strings.Contains(stderr, selfCheckBreach) {
+		t.Errorf("muster %v published a resource breaking an xDS client's precondition; stderr:\n%s", args, stderr)
+	}
+	if strings.Contains(stderr, "serving ADS") && !strings.Contains(stderr, "self_check=true") {
+		t.Errorf("muster %v served ADS without its self-check; stderr:\n%s", args, stderr)
+	}
+}
 
 // withSelfCheck returns args with the xDS self-check turned on when they
 // run a control plane (muster xds, serve --xds-listen), so that every

@@ -260,7 +260,7 @@ func startXDS(d registry.Discovery, canaries registry.CanarySource, policies reg
 	}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(context.Background(), lis) }()
-	log.Info("xds control plane serving ADS on "+lis.Addr().String(), "security", o.tls.mode())
+	log.Info("xds control plane serving ADS on "+lis.Addr().String(), "security", o.tls.mode(), "self_check", o.selfCheck)
 	return srv, func() error {
 		_ = srv.Close()
 		if err := <-done; err != nil && err != xds.ErrClosed {
