@@ -36,10 +36,15 @@ func startXDS(t *testing.T, c *etcdtest.Cluster, service string) (cp *xds.Server
 		t.Fatalf("NewDiscovery: %v", err)
 	}
 	t.Cleanup(func() { _ = d.Close() })
-	cp, err = xds.New(d, xds.WithServices(service))
+	cp, err = xds.New(d, xds.WithServices(service), xds.WithSelfCheck())
 	if err != nil {
 		t.Fatalf("xds.New: %v", err)
 	}
+	t.Cleanup(func() {
+		if n := cp.Stats().SelfCheckViolations; n > 0 {
+			t.Errorf("the control plane published %d resources breaking an xDS client's precondition", n)
+		}
+	})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -51,7 +51,7 @@ func TestXDSCollectorScrape(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	cp, err := xds.New(disc, xds.WithServices("greeter"))
+	cp, err := xds.New(disc, xds.WithServices("greeter"), xds.WithSelfCheck())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,6 +111,7 @@ func TestXDSCollectorScrape(t *testing.T) {
 		{"muster_xds_protected_updates_total", nil, 0},
 		{"muster_xds_tls_reloads_total", nil, 0},
 		{"muster_xds_tls_reload_errors_total", nil, 0},
+		{"muster_xds_self_check_violations_total", nil, 0},
 		{"muster_xds_forgotten_services_total", nil, 0},
 		{"muster_xds_pushes_total", map[string]string{"service": "greeter", "type": "listener"}, 1},
 		{"muster_xds_pushes_total", map[string]string{"service": "greeter", "type": "route"}, 1},

@@ -49,6 +49,10 @@ type Stats struct {
 	// SkippedTargets is how many instances it leaves out because their
 	// metrics address (metadata key MetadataKey) does not parse.
 	SkippedTargets int
+	// SkippedLabels is how many metadata keys of its targets it leaves out
+	// of their labels because they could set Prometheus's own labels or
+	// the target's job or instance (SafeKey).
+	SkippedLabels int
 }
 
 // NewHandler returns a Handler following d's services: those of
@@ -103,6 +107,7 @@ func (h *Handler) Stats() Stats {
 		if v := f.view.Load(); v != nil {
 			st.Targets += v.targets
 			st.SkippedTargets += v.skipped
+			st.SkippedLabels += v.unsafe
 		}
 	}
 	return st
@@ -286,7 +291,7 @@ type follow struct {
 
 	// Owned by run.
 	cache  map[*registry.Instance]encoded // by the instances of the last snapshot
-	logged map[string]bool                // bad metrics addresses logged, by ID and value
+	logged map[string]bool                // bad metrics addresses and unsafe keys logged, by ID and value
 }
 
 // view is a service's encoded part of the answer.
@@ -294,6 +299,7 @@ type view struct {
 	body    []byte // its target groups, separated by commas, without brackets
 	targets int
 	skipped int
+	unsafe  int // metadata keys left out of the labels
 }
 
 // run encodes the service at every change of its snapshot until ctx ends
@@ -316,7 +322,8 @@ func (f *follow) run(ctx context.Context) {
 }
 
 // build encodes s, reusing the encoding of every instance that kept its
-// pointer, and logs each bad metrics address once.
+// pointer, and logs each bad metrics address, and each instance's unsafe
+// metadata keys, once.
 func (f *follow) build(s registry.Snapshot) {
 	cache := make(map[*registry.Instance]encoded, len(s.Instances))
 	logged := make(map[string]bool)
@@ -338,6 +345,15 @@ func (f *follow) build(s registry.Snapshot) {
 			}
 			logged[key] = true
 		case e.json != nil:
+			if e.unsafe > 0 {
+				v.unsafe += e.unsafe
+				key := in.ID + "\x00unsafe\x00" + strconv.Itoa(e.unsafe)
+				if !f.logged[key] {
+					f.log.Warn("promsd: metadata keys left out of a target's labels: they could set Prometheus's own labels or the target's job or instance",
+						"service", f.name, "id", in.ID, "keys", e.unsafe)
+				}
+				logged[key] = true
+			}
 			if v.targets > 0 {
 				body = append(body, ',')
 			}

@@ -275,3 +275,36 @@ func TestBadMetricsAddressIsLoggedOnce(t *testing.T) {
 		t.Errorf("Stats = %+v, want 3 targets and 1 skipped", st)
 	}
 }
+
+// A metadata key that could set Prometheus's own labels or the target's
+// job or instance is left out of the labels, counted and logged once per
+// instance; the instance stays a target with its other keys.
+func TestUnsafeMetadataKeysLeftOut(t *testing.T) {
+	var logs syncBuffer
+	e := newEnv(t, promsd.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	md := map[string]string{"metrics": ":9100", "team": "core", "__address__": "10.9.9.9:80", "_x": "1", "9lives": "1",
+		"job": "payments", "instance": "p-1", ".dot": "1"}
+	e.register(t, registry.Instance{Name: "api", ID: "a1", Addr: "10.0.0.1:8080", Metadata: md})
+	gs := waitTargets(t, e.url, "10.0.0.1:9100")
+	for name := range gs[0].Labels {
+		if rest, ok := strings.CutPrefix(name, "__meta_muster_metadata_"); ok && rest != "metrics" && rest != "team" {
+			t.Errorf("label %s of an unsafe key", name)
+		}
+	}
+	if gs[0].Labels["__meta_muster_metadata_team"] != "core" {
+		t.Errorf("labels %v: the safe key team left out", gs[0].Labels)
+	}
+	e.register(t, registry.Instance{Name: "api", ID: "a2", Addr: "10.0.0.2:8080", Metadata: map[string]string{"metrics": ":9100"}})
+	waitTargets(t, e.url, "10.0.0.1:9100", "10.0.0.2:9100")
+	if st := e.h.Stats(); st.SkippedLabels != 6 || st.Targets != 2 {
+		t.Errorf("Stats = %+v, want 2 targets and 6 keys left out", st)
+	}
+	if n := strings.Count(logs.String(), "metadata keys left out"); n != 1 {
+		t.Errorf("logged %d times, want once:\n%s", n, logs.String())
+	}
+	for _, k := range []string{"team", "color", "Team_2", "a.b"} {
+		if !promsd.SafeKey(k) {
+			t.Errorf("SafeKey(%q) = false", k)
+		}
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -160,5 +162,78 @@ func waitStats(t testing.TB, h *promsd.Handler, n int) {
 			t.Fatalf("Stats = %+v, want %d targets within 120s", h.Stats(), n)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// recipe returns the scrape job of docs/PROMETHEUS.md's prometheus.yml as
+// written, with its discovery URL replaced by url and its refresh interval
+// by promtest's (the test's only changes).
+func recipe(t *testing.T, url string) string {
+	t.Helper()
+	b, err := os.ReadFile("../docs/PROMETHEUS.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, ok := strings.Cut(string(b), "## prometheus.yml\n\n```yaml\n")
+	block, _, ok2 := strings.Cut(after, "```")
+	job, ok3 := strings.CutPrefix(block, "scrape_configs:\n")
+	if !ok || !ok2 || !ok3 {
+		t.Fatal("docs/PROMETHEUS.md: no yaml block starting with scrape_configs under \"prometheus.yml\"")
+	}
+	for old, repl := range map[string]string{
+		"url: http://127.0.0.1:2381/prometheus/sd": "url: " + url,
+		"refresh_interval: 30s":                    "refresh_interval: " + promtest.Interval.String(),
+	} {
+		if strings.Count(job, old) != 1 {
+			t.Fatalf("docs/PROMETHEUS.md's job has %d of %q, want 1:\n%s", strings.Count(job, old), old, job)
+		}
+		job = strings.Replace(job, old, repl, 1)
+	}
+	return job
+}
+
+// docs/PROMETHEUS.md's configuration, as written, in a real Prometheus:
+// an instance registered with metadata naming Prometheus's own labels
+// (__address__, __metrics_path__, __scheme__, __param_service) and another
+// target's identity (job, instance) is scraped at its own metrics address
+// and path, labelled with its own service and ID; its honest neighbour's
+// metadata becomes labels; draining instances are dropped.
+func TestPrometheusRecipe(t *testing.T) {
+	promtest.Require(t)
+	e := newEnv(t)
+	mux := http.NewServeMux()
+	mux.Handle("/prometheus/sd", e.h)
+	sd := httptest.NewServer(mux)
+	t.Cleanup(sd.Close)
+
+	honest, poisoned, elsewhere := metricsServer(t), metricsServer(t), metricsServer(t)
+	e.register(t, registry.Instance{Name: "greeter", ID: "b1", Addr: testbackend.Start(t).Addr, Zone: "z1",
+		Metadata: map[string]string{promsd.MetadataKey: honest, "team": "core"}})
+	e.register(t, registry.Instance{Name: "greeter", ID: "b2", Addr: testbackend.Start(t).Addr, Zone: "z1",
+		Metadata: map[string]string{promsd.MetadataKey: poisoned, "team": "core",
+			"__address__": elsewhere, "__metrics_path__": "/forged", "__scheme__": "https", "__param_service": "payments",
+			"job": "payments", "instance": "payments-1"}})
+	e.register(t, registry.Instance{Name: "greeter", ID: "b3", Addr: testbackend.Start(t).Addr, Draining: true,
+		Metadata: map[string]string{promsd.MetadataKey: metricsServer(t)}})
+	prom := promtest.Start(t, recipe(t, sd.URL+"/prometheus/sd"))
+
+	want := map[string]string{"b1": "http://" + honest + "/metrics", "b2": "http://" + poisoned + "/metrics"}
+	ts := prom.WaitTargets(t, 30*time.Second, "scraping b1 and b2 at their own addresses", func(ts promtest.Targets) bool {
+		up := map[string]string{}
+		for _, tg := range ts.Active {
+			if tg.Health == "up" {
+				up[tg.Labels["instance"]] = tg.ScrapeURL
+			}
+		}
+		return len(ts.Active) == 2 && up["b1"] == want["b1"] && up["b2"] == want["b2"]
+	})
+	for _, tg := range ts.Active {
+		l := tg.Labels
+		if l["job"] != "greeter" || l["zone"] != "z1" || l["team"] != "core" || tg.ScrapeURL != want[l["instance"]] {
+			t.Errorf("target %s: labels %v, want job greeter, zone z1, team core, scraped at its own address", tg.ScrapeURL, l)
+		}
+	}
+	if st := e.h.Stats(); st.SkippedLabels != 6 {
+		t.Errorf("Stats %+v, want 6 metadata keys left out (b2's)", st)
 	}
 }

@@ -81,6 +81,23 @@ func validHostName(h string) bool {
 	return true
 }
 
+// SafeKey reports whether metadata key k is carried as a label: whether
+// the label a relabelling "labelmap" of __meta_muster_metadata_(.+) would
+// make of it (k with every character outside [a-zA-Z0-9_] replaced by '_')
+// starts with a letter and is neither "job" nor "instance". Any other key
+// could set one of Prometheus's own labels (__address__,
+// __metrics_path__, __scheme__, __param_<name>: where and how the target
+// is scraped) or the target's identity (job, instance), so one registrant
+// could move its scrape to another host or forge another service's
+// series; such keys are left out of the labels and counted
+// (Stats.SkippedLabels).
+func SafeKey(k string) bool {
+	if k == "" || !(k[0] >= 'a' && k[0] <= 'z' || k[0] >= 'A' && k[0] <= 'Z') {
+		return false
+	}
+	return k != "job" && k != "instance"
+}
+
 // LabelName returns the label of metadata key k:
 // __meta_muster_metadata_ followed by k with every character outside
 // [a-zA-Z0-9_] replaced by '_'.
@@ -98,10 +115,11 @@ func LabelName(k string) string {
 	return b.String()
 }
 
-// group returns the target group of in, whose scrape target is target.
-// Two metadata keys with one label (such as "a.b" and "a-b") give it the
-// value of the first in sorted order.
-func group(service, target string, in *registry.Instance) targetGroup {
+// group returns the target group of in, whose scrape target is target,
+// and how many of its metadata keys it leaves out (SafeKey). Two metadata
+// keys with one label (such as "a.b" and "a-b") give it the value of the
+// first in sorted order.
+func group(service, target string, in *registry.Instance) (targetGroup, int) {
 	labels := make(map[string]string, 9+len(in.Metadata))
 	labels[labelPrefix+"service"] = service
 	labels[labelPrefix+"id"] = in.ID
@@ -117,19 +135,25 @@ func group(service, target string, in *registry.Instance) targetGroup {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
+	unsafe := 0
 	for _, k := range keys {
+		if !SafeKey(k) {
+			unsafe++
+			continue
+		}
 		name := LabelName(k)
 		if _, taken := labels[name]; !taken {
 			labels[name] = in.Metadata[k]
 		}
 	}
-	return targetGroup{Targets: []string{target}, Labels: labels}
+	return targetGroup{Targets: []string{target}, Labels: labels}, unsafe
 }
 
 // encoded is one instance's part of the answer.
 type encoded struct {
-	json []byte // the target group; nil when in is not a target
-	err  error  // why in's metrics address does not parse
+	json   []byte // the target group; nil when in is not a target
+	err    error  // why in's metrics address does not parse
+	unsafe int    // its metadata keys left out of the labels (SafeKey)
 }
 
 // encode returns in's part of the answer.
@@ -138,9 +162,10 @@ func encode(service string, in *registry.Instance) encoded {
 	if !ok {
 		return encoded{err: err}
 	}
-	b, err := json.Marshal(group(service, target, in))
+	g, unsafe := group(service, target, in)
+	b, err := json.Marshal(g)
 	if err != nil { // strings and maps of strings always encode
 		return encoded{err: fmt.Errorf("promsd: encode %s/%s: %w", service, in.ID, err)}
 	}
-	return encoded{json: b}
+	return encoded{json: b, unsafe: unsafe}
 }
