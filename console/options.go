@@ -4,9 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
+	"slices"
 	"time"
 
+	"github.com/musterhq/muster/internal/hostguard"
 	"github.com/musterhq/muster/registry"
 )
 
@@ -33,8 +34,9 @@ type options struct {
 	relist         time.Duration
 	xds            XDSClients
 	legacy         []legacySource
-	hosts          []string // WithAllowedHosts, lower case
-	secureCookie   bool     // WithSecureCookie
+	allowed        []string         // WithAllowedHosts, as given
+	hosts          *hostguard.Guard // loopback and allowed
+	secureCookie   bool             // WithSecureCookie
 	err            error
 }
 
@@ -47,6 +49,9 @@ func buildOptions(opts []Option) options {
 	}
 	for _, opt := range opts {
 		opt(&o)
+	}
+	if o.hosts == nil {
+		o.hosts, _ = hostguard.New("") // loopback only: cannot fail
 	}
 	return o
 }
@@ -134,14 +139,12 @@ func WithXDS(cp XDSClients) Option {
 // empty name is an error.
 func WithAllowedHosts(hosts ...string) Option {
 	return func(o *options) {
-		for _, h := range hosts {
-			h = strings.ToLower(strings.TrimSuffix(strings.TrimPrefix(h, "["), "]"))
-			if h == "" || strings.ContainsAny(h, "/ ") {
-				o.fail(fmt.Errorf("console: WithAllowedHosts: %q is not a host name or an IP address", h))
-				return
-			}
-			o.hosts = append(o.hosts, h)
+		g, err := hostguard.New("", append(slices.Clone(o.allowed), hosts...)...)
+		if err != nil {
+			o.fail(fmt.Errorf("console: WithAllowedHosts: %w", err))
+			return
 		}
+		o.allowed, o.hosts = append(o.allowed, hosts...), g
 	}
 }
 

@@ -5,10 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net"
 	"net/http"
-	"slices"
-	"strings"
 	"sync"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -29,7 +26,8 @@ type Server struct {
 	// closers close what newView or NewClusters opened, in order.
 	closers []func() error
 	opts    options
-	mux     *http.ServeMux
+	// handler serves the pages and the API, behind the Host check.
+	handler http.Handler
 	auth    *auth
 	// fleet feeds every services page's stream.
 	fleet *fleetHub
@@ -79,7 +77,15 @@ func newServer(parts []*part, view lister, closers []func() error, o options) *S
 		ctx: ctx, cancel: cancel, auth: newAuth(o.adminToken, o.users)}
 	s.fleet = newFleetHub(s)
 	s.logins = newLoginThrottle()
-	s.mux = s.routes()
+	mux := s.routes()
+	pages := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "no-referrer")
+		mux.ServeHTTP(w, r)
+	})
+	s.handler = o.hosts.Handler("console: this console", "WithAllowedHosts (muster --console-host)", pages)
 	return s
 }
 
@@ -102,34 +108,10 @@ func (s *Server) routes() *http.ServeMux {
 	return mux
 }
 
-// ServeHTTP serves the console's pages and API under /ui/.
+// ServeHTTP serves the console's pages and API under /ui/, to the hosts
+// it answers to (WithAllowedHosts).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !s.hostAllowed(r.Host) {
-		http.Error(w, fmt.Sprintf("console: this console does not answer to host %.64q; "+
-			"name it with WithAllowedHosts (muster --console-host)", r.Host), http.StatusMisdirectedRequest)
-		return
-	}
-	h := w.Header()
-	h.Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Referrer-Policy", "no-referrer")
-	s.mux.ServeHTTP(w, r)
-}
-
-// hostAllowed reports whether the console answers to host (a Host header:
-// a name or an IP address, with or without a port).
-func (s *Server) hostAllowed(host string) bool {
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
-	}
-	host = strings.ToLower(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"))
-	if host == "localhost" {
-		return true
-	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
-		return true
-	}
-	return slices.Contains(s.opts.hosts, host)
+	s.handler.ServeHTTP(w, r)
 }
 
 // Close ends every event stream and stops following the registry. It does

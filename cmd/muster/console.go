@@ -17,6 +17,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/musterhq/muster/console"
+	"github.com/musterhq/muster/internal/hostguard"
 )
 
 // defaultConsoleListen is where muster console serves by default.
@@ -24,6 +25,13 @@ const defaultConsoleListen = "127.0.0.1:8380"
 
 // consolePath is where the console is mounted.
 const consolePath = "/ui/"
+
+// hostFlag is the host names a listener answers to (hostguard), beside
+// loopback and its own address, and the flag that gives them.
+type hostFlag struct {
+	flag  string
+	names []string
+}
 
 // route is one more handler for an HTTP listener.
 type route struct {
@@ -319,11 +327,15 @@ func runConsole(ctx context.Context, g *globalOptions, o consoleOptions, stderr 
 	if err != nil {
 		return fmt.Errorf("console: --listen %s: %w", o.listen, err)
 	}
+	guard, err := hostguard.New(o.listen, o.hosts...)
+	if err != nil {
+		return usageErrorf("--console-host: %v", err)
+	}
 	mux := http.NewServeMux()
 	mux.Handle(r.pattern, r.handler)
 	mux.Handle(sd.pattern, sd.handler)
 	mux.Handle("GET /{$}", http.RedirectHandler(consolePath, http.StatusFound))
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	hs := &http.Server{Handler: guard.Handler("muster: this console", "--console-host", mux), ReadHeaderTimeout: 5 * time.Second}
 	done := make(chan error, 1)
 	go func() { done <- hs.Serve(lis) }()
 	url := "http://" + lis.Addr().String() + consolePath

@@ -22,6 +22,7 @@ import (
 
 	"github.com/musterhq/muster/console"
 	"github.com/musterhq/muster/internal/embedetcd"
+	"github.com/musterhq/muster/internal/hostguard"
 	"github.com/musterhq/muster/metrics"
 	"github.com/musterhq/muster/registry"
 	"github.com/musterhq/muster/registry/clusters"
@@ -314,7 +315,7 @@ func runServe(ctx context.Context, o serveOptions, stderr io.Writer, ready func(
 			return fmt.Errorf("serve: %w", err)
 		}
 		stack.push(func() error { stopConsole(); return nil })
-		stop, addr, err := serveMetrics(o.metricsAddr, xdsMetrics, func() error {
+		stop, addr, err := serveMetrics(o.metricsAddr, hostFlag{"--console-host", o.console.hosts}, xdsMetrics, func() error {
 			select {
 			case <-srv.Done():
 				return errors.New("etcd stopped")
@@ -361,9 +362,14 @@ func quietUntilRunning(w io.Writer) (*zap.Logger, zap.AtomicLevel) {
 // serveMetrics serves the process's Prometheus metrics (the default
 // registry's: etcd's own among them) and those of extra on /metrics, and
 // /healthz: 200 "ok" while healthy returns nil, 503 with its error
-// otherwise, and routes. It returns a function that stops serving and the
-// address it listens on.
-func serveMetrics(addr string, extra prometheus.Gatherer, healthy func() error, routes ...route) (stop func(), listening string, err error) {
+// otherwise, and routes, to the hosts of hosts (loopback, addr's IP and
+// hosts.names; others get 421, against DNS rebinding). It returns a
+// function that stops serving and the address it listens on.
+func serveMetrics(addr string, hosts hostFlag, extra prometheus.Gatherer, healthy func() error, routes ...route) (stop func(), listening string, err error) {
+	guard, err := hostguard.New(addr, hosts.names...)
+	if err != nil {
+		return nil, "", usageErrorf("%s: %v", hosts.flag, err)
+	}
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, "", err
@@ -381,7 +387,7 @@ func serveMetrics(addr string, extra prometheus.Gatherer, healthy func() error, 
 	for _, r := range routes {
 		mux.Handle(r.pattern, r.handler)
 	}
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	hs := &http.Server{Handler: guard.Handler("muster: this listener", hosts.flag, mux), ReadHeaderTimeout: 5 * time.Second}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

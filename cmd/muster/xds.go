@@ -30,9 +30,11 @@ type xdsOptions struct {
 	services []string
 	policy   string
 	// metricsAddr is where /metrics and /healthz are served; empty: not
-	// served.
-	metricsAddr string
-	tls         xdsTLS
+	// served. metricsHosts are the host names that listener answers to
+	// beside loopback and its own address.
+	metricsAddr  string
+	metricsHosts []string
+	tls          xdsTLS
 	// forgetAfter is xds.WithForgetAfter's duration; 0: its default.
 	forgetAfter time.Duration
 	// endpointMetadata is xds.WithEndpointMetadata.
@@ -96,6 +98,7 @@ registered. Canaries and call policies are per cluster and not followed;
 	f.StringVar(&o.listen, "listen", defaultXDSListen, "host:port to serve ADS on (plaintext unless --xds-cert)")
 	f.StringSliceVar(&o.services, "services", nil, "services to publish, comma-separated; default: every service in the registry")
 	f.StringVar(&o.metricsAddr, "metrics-listen", "", "host:port to serve Prometheus /metrics and /healthz on; empty to not serve them")
+	f.StringSliceVar(&o.metricsHosts, "metrics-host", nil, "host names (or IP addresses) the --metrics-listen listener answers to, beside loopback ones and its own address, comma-separated or repeated: the names Prometheus reaches it by (others get 421, against DNS rebinding)")
 	f.DurationVar(&o.forgetAfter, "forget-after", 5*time.Minute, "how long a service with no instance left, and no key left in the registry, stays published before it is forgotten (without --services only)")
 	f.StringVar(&o.policy, "policy", string(xds.RoundRobin), "load-balancing policy of every cluster: round_robin, ring_hash (honours weights; one x-muster-key, one backend), least_request (clients without it use round_robin), or muster_p2c / muster_wrr (Go clients that import Muster's balancers; others use round_robin)")
 	f.IntVar(&o.maxConns, "max-connections", 1024, "most client connections served at once; more are closed as they come")
@@ -200,7 +203,7 @@ func serveXDSUntil(ctx context.Context, o xdsOptions, cp *xds.Server, stop func(
 	if o.metricsAddr != "" {
 		reg := prometheus.NewRegistry()
 		reg.MustRegister(append([]prometheus.Collector{metrics.XDS(cp, nil)}, extra...)...)
-		stopMetrics, addr, err := serveMetrics(o.metricsAddr, reg, func() error { return nil })
+		stopMetrics, addr, err := serveMetrics(o.metricsAddr, hostFlag{"--metrics-host", o.metricsHosts}, reg, func() error { return nil })
 		if err != nil {
 			_ = stop()
 			return fmt.Errorf("xds: --metrics-listen %s: %w", o.metricsAddr, err)
