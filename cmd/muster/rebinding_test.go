@@ -21,25 +21,30 @@ func TestRebindingRefusedOnEveryListener(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	metricsAt := func(stderr string) string {
+	metricsAt := func(stderr interface{ String() string }) string {
 		t.Helper()
-		m := regexp.MustCompile(`metrics on http://([0-9.:]+)/metrics`).FindStringSubmatch(stderr)
-		if m == nil {
-			t.Fatalf("no metrics address logged:\n%s", stderr)
+		re := regexp.MustCompile(`metrics on http://([0-9.:]+)/metrics`)
+		deadline := time.Now().Add(waitTimeout)
+		for {
+			if m := re.FindStringSubmatch(stderr.String()); m != nil {
+				return m[1]
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no metrics address logged within %v:\n%s", waitTimeout, stderr)
+			}
+			time.Sleep(10 * time.Millisecond) // polling a log
 		}
-		return m[1]
 	}
 	consoleURL := startConsole(t, s.endpoint, consoleOptions{listen: "127.0.0.1:0", consoleFlags: consoleFlags{hosts: []string{"console.example"}}})
 	cp := start(t, "xds", "--endpoints", s.endpoint, "--listen", "127.0.0.1:0", "--services", "greeter",
 		"--metrics-listen", "127.0.0.1:0", "--metrics-host", "cp.example")
-	xdsAddr(t, cp.stderr)
 	listeners := []struct {
 		name, addr, named string
 		paths             []string
 	}{
-		{"serve --metrics-listen", metricsAt(s.stderr.String()), "registry.example", []string{"/metrics", "/healthz", "/prometheus/sd", "/ui/", "/ui/api/session"}},
+		{"serve --metrics-listen", metricsAt(s.stderr), "registry.example", []string{"/metrics", "/healthz", "/prometheus/sd", "/ui/", "/ui/api/session"}},
 		{"muster console", strings.TrimSuffix(strings.TrimPrefix(consoleURL, "http://"), consolePath), "console.example", []string{"/", "/prometheus/sd", "/ui/", "/ui/api/session"}},
-		{"muster xds --metrics-listen", metricsAt(cp.stderr.String()), "cp.example", []string{"/metrics", "/healthz"}},
+		{"muster xds --metrics-listen", metricsAt(cp.stderr), "cp.example", []string{"/metrics", "/healthz"}},
 	}
 	client := &http.Client{Timeout: 5 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	get := func(addr, path, host string) int {
