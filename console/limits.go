@@ -7,70 +7,30 @@ import (
 	"sync"
 	"time"
 
+	"github.com/musterhq/muster/internal/admission"
 	"github.com/musterhq/muster/internal/ratelimit"
 )
 
-// The bounds on the event streams a console serves at once: each stream
-// holds a connection, a goroutine and, for a service page, a watch of that
-// service, so neither one client nor all of them together may open them
-// without end. A browser tab holds one stream.
-const (
-	// maxStreams bounds the event streams open at once, all clients.
-	maxStreams = 512
-	// maxStreamsPerClient bounds the event streams open at once from one
-	// client address.
-	maxStreamsPerClient = 32
-)
-
-// streamSlots counts the open event streams, in all and per client
-// address.
-type streamSlots struct {
-	mu       sync.Mutex
-	open     int
-	byClient map[string]int
-}
-
-// acquire takes a slot for a stream of the client at remoteAddr, or
-// reports that there is none (what is full).
-func (sl *streamSlots) acquire(remoteAddr string) (release func(), full string) {
-	host, _, err := net.SplitHostPort(remoteAddr)
-	if err != nil {
-		host = remoteAddr
-	}
-	sl.mu.Lock()
-	defer sl.mu.Unlock()
-	switch {
-	case sl.open >= maxStreams:
-		return nil, "the console serves at most 512 event streams at once"
-	case sl.byClient[host] >= maxStreamsPerClient:
-		return nil, "one client address may open at most 32 event streams at once"
-	}
-	if sl.byClient == nil {
-		sl.byClient = map[string]int{}
-	}
-	sl.open++
-	sl.byClient[host]++
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			sl.mu.Lock()
-			defer sl.mu.Unlock()
-			sl.open--
-			if sl.byClient[host]--; sl.byClient[host] == 0 {
-				delete(sl.byClient, host)
-			}
-		})
-	}, ""
+// newStreamSlots returns the bounds on the event streams a console serves
+// at once: each stream holds a connection, a goroutine and, for a service
+// page, a watch of that service, so neither one client nor all of them
+// together may open them without end. A browser tab holds one stream. One
+// client (an address; IPv6 by /64) holds at most 32, all clients 512, and
+// the last 64 places are kept for clients that hold none: clients that
+// fill their shares (16 of them would fill 512) leave a new client's page
+// its stream.
+func newStreamSlots() *admission.Pool {
+	return &admission.Pool{What: "event streams", Max: 512, Share: 32, Reserve: 64}
 }
 
 // limited serves h as an event stream within the bounds: a stream beyond
 // them is refused with 429 Too Many Requests, saying which bound.
 func (s *Server) limited(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		release, full := s.slots.acquire(r.RemoteAddr)
-		if release == nil {
+		release, err := s.slots.Acquire(r.RemoteAddr)
+		if err != nil {
 			w.Header().Set("Retry-After", "5")
-			http.Error(w, "console: too many event streams: "+full, http.StatusTooManyRequests)
+			http.Error(w, "console: too many event streams: "+err.Error(), http.StatusTooManyRequests)
 			return
 		}
 		defer release()

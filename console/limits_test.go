@@ -1,9 +1,14 @@
 package console_test
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"net"
 	"net/http"
+	"os"
+	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -95,4 +100,105 @@ func TestEventStreamsPerClientBounded(t *testing.T) {
 	for _, r := range open[1:] {
 		_ = r.Body.Close()
 	}
+}
+
+// clientFrom returns an HTTP client whose connections come from the
+// loopback address ip, a client of its own to the console.
+func clientFrom(ip string) *http.Client {
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
+	return &http.Client{Transport: &http.Transport{DialContext: d.DialContext, MaxConnsPerHost: 0, DisableKeepAlives: true}}
+}
+
+// openStream opens an event stream of url from c and returns it once its
+// first event arrived, or its refusal's status.
+func openStream(ctx context.Context, c *http.Client, url string) (*http.Response, int, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	resp, err := c.Do(req)
+	if err != nil {
+		return nil, 0, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		_ = resp.Body.Close()
+		return nil, resp.StatusCode, nil
+	}
+	line, err := bufio.NewReader(resp.Body).ReadString('\n')
+	if err != nil || !strings.Contains(line, ":") { // the stream's first field (retry:, id:, event:)
+		_ = resp.Body.Close()
+		return nil, resp.StatusCode, fmt.Errorf("first line %q: %v", line, err)
+	}
+	return resp, resp.StatusCode, nil
+}
+
+// 16 client addresses opening every event stream they may (32 each: what
+// one address may hold) fill no more than the console's shares: the last
+// 64 of its 512 places are kept for clients that hold none, so a new
+// client's services page and another's service page get their streams,
+// while the whole process's goroutines and file descriptors stay within
+// what the streams held account for. Without the reserve the 16 take all
+// 512 places and both pages get 429.
+func TestEventStreamsLeaveRoomForNewClients(t *testing.T) {
+	f := newFixture(t)
+	f.register(registry.Instance{Name: "payments", ID: "p-1", Addr: "10.0.0.1:9000"})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	goroutines, fds := runtime.NumGoroutine(), openFDs(t)
+	held := 0
+	var open []*http.Response
+	defer func() {
+		for _, r := range open {
+			_ = r.Body.Close()
+		}
+	}()
+	for a := range 16 {
+		c := clientFrom(fmt.Sprintf("127.0.1.%d", a+1))
+		for range 32 {
+			resp, code, err := openStream(ctx, c, f.url+"api/services/events")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if code == http.StatusOK {
+				open = append(open, resp)
+				held++
+			} else if code != http.StatusTooManyRequests {
+				t.Fatalf("client %d: status %d, want 200 or 429", a+1, code)
+			}
+		}
+	}
+	if held > 512-64+2 {
+		t.Errorf("16 clients hold %d streams, want at most %d (their shares up to the reserve, then one each for the two that held none)", held, 512-64+2)
+	}
+	for _, page := range []struct{ ip, path string }{
+		{"127.0.2.1", "api/services/events"},
+		{"127.0.2.2", "api/service/events?name=payments"},
+	} {
+		resp, code, err := openStream(ctx, clientFrom(page.ip), f.url+page.path)
+		if err != nil || code != http.StatusOK {
+			t.Errorf("a new client's %s while 16 clients hold %d streams: status %d, %v; want its stream", page.path, held, code, err)
+			continue
+		}
+		open = append(open, resp)
+	}
+	// Each stream holds, in this one process, the client's and the
+	// server's connection (2 descriptors) and a few goroutines (the
+	// client's transport and the server's handler): 8 per stream is a
+	// generous bound, not a measurement.
+	streams := len(open)
+	if g := runtime.NumGoroutine() - goroutines; g > 8*streams+64 {
+		t.Errorf("%d goroutines more for %d streams, want at most %d", g, streams, 8*streams+64)
+	}
+	if n := openFDs(t) - fds; n > 2*streams+64 {
+		t.Errorf("%d file descriptors more for %d streams, want at most %d", n, streams, 2*streams+64)
+	}
+	t.Logf("16 clients hold %d streams; %d goroutines and %d descriptors more for %d streams in all",
+		held, runtime.NumGoroutine()-goroutines, openFDs(t)-fds, streams)
+}
+
+// openFDs counts the process's open file descriptors.
+func openFDs(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skipf("no /proc/self/fd: %v", err)
+	}
+	return len(ents)
 }

@@ -10,6 +10,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/musterhq/muster/internal/admission"
 	"github.com/musterhq/muster/registry/etcd"
 )
 
@@ -32,7 +33,7 @@ type Server struct {
 	// fleet feeds every services page's stream.
 	fleet *fleetHub
 	// slots bounds the event streams open at once.
-	slots streamSlots
+	slots *admission.Pool
 	// logins bounds login attempts.
 	logins *loginThrottle
 	// xdsState is the xDS clients page's state, shared by its viewers.
@@ -77,6 +78,7 @@ func newServer(parts []*part, view lister, closers []func() error, o options) *S
 		ctx: ctx, cancel: cancel, auth: newAuth(o.adminToken, o.users)}
 	s.fleet = newFleetHub(s)
 	s.logins = newLoginThrottle()
+	s.slots = newStreamSlots()
 	mux := s.routes()
 	pages := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()

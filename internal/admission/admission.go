@@ -1,0 +1,105 @@
+// Package admission shares a bounded resource a server holds for its
+// clients (event streams, connections, checks in flight) among them: a
+// client group may hold at most its share, the whole pool is bounded, and
+// the last places of the pool are kept for groups that hold nothing, so
+// that a new or reconnecting client is admitted while others fill their
+// shares (docs/SECURITY.md, "What is exposed").
+//
+// Clients are grouped by address: an IPv6 address by its /64 (one host's
+// usual allocation: its addresses are free to it), an IPv4 address by
+// itself unless a Pool groups them by a shorter prefix.
+package admission
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+	"sync"
+)
+
+// Pool admits holders of one resource. Its fields are set before first
+// use and not changed after; it is safe for concurrent use.
+type Pool struct {
+	// What names the resource in refusals ("event streams").
+	What string
+	// Max bounds the places held at once, all groups together.
+	Max int
+	// Share bounds the places one group holds at once.
+	Share int
+	// Reserve is how many of the Max places only a group that holds none
+	// may take.
+	Reserve int
+	// IPv4Bits groups IPv4 clients by a prefix of that many bits; 0 means
+	// 32 (each address its own group).
+	IPv4Bits int
+
+	mu      sync.Mutex
+	held    int
+	byGroup map[string]int
+}
+
+// Acquire takes a place for the client at remoteAddr (host:port, or a
+// bare host), or returns an error saying which bound refused it.
+// release gives the place back; calling it more than once gives one back.
+func (p *Pool) Acquire(remoteAddr string) (release func(), err error) {
+	g := p.Group(remoteAddr)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	mine := p.byGroup[g]
+	switch {
+	case mine >= p.Share:
+		return nil, fmt.Errorf("one client may hold at most %d %s at once", p.Share, p.What)
+	case p.held >= p.Max:
+		return nil, fmt.Errorf("at most %d %s are held at once", p.Max, p.What)
+	case mine > 0 && p.held >= p.Max-p.Reserve:
+		return nil, fmt.Errorf("the last %d of %d %s are kept for clients that hold none", p.Reserve, p.Max, p.What)
+	}
+	if p.byGroup == nil {
+		p.byGroup = map[string]int{}
+	}
+	p.held++
+	p.byGroup[g]++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			p.held--
+			if p.byGroup[g]--; p.byGroup[g] == 0 {
+				delete(p.byGroup, g)
+			}
+		})
+	}, nil
+}
+
+// Held returns the places held, all groups together.
+func (p *Pool) Held() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.held
+}
+
+// Group returns the group of the client at remoteAddr: its IPv6 /64, its
+// IPv4 address or prefix (IPv4Bits), or remoteAddr itself when it is not
+// an IP address.
+func (p *Pool) Group(remoteAddr string) string {
+	host, _, err := net.SplitHostPort(remoteAddr)
+	if err != nil {
+		host = remoteAddr
+	}
+	ip, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"))
+	if err != nil {
+		return host
+	}
+	ip = ip.Unmap().WithZone("")
+	bits := 64
+	if ip.Is4() {
+		bits = p.IPv4Bits
+		if bits <= 0 || bits > 32 {
+			bits = 32
+		}
+	}
+	prefix, _ := ip.Prefix(bits) // bits is within the address's length
+	return prefix.String()
+}
