@@ -42,13 +42,20 @@ func upTargets(ts promtest.Targets) map[string]string {
 	return up
 }
 
+// sdServer serves h at /prometheus/sd on loopback until the test ends.
+func sdServer(t *testing.T, h http.Handler) *httptest.Server {
+	t.Helper()
+	mux := http.NewServeMux()
+	mux.Handle("/prometheus/sd", h)
+	sd := httptest.NewServer(mux)
+	t.Cleanup(sd.Close)
+	return sd
+}
+
 func TestPrometheusScrapesRegisteredBackends(t *testing.T) {
 	promtest.Require(t)
 	e := newEnv(t)
-	mux := http.NewServeMux()
-	mux.Handle("/prometheus/sd", e.h)
-	sd := httptest.NewServer(mux)
-	t.Cleanup(sd.Close)
+	sd := sdServer(t, e.h)
 
 	backend := func(id string) (registry.Instance, string) {
 		b := testbackend.Start(t)
@@ -174,8 +181,10 @@ func recipe(t *testing.T, url string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, after, ok := strings.Cut(string(b), "## prometheus.yml\n\n```yaml\n")
+	_, section, ok := strings.Cut(string(b), "## prometheus.yml\n")
+	_, after, ok1 := strings.Cut(section, "```yaml\n")
 	block, _, ok2 := strings.Cut(after, "```")
+	ok = ok && ok1
 	job, ok3 := strings.CutPrefix(block, "scrape_configs:\n")
 	if !ok || !ok2 || !ok3 {
 		t.Fatal("docs/PROMETHEUS.md: no yaml block starting with scrape_configs under \"prometheus.yml\"")
@@ -201,10 +210,7 @@ func recipe(t *testing.T, url string) string {
 func TestPrometheusRecipe(t *testing.T) {
 	promtest.Require(t)
 	e := newEnv(t)
-	mux := http.NewServeMux()
-	mux.Handle("/prometheus/sd", e.h)
-	sd := httptest.NewServer(mux)
-	t.Cleanup(sd.Close)
+	sd := sdServer(t, e.h)
 
 	honest, poisoned, elsewhere := metricsServer(t), metricsServer(t), metricsServer(t)
 	e.register(t, registry.Instance{Name: "greeter", ID: "b1", Addr: testbackend.Start(t).Addr, Zone: "z1",
