@@ -2,7 +2,6 @@ package main
 
 import (
 	"net/http"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -23,17 +22,7 @@ func TestRebindingRefusedOnEveryListener(t *testing.T) {
 	}
 	metricsAt := func(stderr interface{ String() string }) string {
 		t.Helper()
-		re := regexp.MustCompile(`metrics on http://([0-9.:]+)/metrics`)
-		deadline := time.Now().Add(waitTimeout)
-		for {
-			if m := re.FindStringSubmatch(stderr.String()); m != nil {
-				return m[1]
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("no metrics address logged within %v:\n%s", waitTimeout, stderr)
-			}
-			time.Sleep(10 * time.Millisecond) // polling a log
-		}
+		return waitLogged(t, stderr, `metrics on http://([0-9.:]+)/metrics`)
 	}
 	consoleURL := startConsole(t, s.endpoint, consoleOptions{listen: "127.0.0.1:0", consoleFlags: consoleFlags{hosts: []string{"console.example"}}})
 	cp := start(t, "xds", "--endpoints", s.endpoint, "--listen", "127.0.0.1:0", "--services", "greeter",

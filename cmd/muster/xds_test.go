@@ -166,14 +166,21 @@ func TestXDSBootstrapSeveral(t *testing.T) {
 // xdsAddr waits until the log in stderr says where ADS is served.
 func xdsAddr(t *testing.T, stderr interface{ String() string }) string {
 	t.Helper()
-	re := regexp.MustCompile(`xds control plane serving ADS on ([^\s"]+)`)
+	return waitLogged(t, stderr, `xds control plane serving ADS on ([^\s"]+)`)
+}
+
+// waitLogged waits until the log in stderr has a line matching pattern and
+// returns the pattern's first group in it, failing t after waitTimeout.
+func waitLogged(t *testing.T, stderr interface{ String() string }, pattern string) string {
+	t.Helper()
+	re := regexp.MustCompile(pattern)
 	deadline := time.Now().Add(waitTimeout)
 	for {
 		if m := re.FindStringSubmatch(stderr.String()); m != nil {
 			return m[1]
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no \"serving ADS\" line within %v; stderr:\n%s", waitTimeout, stderr)
+			t.Fatalf("no line matching %q within %v; stderr:\n%s", pattern, waitTimeout, stderr)
 		}
 		time.Sleep(10 * time.Millisecond) // polling a log
 	}
