@@ -89,12 +89,17 @@ func WithAdminToken(token string) Option {
 
 // WithAdminUsers enables the actions for operators who log in with a user
 // name and password. htpasswd is the text of an htpasswd file of bcrypt
-// hashes (htpasswd -nB user): a line "user:hash" per user; blank lines and
+// hashes (htpasswd -nB -C 12 user): a line "user:hash" per user; blank lines and
 // lines starting with # are ignored. Actions are logged with the user's
 // name. The default is no user. A line that is not a user and a bcrypt
 // hash (a plain password, an MD5 or SHA hash), a user listed twice and a
 // text without any user are errors. It can be combined with
 // WithAdminToken.
+//
+// A password hash of a bcrypt cost below 10 (htpasswd -B writes 5 without
+// -C) is logged at error level at New, naming its user: at that cost a
+// guesser with many addresses checks hundreds of passwords a second. Hash
+// passwords with htpasswd -B -C 12.
 func WithAdminUsers(htpasswd string) Option {
 	return func(o *options) {
 		if err := ValidateAdminUsers(htpasswd); err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net/http"
+	"strings"
 	"sync"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -76,6 +77,10 @@ func newServer(parts []*part, view lister, closers []func() error, o options) *S
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{parts: parts, view: view, closers: closers, opts: o,
 		ctx: ctx, cancel: cancel, auth: newAuth(o.adminToken, o.users)}
+	if weak := o.users.weak(); len(weak) > 0 {
+		o.log.Error("console: password hashes of a bcrypt cost below 10: a guesser with many addresses checks hundreds of "+
+			"passwords a second against them; hash them again with htpasswd -B -C 12", "users", strings.Join(weak, ", "))
+	}
 	s.fleet = newFleetHub(s)
 	s.logins = newLoginThrottle()
 	s.slots = newStreamSlots()

@@ -3,6 +3,7 @@ package console
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode"
 
@@ -11,6 +12,24 @@ import (
 
 // maxUserName bounds a user name of WithAdminUsers.
 const maxUserName = 64
+
+// minBcryptCost is the least bcrypt cost a password hash should have: at
+// cost 5 (what htpasswd -B writes without -C) a guesser checks hundreds of
+// passwords a second over many addresses, at 10 a few.
+const minBcryptCost = 10
+
+// weak returns the users whose password hash has a bcrypt cost below
+// minBcryptCost, sorted, each with its cost.
+func (u users) weak() []string {
+	var out []string
+	for name, hash := range u {
+		if c, err := bcrypt.Cost(hash); err == nil && c < minBcryptCost {
+			out = append(out, fmt.Sprintf("%s (cost %d)", name, c))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
 
 // users are the operators who may log in with a password: the bcrypt hash
 // of each one's password, by user name.

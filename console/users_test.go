@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
 	"strings"
@@ -197,4 +198,27 @@ func TestConsoleWithAdminUsersRejectsBadFiles(t *testing.T) {
 		t.Fatalf("New with a good file: %v", err)
 	}
 	_ = s.Close()
+}
+
+// A password hash of a bcrypt cost below 10 is logged at error level at
+// New, naming its user and the command that hashes it again; a hash of
+// cost 10 is not.
+func TestWeakHashesLogged(t *testing.T) {
+	c := etcdtest.Start(t)
+	var logs bytes.Buffer
+	strong, err := bcrypt.GenerateFromPassword([]byte("secret"), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := console.New(c.Client(t), console.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))),
+		console.WithAdminUsers(htpasswd(t, "alice", "a")+"bob:"+string(strong)+"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	out := logs.String()
+	if !strings.Contains(out, "level=ERROR") || !strings.Contains(out, "alice (cost 4)") ||
+		!strings.Contains(out, "htpasswd -B -C 12") || strings.Contains(out, "bob") {
+		t.Errorf("log %q: want one error naming alice (cost 4) and not bob (cost 10), with the command", out)
+	}
 }

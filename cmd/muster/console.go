@@ -62,7 +62,7 @@ func (c *consoleFlags) addFlags(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&c.tokenFile, "console-admin-token-file", "",
 		"file holding the web console's admin token (at least 16 bytes); without it or --console-admin-basic-auth-file the console is read-only")
 	cmd.Flags().StringVar(&c.usersFile, "console-admin-basic-auth-file", "",
-		"htpasswd file of bcrypt hashes (htpasswd -nB USER) of the operators who may log in to the web console's actions with a user name and password")
+		"htpasswd file of bcrypt hashes (htpasswd -nB -C 12 USER) of the operators who may log in to the web console's actions with a user name and password")
 	cmd.Flags().StringSliceVar(&c.hosts, "console-host", nil,
 		"host names (or IP addresses) the web console answers to, beside loopback ones, comma-separated or repeated: the names users and proxies reach it by (others get 421, against DNS rebinding)")
 	cmd.Flags().BoolVar(&c.secureCookie, "console-secure-cookie", false,
@@ -275,7 +275,7 @@ registered instance at /prometheus/sd (docs/PROMETHEUS.md).
 
 The console is read-only unless --console-admin-token-file names a file
 holding an admin token, or --console-admin-basic-auth-file an htpasswd file
-of bcrypt hashes (lines user:hash, made by htpasswd -nB USER): whoever logs in
+of bcrypt hashes (lines user:hash, made by htpasswd -nB -C 12 USER): whoever logs in
 with the token, or as one of those users with their password, can drain,
 undrain and weigh instances, one or every instance matching a filter, as
 muster drain, undrain and weight do. Each action is logged on stderr with the

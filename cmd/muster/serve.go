@@ -207,7 +207,7 @@ Prometheus's HTTP service discovery of every registered instance at
 --xds-listen, the connected xDS clients with their acknowledged versions);
 read-only unless --console-admin-token-file names a file holding the token that lets
 an operator drain, undrain and weigh instances, or --console-admin-basic-auth-file
-an htpasswd file of bcrypt hashes (htpasswd -nB USER) of the operators who may.
+an htpasswd file of bcrypt hashes (htpasswd -nB -C 12 USER) of the operators who may.
 --console-legacy merges legacy sources into the console's views as muster
 console --legacy does. --console-cluster NAME=ENDPOINTS[,KEY=VALUE...]
 (repeatable) makes the console, and the Prometheus service discovery, read
