@@ -1,7 +1,6 @@
 package console
 
 import (
-	"net"
 	"net/http"
 	"slices"
 	"sync"
@@ -67,7 +66,8 @@ const (
 	maxLoginClients = 4096
 )
 
-// loginThrottle limits login attempts per client address, the password
+// loginThrottle limits login attempts per client (an address; IPv6 by its
+// /64: admission.Group), the password
 // checks running at once, and the lines of refused logins.
 type loginThrottle struct {
 	mu       sync.Mutex
@@ -85,10 +85,7 @@ func newLoginThrottle() *loginThrottle {
 // for its check; release gives the place back. It returns nil and why not
 // when the client tried too often or too many checks run.
 func (lt *loginThrottle) admit(remoteAddr string, now time.Time) (release func(), why string) {
-	host, _, err := net.SplitHostPort(remoteAddr)
-	if err != nil {
-		host = remoteAddr
-	}
+	host := admission.Group(remoteAddr, 0) // an IPv6 client by its /64
 	lt.mu.Lock()
 	b := lt.byClient[host]
 	if b == nil {

@@ -80,10 +80,15 @@ func (p *Pool) Held() int {
 	return p.held
 }
 
-// Group returns the group of the client at remoteAddr: its IPv6 /64, its
-// IPv4 address or prefix (IPv4Bits), or remoteAddr itself when it is not
-// an IP address.
-func (p *Pool) Group(remoteAddr string) string {
+// Group returns the group of the client at remoteAddr: Group(remoteAddr,
+// p.IPv4Bits).
+func (p *Pool) Group(remoteAddr string) string { return Group(remoteAddr, p.IPv4Bits) }
+
+// Group returns the group of the client at remoteAddr (host:port, or a
+// bare host): its IPv6 /64, its IPv4 address or, with ipv4Bits in 1..31,
+// its IPv4 prefix of that length, or remoteAddr's host itself when it is
+// not an IP address. Every limit per client keys clients by it.
+func Group(remoteAddr string, ipv4Bits int) string {
 	host, _, err := net.SplitHostPort(remoteAddr)
 	if err != nil {
 		host = remoteAddr
@@ -95,7 +100,7 @@ func (p *Pool) Group(remoteAddr string) string {
 	ip = ip.Unmap().WithZone("")
 	bits := 64
 	if ip.Is4() {
-		bits = p.IPv4Bits
+		bits = ipv4Bits
 		if bits <= 0 || bits > 32 {
 			bits = 32
 		}
