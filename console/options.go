@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"time"
 
 	"github.com/musterhq/muster/internal/hostguard"
@@ -34,9 +33,8 @@ type options struct {
 	relist         time.Duration
 	xds            XDSClients
 	legacy         []legacySource
-	allowed        []string         // WithAllowedHosts, as given
-	hosts          *hostguard.Guard // loopback and allowed
-	secureCookie   bool             // WithSecureCookie
+	hosts          []string // WithAllowedHosts, as given (checked by hostguard.New)
+	secureCookie   bool     // WithSecureCookie
 	err            error
 }
 
@@ -49,9 +47,6 @@ func buildOptions(opts []Option) options {
 	}
 	for _, opt := range opts {
 		opt(&o)
-	}
-	if o.hosts == nil {
-		o.hosts, _ = hostguard.New("") // loopback only: cannot fail
 	}
 	return o
 }
@@ -144,12 +139,11 @@ func WithXDS(cp XDSClients) Option {
 // empty name is an error.
 func WithAllowedHosts(hosts ...string) Option {
 	return func(o *options) {
-		g, err := hostguard.New("", append(slices.Clone(o.allowed), hosts...)...)
-		if err != nil {
+		if _, err := hostguard.New("", hosts...); err != nil {
 			o.fail(fmt.Errorf("console: WithAllowedHosts: %w", err))
 			return
 		}
-		o.allowed, o.hosts = append(o.allowed, hosts...), g
+		o.hosts = append(o.hosts, hosts...)
 	}
 }
 

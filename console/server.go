@@ -12,6 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/musterhq/muster/internal/admission"
+	"github.com/musterhq/muster/internal/hostguard"
 	"github.com/musterhq/muster/registry/etcd"
 )
 
@@ -92,7 +93,8 @@ func newServer(parts []*part, view lister, closers []func() error, o options) *S
 		h.Set("Referrer-Policy", "no-referrer")
 		mux.ServeHTTP(w, r)
 	})
-	s.handler = o.hosts.Handler("console: this console", "WithAllowedHosts (muster --console-host)", pages)
+	hosts, _ := hostguard.New("", o.hosts...) // checked by WithAllowedHosts
+	s.handler = hosts.Handler("console: this console", "WithAllowedHosts (muster --console-host)", pages)
 	return s
 }
 

@@ -175,10 +175,15 @@ func (c *caches) setService(service string, p Policy, ss slowStart, list []regis
 	}
 	eb.keepOnly(list)
 	if first || !co.equal(prev) {
+		full := routeWithColors(service, co)
 		for f, lc := range c.rds {
-			form := co
-			form.call = routeForm(f).apply(co.call)
-			if err := c.updateFor(lc, service, routeWithColors(service, form), routeForm(f).audience()); err != nil {
+			route := full // one route for the forms the policy does not differ in
+			if call := routeForm(f).apply(co.call); !samePolicy(call, co.call) {
+				form := co
+				form.call = call
+				route = routeWithColors(service, form)
+			}
+			if err := c.updateFor(lc, service, route, routeForm(f).audience()); err != nil {
 				errs = append(errs, fmt.Errorf("xds: route %s: %w", service, err))
 			}
 		}
