@@ -1,7 +1,6 @@
 package promsd_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -10,12 +9,12 @@ import (
 	"net/http/httptest"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/musterhq/muster/internal/testkit/etcdopts"
 	"github.com/musterhq/muster/internal/testkit/etcdtest"
+	"github.com/musterhq/muster/internal/testkit/syncbuf"
 	"github.com/musterhq/muster/promsd"
 	"github.com/musterhq/muster/registry"
 	"github.com/musterhq/muster/registry/etcd"
@@ -237,23 +236,8 @@ func TestValidateMetricsAddr(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for the handler's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is a buffer safe for the handler's goroutines.
+type syncBuffer = syncbuf.Buffer
 
 func TestBadMetricsAddressIsLoggedOnce(t *testing.T) {
 	var logs syncBuffer

@@ -58,10 +58,18 @@ type lister interface {
 // command's context. The Discovery logs only errors (such as skipped bad
 // values) on stderr; opts are added to the ones taken from the flags.
 func (g *globalOptions) connect(parent context.Context, stderr io.Writer, opts ...etcd.Option) (*session, error) {
+	return g.connectLogging(parent, stderr, nil, opts...)
+}
+
+// connectLogging is connect for the commands that run until stopped
+// (register, xds): the etcd client's own warnings and errors go to
+// clientLog (etcd.ClientLogger), which the short commands leave out.
+func (g *globalOptions) connectLogging(parent context.Context, stderr io.Writer, clientLog *slog.Logger, opts ...etcd.Option) (*session, error) {
 	cfg, err := g.clientConfig()
 	if err != nil {
 		return nil, err
 	}
+	cfg.Logger = etcd.ClientLogger(clientLog)
 	cli, err := clientv3.New(cfg)
 	if err != nil {
 		if cfg.Username != "" {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/musterhq/muster/console"
 	"github.com/musterhq/muster/internal/hostguard"
+	"github.com/musterhq/muster/registry/etcd"
 )
 
 // defaultConsoleListen is where muster console serves by default.
@@ -310,14 +311,15 @@ applies to every service, by its Muster name.`,
 // runConsole serves the console as o says until ctx ends. Once it listens
 // it calls ready, if not nil, with the console's URL.
 func runConsole(ctx context.Context, g *globalOptions, o consoleOptions, stderr io.Writer, ready func(url string)) error {
+	log := slog.New(slog.NewTextHandler(stderr, nil))
 	var cfg clientv3.Config
 	if len(o.clusters.values) == 0 {
 		var err error
 		if cfg, err = g.clientConfig(); err != nil {
 			return err
 		}
+		cfg.Logger = etcd.ClientLogger(log)
 	}
-	log := slog.New(slog.NewTextHandler(stderr, nil))
 	r, sd, stop, err := o.consoleAndSD(g, nil, cfg, log)
 	if err != nil {
 		return err

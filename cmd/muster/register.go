@@ -42,8 +42,8 @@ func newRegisterCmd(g *globalOptions) *cobra.Command {
 		Short: "Keep a service that is not written in Go registered while it is healthy",
 		Long: `Register is a sidecar: it registers one instance once its health check passes
 (and has passed continuously for --warmup), drains it (registered, weight 0:
-no new calls) after --failures checks in a row fail, undrains it when a check
-passes again, and deregisters it on SIGINT or SIGTERM (revoking its lease; if
+no new calls) after --failures checks in a row fail, undrains it when checks
+pass again (continuously for --warmup, as before the first registration), and deregisters it on SIGINT or SIGTERM (revoking its lease; if
 the sidecar is killed, the entry expires within --ttl). An operator's drain
 (muster drain) is a separate override that the sidecar never undoes.
 
@@ -82,7 +82,7 @@ exit, "deregistered on exit", or that nothing was registered.`,
 	f.DurationVar(&o.ttl, "ttl", 10*time.Second, "lease TTL: how long the entry outlives this process if it is killed")
 	f.DurationVar(&o.interval, "interval", 2*time.Second, "time between health checks")
 	f.IntVar(&o.failures, "failures", 3, "failed checks in a row before draining")
-	f.DurationVar(&o.warmup, "warmup", 0, "register only once the health check has passed continuously for this long")
+	f.DurationVar(&o.warmup, "warmup", 0, "register, and undrain after failed checks, only once the health check has passed continuously for this long")
 	return cmd
 }
 
@@ -248,7 +248,7 @@ type sidecar struct {
 // warning every registerWarnEvery while etcd does not answer, and on exit
 // "deregistered" only if there was something to deregister.
 func runRegister(ctx context.Context, g *globalOptions, o registerOptions, check func(context.Context) error, stderr io.Writer) error {
-	s, err := g.connect(ctx, stderr)
+	s, err := g.connectLogging(ctx, stderr, slog.New(slog.NewTextHandler(stderr, nil)))
 	if err != nil {
 		return err
 	}
@@ -312,11 +312,15 @@ func runRegister(ctx context.Context, g *globalOptions, o registerOptions, check
 				failed = 0
 				if passing.IsZero() {
 					passing = time.Now()
-					if sc.state == unregistered && o.warmup > 0 {
-						sc.log.Info(fmt.Sprintf("health check passed; registering once checks have passed for --warmup %v", o.warmup))
+					if sc.state != serving && o.warmup > 0 {
+						verb := "registering"
+						if sc.state == drained {
+							verb = "undraining"
+						}
+						sc.log.Info(fmt.Sprintf("health check passed; %s once checks have passed for --warmup %v", verb, o.warmup))
 					}
 				}
-				if sc.state == drained || time.Since(passing) >= o.warmup {
+				if time.Since(passing) >= o.warmup {
 					want = serving
 				}
 			}

@@ -169,8 +169,8 @@ func awaitLine(t *testing.T, b *background, re string) string {
 
 // TestRegisterWarmup: with --warmup the instance is registered only once
 // its health check has passed continuously for that long; a failed check
-// starts the count again. Without the warm-up the first passing check
-// registers it.
+// starts the count again. The same holds for undraining after failed
+// checks. Without the warm-up the first passing check registers it.
 func TestRegisterWarmup(t *testing.T) {
 	const warmup = 1500 * time.Millisecond
 	s := startServe(t, t.TempDir())
@@ -179,7 +179,7 @@ func TestRegisterWarmup(t *testing.T) {
 
 	be.Health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	side := startReading(t, true, "register", "--endpoints", s.endpoint, "--name", "legacy", "--addr", be.Addr,
-		"--check", "grpc://"+be.Addr, "--interval", "50ms", "--warmup", warmup.String())
+		"--check", "grpc://"+be.Addr, "--interval", "50ms", "--failures", "2", "--warmup", warmup.String())
 	awaitLine(t, side, `msg="health check failed \(1 in a row; registering when checks pass\)"`)
 	// Passing, then failing before the warm-up is over: not registered.
 	be.Health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
@@ -196,6 +196,21 @@ func TestRegisterWarmup(t *testing.T) {
 	registrytest.WaitFor(t, w, "the instance registered after its warm-up", registrytest.HasIDs(be.Addr))
 	if took := time.Since(passed); took < warmup {
 		t.Fatalf("registered %v after its checks began to pass, before --warmup %v", took.Round(time.Millisecond), warmup)
+	}
+	// Drained after failed checks, then undrained only once checks have
+	// passed for --warmup again, not at the first pass.
+	be.Health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	registrytest.WaitFor(t, w, "the instance drained", func(s registry.Snapshot) bool {
+		return len(s.Instances) == 1 && s.Instances[0].Draining
+	})
+	be.Health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	passed = time.Now()
+	awaitLine(t, side, `msg="health check passed; undraining once checks have passed for --warmup 1.5s"`)
+	registrytest.WaitFor(t, w, "the instance undrained after its warm-up", func(s registry.Snapshot) bool {
+		return len(s.Instances) == 1 && !s.Instances[0].Draining
+	})
+	if took := time.Since(passed); took < warmup {
+		t.Fatalf("undrained %v after its checks passed again, before --warmup %v", took.Round(time.Millisecond), warmup)
 	}
 	if code := side.stop(t); code != 0 {
 		t.Fatalf("register exited %d; stderr:\n%s", code, side.stderr)

@@ -173,12 +173,12 @@ func runXDS(ctx context.Context, g *globalOptions, o xdsOptions, stderr io.Write
 	if len(specs) > 0 {
 		return runXDSClusters(ctx, g, o, specs, stderr)
 	}
-	s, err := g.connect(ctx, stderr)
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	s, err := g.connectLogging(ctx, stderr, log)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	// Each service's canary setting (muster canary) splits its uncolored
 	// calls over xDS as it does for Muster's own balancers, and its call
 	// policy (muster policy) is published with its routes and clusters.

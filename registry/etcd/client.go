@@ -2,15 +2,20 @@ package etcd
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	grpcbackoff "google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 )
 
@@ -22,7 +27,11 @@ import (
 // closes connections that ping without one; gRPC pings at most every 10
 // seconds), discards the client's own
 // zap logs (Muster logs through log/slog), and reports why a request could
-// not reach etcd (ConnectionError). Adjust the result as needed (TLS,
+// not reach etcd (ConnectionError). With a user name and password it also
+// logs in again after an etcd server older than 3.5 forgot the client's
+// token (a restart, or a token unused for longer than --auth-token-ttl),
+// which the etcd client alone never does against those servers
+// (dropRefusedToken). Adjust the result as needed (TLS,
 // credentials) and pass it to clientv3.New; append to its DialOptions
 // rather than replacing them.
 //
@@ -51,7 +60,7 @@ func ClientConfig(endpoints ...string) clientv3.Config {
 				},
 				MinConnectTimeout: 2 * time.Second,
 			}),
-			grpc.WithChainUnaryInterceptor(keepConnectionError),
+			grpc.WithChainUnaryInterceptor(keepConnectionError, dropRefusedToken),
 		},
 	}
 }
@@ -124,4 +133,67 @@ func cleanConnectionError(s string) string {
 		return unquoted
 	}
 	return inner
+}
+
+// authenticateMethod is the gRPC method of etcd's login.
+const authenticateMethod = "/etcdserverpb.Auth/Authenticate"
+
+// dropRefusedToken runs inside the etcd client's retry interceptor, on
+// each attempt. It makes a client with a user name and password log in
+// again when an etcd server before 3.5 no longer knows its token.
+//
+// The etcd client sends its current token with every request, its login
+// included, and when a request is refused for an invalid token it logs in
+// again. etcd 3.5 and later ignore the token of a login; etcd 3.4 checks
+// it like any other (etcdserver/v3_server.go, processInternalRaftRequestOnce
+// at v3.4.23; 3.5 skips the check for a login there) and refuses the login
+// with the same "invalid auth token". The client then logs in again from
+// inside its login, with the same token, until the request's deadline:
+// every request fails, and the stale token reaches etcd about every 50 ms
+// for as long as the process runs. Simple tokens live in a member's memory,
+// so a restart of the member forgets them, as does --auth-token-ttl of
+// disuse.
+//
+// The only way the etcd client drops its token is a login answered "auth
+// not enabled". So a login refused for its token returns a
+// tokenRefusedError, which matches rpctypes.ErrAuthNotEnabled: the client
+// clears the token and retries the request without one; etcd answers
+// "user name is empty", upon which the client logs in without a token,
+// which etcd 3.4 accepts, and retries again with the new token. A request
+// costs two more round trips, once per forgotten token.
+func dropRefusedToken(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	if method != authenticateMethod {
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	var p peer.Peer
+	err := invoker(ctx, method, req, reply, cc, append(opts, grpc.Peer(&p))...)
+	if err == nil || !errors.Is(rpctypes.Error(err), rpctypes.ErrInvalidAuthToken) {
+		return err
+	}
+	e := &tokenRefusedError{}
+	if r, ok := req.(*pb.AuthenticateRequest); ok {
+		e.user = r.Name
+	}
+	if p.Addr != nil {
+		e.endpoint = p.Addr.String()
+	}
+	return e
+}
+
+// tokenRefusedError is a login that etcd refused because of the token it
+// carried. It matches rpctypes.ErrAuthNotEnabled, so that the etcd client
+// clears its token (dropRefusedToken); its text is what the etcd client's
+// own log shows.
+type tokenRefusedError struct {
+	user, endpoint string
+}
+
+func (e *tokenRefusedError) Error() string {
+	return fmt.Sprintf("etcd at %s refused the token of user %q (etcdserver: invalid auth token); logging in again without it", e.endpoint, e.user)
+}
+
+// Is reports whether target is rpctypes.ErrAuthNotEnabled.
+func (e *tokenRefusedError) Is(target error) bool {
+	t, ok := target.(rpctypes.EtcdError)
+	return ok && t == rpctypes.ErrAuthNotEnabled
 }

@@ -1,12 +1,10 @@
 package etcd_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +12,7 @@ import (
 
 	"github.com/musterhq/muster/internal/testkit/etcdtest"
 	"github.com/musterhq/muster/internal/testkit/registrytest"
+	"github.com/musterhq/muster/internal/testkit/syncbuf"
 	"github.com/musterhq/muster/registry"
 	"github.com/musterhq/muster/registry/etcd"
 )
@@ -128,27 +127,10 @@ func waitWatchers(t *testing.T, want float64, what string) {
 }
 
 // lockedBuffer is a log sink safe for concurrent writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+type lockedBuffer struct{ syncbuf.Buffer }
 
 func (l *lockedBuffer) count(s string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Count(l.b.String(), s)
+	return strings.Count(l.String(), s)
 }
 
 func TestMalformedValuesAreSkippedOneByOne(t *testing.T) {
@@ -205,7 +187,7 @@ func TestMalformedValuesAreSkippedOneByOne(t *testing.T) {
 	}
 	registrytest.WaitFor(t, w, "the broken value dropped", registrytest.HasIDs("good"))
 	if got := logs.count("key=/p/svc/future"); got != 1 {
-		t.Fatalf("the bad value of /p/svc/future was logged %d times, want once:\n%s", got, logs.b.String())
+		t.Fatalf("the bad value of /p/svc/future was logged %d times, want once:\n%s", got, logs.String())
 	}
 }
 

@@ -38,7 +38,7 @@ func TestWatchMovesOffAFrozenMember(t *testing.T) {
 	logs := &lockedBuffer{}
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("discovery log:\n%s", logs.b.String())
+			t.Logf("discovery log:\n%s", logs.String())
 		}
 	})
 	d := newDiscovery(t, cli, etcd.WithPrefix("/p"), etcd.WithLogger(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))

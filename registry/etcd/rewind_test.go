@@ -97,7 +97,7 @@ func TestDiscoveryFollowsEtcdRestartedEmpty(t *testing.T) {
 		t.Fatalf("Stats().Rewinds = %d, want 1", got)
 	}
 	if got := logs.count(rewindLog); got != 1 {
-		t.Fatalf("the rewind was logged %d times, want once:\n%s", got, logs.b.String())
+		t.Fatalf("the rewind was logged %d times, want once:\n%s", got, logs.String())
 	}
 }
 
@@ -195,7 +195,7 @@ func TestDiscoveryFollowsARestoreOfAnOlderDataDir(t *testing.T) {
 		t.Fatalf("SkippedValues = %d after the restore, want 2 (the new history's bad value counted)", got)
 	}
 	if got := logs.count(rewindLog); got != 1 {
-		t.Fatalf("the rewind was logged %d times, want once:\n%s", got, logs.b.String())
+		t.Fatalf("the rewind was logged %d times, want once:\n%s", got, logs.String())
 	}
 }
 

@@ -29,7 +29,7 @@ func TestCanaryWatchMovesOffAStalledMember(t *testing.T) {
 	logs := &lockedBuffer{}
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("follower log:\n%s", logs.b.String())
+			t.Logf("follower log:\n%s", logs.String())
 		}
 	})
 	cli := c.Client(t) // all three members, through their proxies

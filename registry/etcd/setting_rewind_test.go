@@ -25,7 +25,7 @@ func TestCanaryFollowsARestoreOfAnOlderDataDir(t *testing.T) {
 	logs := &lockedBuffer{}
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("follower log:\n%s", logs.b.String())
+			t.Logf("follower log:\n%s", logs.String())
 		}
 	})
 	cli := c.Client(t)

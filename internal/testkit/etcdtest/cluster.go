@@ -69,15 +69,18 @@ var clusterSeq atomic.Int64
 type Option func(*options)
 
 type options struct {
-	size         int
-	logger       *zap.Logger
-	tls          bool
-	auth         bool
-	rootPassword string
-	tokenTTL     time.Duration
-	processes    bool
-	maxTxnOps    int  // 0: etcd's default
-	maxTxnOpsSet bool // WithMaxTxnOps was given
+	size          int
+	logger        *zap.Logger
+	tls           bool
+	auth          bool
+	rootPassword  string
+	tokenTTL      time.Duration
+	processes     bool
+	binary        string // WithBinary; empty for embedded servers
+	binaryNoFsync bool   // the binary takes --unsafe-no-fsync
+	jwt           bool   // WithJWT
+	maxTxnOps     int    // 0: etcd's default
+	maxTxnOpsSet  bool   // WithMaxTxnOps was given
 }
 
 // WithSize sets the number of members. Supported sizes are 1 (the default)
@@ -131,8 +134,8 @@ func Start(t testing.TB, opts ...Option) *Cluster {
 	if o.maxTxnOps < 0 || o.maxTxnOps == 0 && o.maxTxnOpsSet {
 		t.Fatalf("etcdtest: WithMaxTxnOps(%d): must be at least 1", o.maxTxnOps)
 	}
-	if o.auth && o.processes {
-		t.Fatalf("etcdtest: WithAuth is not supported with WithProcesses")
+	if o.jwt && !o.auth {
+		t.Fatalf("etcdtest: WithJWT needs WithAuth")
 	}
 	if o.auth && o.rootPassword == "" {
 		t.Fatalf("etcdtest: WithAuth: the root password must not be empty")
@@ -141,10 +144,23 @@ func Start(t testing.TB, opts ...Option) *Cluster {
 	if o.tls {
 		tlsFiles = GenerateTLS(t)
 	}
+	if o.binary != "" {
+		var err error
+		if o.binaryNoFsync, err = checkBinary(o.binary); err != nil {
+			t.Fatalf("etcdtest: WithBinary: %v", err)
+		}
+	}
+	var authToken string
+	if o.auth {
+		authToken = "simple"
+		if o.jwt {
+			authToken = jwtAuthToken(t, o.tokenTTL)
+		}
+	}
 	var err error
 	for attempt := 1; attempt <= startAttempts; attempt++ {
 		var c *Cluster
-		c, err = start(t, o, tlsFiles)
+		c, err = start(t, o, tlsFiles, authToken)
 		if err == nil {
 			t.Cleanup(c.Close)
 			return c
@@ -159,7 +175,7 @@ func Start(t testing.TB, opts ...Option) *Cluster {
 
 // start makes one attempt at starting a cluster. On failure everything it
 // started is stopped again.
-func start(t testing.TB, o options, tlsFiles *TLSFiles) (c *Cluster, err error) {
+func start(t testing.TB, o options, tlsFiles *TLSFiles, authToken string) (c *Cluster, err error) {
 	c = &Cluster{t: t, tls: tlsFiles, rpc: newRPCCounter(), processes: o.processes}
 	if o.auth {
 		c.rootPassword = o.rootPassword
@@ -191,10 +207,13 @@ func start(t testing.TB, o options, tlsFiles *TLSFiles) (c *Cluster, err error) 
 			tls:        tlsFiles,
 			rpc:        c.rpc,
 			processes:  o.processes,
+			binary:     o.binary,
+			noFsync:    o.binaryNoFsync,
 			maxTxnOps:  o.maxTxnOps,
 		}
 		if o.auth {
-			m.auth, m.tokenTTL = true, tokenTTLSeconds(o.tokenTTL)
+			m.auth, m.authToken, m.tokenTTL = true, authToken, tokenTTLSeconds(o.tokenTTL)
+			m.rootPassword = o.rootPassword
 		}
 		if tlsFiles != nil {
 			m.clientURL.Scheme, m.proxyURL.Scheme = "https", "https"

@@ -38,9 +38,13 @@ type Member struct {
 	logger         *zap.Logger
 	tls            *TLSFiles   // serve clients over TLS; nil for plain
 	auth           bool        // auth is (to be) enabled
+	rootPassword   string      // RootUser's password with auth: the package's own clients log in (etcd 3.6 answers Status only to a user)
+	authToken      string      // etcd's --auth-token with auth: "simple" or a JWT setting
 	tokenTTL       uint        // simple token TTL in seconds; 0 for etcd's default
 	rpc            *rpcCounter // the cluster's request counter
 	processes      bool        // run the server in a child process
+	binary         string      // the etcd binary the child runs; empty for the test binary
+	noFsync        bool        // binary takes --unsafe-no-fsync
 	maxTxnOps      int         // operations per transaction; 0 for etcd's default
 
 	proxy   *proxy // forwards proxyURL to clientURL, with faults
@@ -329,6 +333,13 @@ func (m *Member) waitReady(deadline time.Time) error {
 	e, ch := m.etcd, m.proc
 	m.mu.Unlock()
 	switch {
+	case ch != nil && m.binary != "":
+		id, err := m.waitBinaryReady(ch, deadline)
+		if err != nil {
+			return err
+		}
+		m.id.Store(id)
+		return nil
 	case ch != nil:
 		id, err := ch.waitReady(deadline)
 		if err != nil {
@@ -377,11 +388,14 @@ func (m *Member) waitServing(deadline time.Time) error {
 }
 
 // directConfig is the configuration of the package's own clients of this
-// member alone, bypassing the proxy.
+// member alone, bypassing the proxy; with auth they log in as RootUser.
 func (m *Member) directConfig() clientv3.Config {
 	cfg := clientConfig([]string{m.DirectEndpoint()})
 	if m.tls != nil {
 		cfg.TLS = m.tls.ClientTLS()
+	}
+	if m.auth {
+		cfg.Username, cfg.Password = RootUser, m.rootPassword
 	}
 	return cfg
 }

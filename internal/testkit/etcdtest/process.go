@@ -153,8 +153,11 @@ type memberConfig struct {
 	InitialCluster, Token, State     string
 	CertFile, KeyFile, TrustedCAFile string // client TLS; empty for plain
 	Auth                             bool
+	AuthToken                        string // etcd's --auth-token with Auth
 	TokenTTL                         uint
-	MaxTxnOps                        int // 0: etcd's default
+	Binary                           string // the etcd binary to run; empty for the test binary
+	BinaryNoFsync                    bool   // Binary takes --unsafe-no-fsync
+	MaxTxnOps                        int    // 0: etcd's default
 }
 
 // memberConfig returns the configuration of m's server; state is the
@@ -172,7 +175,10 @@ func (m *Member) memberConfig(state string) memberConfig {
 		Token:              m.token,
 		State:              state,
 		Auth:               m.auth,
+		AuthToken:          m.authToken,
 		TokenTTL:           m.tokenTTL,
+		Binary:             m.binary,
+		BinaryNoFsync:      m.noFsync,
 		MaxTxnOps:          m.maxTxnOps,
 	}
 	if m.tls != nil {
@@ -214,7 +220,7 @@ func (mc memberConfig) embedConfig() *embed.Config {
 		cfg.MaxTxnOps = uint(mc.MaxTxnOps)
 	}
 	if mc.Auth {
-		cfg.AuthToken = "simple"
+		cfg.AuthToken = mc.AuthToken
 		cfg.BcryptCost = bcryptCost
 		if mc.TokenTTL > 0 {
 			cfg.AuthTokenTTL = mc.TokenTTL
@@ -245,18 +251,26 @@ type child struct {
 // startChild starts a child process running mc's member; it does not
 // wait for it to be ready.
 func startChild(mc memberConfig) (*child, error) {
-	js, err := json.Marshal(mc)
-	if err != nil {
-		return nil, err
+	var cmd *exec.Cmd
+	if mc.Binary != "" {
+		cmd = exec.Command(mc.Binary, mc.flags()...)
+		if dir := os.Getenv(LogDirEnv); dir != "" {
+			cmd.Args = append(cmd.Args, "--log-level", "info", "--log-outputs", filepath.Join(dir, mc.Name+".log"))
+		}
+	} else {
+		js, err := json.Marshal(mc)
+		if err != nil {
+			return nil, err
+		}
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("find the test binary: %w", err)
+		}
+		// -test.run matches nothing, so that a TestMain that forgot to call
+		// RunMemberIfChild runs no test and exits (and Start says why).
+		cmd = exec.Command(exe, "-test.run=^$")
+		cmd.Env = append(os.Environ(), childEnv+"="+string(js))
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, fmt.Errorf("find the test binary: %w", err)
-	}
-	// -test.run matches nothing, so that a TestMain that forgot to call
-	// RunMemberIfChild runs no test and exits (and Start says why).
-	cmd := exec.Command(exe, "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+string(js))
 	cmd.SysProcAttr = proctest.SysProcAttr()
 	ch := &child{cmd: cmd, stderr: &tailBuffer{max: stderrTail}, ready: make(chan uint64, 1), exited: make(chan struct{})}
 	cmd.Stdout = &readyWriter{ready: ch.ready}
