@@ -16,10 +16,14 @@ import (
 )
 
 // ClientLogger returns a logger for clientv3.Config.Logger that passes the
-// etcd client's own warnings and errors to lg, at slog's warn and error
-// levels, and drops the rest. The etcd client logs a warning for every
-// failed attempt of a request (a login refused, a member that does not
-// answer), which can be dozens a second while etcd is down: each message
+// etcd client's own warnings and errors to lg, and drops the rest. Errors
+// are logged at slog's error level; warnings about the client's identity
+// (a login refused, a token etcd no longer knows, a permission denied) at
+// warn level, since nothing else shows them while the client recovers;
+// other warnings at debug level: they repeat a failure that the request's
+// own error reports (a member that does not answer). The etcd client logs
+// a warning for every failed attempt of a request, which can be dozens a
+// second while etcd is down: each message
 // with each error is let through at most once every ten seconds after a
 // burst of three,
 // and the next line that is let through says how many were held back
@@ -79,15 +83,33 @@ func (c *slogCore) Write(e zapcore.Entry, fields []zapcore.Field) error {
 	if held > 0 {
 		attrs = append(attrs, slog.Int("held", held))
 	}
-	level := slog.LevelWarn
-	if e.Level >= zapcore.ErrorLevel {
+	level := slog.LevelDebug
+	switch {
+	case e.Level >= zapcore.ErrorLevel:
 		level = slog.LevelError
+	case aboutIdentity(errText):
+		level = slog.LevelWarn
 	}
 	c.lg.LogAttrs(context.Background(), level, "etcd client: "+e.Message, attrs...)
 	return nil
 }
 
 func (c *slogCore) Sync() error { return nil }
+
+// identityWords mark an etcd error about who the client is (its login, its
+// token, its permissions), which nothing but the etcd client's log shows
+// while the client recovers from it.
+var identityWords = []string{"auth", "token", "user name is empty", "permission denied"}
+
+// aboutIdentity reports whether errText is about the client's identity.
+func aboutIdentity(errText string) bool {
+	for _, w := range identityWords {
+		if strings.Contains(errText, w) {
+			return true
+		}
+	}
+	return false
+}
 
 // messageLimits holds a token bucket per message and error text. The etcd
 // client's messages are constants of its code and its errors few; past

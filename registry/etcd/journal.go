@@ -71,7 +71,9 @@ func journaled(ctx context.Context, cli *clientv3.Client, o options, w tracedWri
 	for range maxWriteAttempts {
 		resp, err := cli.Txn(ctx).Then(gets...).Commit()
 		if err != nil {
-			return 0, fmt.Errorf("etcd: read %s: %w", keys[0], err)
+			// One transaction reads them all: a refusal may be for any of
+			// them (a user who may read the instance but not the journal).
+			return 0, fmt.Errorf("etcd: read %s: %w", strings.Join(keys, " and "), err)
 		}
 		kvs := make([]*mvccpb.KeyValue, len(keys))
 		cmps := make([]clientv3.Cmp, len(keys))
@@ -107,7 +109,7 @@ func journaled(ctx context.Context, cli *clientv3.Client, o options, w tracedWri
 			clientv3.OpDelete(registry.JournalSlotKey(o.prefix, w.service, o.journal), clientv3.WithRange(clientv3.GetPrefixRangeEnd(ring))))
 		tr, err := cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
 		if err != nil {
-			return 0, fmt.Errorf("etcd: write %s and its record: %w", keys[0], err)
+			return 0, fmt.Errorf("etcd: write %s and its record under %s: %w", keys[0], ring, err)
 		}
 		if tr.Succeeded {
 			return tr.Header.Revision, nil
