@@ -26,7 +26,8 @@ import (
 // about 13 seconds through keepalive pings while it has streams open (etcd
 // closes connections that ping without one; gRPC pings at most every 10
 // seconds), discards the client's own
-// zap logs (Muster logs through log/slog), and reports why a request could
+// zap logs (Muster logs through log/slog; set Logger to ClientLogger to
+// keep its warnings), and reports why a request could
 // not reach etcd (ConnectionError). With a user name and password it also
 // logs in again after an etcd server older than 3.5 forgot the client's
 // token (a restart, or a token unused for longer than --auth-token-ttl),
