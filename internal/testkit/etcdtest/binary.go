@@ -85,10 +85,8 @@ func checkBinary(path string) (noFsync bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	m := versionLine.FindStringSubmatch("etcd Version: " + v)
-	major, _ := strconv.Atoi(m[1])
-	minor, _ := strconv.Atoi(m[2])
-	if major != 3 || minor < 4 {
+	var major, minor int
+	if _, err := fmt.Sscanf(v, "%d.%d", &major, &minor); err != nil || major != 3 || minor < 4 {
 		return false, fmt.Errorf("%s is etcd %s; need 3.4 or later", path, v)
 	}
 	return minor >= 5, nil
