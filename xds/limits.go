@@ -2,16 +2,17 @@ package xds
 
 import (
 	"fmt"
-	"net"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/musterhq/muster/internal/admission"
 	"github.com/musterhq/muster/internal/ratelimit"
 )
 
@@ -25,6 +26,19 @@ const (
 	defaultMaxConnections = 1024
 	// defaultMaxStreams is WithMaxStreams's default.
 	defaultMaxStreams = 4096
+	// defaultConnectionShare and defaultStreamShare are WithClientShare's
+	// defaults.
+	defaultConnectionShare = 64
+	defaultStreamShare     = 256
+	// reserveFraction: 1/reserveFraction of the connections and of the
+	// streams are kept for clients that hold none.
+	reserveFraction = 16
+	// handshakeTimeout bounds the time a connection takes to finish its
+	// TLS handshake and send gRPC's preface.
+	handshakeTimeout = 10 * time.Second
+	// firstRequestTimeout bounds the time between a stream's start and its
+	// first request; a stream silent that long ends (DeadlineExceeded).
+	firstRequestTimeout = 10 * time.Second
 	// maxStreamsPerConnection is the most concurrent streams a client
 	// connection may open; a further stream waits for one to end.
 	maxStreamsPerConnection = 16
@@ -39,6 +53,14 @@ const (
 	// maxNameBytes is the longest resource name a request may subscribe
 	// to: a service name (128 bytes), "~" and a color.
 	maxNameBytes = 1024
+	// maxNodeFieldBytes is the longest locality field (region, zone,
+	// sub-zone), user agent name or version, and cluster a node may carry.
+	maxNodeFieldBytes = 256
+	// defaultSubscriptionBudget is WithSubscriptionBudget's default.
+	defaultSubscriptionBudget = 128 << 20
+	// nameOverhead is what a subscribed name is counted for beside its
+	// bytes: the map entries that hold it.
+	nameOverhead = 64
 )
 
 // limitServerOptions are the grpc.Server options that bound each
@@ -48,6 +70,7 @@ func limitServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.MaxConcurrentStreams(maxStreamsPerConnection),
 		grpc.MaxRecvMsgSize(maxRequestBytes),
+		grpc.ConnectionTimeout(handshakeTimeout),
 	}
 }
 
@@ -56,6 +79,15 @@ func limitServerOptions() []grpc.ServerOption {
 func checkRequest(node *corev3.Node, typeURL string, names ...[]string) error {
 	if n := len(node.GetId()); n > maxNodeIDBytes {
 		return status.Errorf(codes.ResourceExhausted, "xds: node ID of %d bytes, more than %d", n, maxNodeIDBytes)
+	}
+	for field, v := range map[string]string{
+		"locality region": node.GetLocality().GetRegion(), "locality zone": node.GetLocality().GetZone(),
+		"locality sub-zone": node.GetLocality().GetSubZone(), "user agent name": node.GetUserAgentName(),
+		"user agent version": node.GetUserAgentVersion(), "cluster": node.GetCluster(),
+	} {
+		if len(v) > maxNodeFieldBytes {
+			return status.Errorf(codes.ResourceExhausted, "xds: node %s of %d bytes, more than %d", field, len(v), maxNodeFieldBytes)
+		}
 	}
 	total := 0
 	for _, list := range names {
@@ -100,41 +132,142 @@ func clipNames(names []string) []string {
 	return out
 }
 
-// limitedListener is a listener that closes at once the connections
-// accepted beyond max open ones, counting them in refused.
-type limitedListener struct {
-	net.Listener
-	max     int64
-	open    atomic.Int64
-	refused *atomic.Uint64
+// pools returns the admission of connections and of streams o sets.
+func (o *options) pools() (conns, streams *admission.Pool) {
+	conns = &admission.Pool{What: "connections", Max: admission.Connections(o.maxConns), Share: o.connShare}
+	conns.Reserve = conns.Max / reserveFraction
+	streams = &admission.Pool{What: "streams", Max: o.maxStreams, Share: o.streamShare, Reserve: o.maxStreams / reserveFraction}
+	return conns, streams
 }
 
-func (l *limitedListener) Accept() (net.Conn, error) {
-	for {
-		c, err := l.Listener.Accept()
-		if err != nil {
-			return nil, err
-		}
-		if l.open.Add(1) > l.max {
-			l.open.Add(-1)
-			l.refused.Add(1)
-			_ = c.Close()
-			continue
-		}
-		return &countedConn{Conn: c, l: l}, nil
+// gatedADS is the ADS service with a deadline on each stream's first
+// request: a stream that sends none within firstRequestTimeout ends.
+type gatedADS struct {
+	discoveryv3.AggregatedDiscoveryServiceServer
+}
+
+// StreamAggregatedResources serves a state-of-the-world stream.
+func (a gatedADS) StreamAggregatedResources(st discoveryv3.AggregatedDiscoveryService_StreamAggregatedResourcesServer) error {
+	g := &gatedSotW{AggregatedDiscoveryService_StreamAggregatedResourcesServer: st}
+	return g.gate.serve(func() error { return a.AggregatedDiscoveryServiceServer.StreamAggregatedResources(g) })
+}
+
+// DeltaAggregatedResources serves a delta stream.
+func (a gatedADS) DeltaAggregatedResources(st discoveryv3.AggregatedDiscoveryService_DeltaAggregatedResourcesServer) error {
+	g := &gatedDelta{AggregatedDiscoveryService_DeltaAggregatedResourcesServer: st}
+	return g.gate.serve(func() error { return a.AggregatedDiscoveryServiceServer.DeltaAggregatedResources(g) })
+}
+
+// trimNode keeps of a request's node what the Server uses (its ID,
+// cluster, locality and user agent), so that a stream holds no more of it
+// than that: go-control-plane keeps each stream's node, and a node's
+// metadata, extensions and addresses may fill a request.
+func trimNode(n *corev3.Node) *corev3.Node {
+	if n == nil {
+		return nil
 	}
+	out := &corev3.Node{Id: n.GetId(), Cluster: n.GetCluster(), UserAgentName: n.GetUserAgentName()}
+	if l := n.GetLocality(); l != nil {
+		out.Locality = &corev3.Locality{Region: l.GetRegion(), Zone: l.GetZone(), SubZone: l.GetSubZone()}
+	}
+	if v := n.GetUserAgentVersion(); v != "" {
+		out.UserAgentVersionType = &corev3.Node_UserAgentVersion{UserAgentVersion: v}
+	}
+	return out
 }
 
-// countedConn gives its place back to its listener when closed.
-type countedConn struct {
-	net.Conn
-	l    *limitedListener
-	once sync.Once
+// namesSize is what names are counted for in the subscription budget.
+func namesSize(names []string) int64 {
+	var n int64
+	for _, name := range names {
+		n += int64(len(name)) + nameOverhead
+	}
+	return n
 }
 
-func (c *countedConn) Close() error {
-	c.once.Do(func() { c.l.open.Add(-1) })
-	return c.Conn.Close()
+type gatedSotW struct {
+	discoveryv3.AggregatedDiscoveryService_StreamAggregatedResourcesServer
+	gate firstRequest
+}
+
+func (g *gatedSotW) Recv() (*discoveryv3.DiscoveryRequest, error) {
+	req, err := g.AggregatedDiscoveryService_StreamAggregatedResourcesServer.Recv()
+	if err == nil {
+		err = g.gate.received()
+		req.Node = trimNode(req.GetNode())
+	}
+	return req, err
+}
+
+type gatedDelta struct {
+	discoveryv3.AggregatedDiscoveryService_DeltaAggregatedResourcesServer
+	gate firstRequest
+}
+
+func (g *gatedDelta) Recv() (*discoveryv3.DeltaDiscoveryRequest, error) {
+	req, err := g.AggregatedDiscoveryService_DeltaAggregatedResourcesServer.Recv()
+	if err == nil {
+		err = g.gate.received()
+		req.Node = trimNode(req.GetNode())
+	}
+	return req, err
+}
+
+// firstRequest ends a stream whose first request does not come within
+// firstRequestTimeout of its start. Its zero value is waiting.
+type firstRequest struct {
+	state atomic.Int32 // waiting, then arrived or expired, for good
+	ch    chan struct{}
+	once  sync.Once
+}
+
+const (
+	waiting int32 = iota
+	arrived
+	expired
+)
+
+// errNoRequest is the status of a stream that sent no request in time.
+var errNoRequest = status.Errorf(codes.DeadlineExceeded, "xds: no request within %v of the stream's start", firstRequestTimeout)
+
+// arrivedCh returns the channel closed when the first request arrives.
+func (f *firstRequest) arrivedCh() chan struct{} {
+	f.once.Do(func() { f.ch = make(chan struct{}) })
+	return f.ch
+}
+
+// received notes a request; it returns errNoRequest if the stream had
+// expired meanwhile.
+func (f *firstRequest) received() error {
+	if f.state.CompareAndSwap(waiting, arrived) {
+		close(f.arrivedCh())
+		return nil
+	}
+	if f.state.Load() == expired {
+		return errNoRequest
+	}
+	return nil
+}
+
+// serve runs handler in a goroutine of its own and returns its error, or
+// errNoRequest as soon as the deadline passes without a request (gRPC
+// then ends the stream, and handler returns when its Recv fails).
+func (f *firstRequest) serve(handler func() error) error {
+	done := make(chan error, 1)
+	go func() { done <- handler() }()
+	t := time.NewTimer(firstRequestTimeout)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-f.arrivedCh():
+		return <-done
+	case <-t.C:
+		if f.state.CompareAndSwap(waiting, expired) {
+			return errNoRequest
+		}
+		return <-done
+	}
 }
 
 // logBurst and logEvery rate-limit each kind of warning a client can cause

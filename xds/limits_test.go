@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"os"
+	"os/exec"
 	"runtime"
 	"strings"
 	"sync"
@@ -20,6 +23,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/musterhq/muster/internal/testkit/testbackend"
 	"github.com/musterhq/muster/xds"
@@ -154,7 +158,7 @@ func TestMaxStreamsAndConnections(t *testing.T) {
 	}
 	waitStats(t, e.cp, "2 streams open", func(st xds.Stats) bool { return st.Clients == 2 })
 	st := refusedWith(t, c, &discoveryv3.DiscoveryRequest{Node: &corev3.Node{Id: "third"}, TypeUrl: resourcev3.ListenerType})
-	if st.Code() != codes.ResourceExhausted || !strings.Contains(st.Message(), "2 streams are open") {
+	if st.Code() != codes.ResourceExhausted || !strings.Contains(st.Message(), "at most 2 streams are held at once") {
 		t.Errorf("a third stream: %v, want ResourceExhausted naming the bound", st)
 	}
 	// Connections: the one above and two more are served; a fourth is
@@ -177,6 +181,69 @@ func TestMaxStreamsAndConnections(t *testing.T) {
 		t.Errorf("Refused = %d, want 1", got.Refused)
 	}
 	_ = conns
+}
+
+// One client may hold its share of connections and of streams
+// (WithClientShare), whatever the bounds for all: beyond it, its
+// connection is closed at once and its stream refused, while a client from
+// another address is served. A stream takes its place with its first
+// request.
+func TestClientShare(t *testing.T) {
+	e := newEnv(t, xds.WithServices("greeter"))
+	e.stopCP()
+	e.startControlPlane(t, xds.WithServices("greeter"), xds.WithClientShare(2, 3))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	from := func(src string) *grpc.ClientConn {
+		conn, err := grpc.NewClient(e.addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+				d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
+				return d.DialContext(ctx, "tcp", addr)
+			}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = conn.Close() })
+		return conn
+	}
+	// Streams: 3 served to 127.0.0.1 (a silent one takes no place), a
+	// 4th refused; 127.0.0.2 served.
+	c := discoveryv3.NewAggregatedDiscoveryServiceClient(from("127.0.0.1"))
+	if _, err := c.StreamAggregatedResources(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		s, err := c.StreamAggregatedResources(ctx)
+		if err == nil {
+			err = s.Send(&discoveryv3.DiscoveryRequest{Node: &corev3.Node{Id: "one"}, TypeUrl: resourcev3.ListenerType})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitStats(t, e.cp, "3 streams served", func(st xds.Stats) bool { return st.Clients == 3 })
+	st := refusedWith(t, c, &discoveryv3.DiscoveryRequest{Node: &corev3.Node{Id: "one"}, TypeUrl: resourcev3.ListenerType})
+	if st.Code() != codes.ResourceExhausted || !strings.Contains(st.Message(), "one client may hold at most 3 streams") {
+		t.Errorf("a 4th stream of one client: %v, want ResourceExhausted naming its share", st)
+	}
+	other := discoveryv3.NewAggregatedDiscoveryServiceClient(from("127.0.0.2"))
+	s, err := other.StreamAggregatedResources(ctx)
+	if err == nil {
+		err = s.Send(&discoveryv3.DiscoveryRequest{Node: &corev3.Node{Id: "two"}, TypeUrl: resourcev3.ListenerType})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitStats(t, e.cp, "another client's stream served", func(st xds.Stats) bool { return st.Clients == 4 })
+
+	// Connections: 127.0.0.1 holds 2 (the one above and one more); a
+	// third is closed at once.
+	extra := from("127.0.0.1")
+	extra.Connect()
+	waitReady(t, extra)
+	before := e.cp.Stats().RefusedConnections
+	from("127.0.0.1").Connect()
+	waitStats(t, e.cp, "a third connection of one client refused", func(st xds.Stats) bool { return st.RefusedConnections > before })
 }
 
 // waitReady waits until conn is READY, failing after 10 s.
@@ -241,14 +308,6 @@ func TestHostileStreamsLeaveTheHeapBounded(t *testing.T) {
 	e := newEnv(t, xds.WithServices("greeter"))
 	a := testbackend.Start(t)
 	e.register(t, "greeter", "a", a.Addr, "", 0, false)
-	heap := func() uint64 {
-		// Twice: buffers pooled by gRPC (sync.Pool) go at the second.
-		runtime.GC()
-		runtime.GC()
-		var m runtime.MemStats
-		runtime.ReadMemStats(&m)
-		return m.HeapAlloc
-	}
 	names := make([]string, 1500)
 	for i := range names {
 		names[i] = fmt.Sprintf("%02048d", i)
@@ -262,7 +321,7 @@ func TestHostileStreamsLeaveTheHeapBounded(t *testing.T) {
 	c := discoveryv3.NewAggregatedDiscoveryServiceClient(conn)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	before := heap()
+	before := heapAlloc()
 	var wg sync.WaitGroup
 	for i := range 40 {
 		wg.Add(1)
@@ -295,11 +354,167 @@ func TestHostileStreamsLeaveTheHeapBounded(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	during := heap()
+	during := heapAlloc()
 	t.Logf("heap %.1f MB before, %.1f MB with 40 hostile streams sent", float64(before)/1e6, float64(during)/1e6)
 	if during > before+32<<20 {
 		t.Errorf("the heap grew by %.1f MB, want less than 32 MB", float64(during-before)/1e6)
 	}
 	cancel()
 	callUntil(t, e.dial(t, "greeter", "real", ""), "a real client calling a", hasAll(a.Addr))
+}
+
+// heapAlloc returns the bytes of live heap objects after a collection.
+func heapAlloc() uint64 {
+	// Twice: buffers pooled by gRPC (sync.Pool) go at the second.
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// Requests each within every bound, on many streams, make the control
+// plane hold no more than its subscription budget allows: 64 streams, each
+// with a node of 100 KiB of metadata and then 1,000 names of 120 bytes for
+// each of three more types (each request under 128 KiB), hold what 8 MiB
+// of budget counts (the streams past it end with ResourceExhausted naming
+// the budget), the heap grows by less than three times the budget, and a
+// client asking for one service is served. Without the budget the 64
+// streams hold about 60 MB of subscriptions.
+func TestSubscriptionBudget(t *testing.T) {
+	const budget = 8 << 20
+	e := newEnv(t, xds.WithServices("greeter"))
+	e.stopCP()
+	e.startControlPlane(t, xds.WithServices("greeter"), xds.WithSubscriptionBudget(budget))
+	a := testbackend.Start(t)
+	e.register(t, "greeter", "a", a.Addr, "", 0, false)
+	waitStats(t, e.cp, "greeter published", func(st xds.Stats) bool { return st.Services == 1 })
+	names := make([]string, 1000)
+	for i := range names {
+		names[i] = fmt.Sprintf("%0120d", i)
+	}
+	meta, err := structpb.NewStruct(map[string]any{"pad": strings.Repeat("m", 100<<10)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	before := heapAlloc()
+	var (
+		streams []discoveryv3.AggregatedDiscoveryService_StreamAggregatedResourcesClient
+		c       discoveryv3.AggregatedDiscoveryServiceClient
+	)
+	for i := range 64 {
+		if i%16 == 0 { // 16 streams a connection
+			c = adsClient(t, e.addr)
+		}
+		s, err := c.StreamAggregatedResources(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reqs := []*discoveryv3.DiscoveryRequest{{Node: &corev3.Node{Id: fmt.Sprintf("big-%d", i), Metadata: meta}, TypeUrl: resourcev3.ListenerType}}
+		for _, typeURL := range []string{resourcev3.RouteType, resourcev3.ClusterType, resourcev3.EndpointType} {
+			reqs = append(reqs, &discoveryv3.DiscoveryRequest{TypeUrl: typeURL, ResourceNames: names})
+		}
+		for _, req := range reqs {
+			if err := s.Send(req); err != nil {
+				break // refused: the stream has ended
+			}
+		}
+		streams = append(streams, s)
+	}
+	st := waitStats(t, e.cp, "every big request served or refused", func(st xds.Stats) bool {
+		return st.Refused+uint64(st.Clients) >= 64 && st.Requests >= 64+3*uint64(st.Clients)
+	})
+	during := heapAlloc()
+	t.Logf("64 streams at the bounds: %d served, %d refused, %d KiB counted; heap %.1f → %.1f MB",
+		st.Clients, st.Refused, st.SubscriptionBytes>>10, float64(before)/1e6, float64(during)/1e6)
+	if st.SubscriptionBytes > budget {
+		t.Errorf("the subscriptions are counted for %d bytes, more than the budget (%d)", st.SubscriptionBytes, budget)
+	}
+	if st.Refused < 32 {
+		t.Errorf("%d of 64 streams refused, want the budget to refuse all but about 14", st.Refused)
+	}
+	if grew := int64(during) - int64(before); grew > 3*budget {
+		t.Errorf("the heap grew by %.1f MB with the budget at %.1f MB", float64(grew)/1e6, float64(budget)/1e6)
+	}
+	// The last stream came when the budget was spent.
+	err = nil
+	for err == nil {
+		_, err = streams[63].Recv() // its Listener request may have been answered
+	}
+	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "this control plane keeps for them") {
+		t.Errorf("the 64th stream: %v, want ResourceExhausted naming the budget", err)
+	}
+	cancel()
+	callUntil(t, e.dial(t, "greeter", "real", ""), "a real client calling a", hasAll(a.Addr))
+}
+
+// A stream keeps of its node only what the control plane uses (ID,
+// cluster, locality, user agent): 200 streams whose first request carries
+// 100 KiB of node metadata grow the control plane's heap by less than
+// 8 MB while they stay open (go-control-plane keeps each stream's node:
+// without the trim they hold 20 MB). The clients run in a child process,
+// so that their own buffers are not counted.
+func TestNodeMetadataNotKept(t *testing.T) {
+	e := newEnv(t, xds.WithServices("greeter"))
+	before := heapAlloc()
+	child := exec.Command(os.Args[0])
+	child.Env = append(os.Environ(), metadataClientsEnv+"="+e.addr)
+	stdin, err := child.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	child.Stderr = os.Stderr
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = stdin.Close() // the child exits when its stdin closes
+		_ = child.Wait()
+	}()
+	waitStats(t, e.cp, "200 streams served", func(st xds.Stats) bool { return st.Clients == 200 && st.Requests >= 200 })
+	during := heapAlloc()
+	t.Logf("200 streams with 100 KiB of node metadata: heap %.1f → %.1f MB", float64(before)/1e6, float64(during)/1e6)
+	if grew := int64(during) - int64(before); grew > 8<<20 {
+		t.Errorf("the heap grew by %.1f MB: the streams keep their nodes' metadata", float64(grew)/1e6)
+	}
+}
+
+// metadataClientsEnv names the control plane a child process of
+// TestNodeMetadataNotKept opens its streams to.
+const metadataClientsEnv = "MUSTER_XDS_TEST_METADATA_CLIENTS"
+
+// runMetadataClients opens 200 ADS streams to addr, 16 a connection, each
+// sending a request whose node carries 100 KiB of metadata, and holds
+// them until its stdin closes. It returns the process's exit code.
+func runMetadataClients(addr string) int {
+	meta, err := structpb.NewStruct(map[string]any{"pad": strings.Repeat("m", 100<<10)})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	var c discoveryv3.AggregatedDiscoveryServiceClient
+	for i := range 200 {
+		if i%16 == 0 {
+			conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 1
+			}
+			defer conn.Close()
+			c = discoveryv3.NewAggregatedDiscoveryServiceClient(conn)
+		}
+		s, err := c.StreamAggregatedResources(context.Background())
+		if err == nil {
+			err = s.Send(&discoveryv3.DiscoveryRequest{Node: &corev3.Node{Id: fmt.Sprintf("meta-%d", i), Metadata: meta},
+				TypeUrl: resourcev3.ListenerType, ResourceNames: []string{"greeter"}})
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	return 0
 }

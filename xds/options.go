@@ -41,6 +41,9 @@ type options struct {
 	maxZones     int
 	maxConns     int
 	maxStreams   int
+	connShare    int // WithClientShare
+	streamShare  int
+	budget       int // WithSubscriptionBudget
 	metadata     bool
 	callPolicies bool // WithPolicies
 	selfCheck    bool // WithSelfCheck
@@ -86,6 +89,9 @@ func defaultOptions() options {
 		maxZones:     defaultMaxZones,
 		maxConns:     defaultMaxConnections,
 		maxStreams:   defaultMaxStreams,
+		connShare:    defaultConnectionShare,
+		streamShare:  defaultStreamShare,
+		budget:       defaultSubscriptionBudget,
 		forgetAfter:  defaultForgetAfter,
 	}
 }
@@ -189,18 +195,52 @@ func WithMaxZones(n int) Option {
 // WithMaxConnections bounds the client connections Serve keeps open at
 // once; a connection beyond them is closed as soon as it is accepted, and
 // counted (Stats.RefusedConnections). The default is 1,024; n < 1 is an
-// error of New. Each connection may open at most 16 streams at once, and a
-// request may be at most 128 KiB (docs/XDS.md, "Limits").
+// error of New. Either is lowered to a quarter of the process's
+// file-descriptor limit, so that the process (an embedded etcd among it)
+// keeps the files it needs. The last sixteenth of them is kept for
+// clients that hold none (WithClientShare). Each connection may open at
+// most 16 streams at once, and must finish its TLS handshake and send
+// gRPC's preface within 10 s (docs/XDS.md, "Limits").
 func WithMaxConnections(n int) Option {
 	return func(o *options) { o.setAtLeastOne("WithMaxConnections", n, &o.maxConns) }
 }
 
 // WithMaxStreams bounds the ADS streams the Server serves at once, on all
-// its connections (and those of Register's grpc.Server); a stream beyond
-// them ends at once with ResourceExhausted, and is counted
-// (Stats.Refused). The default is 4,096; n < 1 is an error of New.
+// its connections (and those of Register's grpc.Server). A stream takes
+// its place with its first request, which must come within 10 s of its
+// start; a stream beyond the bound ends then with ResourceExhausted, and
+// is counted (Stats.Refused). The last sixteenth of the places is kept for
+// clients that hold none (WithClientShare). The default is 4,096; n < 1 is
+// an error of New.
 func WithMaxStreams(n int) Option {
 	return func(o *options) { o.setAtLeastOne("WithMaxStreams", n, &o.maxStreams) }
+}
+
+// WithSubscriptionBudget bounds what the open ADS streams' subscriptions
+// may make the Server hold, all streams together: each subscribed name is
+// counted for its bytes and 64 more. A request that would pass it ends its
+// stream with ResourceExhausted, counted (Stats.Refused); what the streams
+// hold is Stats.SubscriptionBytes. The default is 128 MiB: a client
+// following 100 services (four names each) is counted for about 34 KiB,
+// so 3,900 such clients fit; the heap holds about 1.5 bytes for each byte
+// counted. bytes < 1 is an error of New.
+func WithSubscriptionBudget(bytes int) Option {
+	return func(o *options) { o.setAtLeastOne("WithSubscriptionBudget", bytes, &o.budget) }
+}
+
+// WithClientShare bounds the connections (of Serve) and the ADS streams
+// one client may hold at once, clients grouped by address: an IPv6
+// address by its /64, an IPv4 address by itself. So that one host cannot
+// take every place of WithMaxConnections and WithMaxStreams, and a client
+// that holds none is admitted while others hold their shares. The defaults
+// are 64 connections and 256 streams: a gRPC client opens one connection
+// and one stream per control plane. conns or streams < 1 is an error of
+// New.
+func WithClientShare(conns, streams int) Option {
+	return func(o *options) {
+		o.setAtLeastOne("WithClientShare", conns, &o.connShare)
+		o.setAtLeastOne("WithClientShare", streams, &o.streamShare)
+	}
 }
 
 // WithEndpointMetadata makes every endpoint carry its instance under the

@@ -36,6 +36,8 @@ func TestNewRejects(t *testing.T) {
 		{xds.WithMaxZones(0), "WithMaxZones"},
 		{xds.WithMaxConnections(0), "WithMaxConnections"},
 		{xds.WithMaxStreams(-1), "WithMaxStreams"},
+		{xds.WithClientShare(0, 1), "WithClientShare"},
+		{xds.WithClientShare(1, 0), "WithClientShare"},
 		{xds.WithForgetAfter(0), "WithForgetAfter"},
 		{xds.WithForgetAfter(-time.Second), "WithForgetAfter"},
 		{xds.WithTLSFiles("", "", ""), "WithTLSFiles"},

@@ -23,7 +23,8 @@ func BenchmarkPublishChange(b *testing.B) {
 	for _, n := range []int{100, 1000} {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			log := slog.New(slog.NewTextHandler(io.Discard, nil))
-			s := &Server{c: newCaches("bench-", 64, false, false, log), stats: newStats(log, defaultMaxStreams), log: log}
+			o := defaultOptions()
+			s := &Server{c: newCaches("bench-", 64, false, false, log), stats: newStats(&o), log: log}
 			s.c.endpointsFor(locality{}) // one client zone
 			f := &feed{s: s, service: "greeter", policy: RoundRobin, logged: map[skipped]bool{}}
 			eps := make([]grpcresolver.Endpoint, n)

@@ -20,6 +20,7 @@ import (
 	grpcresolver "google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/serviceconfig"
 
+	"github.com/musterhq/muster/internal/admission"
 	"github.com/musterhq/muster/internal/xdscheck"
 	"github.com/musterhq/muster/registry"
 	"github.com/musterhq/muster/resolver"
@@ -44,7 +45,7 @@ type Server struct {
 	opts  options
 	b     *resolver.Builder
 	c     *caches
-	ads   serverv3.Server
+	ads   discoveryv3.AggregatedDiscoveryServiceServer // go-control-plane's, each stream's first request on a deadline
 	stats *stats
 	log   *slog.Logger
 
@@ -76,7 +77,7 @@ func New(d registry.Discovery, opts ...Option) (*Server, error) {
 	if len(o.services) == 0 && !canList {
 		return nil, ErrNoServices
 	}
-	st := newStats(o.log, o.maxStreams)
+	st := newStats(&o)
 	creds, err := o.grpcCreds(st)
 	if err != nil {
 		return nil, err
@@ -99,7 +100,7 @@ func New(d registry.Discovery, opts ...Option) (*Server, error) {
 	if o.selfCheck {
 		s.c.check = s.selfCheck
 	}
-	s.ads = serverv3.NewServer(ctx, s.c, s.stats)
+	s.ads = gatedADS{serverv3.NewServer(ctx, s.c, s.stats)}
 	if len(o.services) > 0 {
 		for _, svc := range o.services {
 			if err := s.follow(svc); err != nil {
@@ -150,7 +151,7 @@ func (s *Server) Register(g *grpc.Server) {
 // serving fail. It may be called more than once, with other listeners.
 func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	g := grpc.NewServer(append(limitServerOptions(), s.opts.grpcOpts...)...)
-	lis = &limitedListener{Listener: lis, max: int64(s.opts.maxConns), refused: &s.stats.refusedConns}
+	lis = admission.NewListener(lis, s.stats.conns, s.log)
 	if s.opts.tlsConfig == nil && s.opts.tlsFiles == nil && !loopback(lis.Addr()) {
 		s.log.Warn("xds: serving ADS in plaintext on an address other hosts may reach: any of them can read every "+
 			"published service's addresses; serve with TLS (WithTLSFiles, muster xds --xds-cert) and client "+

@@ -13,16 +13,18 @@ import (
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/musterhq/muster/internal/admission"
 	"github.com/musterhq/muster/internal/ratelimit"
 )
 
 // Stats is what a Server counts since New.
 type Stats struct {
-	// Clients is the number of open ADS streams, state-of-the-world and
-	// delta.
+	// Clients is the number of ADS streams served, state-of-the-world and
+	// delta: those open whose first request admitted them.
 	Clients int64
 	// Requests counts discovery requests received (first requests, ACKs
 	// and NACKs).
@@ -59,12 +61,17 @@ type Stats struct {
 	Pushes map[string]Pushes
 	// Refused counts streams ended for breaking a bound on what a client
 	// may make the Server hold (a node ID, a resource name or a
-	// subscription too large, too many streams; see WithMaxStreams), each
-	// with a ResourceExhausted status naming the bound.
+	// subscription too large, too many streams in all or from one client;
+	// see WithMaxStreams, WithClientShare), each with a ResourceExhausted
+	// status naming the bound.
 	Refused uint64
-	// RefusedConnections counts connections closed at once because
-	// WithMaxConnections were open.
+	// RefusedConnections counts connections Serve closed at once because
+	// their client held its share, or every place was taken
+	// (WithMaxConnections, WithClientShare).
 	RefusedConnections uint64
+	// SubscriptionBytes is what the open streams' subscriptions are
+	// counted for: each name's bytes and 64 more (WithSubscriptionBudget).
+	SubscriptionBytes int64
 	// SelfCheckViolations counts the breaches of a client's precondition
 	// found in published resources with WithSelfCheck, each logged.
 	SelfCheckViolations uint64
@@ -88,23 +95,25 @@ func (s *Server) Stats() Stats {
 	st.Protected = s.b.Stats().Protected
 	st.Services = s.c.published()
 	st.Zones = s.c.zones()
+	st.RefusedConnections = s.stats.conns.Refused()
 	return st
 }
 
 // stats implements go-control-plane's callbacks: it counts streams,
 // requests, ACKs, NACKs and pushed resources, and logs NACKs.
 type stats struct {
-	log        *slog.Logger
-	maxStreams int64
-	clients    atomic.Int64
-	requests   atomic.Uint64
-	acks       atomic.Uint64
-	nacks      atomic.Uint64
-	skipped    atomic.Uint64
+	log      *slog.Logger
+	conns    *admission.Pool // the connections Serve admits, by client address
+	streams  *admission.Pool // the streams admitted, by client address
+	budget   int64           // WithSubscriptionBudget
+	requests atomic.Uint64
+	acks     atomic.Uint64
+	nacks    atomic.Uint64
+	skipped  atomic.Uint64
 
 	tlsReloads, tlsReloadErrors atomic.Uint64
 	forgotten                   atomic.Uint64
-	refused, refusedConns       atomic.Uint64
+	refused                     atomic.Uint64
 	suppressed                  atomic.Uint64
 	violations                  atomic.Uint64
 	nackLog, refusalLog         *ratelimit.Bucket
@@ -113,21 +122,33 @@ type stats struct {
 
 	mu         sync.Mutex
 	pushes     map[string]*Pushes
-	deltaNodes map[int64]*corev3.Node // the node of each delta stream (only its first request carries it)
-	admitted   map[streamKey]bool     // the open streams counted in clients
+	deltaNodes map[int64]*corev3.Node     // the node of each delta stream (only its first request carries it)
+	open       map[streamKey]*streamPlace // every open stream, admitted or not
+	retained   int64                      // the sum of every open stream's sizes, at most budget
+}
+
+// streamPlace is an open stream: its client's address and, once its first
+// request admitted it, the release of its place in stats.streams and the
+// size of its subscription to each type (namesSize).
+type streamPlace struct {
+	peer    string
+	release func()
+	sizes   map[string]int64
 }
 
 var _ serverv3.Callbacks = (*stats)(nil)
 
-func newStats(log *slog.Logger, maxStreams int) *stats {
-	return &stats{log: log, maxStreams: int64(maxStreams), table: newClientTable(), pushes: map[string]*Pushes{},
-		deltaNodes: map[int64]*corev3.Node{}, admitted: map[streamKey]bool{},
+// newStats returns the counters of a Server with options o.
+func newStats(o *options) *stats {
+	conns, streams := o.pools()
+	return &stats{log: o.log, conns: conns, streams: streams, budget: int64(o.budget), table: newClientTable(), pushes: map[string]*Pushes{},
+		deltaNodes: map[int64]*corev3.Node{}, open: map[streamKey]*streamPlace{},
 		nackLog: newLogLimit(), refusalLog: newLogLimit()}
 }
 
 func (st *stats) snapshot() Stats {
 	out := Stats{
-		Clients:  st.clients.Load(),
+		Clients:  int64(st.streams.Held()),
 		Requests: st.requests.Load(),
 		ACKs:     st.acks.Load(),
 		NACKs:    st.nacks.Load(),
@@ -138,13 +159,13 @@ func (st *stats) snapshot() Stats {
 		Forgotten:       st.forgotten.Load(),
 		Pushes:          map[string]Pushes{},
 
-		Refused:            st.refused.Load(),
-		RefusedConnections: st.refusedConns.Load(),
-		SuppressedLogs:     st.suppressed.Load(),
+		Refused:        st.refused.Load(),
+		SuppressedLogs: st.suppressed.Load(),
 
 		SelfCheckViolations: st.violations.Load(),
 	}
 	st.mu.Lock()
+	out.SubscriptionBytes = st.retained
 	for svc, p := range st.pushes {
 		out.Pushes[svc] = *p
 	}
@@ -152,43 +173,100 @@ func (st *stats) snapshot() Stats {
 	return out
 }
 
-// OnStreamOpen counts a client, or refuses the stream when maxStreams are
-// open.
-func (st *stats) OnStreamOpen(_ context.Context, id int64, _ string) error {
-	return st.admit(streamKey{id: id})
+// OnStreamOpen notes the client address of a stream: the stream is
+// admitted, and counted, by its first request (admit).
+func (st *stats) OnStreamOpen(ctx context.Context, id int64, _ string) error {
+	st.opened(ctx, streamKey{id: id})
+	return nil
 }
 
-// admit counts stream k opening, or returns the error that refuses it when
-// maxStreams are open (the stream is then not counted, and closing it
-// takes nothing off).
-func (st *stats) admit(k streamKey) error {
+// opened notes stream k open, from the client of ctx.
+func (st *stats) opened(ctx context.Context, k streamKey) {
+	var peerAddr string
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		peerAddr = p.Addr.String()
+	}
 	st.mu.Lock()
-	if int64(len(st.admitted)) >= st.maxStreams {
+	st.open[k] = &streamPlace{peer: peerAddr}
+	st.mu.Unlock()
+}
+
+// admit gives stream k a place in st.streams at its first request, or
+// returns the error that refuses it (ResourceExhausted, naming the bound;
+// the stream is then not counted). Its later requests have their place.
+func (st *stats) admit(k streamKey, node *corev3.Node) error {
+	st.mu.Lock()
+	p := st.open[k]
+	if p == nil { // not opened through OnStreamOpen: keyed by nothing
+		p = &streamPlace{}
+		st.open[k] = p
+	}
+	if p.release != nil {
 		st.mu.Unlock()
-		err := status.Errorf(codes.ResourceExhausted, "xds: %d streams are open, the most this control plane serves", st.maxStreams)
-		st.refuse(nil, err)
+		return nil
+	}
+	release, err := st.streams.Acquire(p.peer)
+	if err == nil {
+		p.release, p.sizes = release, map[string]int64{}
+	}
+	st.mu.Unlock()
+	if err != nil {
+		err = status.Errorf(codes.ResourceExhausted, "xds: %v", err)
+		st.refuse(node, err)
 		return err
 	}
-	st.admitted[k] = true
-	st.mu.Unlock()
-	st.clients.Add(1)
 	st.table.open(k, time.Now())
 	return nil
 }
 
-// closed takes stream k off, if it was admitted.
+// closed takes stream k off, and gives its place back if it had one.
 func (st *stats) closed(k streamKey) {
 	st.mu.Lock()
-	ok := st.admitted[k]
-	delete(st.admitted, k)
+	p := st.open[k]
+	delete(st.open, k)
 	if k.delta {
 		delete(st.deltaNodes, k.id)
 	}
-	st.mu.Unlock()
-	if ok {
-		st.clients.Add(-1)
+	if p != nil && p.release != nil {
+		for _, n := range p.sizes {
+			st.retained -= n
+		}
+		p.release()
 		st.table.close(k)
 	}
+	st.mu.Unlock()
+}
+
+// subscribe counts what stream k's subscription to typeURL holds after a
+// request: names replace the type's subscription (state of the world), or
+// add to it and unsubscribe take from it (delta). It returns the error
+// that ends the stream when the streams' subscriptions would hold more
+// than the budget (the request is then not counted).
+func (st *stats) subscribe(k streamKey, node *corev3.Node, typeURL string, replace bool, names, unsubscribe []string) error {
+	st.mu.Lock()
+	p := st.open[k]
+	if p == nil || p.sizes == nil {
+		st.mu.Unlock()
+		return nil
+	}
+	size := namesSize(names)
+	if !replace {
+		size = max(0, p.sizes[typeURL]+size-namesSize(unsubscribe))
+	}
+	grow := size - p.sizes[typeURL]
+	if grow > 0 && st.retained+grow > st.budget {
+		retained := st.retained
+		st.mu.Unlock()
+		err := status.Errorf(codes.ResourceExhausted,
+			"xds: the streams' subscriptions hold %d KiB, and this one would pass the %d KiB this control plane keeps for them",
+			retained>>10, st.budget>>10)
+		st.refuse(node, err)
+		return err
+	}
+	st.retained += grow
+	p.sizes[typeURL] = size
+	st.mu.Unlock()
+	return nil
 }
 
 // refuse counts a refused stream and logs it, rate-limited.
@@ -212,6 +290,12 @@ func (st *stats) OnStreamRequest(id int64, req *discoveryv3.DiscoveryRequest) er
 	st.requests.Add(1)
 	if err := checkRequest(req.GetNode(), req.GetTypeUrl(), req.GetResourceNames()); err != nil {
 		st.refuse(req.GetNode(), err)
+		return err
+	}
+	if err := st.admit(streamKey{id: id}, req.GetNode()); err != nil {
+		return err
+	}
+	if err := st.subscribe(streamKey{id: id}, req.GetNode(), req.GetTypeUrl(), true, req.GetResourceNames(), nil); err != nil {
 		return err
 	}
 	st.table.request(streamKey{id: id}, request{
@@ -314,10 +398,11 @@ func (st *stats) OnFetchRequest(context.Context, *discoveryv3.DiscoveryRequest) 
 // OnFetchResponse does nothing.
 func (st *stats) OnFetchResponse(*discoveryv3.DiscoveryRequest, *discoveryv3.DiscoveryResponse) {}
 
-// OnDeltaStreamOpen counts a client, or refuses the stream when
-// maxStreams are open.
-func (st *stats) OnDeltaStreamOpen(_ context.Context, id int64, _ string) error {
-	return st.admit(streamKey{delta: true, id: id})
+// OnDeltaStreamOpen notes the client address of a delta stream: the
+// stream is admitted, and counted, by its first request.
+func (st *stats) OnDeltaStreamOpen(ctx context.Context, id int64, _ string) error {
+	st.opened(ctx, streamKey{delta: true, id: id})
+	return nil
 }
 
 // OnDeltaStreamClosed counts a client gone, if its stream was admitted.
@@ -332,6 +417,13 @@ func (st *stats) OnStreamDeltaRequest(id int64, req *discoveryv3.DeltaDiscoveryR
 	st.requests.Add(1)
 	if err := checkRequest(req.GetNode(), req.GetTypeUrl(), req.GetResourceNamesSubscribe(), req.GetResourceNamesUnsubscribe()); err != nil {
 		st.refuse(req.GetNode(), err)
+		return err
+	}
+	if err := st.admit(streamKey{delta: true, id: id}, req.GetNode()); err != nil {
+		return err
+	}
+	if err := st.subscribe(streamKey{delta: true, id: id}, req.GetNode(), req.GetTypeUrl(), false,
+		req.GetResourceNamesSubscribe(), req.GetResourceNamesUnsubscribe()); err != nil {
 		return err
 	}
 	st.mu.Lock()

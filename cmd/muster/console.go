@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -325,10 +324,6 @@ func runConsole(ctx context.Context, g *globalOptions, o consoleOptions, stderr 
 		return err
 	}
 	defer stop()
-	lis, err := net.Listen("tcp", o.listen)
-	if err != nil {
-		return fmt.Errorf("console: --listen %s: %w", o.listen, err)
-	}
 	guard, err := hostguard.New(o.listen, o.hosts...)
 	if err != nil {
 		return usageErrorf("--console-host: %v", err)
@@ -337,10 +332,11 @@ func runConsole(ctx context.Context, g *globalOptions, o consoleOptions, stderr 
 	mux.Handle(r.pattern, r.handler)
 	mux.Handle(sd.pattern, sd.handler)
 	mux.Handle("GET /{$}", http.RedirectHandler(consolePath, http.StatusFound))
-	hs := &http.Server{Handler: guard.Handler("muster: this console", "--console-host", mux), ReadHeaderTimeout: 5 * time.Second}
-	done := make(chan error, 1)
-	go func() { done <- hs.Serve(lis) }()
-	url := "http://" + lis.Addr().String() + consolePath
+	l, err := serveHTTP(o.listen, guard.Handler("muster: this console", "--console-host", mux), nil, log)
+	if err != nil {
+		return fmt.Errorf("console: --listen %s: %w", o.listen, err)
+	}
+	url := "http://" + l.addr + consolePath
 	if len(o.clusters.values) > 0 {
 		log.Info("console on " + url + " for --cluster " + strings.Join(o.clusters.values, " --cluster "))
 	} else {
@@ -351,15 +347,12 @@ func runConsole(ctx context.Context, g *globalOptions, o consoleOptions, stderr 
 	}
 	select {
 	case <-ctx.Done():
-	case err := <-done:
+	case err := <-l.done:
 		return fmt.Errorf("console: %w", err)
 	}
 	log.Info("stopping")
 	// The event streams end with the console, then the server closes.
 	stop()
-	_ = hs.Close()
-	if err := <-done; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("console: %w", err)
-	}
+	l.stop()
 	return nil
 }

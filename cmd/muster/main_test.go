@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -25,6 +26,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(asCommandEnv) == "1" { // a child process a test started as the command
+		main()
+	}
 	// Registry changes show up in watch within a second instead of six.
 	watchProgressInterval = 200 * time.Millisecond
 	goleak.VerifyTestMain(m, etcdtest.LeakOptions()...)

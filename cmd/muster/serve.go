@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -322,7 +321,7 @@ func runServe(ctx context.Context, o serveOptions, stderr io.Writer, ready func(
 			default:
 				return nil
 			}
-		}, ui, sd)
+		}, log, ui, sd)
 		if err != nil {
 			return fmt.Errorf("serve: --metrics-listen %s: %w", o.metricsAddr, err)
 		}
@@ -365,18 +364,15 @@ func quietUntilRunning(w io.Writer) (*zap.Logger, zap.AtomicLevel) {
 // otherwise, and routes, to the hosts of hosts (loopback, addr's IP and
 // hosts.names; others get 421, against DNS rebinding). It returns a
 // function that stops serving and the address it listens on.
-func serveMetrics(addr string, hosts hostFlag, extra prometheus.Gatherer, healthy func() error, routes ...route) (stop func(), listening string, err error) {
+func serveMetrics(addr string, hosts hostFlag, extra prometheus.Gatherer, healthy func() error, log *slog.Logger, routes ...route) (stop func(), listening string, err error) {
 	guard, err := hostguard.New(addr, hosts.names...)
 	if err != nil {
 		return nil, "", usageErrorf("%s: %v", hosts.flag, err)
 	}
-	lis, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, "", err
-	}
 	mux := http.NewServeMux()
+	own := prometheus.NewRegistry()
 	mux.Handle("GET /metrics", promhttp.InstrumentMetricHandler(prometheus.DefaultRegisterer,
-		promhttp.HandlerFor(prometheus.Gatherers{prometheus.DefaultGatherer, extra}, promhttp.HandlerOpts{})))
+		promhttp.HandlerFor(prometheus.Gatherers{prometheus.DefaultGatherer, own, extra}, promhttp.HandlerOpts{})))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		if err := healthy(); err != nil {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
@@ -387,16 +383,11 @@ func serveMetrics(addr string, hosts hostFlag, extra prometheus.Gatherer, health
 	for _, r := range routes {
 		mux.Handle(r.pattern, r.handler)
 	}
-	hs := &http.Server{Handler: guard.Handler("muster: this listener", hosts.flag, mux), ReadHeaderTimeout: 5 * time.Second}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = hs.Serve(lis)
-	}()
-	return func() {
-		_ = hs.Close()
-		<-done
-	}, lis.Addr().String(), nil
+	l, err := serveHTTP(addr, guard.Handler("muster: this listener", hosts.flag, mux), own, log)
+	if err != nil {
+		return nil, "", err
+	}
+	return l.stop, l.addr, nil
 }
 
 // serveXDS starts an xDS control plane as o says over every service of the

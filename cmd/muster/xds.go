@@ -42,6 +42,9 @@ type xdsOptions struct {
 	// maxConns and maxStreams are xds.WithMaxConnections and
 	// xds.WithMaxStreams; 0: their defaults.
 	maxConns, maxStreams int
+	// clientConns and clientStreams are xds.WithClientShare's; 0: its
+	// defaults.
+	clientConns, clientStreams int
 	// slowStart is xds.WithSlowStart's window (0: off), with its
 	// aggression and minimum weight percent.
 	slowStart                        time.Duration
@@ -103,6 +106,8 @@ registered. Canaries and call policies are per cluster and not followed;
 	f.StringVar(&o.policy, "policy", string(xds.RoundRobin), "load-balancing policy of every cluster: round_robin, ring_hash (honours weights; one x-muster-key, one backend), least_request (clients without it use round_robin), or muster_p2c / muster_wrr (Go clients that import Muster's balancers; others use round_robin)")
 	f.IntVar(&o.maxConns, "max-connections", 1024, "most client connections served at once; more are closed as they come")
 	f.IntVar(&o.maxStreams, "max-streams", 4096, "most ADS streams served at once; more end at once with RESOURCE_EXHAUSTED")
+	f.IntVar(&o.clientConns, "client-connections", 64, "most connections one client (an IPv4 address, an IPv6 /64) holds at once; more are closed as they come")
+	f.IntVar(&o.clientStreams, "client-streams", 256, "most ADS streams one client (an IPv4 address, an IPv6 /64) holds at once; more end with RESOURCE_EXHAUSTED")
 	f.BoolVar(&o.endpointMetadata, "endpoint-metadata", false, "publish each endpoint's instance (id, version, zone, weight, metadata) as filter metadata \"muster\", for proxies and tools that read it; no gRPC client does, and it costs clients decoding time on every change")
 	f.BoolVar(&o.selfCheck, "self-check", false, "check every resource before publishing it against the preconditions of gRPC's xDS clients (Go, Java, C-core, Node; docs/XDS.md), logging each breach at error level: a debugging aid (a breach is a bug in Muster), at some CPU per change")
 	f.DurationVar(&o.slowStart, "slow-start", 0, "with --policy muster_p2c or muster_wrr: ramp an instance registered less than this ago (at most 1h) from --slow-start-min-weight-percent to its full share, by its registration time (Go clients on Muster's balancers; others give it its full share at once); 0 for off")
@@ -135,6 +140,12 @@ func validateXDSFlags(o xdsOptions) error {
 	}
 	if o.maxStreams < 1 {
 		return usageErrorf("--max-streams %d: want at least 1", o.maxStreams)
+	}
+	if o.clientConns < 1 {
+		return usageErrorf("--client-connections %d: want at least 1", o.clientConns)
+	}
+	if o.clientStreams < 1 {
+		return usageErrorf("--client-streams %d: want at least 1", o.clientStreams)
 	}
 	switch xds.Policy(o.policy) {
 	case xds.RoundRobin, xds.RingHash, xds.LeastRequest, xds.MusterP2C, xds.MusterWRR:
@@ -203,7 +214,7 @@ func serveXDSUntil(ctx context.Context, o xdsOptions, cp *xds.Server, stop func(
 	if o.metricsAddr != "" {
 		reg := prometheus.NewRegistry()
 		reg.MustRegister(append([]prometheus.Collector{metrics.XDS(cp, nil)}, extra...)...)
-		stopMetrics, addr, err := serveMetrics(o.metricsAddr, hostFlag{"--metrics-host", o.metricsHosts}, reg, func() error { return nil })
+		stopMetrics, addr, err := serveMetrics(o.metricsAddr, hostFlag{"--metrics-host", o.metricsHosts}, reg, func() error { return nil }, log)
 		if err != nil {
 			_ = stop()
 			return fmt.Errorf("xds: --metrics-listen %s: %w", o.metricsAddr, err)
@@ -242,6 +253,9 @@ func startXDS(d registry.Discovery, canaries registry.CanarySource, policies reg
 	}
 	if o.maxStreams > 0 {
 		opts = append(opts, xds.WithMaxStreams(o.maxStreams))
+	}
+	if o.clientConns > 0 && o.clientStreams > 0 {
+		opts = append(opts, xds.WithClientShare(o.clientConns, o.clientStreams))
 	}
 	if o.slowStart != 0 {
 		opts = append(opts, xds.WithSlowStart(o.slowStart, o.slowAggression, o.slowMinWeightPct))

@@ -243,6 +243,9 @@ func TestXDSCommand(t *testing.T) {
 		{"xds", "--policy", "random"},
 		{"xds", "--forget-after", "0s"},
 		{"xds", "--metrics-listen", "no-port"},
+		{"xds", "--max-connections", "0"},
+		{"xds", "--client-connections", "0"},
+		{"xds", "--client-streams", "-1"},
 		{"xds", "--xds-cert", "c.pem"},
 		{"xds", "--xds-cacert", "ca.pem"},
 		{"xds", "--slow-start", "30s"}, // round_robin has none
@@ -498,12 +501,18 @@ func TestXDSTLS(t *testing.T) {
 // service over an ADS stream with creds, and returns an error unless it
 // gets it within 10 s.
 func adsListener(addr string, creds credentials.TransportCredentials, service string) error {
+	return adsListenerWithin(addr, creds, service, 10*time.Second)
+}
+
+// adsListenerWithin is adsListener, failing unless it is done within
+// timeout.
+func adsListenerWithin(addr string, creds credentials.TransportCredentials, service string, timeout time.Duration) error {
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	stream, err := discoveryv3.NewAggregatedDiscoveryServiceClient(conn).StreamAggregatedResources(ctx)
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // Pool admits holders of one resource. Its fields are set before first
@@ -34,6 +35,8 @@ type Pool struct {
 	// 32 (each address its own group).
 	IPv4Bits int
 
+	refused atomic.Uint64
+
 	mu      sync.Mutex
 	held    int
 	byGroup map[string]int
@@ -49,10 +52,13 @@ func (p *Pool) Acquire(remoteAddr string) (release func(), err error) {
 	mine := p.byGroup[g]
 	switch {
 	case mine >= p.Share:
+		p.refused.Add(1)
 		return nil, fmt.Errorf("one client may hold at most %d %s at once", p.Share, p.What)
 	case p.held >= p.Max:
+		p.refused.Add(1)
 		return nil, fmt.Errorf("at most %d %s are held at once", p.Max, p.What)
 	case mine > 0 && p.held >= p.Max-p.Reserve:
+		p.refused.Add(1)
 		return nil, fmt.Errorf("the last %d of %d %s are kept for clients that hold none", p.Reserve, p.Max, p.What)
 	}
 	if p.byGroup == nil {
@@ -79,6 +85,9 @@ func (p *Pool) Held() int {
 	defer p.mu.Unlock()
 	return p.held
 }
+
+// Refused returns how many times Acquire refused a place.
+func (p *Pool) Refused() uint64 { return p.refused.Load() }
 
 // Group returns the group of the client at remoteAddr: Group(remoteAddr,
 // p.IPv4Bits).
