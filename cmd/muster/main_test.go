@@ -318,6 +318,13 @@ func (b *background) next(t *testing.T, what string) string {
 	t.Helper()
 	timer := time.NewTimer(waitTimeout)
 	defer timer.Stop()
+	return b.nextBefore(t, what, timer.C)
+}
+
+// nextBefore returns the next line of output, failing the test if timeout
+// (waitTimeout's timer) fires first.
+func (b *background) nextBefore(t *testing.T, what string, timeout <-chan time.Time) string {
+	t.Helper()
 	select {
 	case line, ok := <-b.lines:
 		if !ok {
@@ -326,9 +333,9 @@ func (b *background) next(t *testing.T, what string) string {
 		}
 		b.seen = append(b.seen, line)
 		return line
-	case <-timer.C:
-		t.Fatalf("no output line within %v while waiting for %s; lines so far:\n%s\nstderr:\n%s",
-			waitTimeout, what, strings.Join(b.seen, "\n"), b.stderr)
+	case <-timeout:
+		t.Fatalf("still waiting for %s after %v; lines so far:\n%s\nstderr:\n%s",
+			what, waitTimeout, strings.Join(b.seen, "\n"), b.stderr)
 		return ""
 	}
 }

@@ -156,12 +156,16 @@ func draining(id string, want bool) func(registry.Snapshot) bool {
 	}
 }
 
-// awaitLine reads b's lines until one matches re (unanchored).
+// awaitLine reads b's lines until one matches re (unanchored), failing
+// the test if none does within waitTimeout: a process that keeps logging
+// something else does not hold it longer.
 func awaitLine(t *testing.T, b *background, re string) string {
 	t.Helper()
 	r := regexp.MustCompile(re)
+	timer := time.NewTimer(waitTimeout)
+	defer timer.Stop()
 	for {
-		if line := b.next(t, fmt.Sprintf("a line matching %q", re)); r.MatchString(line) {
+		if line := b.nextBefore(t, fmt.Sprintf("a line matching %q", re), timer.C); r.MatchString(line) {
 			return line
 		}
 	}

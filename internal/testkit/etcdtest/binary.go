@@ -119,8 +119,11 @@ func (mc memberConfig) flags() []string {
 	if mc.MaxTxnOps > 0 {
 		f = append(f, "--max-txn-ops", strconv.Itoa(mc.MaxTxnOps))
 	}
+	if mc.CheapPasswords {
+		f = append(f, "--bcrypt-cost", strconv.Itoa(bcryptCost))
+	}
 	if mc.Auth {
-		f = append(f, "--auth-token", mc.AuthToken, "--bcrypt-cost", strconv.Itoa(bcryptCost))
+		f = append(f, "--auth-token", mc.AuthToken)
 		if mc.TokenTTL > 0 {
 			f = append(f, "--auth-token-ttl", strconv.FormatUint(uint64(mc.TokenTTL), 10))
 		}

@@ -75,6 +75,7 @@ type options struct {
 	auth          bool
 	rootPassword  string
 	tokenTTL      time.Duration
+	cheapHashes   bool // WithCheapPasswords (WithAuth implies it)
 	processes     bool
 	binary        string // WithBinary; empty for embedded servers
 	binaryNoFsync bool   // the binary takes --unsafe-no-fsync
@@ -215,6 +216,7 @@ func start(t testing.TB, o options, tlsFiles *TLSFiles, authToken string) (c *Cl
 			m.auth, m.authToken, m.tokenTTL = true, authToken, tokenTTLSeconds(o.tokenTTL)
 			m.rootPassword = o.rootPassword
 		}
+		m.cheapPasswords = o.auth || o.cheapHashes
 		if tlsFiles != nil {
 			m.clientURL.Scheme, m.proxyURL.Scheme = "https", "https"
 		}

@@ -93,7 +93,9 @@
 // last use. Cluster.Client and Cluster.ClientConfig log in as RootUser (and
 // present the client certificate WithTLS); Cluster.UserClient logs in as
 // another user, created by the test with the usual etcd calls (RoleAdd,
-// RoleGrantPermission, UserAdd, UserGrantRole).
+// RoleGrantPermission, UserAdd, UserGrantRole). A test that enables
+// authentication itself (an etcdctl recipe) starts the cluster with
+// WithCheapPasswords instead, and logs in with UserClient.
 //
 // Cluster.RPCStats counts the requests the cluster's members served, by
 // method and by error message: logins, requests refused for an expired

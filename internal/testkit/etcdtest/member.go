@@ -41,6 +41,7 @@ type Member struct {
 	rootPassword   string      // RootUser's password with auth: the package's own clients log in (etcd 3.6 answers Status only to a user)
 	authToken      string      // etcd's --auth-token with auth: "simple" or a JWT setting
 	tokenTTL       uint        // simple token TTL in seconds; 0 for etcd's default
+	cheapPasswords bool        // hash passwords at bcryptCost
 	rpc            *rpcCounter // the cluster's request counter
 	processes      bool        // run the server in a child process
 	binary         string      // the etcd binary the child runs; empty for the test binary

@@ -155,6 +155,7 @@ type memberConfig struct {
 	Auth                             bool
 	AuthToken                        string // etcd's --auth-token with Auth
 	TokenTTL                         uint
+	CheapPasswords                   bool   // hash passwords at bcryptCost
 	Binary                           string // the etcd binary to run; empty for the test binary
 	BinaryNoFsync                    bool   // Binary takes --unsafe-no-fsync
 	MaxTxnOps                        int    // 0: etcd's default
@@ -177,6 +178,7 @@ func (m *Member) memberConfig(state string) memberConfig {
 		Auth:               m.auth,
 		AuthToken:          m.authToken,
 		TokenTTL:           m.tokenTTL,
+		CheapPasswords:     m.cheapPasswords,
 		Binary:             m.binary,
 		BinaryNoFsync:      m.noFsync,
 		MaxTxnOps:          m.maxTxnOps,
@@ -219,9 +221,11 @@ func (mc memberConfig) embedConfig() *embed.Config {
 	if mc.MaxTxnOps > 0 {
 		cfg.MaxTxnOps = uint(mc.MaxTxnOps)
 	}
+	if mc.CheapPasswords {
+		cfg.BcryptCost = bcryptCost
+	}
 	if mc.Auth {
 		cfg.AuthToken = mc.AuthToken
-		cfg.BcryptCost = bcryptCost
 		if mc.TokenTTL > 0 {
 			cfg.AuthTokenTTL = mc.TokenTTL
 		}

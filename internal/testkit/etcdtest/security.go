@@ -43,6 +43,15 @@ func WithAuth(rootPassword string, tokenTTL time.Duration) Option {
 	}
 }
 
+// WithCheapPasswords makes the members hash passwords as WithAuth does,
+// at bcrypt's minimum cost, for a test that creates its users and enables
+// authentication itself (as an etcdctl recipe does) on a cluster started
+// without WithAuth. Clients made by Client then present no credentials:
+// log in with UserClient (RootUser included).
+func WithCheapPasswords() Option {
+	return func(o *options) { o.cheapHashes = true }
+}
+
 // tokenTTLSeconds converts WithAuth's TTL to etcd's setting: 0 for the
 // default, else whole seconds rounded up.
 func tokenTTLSeconds(d time.Duration) uint {
@@ -52,10 +61,10 @@ func tokenTTLSeconds(d time.Duration) uint {
 	return uint((d + time.Second - 1) / time.Second)
 }
 
-// bcryptCost is the cost of password hashes on members with auth:
-// bcrypt's minimum (golang.org/x/crypto/bcrypt.MinCost). etcd's default,
-// 10, makes each login cost the server tens of milliseconds of CPU, far
-// more under the race detector.
+// bcryptCost is the cost of password hashes on members with auth or
+// WithCheapPasswords: bcrypt's minimum (golang.org/x/crypto/bcrypt.MinCost).
+// etcd's default, 10, makes each login cost the server tens of
+// milliseconds of CPU, far more under the race detector.
 const bcryptCost = 4
 
 // TLS returns the cluster's certificates, or nil if it was not started
