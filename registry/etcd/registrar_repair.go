@@ -65,7 +65,14 @@ func (r *Registrar) audit() error {
 		r.kick()
 		return nil
 	}
-	rewound, why, err := r.rewound(ctx, resp.ResponseHeader)
+	r.mu.Lock()
+	var own string // a key the registrar wrote: one its etcd role may read
+	for key := range r.keys.current() {
+		own = key
+		break
+	}
+	r.mu.Unlock()
+	rewound, why, err := r.rewound(ctx, resp.ResponseHeader, own)
 	if err != nil {
 		return err
 	}
@@ -107,9 +114,11 @@ func (r *Registrar) audit() error {
 // than the one the registrar wrote in: another cluster ID, or a revision
 // below its last write. A lower revision from a member that is merely
 // behind is told apart with a linearizable read, which no member answers
-// below the last write unless the history was replaced.
-func (r *Registrar) rewound(ctx context.Context, h *pb.ResponseHeader) (bool, string, error) {
-	if h == nil || r.lastWrite == 0 {
+// below the last write unless the history was replaced. That read is of
+// own, a key the registrar wrote: a role restricted to the service's
+// prefix may read it, and no other.
+func (r *Registrar) rewound(ctx context.Context, h *pb.ResponseHeader, own string) (bool, string, error) {
+	if h == nil || r.lastWrite == 0 || own == "" {
 		return false, "", nil
 	}
 	if h.ClusterId != r.clusterID {
@@ -118,7 +127,7 @@ func (r *Registrar) rewound(ctx context.Context, h *pb.ResponseHeader) (bool, st
 	if h.Revision >= r.lastWrite {
 		return false, "", nil
 	}
-	resp, err := r.cli.Get(ctx, "\x00", clientv3.WithCountOnly())
+	resp, err := r.cli.Get(ctx, own, clientv3.WithCountOnly())
 	if err != nil {
 		return false, "", fmt.Errorf("etcd: audit revision: %w", err)
 	}
