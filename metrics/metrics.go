@@ -67,8 +67,9 @@ func boolValue(b bool) float64 {
 // muster_registrar_reregistrations_total (sessions lost and re-established),
 // muster_registrar_revocations_total (sessions ended by the backend while
 // kept alive), muster_registrar_repairs_total (instances written again
-// after the backend lost them) and muster_registrar_failures_total (failed
-// attempts, each retried).
+// after the backend lost them), muster_registrar_failures_total (failed
+// attempts, each retried) and muster_registrar_refusals_total (the
+// failures the backend refused for the registrar's identity).
 func Registrar(r registry.StatusReporter, labels prometheus.Labels) prometheus.Collector {
 	registered := desc("registrar_registered", "1 while every instance of the registrar is written under a live lease.", labels)
 	instances := desc("registrar_instances", "Instances in the registrar's set.", labels)
@@ -77,8 +78,9 @@ func Registrar(r registry.StatusReporter, labels prometheus.Labels) prometheus.C
 	revoked := desc("registrar_revocations_total", "Leases etcd ended while they were kept alive (revoked by hand, or by a member that led the cluster and was paused for longer than the TTL).", labels)
 	repairs := desc("registrar_repairs_total", "Instances written again because etcd lost them while the lease lived (deleted by hand, lost in a restore).", labels)
 	failures := desc("registrar_failures_total", "Failed attempts to reach etcd (each retried with backoff).", labels)
+	refusals := desc("registrar_refusals_total", "Failed attempts etcd refused for the registrar's identity (password or token refused, permission denied).", labels)
 	return &collector{
-		descs: []*prometheus.Desc{registered, instances, pending, rereg, revoked, repairs, failures},
+		descs: []*prometheus.Desc{registered, instances, pending, rereg, revoked, repairs, failures, refusals},
 		collect: func(ch chan<- prometheus.Metric) {
 			st := r.Status()
 			ch <- gauge(registered, boolValue(st.Registered))
@@ -88,6 +90,7 @@ func Registrar(r registry.StatusReporter, labels prometheus.Labels) prometheus.C
 			ch <- counter(revoked, st.Revocations)
 			ch <- counter(repairs, st.Repairs)
 			ch <- counter(failures, st.Failures)
+			ch <- counter(refusals, st.Refusals)
 		},
 	}
 }

@@ -89,8 +89,8 @@ muster_resolver_protected_updates_total 0
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n != 15 {
-		t.Fatalf("%d series gathered, want 15", n)
+	if n != 16 {
+		t.Fatalf("%d series gathered, want 16", n)
 	}
 
 	// A lease revoked from outside: counted as a revocation, followed by a

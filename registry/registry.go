@@ -74,6 +74,10 @@ type RegistrarStatus struct {
 	// Failures counts failed attempts to reach the desired state (each
 	// is retried).
 	Failures uint64
+	// Refusals counts the failures the backend refused for the
+	// registrar's identity (etcd: a password or token refused, permission
+	// denied): credentials or a role to fix, not a network.
+	Refusals uint64
 	// Repairs counts instances written again because the backend lost
 	// them while the session lived (deleted by hand, lost in a restore
 	// from a backup).

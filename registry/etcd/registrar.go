@@ -328,6 +328,18 @@ func unreachable(err error) bool {
 	return false
 }
 
+// refused reports whether err is etcd refusing the client's identity: a
+// password or token refused, a user name missing, permission denied.
+func refused(err error) bool {
+	for _, e := range []error{rpctypes.ErrAuthFailed, rpctypes.ErrInvalidAuthToken, rpctypes.ErrUserEmpty,
+		rpctypes.ErrPermissionDenied, rpctypes.ErrAuthOldRevision} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
 // errRetrying is the cause of an ErrPending returned at once because the
 // registrar's last attempt to reach etcd failed.
 var errRetrying = errors.New("etcd: not reachable at the last attempt; retrying with backoff")
@@ -471,6 +483,9 @@ func (r *Registrar) setError(err error) {
 	if err != nil {
 		r.status.LastErrorAt = time.Now()
 		r.status.Failures++
+		if refused(err) {
+			r.status.Refusals++
+		}
 	}
 	r.broadcastLocked()
 	if news {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -50,8 +51,12 @@ func (r *Registrar) run() {
 				// already.
 				d := max(bo.Next()-time.Since(start), 0)
 				r.down.fail(start)
+				now := time.Now()
 				r.log.Warn("registration incomplete; retrying", "error", err,
-					"failing_for", seconds(r.down.length(time.Now())), "next_attempt_in", d.Round(time.Millisecond))
+					"failing_for", seconds(r.down.length(now)), "next_attempt_in", d.Round(time.Millisecond))
+				if bound := stuckTTLs * r.opts.ttl; r.down.longer(now, bound) {
+					r.stuck(err, bound)
+				}
 				retry.Reset(d)
 				retryC = retry.C
 			} else {
@@ -122,7 +127,8 @@ func (r *Registrar) logRecovery() {
 	switch {
 	case !ok:
 	case st.Instances == 0:
-		r.log.Info("etcd answers again; nothing to register", "outage", seconds(d), "failed_attempts", failures)
+		// No request may have been made: nothing says etcd answered.
+		r.log.Info("nothing left to register", "failing_for", seconds(d), "failed_attempts", failures)
 	case r.registeredOnce:
 		r.log.Info("registered again after an outage", "instances", st.Instances,
 			"outage", seconds(d), "failed_attempts", failures, "lease", fmt.Sprintf("%x", st.Session))
@@ -133,6 +139,30 @@ func (r *Registrar) logRecovery() {
 	if st.Registered {
 		r.registeredOnce = true
 	}
+}
+
+// stuckTTLs is how many lease TTLs registration may fail before the
+// registrar says plainly that its instances are gone from etcd: by then
+// the lease it had has expired.
+const stuckTTLs = 3
+
+// stuck logs, at error level, that registration has failed for longer
+// than bound, with err, the last attempt's error, and what it means.
+func (r *Registrar) stuck(err error, bound time.Duration) {
+	st := r.Status()
+	if st.Instances == 0 {
+		return
+	}
+	why := "etcd refuses the requests"
+	switch {
+	case refused(err):
+		why = "etcd refuses this client's identity: check its user, password or certificate, and its role's permissions"
+	case unreachable(err):
+		why = "etcd does not answer"
+	}
+	r.log.Error("registration has failed for longer than "+bound.String()+" ("+strconv.Itoa(stuckTTLs)+
+		" lease TTLs): the instances are not in etcd, and clients no longer see them", "cause", why, "error", err,
+		"instances", st.Instances, "failed_attempts", st.Failures)
 }
 
 // reconcile brings etcd to the desired set: it grants a lease if needed,

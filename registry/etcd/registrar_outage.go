@@ -9,6 +9,17 @@ import "time"
 type outage struct {
 	since    time.Time // the first failure; zero while none
 	failures int       // failed attempts since then
+	told     bool      // longer has reported this outage
+}
+
+// longer reports, once per outage, that the outage has lasted more than d
+// at now.
+func (o *outage) longer(now time.Time, d time.Duration) bool {
+	if o.since.IsZero() || o.told || now.Sub(o.since) <= d {
+		return false
+	}
+	o.told = true
+	return true
 }
 
 // fail records a failure at t; an outage starts at its first failure.

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 	"regexp"
 	"strings"
 	"syscall"
@@ -446,7 +447,16 @@ func TestRefusedCredentialsAreRetriedCalmly(t *testing.T) {
 	c := etcdtest.Start(t, etcdtest.WithAuth("root-pw", time.Second))
 	root := c.Client(t)
 	secAddUser(t, root, "user-svc", "user-pw", clientv3.PermissionType(clientv3.PermReadWrite), secPrefix+"/user/")
-	r := newRegistrar(t, secClient(t, c, nil, "user-svc", "user-pw"), fast(secPrefix)...)
+	stuck := make(chan string, 1)
+	logs := slog.New(slog.NewTextHandler(lineFunc(func(line string) {
+		if strings.Contains(line, "registration has failed for longer than") {
+			select {
+			case stuck <- line:
+			default:
+			}
+		}
+	}), nil))
+	r := newRegistrar(t, secClient(t, c, nil, "user-svc", "user-pw"), fast(secPrefix, etcd.WithLogger(logs))...)
 	d := newDiscovery(t, root, fast(secPrefix)...)
 	ctx := ctxFor(t, time.Minute)
 	if err := r.Register(ctx, instance("user", "u1", 9001)); err != nil {
@@ -484,6 +494,20 @@ func TestRefusedCredentialsAreRetriedCalmly(t *testing.T) {
 	if limit := elapsed / 2; cpu > limit {
 		t.Errorf("the process used %v of CPU in %v, want at most %v", cpu, elapsed, limit)
 	}
+	// Past three lease TTLs of failures the registrar says plainly that
+	// its instances are gone, and why; the refusals are counted as such.
+	select {
+	case line := <-stuck:
+		if !strings.Contains(line, "level=ERROR") || !strings.Contains(line, "refuses this client's identity") {
+			t.Errorf("the stuck registrar's line: %s", line)
+		}
+		t.Logf("logged: %s", line)
+	case <-time.After(15 * time.Second):
+		t.Error("no line says registration has failed for longer than three lease TTLs")
+	}
+	if st := r.Status(); st.Refusals == 0 || st.Refusals > st.Failures {
+		t.Errorf("status %+v: want the refused logins counted in Refusals", st)
+	}
 
 	// The old password works again: the registrar registers by itself.
 	if _, err := root.UserChangePassword(ctx, "user-svc", "user-pw"); err != nil {
@@ -494,4 +518,13 @@ func TestRefusedCredentialsAreRetriedCalmly(t *testing.T) {
 		t.Fatalf("not registered again within 10s of the password working again: %v; status %+v", err, r.Status())
 	}
 	registrytest.WaitFor(t, w, "u1 back", registrytest.HasIDs("u1"))
+}
+
+// lineFunc is an io.Writer calling itself with each write: a slog text
+// handler writes one record a write.
+type lineFunc func(line string)
+
+func (f lineFunc) Write(p []byte) (int, error) {
+	f(string(p))
+	return len(p), nil
 }
