@@ -196,18 +196,18 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "console: read-only: no admin credential is configured", http.StatusForbidden)
 		return
 	}
-	release, why := s.logins.admit(r.RemoteAddr, time.Now())
-	if release == nil {
-		w.Header().Set("Retry-After", "1")
-		http.Error(w, "console: "+why, http.StatusTooManyRequests)
-		return
-	}
-	defer release()
 	var req credentials
 	if !decodeJSON(w, r, &req) {
 		return
 	}
+	done, why := s.logins.admit(r.RemoteAddr, req.User, time.Now())
+	if done == nil {
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "console: "+why, http.StatusTooManyRequests)
+		return
+	}
 	id, sess, ok := s.auth.login(req, time.Now())
+	done(ok)
 	if !ok {
 		if log, n := s.logins.logRefusal(time.Now()); log {
 			s.opts.log.Warn("console: login refused", "user", clipName(req.User), "from", r.RemoteAddr,

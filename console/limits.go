@@ -53,61 +53,99 @@ func (s *Server) listed(r *http.Request, service string) (bool, error) {
 }
 
 // The bounds on logins: a password is checked with bcrypt (by design tens
-// of milliseconds of CPU, in the process that may also run etcd), so one
-// client address may try at most loginBurst times at once and then one
-// every loginEvery, and at most maxConcurrentLogins checks run at once.
-// Refused logins are logged at the same pace, all addresses together.
+// of milliseconds of CPU, in the process that may also run etcd). One
+// client (an address; IPv6 by its /64: admission.Group) may try at most
+// loginBurst times at once and then one every loginEvery, with one check
+// running at a time. A client whose login failed in the last
+// suspectFor is a suspect: its attempts also draw on the allowance of the
+// user name they give (loginBurst, then one every loginEvery), shared by
+// every suspect client. So guessing one user's password from many
+// addresses costs one check per address and then one a second in all,
+// while a client that has not failed (the admin at the keyboard) is
+// checked at once, never refused because others guess. Refused logins are
+// logged at the same pace, all clients together.
 const (
-	loginBurst          = 10
-	loginEvery          = time.Second
-	maxConcurrentLogins = 2
-	// maxLoginClients bounds the client addresses whose attempts are
-	// remembered; past it one is forgotten for each new one.
+	loginBurst = 10
+	loginEvery = time.Second
+	suspectFor = 15 * time.Minute
+	// maxLoginClients bounds the clients, and the user names, whose
+	// attempts are remembered; past it one is forgotten for each new one.
 	maxLoginClients = 4096
 )
 
-// loginThrottle limits login attempts per client (an address; IPv6 by its
-// /64: admission.Group), the password
-// checks running at once, and the lines of refused logins.
+// loginThrottle limits login attempts per client and per user name, the
+// checks of each client, and the lines of refused logins.
 type loginThrottle struct {
 	mu       sync.Mutex
-	byClient map[string]*ratelimit.Bucket
-	checks   chan struct{} // a place per running check
+	byClient map[string]*ratelimit.Bucket // attempts of each client
+	byUser   map[string]*ratelimit.Bucket // attempts of suspect clients, by the user name they give
+	failed   map[string]time.Time         // the last failed login of each suspect client
+	checking map[string]bool              // clients with a check running
 	refusals *ratelimit.Bucket
 }
 
 func newLoginThrottle() *loginThrottle {
-	return &loginThrottle{byClient: map[string]*ratelimit.Bucket{}, checks: make(chan struct{}, maxConcurrentLogins),
+	return &loginThrottle{byClient: map[string]*ratelimit.Bucket{}, byUser: map[string]*ratelimit.Bucket{},
+		failed: map[string]time.Time{}, checking: map[string]bool{},
 		refusals: &ratelimit.Bucket{Burst: loginBurst, Every: loginEvery}}
 }
 
-// admit takes an attempt of the client at remoteAddr at now, and a place
-// for its check; release gives the place back. It returns nil and why not
-// when the client tried too often or too many checks run.
-func (lt *loginThrottle) admit(remoteAddr string, now time.Time) (release func(), why string) {
-	host := admission.Group(remoteAddr, 0) // an IPv6 client by its /64
-	lt.mu.Lock()
-	b := lt.byClient[host]
+// bucket returns m's bucket for key, making one (and forgetting another
+// when m holds maxLoginClients) if there is none.
+func bucket(m map[string]*ratelimit.Bucket, key string) *ratelimit.Bucket {
+	b := m[key]
 	if b == nil {
-		if len(lt.byClient) >= maxLoginClients {
-			for k := range lt.byClient { // forget one, any: the map stays bounded
-				delete(lt.byClient, k)
-				break
-			}
-		}
+		forgetOne(m)
 		b = &ratelimit.Bucket{Burst: loginBurst, Every: loginEvery}
-		lt.byClient[host] = b
+		m[key] = b
 	}
-	lt.mu.Unlock()
-	if ok, _ := b.Allow(now); !ok {
+	return b
+}
+
+// forgetOne deletes an entry of m, any, when it holds maxLoginClients.
+func forgetOne[V any](m map[string]V) {
+	if len(m) < maxLoginClients {
+		return
+	}
+	for k := range m {
+		delete(m, k)
+		return
+	}
+}
+
+// admit takes an attempt to log in as user of the client at remoteAddr at
+// now, and the client's place for its check; done gives the place back
+// and records whether the login succeeded. It returns nil and why not
+// when the attempt is refused.
+func (lt *loginThrottle) admit(remoteAddr, user string, now time.Time) (done func(ok bool), why string) {
+	client := admission.Group(remoteAddr, 0)
+	lt.mu.Lock()
+	defer lt.mu.Unlock()
+	if ok, _ := bucket(lt.byClient, client).Allow(now); !ok {
 		return nil, "too many login attempts from this address; wait a second"
 	}
-	select {
-	case lt.checks <- struct{}{}:
-		return func() { <-lt.checks }, ""
-	default:
-		return nil, "too many logins at once; try again"
+	if lt.checking[client] {
+		return nil, "a login from this address is being checked; try again"
 	}
+	if at, ok := lt.failed[client]; ok && now.Sub(at) < suspectFor {
+		if ok, _ := bucket(lt.byUser, clipName(user)).Allow(now); !ok {
+			return nil, "too many failed logins for this user name; wait a second"
+		}
+	}
+	lt.checking[client] = true
+	return func(ok bool) {
+		lt.mu.Lock()
+		defer lt.mu.Unlock()
+		delete(lt.checking, client)
+		if ok {
+			delete(lt.failed, client)
+			return
+		}
+		if _, known := lt.failed[client]; !known {
+			forgetOne(lt.failed)
+		}
+		lt.failed[client] = time.Now()
+	}, ""
 }
 
 // logRefusal reports whether a refused login may be logged at now, and

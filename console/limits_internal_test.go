@@ -13,9 +13,9 @@ func TestLoginThrottleGroupsIPv6By64(t *testing.T) {
 	lt := newLoginThrottle()
 	now := time.Now()
 	try := func(addr string) string {
-		release, why := lt.admit(addr, now)
-		if release != nil {
-			release()
+		done, why := lt.admit(addr, "alice", now)
+		if done != nil {
+			done(true)
 		}
 		return why
 	}
