@@ -171,9 +171,10 @@ func benchRegistry(b *testing.B) (*etcd.Registrar, func() *etcd.Discovery) {
 }
 
 // serveBench starts a control plane over d on a loopback port, stopped at
-// b's end.
+// b's end. Its clients all come from 127.0.0.1, as many client processes
+// would from many hosts: one client may hold every connection and stream.
 func serveBench(b *testing.B, d registry.Discovery, opts ...xds.Option) (*xds.Server, string) {
-	cp, err := xds.New(d, append([]xds.Option{xds.WithLogger(quiet)}, opts...)...)
+	cp, err := xds.New(d, append([]xds.Option{xds.WithLogger(quiet), xds.WithMaxConnections(4096), xds.WithClientShare(4096, 4096)}, opts...)...)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -2,8 +2,6 @@ package xds
 
 import (
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -141,7 +139,8 @@ func (o *options) pools() (conns, streams *admission.Pool) {
 }
 
 // gatedADS is the ADS service with a deadline on each stream's first
-// request: a stream that sends none within firstRequestTimeout ends.
+// request: a stream that sends none within firstRequestTimeout ends with
+// DeadlineExceeded. It also trims each request's node (trimNode).
 type gatedADS struct {
 	discoveryv3.AggregatedDiscoveryServiceServer
 }
@@ -149,13 +148,39 @@ type gatedADS struct {
 // StreamAggregatedResources serves a state-of-the-world stream.
 func (a gatedADS) StreamAggregatedResources(st discoveryv3.AggregatedDiscoveryService_StreamAggregatedResourcesServer) error {
 	g := &gatedSotW{AggregatedDiscoveryService_StreamAggregatedResourcesServer: st}
-	return g.gate.serve(func() error { return a.AggregatedDiscoveryServiceServer.StreamAggregatedResources(g) })
+	return g.gate.end(a.AggregatedDiscoveryServiceServer.StreamAggregatedResources(g))
 }
 
 // DeltaAggregatedResources serves a delta stream.
 func (a gatedADS) DeltaAggregatedResources(st discoveryv3.AggregatedDiscoveryService_DeltaAggregatedResourcesServer) error {
 	g := &gatedDelta{AggregatedDiscoveryService_DeltaAggregatedResourcesServer: st}
-	return g.gate.serve(func() error { return a.AggregatedDiscoveryServiceServer.DeltaAggregatedResources(g) })
+	return g.gate.end(a.AggregatedDiscoveryServiceServer.DeltaAggregatedResources(g))
+}
+
+type gatedSotW struct {
+	discoveryv3.AggregatedDiscoveryService_StreamAggregatedResourcesServer
+	gate firstRequest
+}
+
+func (g *gatedSotW) Recv() (*discoveryv3.DiscoveryRequest, error) {
+	req, err := recvFirst(&g.gate, g.AggregatedDiscoveryService_StreamAggregatedResourcesServer.Recv)
+	if err == nil {
+		req.Node = trimNode(req.GetNode())
+	}
+	return req, err
+}
+
+type gatedDelta struct {
+	discoveryv3.AggregatedDiscoveryService_DeltaAggregatedResourcesServer
+	gate firstRequest
+}
+
+func (g *gatedDelta) Recv() (*discoveryv3.DeltaDiscoveryRequest, error) {
+	req, err := recvFirst(&g.gate, g.AggregatedDiscoveryService_DeltaAggregatedResourcesServer.Recv)
+	if err == nil {
+		req.Node = trimNode(req.GetNode())
+	}
+	return req, err
 }
 
 // trimNode keeps of a request's node what the Server uses (its ID,
@@ -185,89 +210,52 @@ func namesSize(names []string) int64 {
 	return n
 }
 
-type gatedSotW struct {
-	discoveryv3.AggregatedDiscoveryService_StreamAggregatedResourcesServer
-	gate firstRequest
-}
-
-func (g *gatedSotW) Recv() (*discoveryv3.DiscoveryRequest, error) {
-	req, err := g.AggregatedDiscoveryService_StreamAggregatedResourcesServer.Recv()
-	if err == nil {
-		err = g.gate.received()
-		req.Node = trimNode(req.GetNode())
-	}
-	return req, err
-}
-
-type gatedDelta struct {
-	discoveryv3.AggregatedDiscoveryService_DeltaAggregatedResourcesServer
-	gate firstRequest
-}
-
-func (g *gatedDelta) Recv() (*discoveryv3.DeltaDiscoveryRequest, error) {
-	req, err := g.AggregatedDiscoveryService_DeltaAggregatedResourcesServer.Recv()
-	if err == nil {
-		err = g.gate.received()
-		req.Node = trimNode(req.GetNode())
-	}
-	return req, err
-}
-
-// firstRequest ends a stream whose first request does not come within
-// firstRequestTimeout of its start. Its zero value is waiting.
+// firstRequest is the deadline of a stream's first request. Its zero
+// value is waiting; it is used by the stream's one receiving goroutine.
 type firstRequest struct {
-	state atomic.Int32 // waiting, then arrived or expired, for good
-	ch    chan struct{}
-	once  sync.Once
+	arrived, expired bool
 }
-
-const (
-	waiting int32 = iota
-	arrived
-	expired
-)
 
 // errNoRequest is the status of a stream that sent no request in time.
 var errNoRequest = status.Errorf(codes.DeadlineExceeded, "xds: no request within %v of the stream's start", firstRequestTimeout)
 
-// arrivedCh returns the channel closed when the first request arrives.
-func (f *firstRequest) arrivedCh() chan struct{} {
-	f.once.Do(func() { f.ch = make(chan struct{}) })
-	return f.ch
-}
-
-// received notes a request; it returns errNoRequest if the stream had
-// expired meanwhile.
-func (f *firstRequest) received() error {
-	if f.state.CompareAndSwap(waiting, arrived) {
-		close(f.arrivedCh())
-		return nil
+// recvFirst calls recv. Until a first request has arrived, it waits for
+// one at most firstRequestTimeout and then returns errNoRequest, leaving
+// recv to return when the stream ends (go-control-plane then ends the
+// stream; end gives it its status). After the first request it is recv.
+func recvFirst[T any](f *firstRequest, recv func() (T, error)) (T, error) {
+	if f.arrived {
+		return recv()
 	}
-	if f.state.Load() == expired {
-		return errNoRequest
+	type result struct {
+		req T
+		err error
 	}
-	return nil
-}
-
-// serve runs handler in a goroutine of its own and returns its error, or
-// errNoRequest as soon as the deadline passes without a request (gRPC
-// then ends the stream, and handler returns when its Recv fails).
-func (f *firstRequest) serve(handler func() error) error {
-	done := make(chan error, 1)
-	go func() { done <- handler() }()
+	ch := make(chan result, 1)
+	go func() {
+		req, err := recv()
+		ch <- result{req, err}
+	}()
 	t := time.NewTimer(firstRequestTimeout)
 	defer t.Stop()
 	select {
-	case err := <-done:
-		return err
-	case <-f.arrivedCh():
-		return <-done
+	case r := <-ch:
+		f.arrived = r.err == nil
+		return r.req, r.err
 	case <-t.C:
-		if f.state.CompareAndSwap(waiting, expired) {
-			return errNoRequest
-		}
-		return <-done
+		f.expired = true
+		var zero T
+		return zero, errNoRequest
 	}
+}
+
+// end returns the status a stream's handler ends with: errNoRequest if no
+// request came in time, else err.
+func (f *firstRequest) end(err error) error {
+	if f.expired {
+		return errNoRequest
+	}
+	return err
 }
 
 // logBurst and logEvery rate-limit each kind of warning a client can cause
