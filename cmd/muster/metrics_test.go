@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 )
@@ -29,7 +30,21 @@ func TestServeExposesMetricsAndHealth(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("/healthz = %d, want 200", resp.StatusCode)
 	}
-	resp, err = client.Get("http://" + m[1] + "/metrics")
+	families := scrape(t, m[1])
+	for _, name := range []string{"etcd_server_has_leader", "etcd_debugging_mvcc_keys_total", "go_goroutines"} {
+		if families[name] == nil {
+			t.Errorf("/metrics lacks %s", name)
+		}
+	}
+	if v := families["etcd_server_has_leader"].GetMetric()[0].GetGauge().GetValue(); v != 1 {
+		t.Errorf("etcd_server_has_leader = %v, want 1", v)
+	}
+}
+
+// scrape returns the metric families of the /metrics at addr.
+func scrape(t *testing.T, addr string) map[string]*dto.MetricFamily {
+	t.Helper()
+	resp, err := (&http.Client{Timeout: waitTimeout}).Get("http://" + addr + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,12 +54,5 @@ func TestServeExposesMetricsAndHealth(t *testing.T) {
 	if err != nil {
 		t.Fatalf("/metrics does not parse: %v", err)
 	}
-	for _, name := range []string{"etcd_server_has_leader", "etcd_debugging_mvcc_keys_total", "go_goroutines"} {
-		if families[name] == nil {
-			t.Errorf("/metrics lacks %s", name)
-		}
-	}
-	if v := families["etcd_server_has_leader"].GetMetric()[0].GetGauge().GetValue(); v != 1 {
-		t.Errorf("etcd_server_has_leader = %v, want 1", v)
-	}
+	return families
 }

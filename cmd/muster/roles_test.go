@@ -81,17 +81,17 @@ func requireEtcdctl(t *testing.T) {
 	}
 }
 
-// isolationRecipe returns the shell blocks (```sh) of docs/SECURITY.md's
-// section "Per-service isolation", in order.
-func isolationRecipe(t *testing.T) string {
+// securityBlocks returns the shell blocks (```sh) of docs/SECURITY.md's
+// section heading (its subsections included), in order.
+func securityBlocks(t *testing.T, heading string) []string {
 	t.Helper()
 	data, err := os.ReadFile("../../docs/SECURITY.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(data), "\n## Per-service isolation\n")
+	_, section, ok := strings.Cut(string(data), "\n## "+heading+"\n")
 	if !ok {
-		t.Fatal(`docs/SECURITY.md has no section "## Per-service isolation"`)
+		t.Fatalf(`docs/SECURITY.md has no section "## %s"`, heading)
 	}
 	section, _, _ = strings.Cut(section, "\n## ")
 	var blocks []string
@@ -102,12 +102,19 @@ func isolationRecipe(t *testing.T) string {
 		}
 		block, after, ok := strings.Cut(rest, "\n```\n")
 		if !ok {
-			t.Fatal(`docs/SECURITY.md, "Per-service isolation": a sh block does not end`)
+			t.Fatalf(`docs/SECURITY.md, "%s": a sh block does not end`, heading)
 		}
 		blocks = append(blocks, block)
 		section = "\n" + after
 	}
-	recipe := strings.Join(blocks, "\n")
+	return blocks
+}
+
+// isolationRecipe returns the shell blocks of docs/SECURITY.md's section
+// "Per-service isolation", in order, as one script.
+func isolationRecipe(t *testing.T) string {
+	t.Helper()
+	recipe := strings.Join(securityBlocks(t, "Per-service isolation"), "\n")
 	if lines := strings.Split(strings.TrimSpace(recipe), "\n"); lines[len(lines)-1] != "etcdctl auth enable" {
 		t.Fatalf(`docs/SECURITY.md, "Per-service isolation": the recipe ends with %q, want "etcdctl auth enable"`, lines[len(lines)-1])
 	}

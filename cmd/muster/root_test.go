@@ -67,6 +67,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"serve", "--listen-client-url", "127.0.0.1:2380"}, "--listen-client-url and --listen-peer-url must differ"},
 		{[]string{"serve", "--listen-peer-url", "http://example.com:2380"}, "IP address or localhost"},
 		{[]string{"serve", "--data-dir", ""}, "--data-dir"},
+		{[]string{"serve", "--quota-backend-bytes", "-1"}, "--quota-backend-bytes -1: want 0 (etcd's default, 2 GiB) or more"},
 		// The embedded etcd has no TLS nor auth: loopback only, unless
 		// the operator says the network is trusted.
 		{[]string{"serve", "--listen-client-url", "http://0.0.0.0:2379"}, "--listen-client-url http://0.0.0.0:2379: other hosts would reach the embedded etcd in plain text"},

@@ -80,6 +80,9 @@ type serveOptions struct {
 	// insecureAnywhere lets the embedded etcd listen on addresses other
 	// than loopback with neither TLS nor authentication.
 	insecureAnywhere bool
+	// quotaBackendBytes is embedetcd.Config.QuotaBackendBytes
+	// (--quota-backend-bytes).
+	quotaBackendBytes int64
 }
 
 // validate checks the flags and fills in the default data directory when
@@ -97,6 +100,9 @@ func (o *serveOptions) validate(dataDirSet bool) error {
 	}
 	if o.name == "" {
 		return usageErrorf("--name: must not be empty")
+	}
+	if o.quotaBackendBytes < 0 {
+		return usageErrorf("--quota-backend-bytes %d: want 0 (etcd's default, 2 GiB) or more", o.quotaBackendBytes)
 	}
 	var err error
 	if o.clientURL, err = parseEndpoint("--listen-client-url", o.clientURL); err != nil {
@@ -200,6 +206,13 @@ with --xds-cert and --xds-key (and client certificates signed by
 --xds-cacert required, if given); those files are read again when they
 change, so certificates rotate without a restart.
 
+etcd refuses a request larger than 512 KiB, twice the largest value Muster
+writes. When its database reaches --quota-backend-bytes, etcd raises the
+alarm NOSPACE and refuses every write and lease grant until an operator
+frees space and disarms it (docs/SECURITY.md, "Registry quota"): serve
+logs the alarm when it is raised and when it is cleared, exports it as
+muster_etcd_alarm and fails /healthz meanwhile.
+
 On its metrics address (--metrics-listen) it serves /metrics, /healthz,
 Prometheus's HTTP service discovery of every registered instance at
 /prometheus/sd (docs/PROMETHEUS.md) and the web console at /ui/: the services and their instances, live (and, with
@@ -232,6 +245,7 @@ its value (cacert=, cert=, key=, user=, password-file=).`,
 	f.StringVar(&o.clientURL, "listen-client-url", embedetcd.DefaultClientURL, "URL to listen on for clients: http://host:port or host:port, or https://host:port with --cert-file; the host an IP address or localhost")
 	f.StringVar(&o.peerURL, "listen-peer-url", embedetcd.DefaultPeerURL, "URL to listen on for etcd peers, in the form of --listen-client-url")
 	f.StringVar(&o.name, "name", embedetcd.DefaultName, "etcd member name; keep it the same for a data directory")
+	f.Int64Var(&o.quotaBackendBytes, "quota-backend-bytes", 0, "most bytes the embedded etcd's database may hold; past it etcd raises the alarm NOSPACE and refuses writes and new leases until an operator frees space (docs/SECURITY.md); 0: etcd's default, 2 GiB")
 	f.BoolVar(&o.insecureAnywhere, "insecure-listen-anywhere", false, "let --listen-client-url and --listen-peer-url be other than loopback without TLS and authentication: anyone who reaches them then controls the registry")
 	o.security.addFlags(f)
 	f.StringVar(&o.metricsAddr, "metrics-listen", "127.0.0.1:2381", "host:port to serve Prometheus /metrics and /healthz on; empty to not serve them")
@@ -265,6 +279,8 @@ func runServe(ctx context.Context, o serveOptions, stderr io.Writer, ready func(
 		PeerTLS:      o.security.peerTLS(),
 		RootPassword: o.security.rootPassword,
 		Logger:       etcdLog,
+
+		QuotaBackendBytes: o.quotaBackendBytes,
 	})
 	switch {
 	case err == nil:
@@ -288,14 +304,21 @@ func runServe(ctx context.Context, o serveOptions, stderr io.Writer, ready func(
 	var stack cleanups
 	defer func() { _ = stack.run() }()
 	stack.push(srv.Close)
+	quota := o.quotaBackendBytes
+	if quota == 0 {
+		quota = embedetcd.DefaultQuotaBackendBytes
+	}
+	alarms := watchAlarms(srv.Alarms, quota, log)
+	stack.push(alarms.Close)
 
-	// xdsMetrics holds the control plane's collectors, if it runs: a
-	// registry per run (not the global one), so that serve can run twice
-	// in one process.
-	xdsMetrics := prometheus.NewRegistry()
+	// runMetrics holds the collectors of this run, the alarms' and the
+	// control plane's if it runs: a registry per run (not the global
+	// one), so that serve can run twice in one process.
+	runMetrics := prometheus.NewRegistry()
+	runMetrics.MustRegister(alarms)
 	var consoleOpts []console.Option // the xDS clients page, if the control plane runs
 	if o.xdsAddr != "" {
-		cp, stop, err := serveXDS(o.security.selfClient(srv), xdsOptions{listen: o.xdsAddr, policy: string(xds.RoundRobin), tls: o.xdsTLS, selfCheck: o.xdsSelfCheck}, xdsMetrics, log)
+		cp, stop, err := serveXDS(o.security.selfClient(srv), xdsOptions{listen: o.xdsAddr, policy: string(xds.RoundRobin), tls: o.xdsTLS, selfCheck: o.xdsSelfCheck}, runMetrics, log)
 		if err != nil {
 			return fmt.Errorf("serve: %w", err)
 		}
@@ -314,12 +337,12 @@ func runServe(ctx context.Context, o serveOptions, stderr io.Writer, ready func(
 			return fmt.Errorf("serve: %w", err)
 		}
 		stack.push(func() error { stopConsole(); return nil })
-		stop, addr, err := serveMetrics(o.metricsAddr, hostFlag{"--console-host", o.console.hosts}, xdsMetrics, func() error {
+		stop, addr, err := serveMetrics(o.metricsAddr, hostFlag{"--console-host", o.console.hosts}, runMetrics, func() error {
 			select {
 			case <-srv.Done():
 				return errors.New("etcd stopped")
 			default:
-				return nil
+				return alarms.Err()
 			}
 		}, log, ui, sd)
 		if err != nil {

@@ -22,6 +22,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -54,6 +55,32 @@ const (
 	compactionRetention = "1h"
 	clusterToken        = "muster"
 )
+
+// MaxRequestBytes is the largest request the server accepts (etcd's
+// --max-request-bytes, 1.5 MiB by default): 512 KiB. A larger write is
+// refused with "etcdserver: request is too large" (rpctypes.ErrRequestTooLarge),
+// or by gRPC past 1 MiB (the limit and etcd's 512 KiB allowance for gRPC
+// framing), so one write of a service's user cannot take more of the
+// backend quota than that.
+//
+// The largest value Muster's validation lets through is an instance at
+// every limit of registry.Validate (64 metadata entries of 128-byte keys and
+// 512-byte values, 128-byte ID, version, zone and region, a 253-byte host),
+// each byte one that JSON writes as a six-byte escape (\u0001, \u003c):
+// 249,709 bytes. The largest request Muster makes is about that value plus
+// keys: the operator's deregistration of such an instance, whose journal
+// record carries the value (252,339 bytes with a 256-byte who), or a
+// Registrar's put of it with one copy in another layout (etcd.WithMirror:
+// Kratos's 248,111 bytes). 512 KiB leaves twice the largest value, for an
+// instance with one copy and for fields a later minor version adds; typical
+// values are under 1 KiB. An instance at every limit with two copies that
+// carry its metadata (Kratos and etcd naming, 744 KB) is refused, as is a
+// policy whose retry codes repeat tens of thousands of times.
+const MaxRequestBytes = 512 << 10
+
+// DefaultQuotaBackendBytes is etcd's backend quota, used when
+// Config.QuotaBackendBytes is 0.
+const DefaultQuotaBackendBytes = 2 << 30
 
 // ErrAddrInUse is matched by the error Start returns when the client or
 // peer address is already taken by another process.
@@ -99,6 +126,13 @@ type Config struct {
 	ReadyTimeout time.Duration
 	// StopTimeout bounds Close; DefaultStopTimeout when <= 0.
 	StopTimeout time.Duration
+	// QuotaBackendBytes is the most the backend database may hold (etcd's
+	// --quota-backend-bytes): a write that would take it past raises the
+	// alarm NOSPACE (see Server.Alarms), after which etcd refuses every
+	// write and lease grant until an operator frees space and disarms the
+	// alarm. 0 means DefaultQuotaBackendBytes; negative is an error (etcd
+	// would then have no quota, and a full disk stops it instead).
+	QuotaBackendBytes int64
 }
 
 // ErrorLogger returns a zap logger that writes only errors, in etcd's
@@ -223,6 +257,23 @@ func (s *Server) Err() error {
 	return s.err
 }
 
+// Alarms returns the names of the alarms raised on the server, sorted:
+// "NOSPACE" when the backend reached its quota (Config.QuotaBackendBytes),
+// "CORRUPT" when the data failed a consistency check. An alarm stays
+// raised, across restarts, until disarmed (etcdctl alarm disarm). Alarms
+// reads the server's memory, not its disk nor the network, so it may be
+// called often.
+func (s *Server) Alarms() []string {
+	var names []string
+	for _, m := range s.etcd.Server.Alarms() {
+		if name := m.Alarm.String(); !slices.Contains(names, name) {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
 // Close ends every client request and stream in flight, stops the server,
 // waits until it has stopped (at most the configured stop timeout) and
 // releases the data directory. It is idempotent; later calls return the
@@ -284,6 +335,9 @@ func embedConfig(cfg Config) (*embed.Config, *atomic.Bool, error) {
 	if cfg.Dir == "" {
 		return nil, nil, errors.New("embedetcd: Config.Dir is required")
 	}
+	if cfg.QuotaBackendBytes < 0 {
+		return nil, nil, fmt.Errorf("embedetcd: Config.QuotaBackendBytes %d: want 0 (etcd's default, 2 GiB) or more", cfg.QuotaBackendBytes)
+	}
 	name := cfg.Name
 	if name == "" {
 		name = DefaultName
@@ -317,6 +371,8 @@ func embedConfig(cfg Config) (*embed.Config, *atomic.Bool, error) {
 	ec.ClusterState = embed.ClusterStateFlagNew // ignored once Dir holds data
 	ec.AutoCompactionMode = embed.CompactorModePeriodic
 	ec.AutoCompactionRetention = compactionRetention
+	ec.MaxRequestBytes = MaxRequestBytes
+	ec.QuotaBackendBytes = cfg.QuotaBackendBytes
 	ec.EnableGRPCGateway = false
 	ec.Logger = "zap"
 	ec.LogLevel = "error"

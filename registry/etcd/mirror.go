@@ -60,6 +60,15 @@ func (r *Registrar) mirrorsOf(in registry.Instance) ([]mirrored, error) {
 	return out, nil
 }
 
+// size returns the bytes of the keys and values of e and its copies.
+func (e *entry) size() int {
+	n := len(e.key) + len(e.val)
+	for _, m := range e.mirrors {
+		n += len(m.key) + len(m.val)
+	}
+	return n
+}
+
 // putOps returns the operations writing e and its copies under lease.
 func (e *entry) putOps(lease clientv3.LeaseID) []clientv3.Op {
 	ops := make([]clientv3.Op, 0, 1+len(e.mirrors))

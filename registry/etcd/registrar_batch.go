@@ -18,9 +18,13 @@ const (
 	// defaultMaxTxnOps is etcd's own default limit of operations in one
 	// transaction (--max-txn-ops).
 	defaultMaxTxnOps = 128
-	// maxBatchBytes bounds the keys and values of one transaction, below
-	// etcd's default request limit (--max-request-bytes, 1.5 MiB).
-	maxBatchBytes = 1 << 20
+	// maxBatchBytes bounds the keys and values of one transaction: half
+	// the request limit muster serve sets and docs/SECURITY.md
+	// recommends (--max-request-bytes 512 KiB, internal/embedetcd's
+	// MaxRequestBytes; etcd's default is 1.5 MiB), leaving the rest for
+	// the framing of up to 128 operations. A transaction of many instances
+	// then never meets the limit; an instance larger than this goes alone.
+	maxBatchBytes = 256 << 10
 )
 
 // WithMaxTxnOps sets how many operations a Registrar puts in one etcd

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -13,7 +14,9 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/musterhq/muster/internal/embedetcd"
 	"github.com/musterhq/muster/internal/testkit/etcdtest"
+	"github.com/musterhq/muster/internal/testkit/registrytest"
 	"github.com/musterhq/muster/registry"
 	"github.com/musterhq/muster/registry/etcd"
 )
@@ -24,6 +27,8 @@ const (
 	methodTxn   = "/etcdserverpb.KV/Txn"
 	tooManyOps  = "etcdserver: too many operations in txn request"
 	duplicateOp = "etcdserver: duplicate key given in txn request"
+	// requestTooLarge is rpctypes.ErrRequestTooLarge's message.
+	requestTooLarge = "etcdserver: request is too large"
 )
 
 // mirrorFunc is a Mirror from a function.
@@ -180,6 +185,60 @@ func TestInstanceRefusedForItsOwnReasonDoesNotHoldBackOthers(t *testing.T) {
 		}
 	}
 	requireBoundTo(t, cli, "/copy/svc/", 100, st.Session)
+}
+
+// Under the request limit muster serve sets, instances of the largest
+// value validation lets through are written many per transaction without
+// a refusal; one too large even alone (two copies of its own size) is
+// refused at once, with its size in the error.
+func TestTransactionsStayUnderServesRequestLimit(t *testing.T) {
+	c := etcdtest.Start(t, etcdtest.WithMaxRequestBytes(embedetcd.MaxRequestBytes))
+	cli := c.Client(t)
+	r := newRegistrar(t, cli, fast("/p")...)
+	ctx := ctxFor(t, 60*time.Second)
+	const n = 8
+	for i := range n {
+		// Queued, not waited for, so that the registrar writes them
+		// together.
+		done, stop := context.WithCancel(ctx)
+		stop()
+		if err := r.Register(done, registrytest.LargestInstance("svc", i)); err != nil && !errors.Is(err, registry.ErrPending) {
+			t.Fatal(err)
+		}
+	}
+	if err := r.WaitRegistered(ctx); err != nil {
+		t.Fatal(err)
+	}
+	requireBoundTo(t, cli, "/p/svc/", n, r.Status().Session)
+	stats := c.RPCStats()
+	if refused := stats.Errors[requestTooLarge]; refused > 0 {
+		t.Fatalf("etcd refused %d transactions as too large: the registrar's transactions do not keep under %d bytes", refused, embedetcd.MaxRequestBytes)
+	}
+	t.Logf("%d instances of %d bytes in %d transactions", n, len(mustMarshal(t, registrytest.LargestInstance("svc", 0))), stats.Calls[methodTxn])
+
+	twice := newRegistrar(t, cli, fast("/p", etcd.WithMirror(copyUnder("/a"), mirrorFunc(func(in registry.Instance) (string, []byte, error) {
+		v, err := registry.Marshal(in)
+		return "/b/" + in.Name + "/" + in.ID, v, err
+	}), mirrorFunc(func(in registry.Instance) (string, []byte, error) {
+		v, err := registry.Marshal(in)
+		return "/c/" + in.Name + "/" + in.ID, v, err
+	})))...)
+	in := registrytest.LargestInstance("big", 0)
+	err := twice.Register(ctx, in)
+	if !errors.Is(err, rpctypes.ErrRequestTooLarge) || !regexp.MustCompile(`etcd: put /p/big/0000<+: etcdserver: request is too large: .* are \d+ bytes`).MatchString(err.Error()) {
+		t.Fatalf("Register of an instance with two copies of its size: %v; want etcd's refusal naming the key and the size", err)
+	}
+	t.Log(err)
+}
+
+// mustMarshal returns in's value.
+func mustMarshal(t *testing.T, in registry.Instance) []byte {
+	t.Helper()
+	v, err := registry.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }
 
 func TestLeaseLossRewritesEveryInstanceInTransactions(t *testing.T) {

@@ -380,10 +380,7 @@ func (r *Registrar) putPending(lease clientv3.LeaseID) error {
 	r.mu.Unlock()
 	return writeInBatches(r, r.pendingEntries(), batchWrite[*entry]{
 		cost: func(e *entry) txnCost {
-			c := txnCost{ops: 1 + len(e.mirrors), bytes: len(e.key) + len(e.val)}
-			for _, m := range e.mirrors {
-				c.bytes += len(m.key) + len(m.val)
-			}
+			c := txnCost{ops: 1 + len(e.mirrors), bytes: e.size()}
 			if rebind {
 				c.ops++ // the read of its override
 			}
@@ -481,6 +478,9 @@ func (r *Registrar) landed(cur []*entry) {
 // drop removes e, which etcd refused for good (err), from the desired set;
 // its Register returns the error.
 func (r *Registrar) drop(e *entry, err error) error {
+	if errors.Is(err, rpctypes.ErrRequestTooLarge) {
+		err = fmt.Errorf("%w: the instance's keys and values (with its copies, WithMirror) are %d bytes, more than etcd takes in a request (its --max-request-bytes)", err, e.size())
+	}
 	r.log.Error("etcd refused the registration; dropping it", "key", e.key, "error", err)
 	r.mu.Lock()
 	if r.keys.wanted(e.key) == e {

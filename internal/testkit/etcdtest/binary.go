@@ -119,6 +119,9 @@ func (mc memberConfig) flags() []string {
 	if mc.MaxTxnOps > 0 {
 		f = append(f, "--max-txn-ops", strconv.Itoa(mc.MaxTxnOps))
 	}
+	if mc.MaxRequestBytes > 0 {
+		f = append(f, "--max-request-bytes", strconv.Itoa(mc.MaxRequestBytes))
+	}
 	if mc.CheapPasswords {
 		f = append(f, "--bcrypt-cost", strconv.Itoa(bcryptCost))
 	}

@@ -82,6 +82,7 @@ type options struct {
 	jwt           bool   // WithJWT
 	maxTxnOps     int    // 0: etcd's default
 	maxTxnOpsSet  bool   // WithMaxTxnOps was given
+	maxReqSize    int    // WithMaxRequestBytes; 0: etcd's default
 }
 
 // WithSize sets the number of members. Supported sizes are 1 (the default)
@@ -134,6 +135,9 @@ func Start(t testing.TB, opts ...Option) *Cluster {
 	}
 	if o.maxTxnOps < 0 || o.maxTxnOps == 0 && o.maxTxnOpsSet {
 		t.Fatalf("etcdtest: WithMaxTxnOps(%d): must be at least 1", o.maxTxnOps)
+	}
+	if o.maxReqSize < 0 {
+		t.Fatalf("etcdtest: WithMaxRequestBytes(%d): must be at least 1", o.maxReqSize)
 	}
 	if o.jwt && !o.auth {
 		t.Fatalf("etcdtest: WithJWT needs WithAuth")
@@ -211,6 +215,7 @@ func start(t testing.TB, o options, tlsFiles *TLSFiles, authToken string) (c *Cl
 			binary:     o.binary,
 			noFsync:    o.binaryNoFsync,
 			maxTxnOps:  o.maxTxnOps,
+			maxReqSize: o.maxReqSize,
 		}
 		if o.auth {
 			m.auth, m.authToken, m.tokenTTL = true, authToken, tokenTTLSeconds(o.tokenTTL)

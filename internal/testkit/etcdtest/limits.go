@@ -7,3 +7,11 @@ package etcdtest
 func WithMaxTxnOps(n int) Option {
 	return func(o *options) { o.maxTxnOps, o.maxTxnOpsSet = n, true }
 }
+
+// WithMaxRequestBytes sets the largest request the members accept (etcd's
+// --max-request-bytes, default 1.5 MiB), so that a test can run etcd as
+// muster serve configures it. Start fails the test for n < 0; 0 keeps
+// etcd's default.
+func WithMaxRequestBytes(n int) Option {
+	return func(o *options) { o.maxReqSize = n }
+}

@@ -47,6 +47,7 @@ type Member struct {
 	binary         string      // the etcd binary the child runs; empty for the test binary
 	noFsync        bool        // binary takes --unsafe-no-fsync
 	maxTxnOps      int         // operations per transaction; 0 for etcd's default
+	maxReqSize     int         // bytes per request; 0 for etcd's default
 
 	proxy   *proxy // forwards proxyURL to clientURL, with faults
 	peerFwd *proxy // forwards peerFwdURL to peerURL

@@ -159,6 +159,7 @@ type memberConfig struct {
 	Binary                           string // the etcd binary to run; empty for the test binary
 	BinaryNoFsync                    bool   // Binary takes --unsafe-no-fsync
 	MaxTxnOps                        int    // 0: etcd's default
+	MaxRequestBytes                  int    // 0: etcd's default
 }
 
 // memberConfig returns the configuration of m's server; state is the
@@ -182,6 +183,7 @@ func (m *Member) memberConfig(state string) memberConfig {
 		Binary:             m.binary,
 		BinaryNoFsync:      m.noFsync,
 		MaxTxnOps:          m.maxTxnOps,
+		MaxRequestBytes:    m.maxReqSize,
 	}
 	if m.tls != nil {
 		mc.CertFile, mc.KeyFile, mc.TrustedCAFile = m.tls.ServerCertFile, m.tls.ServerKeyFile, m.tls.CAFile
@@ -220,6 +222,9 @@ func (mc memberConfig) embedConfig() *embed.Config {
 	}
 	if mc.MaxTxnOps > 0 {
 		cfg.MaxTxnOps = uint(mc.MaxTxnOps)
+	}
+	if mc.MaxRequestBytes > 0 {
+		cfg.MaxRequestBytes = uint(mc.MaxRequestBytes)
 	}
 	if mc.CheapPasswords {
 		cfg.BcryptCost = bcryptCost
