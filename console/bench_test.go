@@ -4,7 +4,10 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"log/slog"
+	"net"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,6 +19,8 @@ import (
 	"github.com/chromedp/chromedp"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/musterhq/muster/console"
+	"github.com/musterhq/muster/internal/admission"
 	"github.com/musterhq/muster/internal/testkit/browsertest"
 	"github.com/musterhq/muster/internal/testkit/etcdtest"
 	"github.com/musterhq/muster/registry"
@@ -105,12 +110,15 @@ func BenchmarkConsoleService10k(b *testing.B) {
 
 // sseClient reads one service's event stream and reports the revision of
 // each state event with the time it arrived.
-func sseClient(ctx context.Context, url string, got chan<- time.Time, want *revisionGate) error {
+func sseClient(ctx context.Context, url string, src netip.Addr, got chan<- time.Time, want *revisionGate) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: src.AsSlice()}}
+	hc := &http.Client{Transport: &http.Transport{DialContext: d.DialContext}}
+	defer hc.CloseIdleConnections()
+	resp, err := hc.Do(req)
 	if err != nil {
 		return err
 	}
@@ -151,24 +159,68 @@ func (g *revisionGate) reached(rev int64) bool {
 // BenchmarkConsoleFanout100 measures the time from a change written in
 // etcd until each of 100 event-stream clients of one console has it (p50,
 // p99), and the test process's CPU per change (the console and the 100
-// clients; etcd runs in a child process).
+// clients; etcd runs in a child process). Each client comes from an
+// address of its own, as browsers of 100 operators would (one address may
+// hold 32 streams). The console is served twice, on one registry, in the
+// same run: by a plain HTTP server (http=plain) and by the server every
+// HTTP listener of the command has (http=admission: connection shares,
+// deadlines), so that the cost of admission shows as their ratio.
 func BenchmarkConsoleFanout100(b *testing.B) {
-	const clients = 100
 	f := newFixtureOn(b, etcdtest.Start(b, etcdtest.WithProcesses()))
 	ids := putInstances(b, f.cli, "payments", 20)
+	srv, err := console.New(f.cli, console.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/ui/", srv)
+	hs := admission.NewHTTP(lis, mux, nil)
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		_ = hs.Serve()
+	}()
+	b.Cleanup(func() {
+		_ = srv.Close()
+		_ = hs.Close()
+		<-served
+	})
+	var writes int // every change a new (instance, weight) pair: an unchanged one sends no event
+	for _, tc := range []struct{ name, url string }{
+		{"http=plain", f.url},
+		{"http=admission", "http://" + lis.Addr().String() + "/ui/"},
+	} {
+		b.Run(tc.name, func(b *testing.B) { benchFanout(b, f, tc.url, ids, &writes) })
+	}
+}
+
+// benchFanout follows payments with 100 event-stream clients of the
+// console at url and measures each change of the instances ids, counting
+// the changes in writes.
+func benchFanout(b *testing.B, f *fixture, url string, ids []string, writes *int) {
+	const clients = 100
 	ctx, cancel := context.WithCancel(context.Background())
 	got := make(chan time.Time, clients*4)
 	gate := &revisionGate{}
 	var wg sync.WaitGroup
-	for range clients {
-		wg.Go(func() { _ = sseClient(ctx, f.url+"api/service/events?name=payments", got, gate) })
+	for i := range clients {
+		src := netip.AddrFrom4([4]byte{127, 0, 3, byte(i + 1)})
+		wg.Go(func() { _ = sseClient(ctx, url+"api/service/events?name=payments", src, got, gate) })
 	}
 	defer func() {
 		cancel()
 		wg.Wait()
 	}()
+	change := func() int64 {
+		*writes++
+		return putOverride(b, f.cli, "payments", ids[*writes%len(ids)], *writes/len(ids)%100+1)
+	}
 	// Let every client receive its first state before measuring.
-	gate.set(putOverride(b, f.cli, "payments", ids[0], 50))
+	gate.set(change())
 	for range clients {
 		<-got
 	}
@@ -179,7 +231,7 @@ func BenchmarkConsoleFanout100(b *testing.B) {
 	for b.Loop() {
 		i++
 		t0 := time.Now()
-		gate.set(putOverride(b, f.cli, "payments", ids[i%len(ids)], i%100+1))
+		gate.set(change())
 		for range clients {
 			lat = append(lat, (<-got).Sub(t0))
 		}
