@@ -2,6 +2,7 @@ package xds_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -459,20 +460,8 @@ func TestSubscriptionBudget(t *testing.T) {
 func TestNodeMetadataNotKept(t *testing.T) {
 	e := newEnv(t, xds.WithServices("greeter"))
 	before := heapAlloc()
-	child := exec.Command(os.Args[0])
-	child.Env = append(os.Environ(), metadataClientsEnv+"="+e.addr)
-	stdin, err := child.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	child.Stderr = os.Stderr
-	if err := child.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		_ = stdin.Close() // the child exits when its stdin closes
-		_ = child.Wait()
-	}()
+	stop := startClients(t, clientsSpec{Addr: e.addr, Streams: 200, MetadataKiB: 100})
+	defer stop()
 	waitStats(t, e.cp, "200 streams served", func(st xds.Stats) bool { return st.Clients == 200 && st.Requests >= 200 })
 	during := heapAlloc()
 	t.Logf("200 streams with 100 KiB of node metadata: heap %.1f → %.1f MB", float64(before)/1e6, float64(during)/1e6)
@@ -481,23 +470,113 @@ func TestNodeMetadataNotKept(t *testing.T) {
 	}
 }
 
-// metadataClientsEnv names the control plane a child process of
-// TestNodeMetadataNotKept opens its streams to.
-const metadataClientsEnv = "MUSTER_XDS_TEST_METADATA_CLIENTS"
+// BenchmarkSubscriptionBudgetAtScale is the attack a review measured at
+// full scale (4,096 streams, every request at the bounds: the heap went to
+// 4 GB): 4,096 streams from 16 addresses, each with a node of 100 KiB of
+// metadata and then 1,000 names of 120 bytes for each of three types,
+// against the default budget. It reports the control plane's heap with
+// the streams open, and how many were served. The clients run in a child
+// process.
+func BenchmarkSubscriptionBudgetAtScale(b *testing.B) {
+	_, newDisc := benchRegistry(b)
+	cp, addr := serveBench(b, newDisc(), xds.WithServices("greeter"))
+	for b.Loop() {
+		before := heapAlloc()
+		stop := startClients(b, clientsSpec{Addr: addr, Streams: 4096, Sources: 16, MetadataKiB: 100, Names: 1000, NameBytes: 120})
+		st := cp.Stats()
+		for st.Refused+uint64(st.Clients) < 4096 || st.Requests < 4096+3*uint64(st.Clients) {
+			time.Sleep(50 * time.Millisecond) // polling a counter
+			st = cp.Stats()
+		}
+		during := heapAlloc()
+		stop()
+		b.ReportMetric(float64(int64(during)-int64(before))/(1<<20), "heap-MiB")
+		b.ReportMetric(float64(st.Clients), "served")
+		b.ReportMetric(float64(st.SubscriptionBytes)/(1<<20), "counted-MiB")
+	}
+}
 
-// runMetadataClients opens 200 ADS streams to addr, 16 a connection, each
-// sending a request whose node carries 100 KiB of metadata, and holds
-// them until its stdin closes. It returns the process's exit code.
-func runMetadataClients(addr string) int {
-	meta, err := structpb.NewStruct(map[string]any{"pad": strings.Repeat("m", 100<<10)})
+// clientsSpec is what a child process of startClients opens: Streams ADS
+// streams to Addr, 16 a connection, from Sources loopback addresses
+// (127.0.5.1 on; 0: the default one); each stream's first request asks
+// for greeter's Listener with a node of MetadataKiB of metadata, and, with
+// Names, three more requests of Names names of NameBytes each (Route,
+// Cluster, Endpoint).
+type clientsSpec struct {
+	Addr                          string
+	Streams, Sources              int
+	MetadataKiB, Names, NameBytes int
+}
+
+// clientsEnv carries a clientsSpec (JSON) to a child process.
+const clientsEnv = "MUSTER_XDS_TEST_CLIENTS"
+
+// startClients runs the clients of spec in a child process and returns
+// once every stream has sent its requests; stop ends them.
+func startClients(tb testing.TB, spec clientsSpec) (stop func()) {
+	tb.Helper()
+	js, err := json.Marshal(spec)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	child := exec.Command(os.Args[0])
+	child.Env = append(os.Environ(), clientsEnv+"="+string(js))
+	stdin, err := child.StdinPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	stdout, err := child.StdoutPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	child.Stderr = os.Stderr
+	if err := child.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			_ = stdin.Close() // the child exits when its stdin closes
+			_ = child.Wait()
+		})
+	}
+	tb.Cleanup(stop)
+	if _, err := io.ReadAll(io.LimitReader(stdout, 1)); err != nil { // "sent"
+		tb.Fatal(err)
+	}
+	return stop
+}
+
+// runClients opens the clients of the clientsSpec js, writes one byte to
+// stdout once every request is sent, and holds the streams until its
+// stdin closes. It returns the process's exit code.
+func runClients(js string) int {
+	var spec clientsSpec
+	if err := json.Unmarshal([]byte(js), &spec); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	meta, err := structpb.NewStruct(map[string]any{"pad": strings.Repeat("m", spec.MetadataKiB<<10)})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	names := make([]string, spec.Names)
+	for i := range names {
+		names[i] = fmt.Sprintf("%0*d", spec.NameBytes, i)
+	}
 	var c discoveryv3.AggregatedDiscoveryServiceClient
-	for i := range 200 {
+	for i := range spec.Streams {
 		if i%16 == 0 {
-			conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithDisableRetry()}
+			if spec.Sources > 0 {
+				src := net.IPv4(127, 0, 5, byte(i/16%spec.Sources+1))
+				opts = append(opts, grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+					d := net.Dialer{LocalAddr: &net.TCPAddr{IP: src}}
+					return d.DialContext(ctx, "tcp", addr)
+				}))
+			}
+			conn, err := grpc.NewClient(spec.Addr, opts...)
 			if err != nil {
 				fmt.Fprintln(os.Stderr, err)
 				return 1
@@ -506,15 +585,24 @@ func runMetadataClients(addr string) int {
 			c = discoveryv3.NewAggregatedDiscoveryServiceClient(conn)
 		}
 		s, err := c.StreamAggregatedResources(context.Background())
-		if err == nil {
-			err = s.Send(&discoveryv3.DiscoveryRequest{Node: &corev3.Node{Id: fmt.Sprintf("meta-%d", i), Metadata: meta},
-				TypeUrl: resourcev3.ListenerType, ResourceNames: []string{"greeter"}})
-		}
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
+		reqs := []*discoveryv3.DiscoveryRequest{{Node: &corev3.Node{Id: fmt.Sprintf("client-%d", i), Metadata: meta},
+			TypeUrl: resourcev3.ListenerType, ResourceNames: []string{"greeter"}}}
+		if spec.Names > 0 {
+			for _, typeURL := range []string{resourcev3.RouteType, resourcev3.ClusterType, resourcev3.EndpointType} {
+				reqs = append(reqs, &discoveryv3.DiscoveryRequest{TypeUrl: typeURL, ResourceNames: names})
+			}
+		}
+		for _, req := range reqs {
+			if err := s.Send(req); err != nil {
+				break // refused: the stream has ended
+			}
+		}
 	}
+	_, _ = os.Stdout.Write([]byte{'\n'})
 	_, _ = io.Copy(io.Discard, os.Stdin)
 	return 0
 }

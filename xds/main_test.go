@@ -14,9 +14,9 @@ func TestMain(m *testing.M) {
 		// A child of TestSeveralControlPlanes: a control plane, no tests.
 		os.Exit(runControlPlane(spec))
 	}
-	if addr := os.Getenv(metadataClientsEnv); addr != "" {
-		// A child of TestNodeMetadataNotKept: its clients, no tests.
-		os.Exit(runMetadataClients(addr))
+	if spec := os.Getenv(clientsEnv); spec != "" {
+		// A child of startClients: ADS clients, no tests.
+		os.Exit(runClients(spec))
 	}
 	goleak.VerifyTestMain(m, append(etcdtest.LeakOptions(),
 		// The floor's Go client is built once per test binary.
