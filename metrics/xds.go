@@ -7,7 +7,7 @@ import (
 )
 
 // XDS returns a collector of an xDS control plane's counters, read from
-// s.Stats at each scrape: muster_xds_clients (open ADS streams),
+// s.Stats at each scrape: muster_xds_clients (ADS streams served),
 // muster_xds_services (services published), muster_xds_zones (client zones
 // with their own endpoint priorities), muster_xds_requests_total,
 // muster_xds_acks_total, muster_xds_nacks_total (each NACK is logged with the
@@ -22,7 +22,7 @@ import (
 // and "type" (listener, route, cluster, endpoints): resources sent, one per
 // resource per response per stream.
 func XDS(s *xds.Server, labels prometheus.Labels) prometheus.Collector {
-	clients := desc("xds_clients", "Open ADS streams.", labels)
+	clients := desc("xds_clients", "ADS streams served: open, and admitted by their first request.", labels)
 	services := desc("xds_services", "Services published.", labels)
 	zones := desc("xds_zones", "Client zones served their own endpoint priorities.", labels)
 	requests := desc("xds_requests_total", "Discovery requests received (first requests, ACKs and NACKs).", labels)

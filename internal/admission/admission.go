@@ -52,14 +52,15 @@ func (p *Pool) Acquire(remoteAddr string) (release func(), err error) {
 	mine := p.byGroup[g]
 	switch {
 	case mine >= p.Share:
-		p.refused.Add(1)
-		return nil, fmt.Errorf("one client may hold at most %d %s at once", p.Share, p.What)
+		err = fmt.Errorf("one client may hold at most %d %s at once", p.Share, p.What)
 	case p.held >= p.Max:
-		p.refused.Add(1)
-		return nil, fmt.Errorf("at most %d %s are held at once", p.Max, p.What)
+		err = fmt.Errorf("at most %d %s are held at once", p.Max, p.What)
 	case mine > 0 && p.held >= p.Max-p.Reserve:
+		err = fmt.Errorf("the last %d of %d %s are kept for clients that hold none", p.Reserve, p.Max, p.What)
+	}
+	if err != nil {
 		p.refused.Add(1)
-		return nil, fmt.Errorf("the last %d of %d %s are kept for clients that hold none", p.Reserve, p.Max, p.What)
+		return nil, err
 	}
 	if p.byGroup == nil {
 		p.byGroup = map[string]int{}
