@@ -10,23 +10,45 @@ import (
 	"github.com/musterhq/muster/internal/ratelimit"
 )
 
-// newStreamSlots returns the bounds on the event streams a console serves
-// at once: each stream holds a connection, a goroutine and, for a service
+// streamSlots are the bounds on the event streams a console serves at
+// once: each stream holds a connection, a goroutine and, for a service
 // page, a watch of that service, so neither one client nor all of them
-// together may open them without end. A browser tab holds one stream. One
-// client (an address; IPv6 by /64) holds at most 32, all clients 512, and
-// the last 64 places are kept for clients that hold none: clients that
-// fill their shares (16 of them would fill 512) leave a new client's page
-// its stream.
-func newStreamSlots() *admission.Pool {
-	return &admission.Pool{What: "event streams", Max: 512, Share: 32, Reserve: 64}
+// together may open them without end. A browser tab holds one stream.
+type streamSlots struct {
+	// anyone: one client (an address; IPv6 by /64) holds at most 32, all
+	// clients 512, and the last 64 places are kept for clients that hold
+	// none: clients that fill their shares (16 of them would fill 512)
+	// leave a new client's page its stream.
+	anyone *admission.Pool
+	// signedIn: 64 more places, 16 a client, for the streams of signed-in
+	// admin sessions, so that many addresses filling every place of
+	// anyone (80 would) leave an operator's pages their streams.
+	signedIn *admission.Pool
+}
+
+func newStreamSlots() streamSlots {
+	return streamSlots{
+		anyone:   &admission.Pool{What: "event streams", Max: 512, Share: 32, Reserve: 64},
+		signedIn: &admission.Pool{What: "event streams of signed-in sessions", Max: 64, Share: 16},
+	}
+}
+
+// acquire takes a place for r's stream: for a signed-in session, one of
+// its reserve if any is left, else one of anyone's.
+func (sl streamSlots) acquire(r *http.Request, a *auth) (release func(), err error) {
+	if _, _, ok := a.session(r, time.Now()); ok {
+		if release, err := sl.signedIn.Acquire(r.RemoteAddr); err == nil {
+			return release, nil
+		}
+	}
+	return sl.anyone.Acquire(r.RemoteAddr)
 }
 
 // limited serves h as an event stream within the bounds: a stream beyond
 // them is refused with 429 Too Many Requests, saying which bound.
 func (s *Server) limited(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		release, err := s.slots.Acquire(r.RemoteAddr)
+		release, err := s.slots.acquire(r, s.auth)
 		if err != nil {
 			w.Header().Set("Retry-After", "5")
 			http.Error(w, "console: too many event streams: "+err.Error(), http.StatusTooManyRequests)

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/musterhq/muster/console"
 	"github.com/musterhq/muster/internal/testkit/etcdtest"
 	"github.com/musterhq/muster/registry"
 )
@@ -201,4 +202,51 @@ func openFDs(t *testing.T) int {
 		t.Skipf("no /proc/self/fd: %v", err)
 	}
 	return len(ents)
+}
+
+// A signed-in operator's pages keep their streams when anonymous clients
+// hold every place: 78 addresses (14 filling their shares, 64 taking the
+// reserve) hold all 512, a new anonymous client gets 429, and an admin
+// signed in from another address gets its service page's stream from the
+// signed-in sessions' places. Without those places the admin gets 429 too.
+func TestEventStreamsKeepRoomForSignedInSessions(t *testing.T) {
+	f := newFixture(t, console.WithAdminUsers(htpasswd(t, "alice", "correct horse")))
+	f.register(registry.Instance{Name: "payments", ID: "p-1", Addr: "10.0.0.1:9000"})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var open []*http.Response
+	defer func() {
+		for _, r := range open {
+			_ = r.Body.Close()
+		}
+	}()
+	take := func(ip string, n int) {
+		c := clientFrom(ip)
+		for range n {
+			resp, code, err := openStream(ctx, c, f.url+"api/services/events")
+			if err != nil || code != http.StatusOK {
+				t.Fatalf("client %s: status %d, %v; want its stream", ip, code, err)
+			}
+			open = append(open, resp)
+		}
+	}
+	for a := range 14 {
+		take(fmt.Sprintf("127.0.1.%d", a+1), 32)
+	}
+	for a := range 64 {
+		take(fmt.Sprintf("127.0.3.%d", a+1), 1)
+	}
+	if _, code, err := openStream(ctx, clientFrom("127.0.2.1"), f.url+"api/services/events"); err != nil || code != http.StatusTooManyRequests {
+		t.Fatalf("an anonymous client while %d streams are held: status %d, %v; want 429", len(open), code, err)
+	}
+	admin := newClient(t, f.url)
+	jar := admin.http.Jar
+	admin.http = clientFrom("127.0.2.2")
+	admin.http.Jar = jar
+	admin.loginAs("alice", "correct horse")
+	resp, code, err := openStream(ctx, admin.http, f.url+"api/service/events?name=payments")
+	if err != nil || code != http.StatusOK {
+		t.Fatalf("a signed-in admin's service page while %d streams are held: status %d, %v; want its stream", len(open), code, err)
+	}
+	open = append(open, resp)
 }

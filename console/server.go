@@ -11,7 +11,6 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/musterhq/muster/internal/admission"
 	"github.com/musterhq/muster/internal/hostguard"
 	"github.com/musterhq/muster/registry/etcd"
 )
@@ -35,7 +34,7 @@ type Server struct {
 	// fleet feeds every services page's stream.
 	fleet *fleetHub
 	// slots bounds the event streams open at once.
-	slots *admission.Pool
+	slots streamSlots
 	// logins bounds login attempts.
 	logins *loginThrottle
 	// xdsState is the xDS clients page's state, shared by its viewers.

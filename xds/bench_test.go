@@ -178,6 +178,13 @@ func serveBench(b *testing.B, d registry.Discovery, opts ...xds.Option) (*xds.Se
 	if err != nil {
 		b.Fatal(err)
 	}
+	addr := listenBench(b, func(lis net.Listener) { _ = cp.Serve(context.Background(), lis) }, func() { _ = cp.Close() })
+	return cp, addr
+}
+
+// listenBench runs serve on a listener of a free loopback port until the
+// benchmark ends (stop makes serve return), and returns the address.
+func listenBench(b *testing.B, serve func(net.Listener), stop func()) string {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
@@ -185,13 +192,13 @@ func serveBench(b *testing.B, d registry.Discovery, opts ...xds.Option) (*xds.Se
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = cp.Serve(context.Background(), lis)
+		serve(lis)
 	}()
 	b.Cleanup(func() {
-		_ = cp.Close()
+		stop()
 		<-done
 	})
-	return cp, lis.Addr().String()
+	return lis.Addr().String()
 }
 
 func openBench(b *testing.B, target string, opts ...grpc.DialOption) {
@@ -215,8 +222,28 @@ func openBench(b *testing.B, target string, opts ...grpc.DialOption) {
 // goroutines per stream (both ends of the stream: client and server).
 func BenchmarkADSFanOut(b *testing.B) {
 	for _, n := range []int{100, 1000} {
-		b.Run(fmt.Sprintf("streams=%d", n), func(b *testing.B) { benchFanOut(b, n) })
+		b.Run(fmt.Sprintf("streams=%d", n), func(b *testing.B) { benchFanOut(b, n, false) })
 	}
+}
+
+// BenchmarkADSAdmission is BenchmarkADSFanOut through the Server's
+// admission (Serve: the connection and stream shares, the first-request
+// deadline, the bounds and the subscription budget) and, as the anchor,
+// through go-control-plane's ADS server over the same cache with none of
+// it (plain), one after the other in the same run (-count repeats each).
+func BenchmarkADSAdmission(b *testing.B) {
+	for _, n := range []int{100, 1000} {
+		b.Run(fmt.Sprintf("streams=%d/admission", n), func(b *testing.B) { benchFanOut(b, n, false) })
+		b.Run(fmt.Sprintf("streams=%d/plain", n), func(b *testing.B) { benchFanOut(b, n, true) })
+	}
+}
+
+// servePlain serves xds.PlainADS(cp) on a grpc.Server of its own, without
+// the Server's limits, and returns its address.
+func servePlain(b *testing.B, cp *xds.Server) string {
+	g := grpc.NewServer()
+	discoveryv3.RegisterAggregatedDiscoveryServiceServer(g, xds.PlainADS(cp))
+	return listenBench(b, func(lis net.Listener) { _ = g.Serve(lis) }, g.Stop)
 }
 
 // watchEDS opens an ADS stream on a connection of its own to the control
@@ -306,10 +333,15 @@ func forEachField(b []byte, f func(protowire.Number, []byte)) {
 	}
 }
 
-func benchFanOut(b *testing.B, n int) {
+// benchFanOut is BenchmarkADSFanOut with n streams, served by the Server
+// or, when plain, by servePlain.
+func benchFanOut(b *testing.B, n int, plain bool) {
 	reg, newDisc := benchRegistry(b)
 	disc := newDisc()
 	cp, addr := serveBench(b, disc, xds.WithServices("bench"))
+	if plain {
+		addr = servePlain(b, cp)
+	}
 	ctx := context.Background()
 	if err := reg.Register(ctx, registry.Instance{Name: "bench", ID: "000000", Addr: "127.0.0.1:19999"}); err != nil {
 		b.Fatal(err)
@@ -342,7 +374,7 @@ func benchFanOut(b *testing.B, n int) {
 		return out
 	}
 	waitAll(1)
-	for cp.Stats().ACKs < uint64(n) {
+	for !plain && cp.Stats().ACKs < uint64(n) { // the plain server counts none
 		time.Sleep(time.Millisecond) // polling a counter during setup
 	}
 	runtime.GC()

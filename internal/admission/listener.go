@@ -48,7 +48,7 @@ func (l *Listener) Accept() (net.Conn, error) {
 			}
 			continue
 		}
-		return &conn{Conn: c, release: release}, nil
+		return newConn(c, release), nil
 	}
 }
 
@@ -56,9 +56,17 @@ func (l *Listener) Accept() (net.Conn, error) {
 func (l *Listener) Pool() *Pool { return l.pool }
 
 // conn gives its place back when closed (release gives one back once).
+// On Linux it also lets gRPC read it without a buffer of its own
+// (ready_linux.go): a wrapper of a *net.TCPConn otherwise costs gRPC's
+// transport a 32 KiB read buffer for as long as the connection lives.
 type conn struct {
 	net.Conn
 	release func()
+	ready   readyReader // reads on readiness; the zero value when unavailable
+}
+
+func newConn(c net.Conn, release func()) *conn {
+	return &conn{Conn: c, release: release, ready: newReadyReader(c)}
 }
 
 func (c *conn) Close() error {
