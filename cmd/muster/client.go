@@ -77,7 +77,7 @@ func (g *globalOptions) connectLogging(parent context.Context, stderr io.Writer,
 		}
 		return nil, fmt.Errorf("etcd client for %s: %w", strings.Join(g.endpoints, ","), err)
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	log := g.log.logger(stderr, slog.LevelError)
 	all := append([]etcd.Option{
 		etcd.WithPrefix(g.prefix),
 		etcd.WithRequestTimeout(g.timeout),

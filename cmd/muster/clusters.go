@@ -171,7 +171,7 @@ func (g *globalOptions) clusterClientConfig(spec clusterSpec) (clientv3.Config, 
 // not contact etcd; a cluster that does not answer does not fail it.
 func (g *globalOptions) connectClusters(stderr io.Writer, specs []clusterSpec, opts ...etcd.Option) (*session, error) {
 	s := &session{g: g}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	log := g.log.logger(stderr, slog.LevelError)
 	s.opts = append([]etcd.Option{etcd.WithPrefix(g.prefix), etcd.WithRequestTimeout(g.timeout), etcd.WithLogger(log)}, opts...)
 	cs, err := g.clusterConfigs(specs)
 	if err != nil {

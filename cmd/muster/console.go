@@ -310,7 +310,7 @@ applies to every service, by its Muster name.`,
 // runConsole serves the console as o says until ctx ends. Once it listens
 // it calls ready, if not nil, with the console's URL.
 func runConsole(ctx context.Context, g *globalOptions, o consoleOptions, stderr io.Writer, ready func(url string)) error {
-	log := slog.New(slog.NewTextHandler(stderr, nil))
+	log := g.log.logger(stderr, slog.LevelInfo)
 	var cfg clientv3.Config
 	if len(o.clusters.values) == 0 {
 		var err error

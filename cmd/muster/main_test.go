@@ -294,7 +294,7 @@ func checkSelfCheck(t *testing.T, args []string, stderr string) {
 	if strings.Contains(stderr, selfCheckBreach) {
 		t.Errorf("muster %v published a resource breaking an xDS client's precondition; stderr:\n%s", args, stderr)
 	}
-	if strings.Contains(stderr, "serving ADS") && !strings.Contains(stderr, "self_check=true") {
+	if strings.Contains(stderr, "serving ADS") && !strings.Contains(stderr, "self_check=true") && !strings.Contains(stderr, `"self_check":true`) {
 		t.Errorf("muster %v served ADS without its self-check; stderr:\n%s", args, stderr)
 	}
 }

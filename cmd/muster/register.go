@@ -248,13 +248,13 @@ type sidecar struct {
 // warning every registerWarnEvery while etcd does not answer, and on exit
 // "deregistered" only if there was something to deregister.
 func runRegister(ctx context.Context, g *globalOptions, o registerOptions, check func(context.Context) error, stderr io.Writer) error {
-	s, err := g.connectLogging(ctx, stderr, slog.New(slog.NewTextHandler(stderr, nil)))
+	s, err := g.connectLogging(ctx, stderr, g.log.logger(stderr, slog.LevelInfo))
 	if err != nil {
 		return err
 	}
 	defer s.Close()
 	reg, err := etcd.NewRegistrar(s.cli, etcd.WithPrefix(g.prefix), etcd.WithTTL(o.ttl),
-		etcd.WithRequestTimeout(g.timeout), etcd.WithLogger(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))))
+		etcd.WithRequestTimeout(g.timeout), etcd.WithLogger(g.log.logger(stderr, slog.LevelError)))
 	if err != nil {
 		return err
 	}
@@ -264,7 +264,7 @@ func runRegister(ctx context.Context, g *globalOptions, o registerOptions, check
 	}
 	attrs = append(attrs, "addr", o.in.Addr)
 	sc := &sidecar{g: g, o: o, reg: reg, registered: make(chan struct{}, 1),
-		log: slog.New(slog.NewTextHandler(stderr, nil)).With(attrs...)}
+		log: g.log.logger(stderr, slog.LevelInfo).With(attrs...)}
 	defer sc.close()
 
 	var wg sync.WaitGroup

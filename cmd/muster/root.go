@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"regexp"
 	"strings"
 	"time"
@@ -49,6 +48,8 @@ type globalOptions struct {
 	// clusterName names the one cluster of several (--cluster, --in)
 	// that a writing command acts on; empty without --cluster.
 	clusterName string
+	// log is --log-format and --log-level, which every command has.
+	log logOptions
 }
 
 // validate checks the etcd flags; its errors are usage errors.
@@ -121,11 +122,12 @@ Serve runs an etcd; demo runs its own; version and xds-bootstrap need none.`,
 		},
 	}
 	root.SetFlagErrorFunc(flagError)
+	g.log.addLogFlags(root)
 	root.Version = buildVersion()
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.AddCommand(
 		newDemoCmd(),
-		newServeCmd(),
+		newServeCmd(&g.log),
 		newVersionCmd(),
 		newXDSBootstrapCmd(),
 	)
@@ -214,16 +216,8 @@ func flagsFromEnv(cmd *cobra.Command) error {
 	var err error
 	cmd.Flags().VisitAll(func(fl *pflag.Flag) {
 		_, etcdFlag := fl.Annotations[etcdFlagAnnotation]
-		if err != nil || fl.Changed || (!etcdFlag && fl.Name != "registry") {
-			return
-		}
-		env := flagEnv(fl.Name)
-		v, ok := os.LookupEnv(env)
-		if env == "" || !ok {
-			return
-		}
-		if serr := fl.Value.Set(v); serr != nil {
-			err = usageErrorf("$%s=%q: invalid value for --%s: %v", env, v, fl.Name, serr)
+		if err == nil && (etcdFlag || fl.Name == "registry") {
+			err = flagFromEnv(fl)
 		}
 	})
 	return err
@@ -234,7 +228,7 @@ const etcdFlagAnnotation = "muster_etcd_flag"
 
 // usageWithEtcdFlags writes cmd's usage as cobra does for a command
 // without subcommands, with the etcd flags in a section of their own
-// after the command's own flags.
+// after the command's own flags, and then the flags every command has.
 func usageWithEtcdFlags(cmd *cobra.Command) error {
 	own := pflag.NewFlagSet(cmd.Name(), pflag.ContinueOnError)
 	etcd := pflag.NewFlagSet(cmd.Name(), pflag.ContinueOnError)
@@ -252,6 +246,9 @@ func usageWithEtcdFlags(cmd *cobra.Command) error {
 	}
 	fmt.Fprintf(&b, "\nFlags:\n%s", own.FlagUsages())
 	fmt.Fprintf(&b, "\nEtcd flags (which registry, and how to reach it):\n%s", etcd.FlagUsages())
+	if cmd.HasAvailableInheritedFlags() {
+		fmt.Fprintf(&b, "\nGlobal Flags:\n%s", cmd.InheritedFlags().FlagUsages())
+	}
 	_, err := io.WriteString(cmd.OutOrStderr(), b.String())
 	return err
 }

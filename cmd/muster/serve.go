@@ -59,6 +59,7 @@ func defaultDataDir() (string, error) {
 
 // serveOptions are the flags of muster serve.
 type serveOptions struct {
+	log       logOptions
 	dataDir   string
 	clientURL string
 	peerURL   string
@@ -171,7 +172,7 @@ func (o *serveOptions) validateConsoleClusters() error {
 	return nil
 }
 
-func newServeCmd() *cobra.Command {
+func newServeCmd(log *logOptions) *cobra.Command {
 	o := serveOptions{}
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -237,6 +238,7 @@ its value (cacert=, cert=, key=, user=, password-file=).`,
 			if err := o.validate(cmd.Flags().Changed("data-dir")); err != nil {
 				return err
 			}
+			o.log = *log
 			return runServe(cmd.Context(), o, cmd.ErrOrStderr(), nil)
 		},
 	}
@@ -266,7 +268,7 @@ its value (cacert=, cert=, key=, user=, password-file=).`,
 // error if the server cannot start (address in use, unusable data
 // directory) or stops on its own.
 func runServe(ctx context.Context, o serveOptions, stderr io.Writer, ready func(endpoint string)) error {
-	log := slog.New(slog.NewTextHandler(stderr, nil))
+	log := o.log.logger(stderr, slog.LevelInfo)
 	// etcd logs why it cannot start, as serve's error says again with
 	// a hint: its errors are shown only once it runs.
 	etcdLog, etcdLogLevel := quietUntilRunning(stderr)

@@ -184,7 +184,7 @@ func runXDS(ctx context.Context, g *globalOptions, o xdsOptions, stderr io.Write
 	if len(specs) > 0 {
 		return runXDSClusters(ctx, g, o, specs, stderr)
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	log := g.log.logger(stderr, slog.LevelInfo)
 	s, err := g.connectLogging(ctx, stderr, log)
 	if err != nil {
 		return err
@@ -294,7 +294,7 @@ func runXDSClusters(ctx context.Context, g *globalOptions, o xdsOptions, specs [
 		return err
 	}
 	defer s.Close()
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	log := g.log.logger(stderr, slog.LevelInfo)
 	cp, stop, err := startXDS(s.view, nil, nil, o, log)
 	if err != nil {
 		return err

@@ -77,7 +77,7 @@ func (g *globalOptions) zkServers() ([]string, error) {
 }
 
 func (g *globalOptions) zkOptions(stderr io.Writer) []zookeeper.Option {
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	log := g.log.logger(stderr, slog.LevelError)
 	return []zookeeper.Option{zookeeper.WithRoot(g.prefix), zookeeper.WithRequestTimeout(g.timeout), zookeeper.WithLogger(log)}
 }
 
