@@ -13,8 +13,10 @@ func newVersionCmd() *cobra.Command {
 		Use:   "version",
 		Short: "Print muster's version and the Go version it was built with",
 		Long: `Version prints the module version muster was built from, as in
-"muster v1.2.0 (go1.26.0)". A binary built from a checkout of the repository
-says "(devel)", followed by the commit when the build recorded one.
+"muster v1.2.0 (go1.26.0)", followed by the commit, its time and whether
+the tree was modified when the build recorded them (go build in a checkout
+of the repository does: its version is then a pseudo-version such as
+v0.0.0-20261206013516-8d915aa7d72d).
 "muster --version" prints the same.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -33,7 +35,7 @@ func buildVersion() string {
 // versionLine is the version line for the build described by info, which
 // may be nil (a binary built without module support).
 func versionLine(info *debug.BuildInfo) string {
-	version, goVersion := "(devel)", runtime.Version()
+	version, goVersion, commit := "(devel)", runtime.Version(), ""
 	if info != nil {
 		if v := info.Main.Version; v != "" {
 			version = v
@@ -41,23 +43,28 @@ func versionLine(info *debug.BuildInfo) string {
 		if info.GoVersion != "" {
 			goVersion = info.GoVersion
 		}
-		if version == "(devel)" {
-			version += revision(info)
-		}
+		commit = revision(info)
 	}
-	return fmt.Sprintf("muster %s (%s)", version, goVersion)
+	if commit == "" && version == "(devel)" {
+		return fmt.Sprintf("muster (devel) (%s; no commit recorded: built with go run or -buildvcs=false)", goVersion)
+	}
+	return fmt.Sprintf("muster %s%s (%s)", version, commit, goVersion)
 }
 
-// revision returns " commit <hash>" (with "+dirty" for a modified tree)
-// when the build recorded the VCS revision, else "".
+// revision returns " commit <hash> <time>", with "+modified" after the
+// hash when the tree had uncommitted changes, when the build recorded the
+// VCS revision (go build in a checkout does), else "".
 func revision(info *debug.BuildInfo) string {
-	rev, dirty := "", false
+	var rev, at string
+	modified := false
 	for _, s := range info.Settings {
 		switch s.Key {
 		case "vcs.revision":
 			rev = s.Value
+		case "vcs.time":
+			at = " " + s.Value
 		case "vcs.modified":
-			dirty = s.Value == "true"
+			modified = s.Value == "true"
 		}
 	}
 	if rev == "" {
@@ -66,8 +73,8 @@ func revision(info *debug.BuildInfo) string {
 	if len(rev) > 12 {
 		rev = rev[:12]
 	}
-	if dirty {
-		rev += "+dirty"
+	if modified {
+		rev += "+modified"
 	}
-	return " commit " + rev
+	return " commit " + rev + at
 }
