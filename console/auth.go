@@ -6,8 +6,10 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,10 +28,12 @@ const maxBody = 1 << 20
 // auth holds the admin credentials (the token, the users' password
 // hashes) and the sessions of those who logged in with them.
 type auth struct {
-	token string // empty: no token
-	users users  // empty: no users
+	token string     // empty: no token
+	file  *usersFile // WithAdminUsersFile's, read again when it changes; nil: none
+	log   *slog.Logger
 
 	mu       sync.Mutex
+	users    users                   // empty: no users
 	sessions map[string]adminSession // by session ID
 }
 
@@ -40,12 +44,48 @@ type adminSession struct {
 	expires time.Time
 }
 
-func newAuth(token string, u users) *auth {
-	return &auth{token: token, users: u, sessions: map[string]adminSession{}}
+func newAuth(token string, u users, file *usersFile, log *slog.Logger) *auth {
+	return &auth{token: token, users: u, file: file, log: log, sessions: map[string]adminSession{}}
 }
 
 // enabled reports whether actions can be allowed at all.
-func (a *auth) enabled() bool { return a.token != "" || len(a.users) > 0 }
+func (a *auth) enabled() bool { return a.token != "" || a.hasUsers() }
+
+// hasUsers reports whether users may log in with a password.
+func (a *auth) hasUsers() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.users) > 0
+}
+
+// refresh takes the users of the users file when it changed, ending the
+// sessions of the users it no longer lists or whose password it changed.
+func (a *auth) refresh(now time.Time) {
+	if a.file == nil {
+		return
+	}
+	u, ok, err := a.file.changed(now)
+	if err != nil {
+		a.log.Error("console: the users file changed and cannot be read; keeping the users read before", "error", err)
+	}
+	if !ok {
+		return
+	}
+	a.mu.Lock()
+	ended := 0
+	for id, s := range a.sessions {
+		if s.user != "" && !slices.Equal(u[s.user], a.users[s.user]) {
+			delete(a.sessions, id)
+			ended++
+		}
+	}
+	a.users = u
+	a.mu.Unlock()
+	a.log.Info("console: users file read again", "file", a.file.path, "users", len(u), "sessions_ended", ended)
+	if weak := u.weak(); len(weak) > 0 {
+		a.log.Error(weakHashes, "users", strings.Join(weak, ", "))
+	}
+}
 
 // credentials are what a login request presents: the admin token, or a
 // user and password.
@@ -58,9 +98,13 @@ type credentials struct {
 // login checks c and, if it is the admin token or a user's password, opens
 // a session.
 func (a *auth) login(c credentials, now time.Time) (id string, s adminSession, ok bool) {
+	a.refresh(now)
 	switch {
 	case c.User != "":
-		ok = a.users.check(c.User, c.Password)
+		a.mu.Lock()
+		u := a.users // replaced, never changed in place
+		a.mu.Unlock()
+		ok = u.check(c.User, c.Password)
 	case a.token != "":
 		ok = subtle.ConstantTimeCompare([]byte(c.Token), []byte(a.token)) == 1
 	}
@@ -82,9 +126,10 @@ func (a *auth) login(c credentials, now time.Time) (id string, s adminSession, o
 // session returns the live session r's cookie names.
 func (a *auth) session(r *http.Request, now time.Time) (id string, s adminSession, ok bool) {
 	c, err := r.Cookie(sessionCookie)
-	if err != nil || !a.enabled() {
+	if err != nil {
 		return "", adminSession{}, false
 	}
+	a.refresh(now)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	s, ok = a.sessions[c.Value]
@@ -175,7 +220,7 @@ type sessionInfo struct {
 
 // info is the session information for sess (nil: not logged in).
 func (s *Server) info(sess *adminSession) sessionInfo {
-	info := sessionInfo{Admin: s.auth.enabled(), Users: len(s.auth.users) > 0, Token: s.auth.token != "",
+	info := sessionInfo{Admin: s.auth.enabled(), Users: s.auth.hasUsers(), Token: s.auth.token != "",
 		Prefix: s.opts.prefix, XDS: s.opts.xds != nil}
 	if sess != nil {
 		info.LoggedIn, info.CSRF, info.User = true, sess.csrf, sess.user

@@ -28,6 +28,7 @@ type options struct {
 	prefix         string
 	adminToken     string
 	users          users
+	usersFile      *usersFile // WithAdminUsersFile's; nil: none
 	log            *slog.Logger
 	requestTimeout time.Duration
 	relist         time.Duration
@@ -102,6 +103,25 @@ func WithAdminUsers(htpasswd string) Option {
 			return
 		}
 		o.users, _ = parseUsers(htpasswd)
+		o.usersFile = nil
+	}
+}
+
+// WithAdminUsersFile is WithAdminUsers with the htpasswd text of the file
+// at path, read again when the file changes: a user removed from it (or
+// whose password it changes) loses its sessions, and a user added may log
+// in, within a second of its next request (usersCheckEvery). Each reading
+// is logged; a changed file that cannot be read or parsed is logged at
+// error level, and the users read before are kept. An unreadable or
+// invalid file at New is an error.
+func WithAdminUsersFile(path string) Option {
+	return func(o *options) {
+		f, u, err := readUsersFile(path)
+		if err != nil {
+			o.fail(fmt.Errorf("console: WithAdminUsersFile: %w", err))
+			return
+		}
+		o.users, o.usersFile = u, f
 	}
 }
 

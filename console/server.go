@@ -76,10 +76,9 @@ func New(cli *clientv3.Client, opts ...Option) (*Server, error) {
 func newServer(parts []*part, view lister, closers []func() error, o options) *Server {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{parts: parts, view: view, closers: closers, opts: o,
-		ctx: ctx, cancel: cancel, auth: newAuth(o.adminToken, o.users)}
+		ctx: ctx, cancel: cancel, auth: newAuth(o.adminToken, o.users, o.usersFile, o.log)}
 	if weak := o.users.weak(); len(weak) > 0 {
-		o.log.Error("console: password hashes of a bcrypt cost below 10: a guesser with many addresses checks hundreds of "+
-			"passwords a second against them; hash them again with htpasswd -B -C 12", "users", strings.Join(weak, ", "))
+		o.log.Error(weakHashes, "users", strings.Join(weak, ", "))
 	}
 	s.fleet = newFleetHub(s)
 	s.logins = newLoginThrottle()

@@ -31,6 +31,11 @@ func (u users) weak() []string {
 	return out
 }
 
+// weakHashes is the error logged for password hashes of a bcrypt cost
+// below minBcryptCost.
+const weakHashes = "console: password hashes of a bcrypt cost below 10: a guesser with many addresses checks hundreds of " +
+	"passwords a second against them; hash them again with htpasswd -B -C 12"
+
 // users are the operators who may log in with a password: the bcrypt hash
 // of each one's password, by user name.
 type users map[string][]byte

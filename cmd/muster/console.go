@@ -62,7 +62,7 @@ func (c *consoleFlags) addFlags(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&c.tokenFile, "console-admin-token-file", "",
 		"file holding the web console's admin token (at least 16 bytes); without it or --console-admin-basic-auth-file the console is read-only")
 	cmd.Flags().StringVar(&c.usersFile, "console-admin-basic-auth-file", "",
-		"htpasswd file of bcrypt hashes (htpasswd -nB -C 12 USER) of the operators who may log in to the web console's actions with a user name and password")
+		"htpasswd file of bcrypt hashes (htpasswd -nB -C 12 USER) of the operators who may log in to the web console's actions with a user name and password; read again when it changes")
 	cmd.Flags().StringSliceVar(&c.hosts, "console-host", nil,
 		"host names (or IP addresses) the web console answers to, beside loopback ones, comma-separated or repeated: the names users and proxies reach it by (others get 421, against DNS rebinding)")
 	cmd.Flags().BoolVar(&c.secureCookie, "console-secure-cookie", false,
@@ -226,7 +226,7 @@ func (c *consoleFlags) options() ([]console.Option, error) {
 		if err := console.ValidateAdminUsers(string(data)); err != nil {
 			return nil, usageErrorf("--console-admin-basic-auth-file %s: %v", c.usersFile, err)
 		}
-		opts = append(opts, console.WithAdminUsers(string(data)))
+		opts = append(opts, console.WithAdminUsersFile(c.usersFile))
 	}
 	return opts, nil
 }
@@ -279,7 +279,9 @@ of bcrypt hashes (lines user:hash, made by htpasswd -nB -C 12 USER): whoever log
 with the token, or as one of those users with their password, can drain,
 undrain and weigh instances, one or every instance matching a filter, as
 muster drain, undrain and weight do. Each action is logged on stderr with the
-session (and user) that asked.
+session (and user) that asked. The htpasswd file is read again when it
+changes: a user removed from it loses its sessions within a second of its
+next request, and a user added may log in, without a restart.
 It listens on loopback by default; put it behind TLS before exposing it.
 
 With --legacy (repeatable: [SERVICE=]LAYOUT[:NAME], as for ls and watch),
