@@ -16,6 +16,10 @@ import (
 type logOptions struct {
 	format string // "text" or "json"
 	level  string // a slog level ("debug", "info", "warn", "error"); "" for the command's own
+	// out is the running command's stderr, for the logs of what is not
+	// given a writer (the etcd client's certificate, read again); nil
+	// before a command runs: those logs are dropped.
+	out io.Writer
 }
 
 // addLogFlags adds the logging flags to root, for every command, and has
@@ -26,6 +30,7 @@ func (l *logOptions) addLogFlags(root *cobra.Command) {
 	f.StringVar(&l.level, "log-level", "", "least level of the log lines: debug, info, warn or error "+
 		"(default: info for serve, xds, console and register; error for the others) ($MUSTER_LOG_LEVEL)")
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		l.out = cmd.ErrOrStderr()
 		for _, name := range []string{"log-format", "log-level"} {
 			fl := cmd.Flags().Lookup(name)
 			if err := flagFromEnv(fl); err != nil {
@@ -82,6 +87,9 @@ func (l logOptions) logger(w io.Writer, def slog.Level) *slog.Logger {
 	level := def
 	if l.level != "" {
 		_ = level.UnmarshalText([]byte(l.level)) // checked before the command ran
+	}
+	if w == nil {
+		w = io.Discard
 	}
 	o := &slog.HandlerOptions{Level: level}
 	if l.format == "json" {

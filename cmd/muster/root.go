@@ -178,7 +178,7 @@ func (g *globalOptions) addFlags(cmd *cobra.Command) {
 	f.StringVar(&g.cacert, "cacert", "",
 		"verify etcd's certificate with this CA bundle (PEM) instead of the system's CAs")
 	f.StringVar(&g.cert, "cert", "",
-		"client certificate (PEM) to present to etcd; needs --key")
+		"client certificate (PEM) to present to etcd; needs --key; read again when it changes (the next connection presents the new one)")
 	f.StringVar(&g.key, "key", "",
 		"private key (PEM) of --cert")
 	f.StringVar(&g.user, "user", "",

@@ -4,8 +4,12 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
+	"time"
+
+	"github.com/musterhq/muster/internal/reload"
 )
 
 // passwordEnv is the environment variable that holds the password of
@@ -83,13 +87,43 @@ func (g *globalOptions) tlsConfig() (*tls.Config, error) {
 		cfg.RootCAs = pool
 	}
 	if g.cert != "" {
-		cert, err := tls.LoadX509KeyPair(g.cert, g.key)
+		get, err := g.clientCertificate()
 		if err != nil {
-			return nil, fmt.Errorf("--cert %s, --key %s: %w", g.cert, g.key, err)
+			return nil, err
 		}
-		cfg.Certificates = []tls.Certificate{cert}
+		cfg.GetClientCertificate = get
 	}
 	return cfg, nil
+}
+
+// clientCertificate returns the tls.Config.GetClientCertificate of the
+// etcd client: the certificate of --cert and --key, read again when one of
+// the files changed, so that a rotated certificate is presented by the
+// next connection without a restart (each reading logged; files that do
+// not load are logged at error level, and the last good certificate is
+// kept until they change again).
+func (g *globalOptions) clientCertificate() (func(*tls.CertificateRequestInfo) (*tls.Certificate, error), error) {
+	certFile, keyFile := g.cert, g.key
+	src, err := reload.New(func() (tls.Certificate, error) { return tls.LoadX509KeyPair(certFile, keyFile) }, 0, certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("--cert %s, --key %s: %w", certFile, keyFile, err)
+	}
+	log := g.log.logger(g.log.out, slog.LevelInfo)
+	return func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+		cert, changed, err := src.Get(time.Now())
+		if err != nil {
+			log.Error("etcd client certificate files changed but do not load; new connections keep presenting the last good one",
+				"cert", certFile, "key", keyFile, "error", err)
+		}
+		if changed {
+			attrs := []any{"cert", certFile}
+			if cert.Leaf != nil {
+				attrs = append(attrs, "subject", cert.Leaf.Subject.String(), "issuer", cert.Leaf.Issuer.String(), "not_after", cert.Leaf.NotAfter)
+			}
+			log.Info("etcd client certificate read again; new connections present it", attrs...)
+		}
+		return &cert, nil
+	}, nil
 }
 
 // readPasswordFile returns the first line of the file name, given to flag:

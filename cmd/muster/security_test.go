@@ -13,6 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/musterhq/muster/internal/testkit/etcdtest"
+	"github.com/musterhq/muster/internal/testkit/testbackend"
 	"github.com/musterhq/muster/registry"
 	"github.com/musterhq/muster/registry/etcd"
 )
@@ -226,5 +227,59 @@ func TestSecurityFlagErrors(t *testing.T) {
 		if r.code != exitFailure || !strings.HasPrefix(r.stderr, "muster: "+c.msg) || r.took > time.Second {
 			t.Errorf("muster %s: exit code %d after %v, stderr %q; want %d at once and %q", strings.Join(c.args, " "), r.code, r.took, r.stderr, exitFailure, c.msg)
 		}
+	}
+}
+
+// The etcd client's certificate is read again when its files change: after
+// a muster register's --cert and --key are replaced, the next connection
+// (made after etcd's connections were reset) presents the new certificate:
+// one of a CA etcd does not trust is refused, and the good one, put back,
+// is presented again and the instance stays registered, without a
+// restart; each reading is logged. Without the reading again the
+// connection after the reset presents the first certificate, and no
+// refusal follows the reset.
+func TestClientCertificateReadAgain(t *testing.T) {
+	s := newSecureRegistry(t)
+	f := s.c.TLS()
+	wrong := etcdtest.GenerateTLS(t)
+	dir := t.TempDir()
+	cert, key := filepath.Join(dir, "client.pem"), filepath.Join(dir, "client-key.pem")
+	install := func(from *etcdtest.TLSFiles) {
+		for src, dst := range map[string]string{from.CertFile: cert, from.KeyFile: key} {
+			b, err := os.ReadFile(src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(dst+".new", b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(dst+".new", dst); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	install(f)
+	be := testbackend.Start(t)
+	side := startReading(t, false, "register", "--endpoints", s.endpoint, "--cacert", f.CAFile, "--cert", cert, "--key", key,
+		"--user", "user-svc:user-pw", "--name", "user", "--addr", be.Addr, "--ttl", "2s")
+	waitLogged(t, side.stderr, `msg=(registered)`)
+
+	install(wrong)
+	s.c.Members()[0].Reset() // the open connections end: the client dials again
+	s.c.Members()[0].Heal()
+	waitLogged(t, side.stderr, `(unknown certificate authority)`)
+	install(f)
+	waitLogged(t, side.stderr, `msg="(etcd client certificate read again); new connections present it" cert=\S+ subject="CN=`+etcdtest.ClientCommonName)
+	// Registered again if its lease ran out meanwhile (TTL 2 s).
+	deadline := time.Now().Add(waitTimeout)
+	for {
+		r := runOK(t, s.args([]string{"ls", "user"}, "--user", "root:root-pw")...)
+		if strings.Contains(r.stdout, be.Addr) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the instance not in etcd %v after the good certificate was put back:\n%s\nregister's log:\n%s", waitTimeout, r.stdout, side.stderr)
+		}
+		time.Sleep(100 * time.Millisecond) // polling the registry from another client
 	}
 }
