@@ -46,7 +46,9 @@ type musterResolver struct {
 	withheld  bool          // protection is withholding the live list
 	canary    registry.Canary
 	policy    registry.Policy
-	sc        *serviceconfig.ParseResult // the service config of policy, once made (WithPolicyServiceConfig)
+	lbConfig  string                     // the loadBalancingConfig handed to the channel; "" for none (channelBalancer)
+	byDefault bool                       // lbConfig is DefaultBalancer's, to be settled at the first push (decideDefault)
+	sc        *serviceconfig.ParseResult // the service config handed, once made
 	scStale   bool                       // policy changed since sc was made
 }
 
@@ -279,12 +281,17 @@ func (r *musterResolver) choose(list []*registry.Instance) []*registry.Instance 
 }
 
 // push hands st to the channel, with the service's canary setting, call
-// policy and, with WithPolicyServiceConfig, the service config made of it.
+// policy and the channel's service config (its balancer and, with
+// WithPolicyServiceConfig, the call policy's method config).
 func (r *musterResolver) push(st *builtState) {
+	state := grpcresolver.State{Endpoints: st.eps, Addresses: st.addrs, Attributes: r.stateAttributes()}
+	if r.byDefault {
+		r.decideDefault(state)
+	}
+	state.ServiceConfig = r.serviceConfig()
 	// An error here (for example: no endpoints for round_robin) makes gRPC
 	// call ResolveNow with backoff; the next change is pushed anyway.
-	_ = r.cc.UpdateState(grpcresolver.State{Endpoints: st.eps, Addresses: st.addrs, Attributes: r.stateAttributes(),
-		ServiceConfig: r.serviceConfig()})
+	_ = r.cc.UpdateState(state)
 	r.b.updates.Add(1)
 	r.delivered = true
 	r.sent = st
