@@ -1,16 +1,22 @@
 package resolver_test
 
 import (
-	"bytes"
+	"context"
 	"errors"
 	"log/slog"
 	"net/url"
+	"regexp"
 	"strings"
-	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	grpcresolver "google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/status"
+
+	"github.com/musterhq/muster/internal/testkit/syncbuf"
+	"github.com/musterhq/muster/internal/testkit/testbackend"
 
 	"github.com/musterhq/muster/resolver"
 )
@@ -74,24 +80,6 @@ func TestChannelsBalanceByDefault(t *testing.T) {
 	e.spreads(t, dialWith(t, "muster:///greeter", grpc.WithResolvers(e.b)))
 }
 
-// logBuffer is a slog handler's destination that tests read.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // Each way of choosing a channel's balancer does what the docs say: a
 // resolver option and a target's lb= choose (the target first); the
 // channel's own default service config is kept when it runs one of
@@ -122,7 +110,7 @@ func TestChoosingTheBalancer(t *testing.T) {
 		e.rotates(t, dialWith(t, "muster:///greeter", grpc.WithResolvers(e.b), grpc.WithDefaultServiceConfig(musterWRR)))
 	})
 	t.Run("WithDefaultServiceConfig of gRPC's is replaced, and the log says so", func(t *testing.T) {
-		var log logBuffer
+		var log syncbuf.Buffer
 		b := builder(resolver.WithLogger(slog.New(slog.NewTextHandler(&log, nil))))
 		e.spreads(t, dialWith(t, "muster:///greeter", grpc.WithResolvers(b), grpc.WithDefaultServiceConfig(pickFirst)))
 		for _, want := range []string{"muster_p2c", "grpc.WithDefaultServiceConfig", "grpc.WithDisableServiceConfig()", `resolver.WithBalancer(\"\")`} {
@@ -156,5 +144,27 @@ func TestBadBalancerChoices(t *testing.T) {
 	if _, err := e.b.Build(grpcresolver.Target{URL: *u}, nil, grpcresolver.BuildOptions{}); !errors.Is(err, resolver.ErrBadTarget) ||
 		!strings.Contains(err.Error(), "lb=nope names no balancer; want p2c, wrr or the name of a balancer registered with gRPC") {
 		t.Errorf("lb=nope: %v", err)
+	}
+}
+
+// A call that finds no instance says which service, where it was looked
+// up and what the registry said: nothing registered, or instances that the
+// target's filters leave out.
+func TestNoInstanceSaysWhichServiceAndWhere(t *testing.T) {
+	e := newEnv(t)
+	e.serve(t, "a", "v1", "")
+	for _, c := range []struct{ target, want string }{
+		{"muster:///nobody", `^muster_p2c: no instance of service "nobody" to call \(looked up in etcd \S+, keys under /muster/services/nobody/\): ` +
+			`the registry answered \(revision \d+\) and lists none$`},
+		{"muster:///greeter?version=v9", `^muster_p2c: no instance of service "greeter" to call \(looked up in etcd \S+, keys under /muster/services/greeter/\): ` +
+			`the registry lists 1, none passes the target's filters \(version=v9\)$`},
+	} {
+		conn := dialWith(t, c.target, grpc.WithResolvers(e.b))
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err := testbackend.Call(ctx, conn)
+		cancel()
+		if status.Code(err) != codes.Unavailable || !regexp.MustCompile(c.want).MatchString(status.Convert(err).Message()) {
+			t.Errorf("%s: %v; want Unavailable matching %s", c.target, err, c.want)
+		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	grpcresolver "google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/serviceconfig"
 
+	"github.com/musterhq/muster/internal/lbattr"
 	"github.com/musterhq/muster/registry"
 )
 
@@ -228,10 +229,11 @@ func (r *musterResolver) update(now time.Time, snap registry.Snapshot) {
 	out, ev := r.grace.apply(now, snap.Instances, serve, snap.Retired, r.states.departures)
 	r.logGrace(ev)
 	st := r.states.state(out, r.choose)
-	if !(r.delivered && r.live && r.sent != nil && sameList(st.list, r.sent.list)) {
+	same := r.delivered && r.live && r.sent != nil && sameList(st.list, r.sent.list)
+	r.live = true // before the push: it says where the list came from (emptyReason)
+	if !same {
 		r.push(st)
 	}
-	r.live = true
 	if r.b.snaps != nil && !withheld && !snap.Stale() {
 		if err := r.b.snaps.save(r.q.service, positionOf(snap), serve, now, r.w.Snapshot); err != nil {
 			r.log.Error("cannot write the disk snapshot", "error", err)
@@ -285,6 +287,9 @@ func (r *musterResolver) choose(list []*registry.Instance) []*registry.Instance 
 // WithPolicyServiceConfig, the call policy's method config).
 func (r *musterResolver) push(st *builtState) {
 	state := grpcresolver.State{Endpoints: st.eps, Addresses: st.addrs, Attributes: r.stateAttributes()}
+	if len(st.eps) == 0 {
+		state.Attributes = lbattr.WithEmptyReason(state.Attributes, r.emptyReason(st))
+	}
 	if r.byDefault {
 		r.decideDefault(state)
 	}

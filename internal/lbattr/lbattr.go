@@ -157,3 +157,21 @@ func Sign(s grpcresolver.State) {
 		r.signed.Store(true)
 	}
 }
+
+// emptyKey is the state attribute key of the reason a state has no
+// endpoint.
+type emptyKey struct{}
+
+// WithEmptyReason returns a, nil or not, carrying why the state has no
+// endpoint: the service, where it was looked up, what the registry said.
+// Muster's balancers fail calls with it.
+func WithEmptyReason(a *attributes.Attributes, reason string) *attributes.Attributes {
+	return with(a, emptyKey{}, reason)
+}
+
+// EmptyReasonOf returns the reason a state without endpoints carries; ok
+// is false for none.
+func EmptyReasonOf(s grpcresolver.State) (reason string, ok bool) {
+	reason, ok = s.Attributes.Value(emptyKey{}).(string)
+	return reason, ok && reason != ""
+}

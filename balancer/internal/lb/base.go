@@ -268,7 +268,7 @@ func (b *Base[T]) Update(s balancer.ClientConnState, oc OutlierConfig, weights E
 	if listed == 0 {
 		b.cc.UpdateState(balancer.State{
 			ConnectivityState: connectivity.TransientFailure,
-			Picker:            base.NewErrPicker(fmt.Errorf("%s: the resolver returned no endpoints", b.policy.Name)),
+			Picker:            base.NewErrPicker(noEndpoints(b.policy.Name, s.ResolverState)),
 		})
 		return balancer.ErrBadResolverState
 	}
@@ -495,4 +495,14 @@ func Key(ep grpcresolver.Endpoint) string {
 	}
 	sort.Strings(addrs)
 	return strings.Join(addrs, "\n")
+}
+
+// noEndpoints is the error of calls while the resolver lists no endpoint:
+// its reason (the service, where it was looked up, what the registry
+// said) when Muster's resolver gave one.
+func noEndpoints(policy string, s grpcresolver.State) error {
+	if why, ok := lbattr.EmptyReasonOf(s); ok {
+		return fmt.Errorf("%s: %s", policy, why)
+	}
+	return fmt.Errorf("%s: the resolver returned no endpoints", policy)
 }
