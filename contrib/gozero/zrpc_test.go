@@ -71,19 +71,13 @@ func TestZRPCClientWithMusterP2CStaysInZone(t *testing.T) {
 	testbackend.CallUntil(t, client.Conn(), 10*time.Second, "the client's zone called", testbackend.HasAll(near.Addr))
 	// The far backend is registered and seen too: the zone is a
 	// preference, not a filter.
-	registrytest.WaitFor(t, watchService(t, ctx, discovery(t, cli), "user"), "both instances seen", registrytest.HasIDs(far.Addr, near.Addr))
-	if got := testbackend.Calls(t, client.Conn(), 500); got[far.Addr] != 0 || got[near.Addr] != 500 {
-		t.Fatalf("500 calls from zone z1: %v; want all in z1 (%s)", got, near.Addr)
-	}
-}
-
-// watchService watches service on d until the test ends.
-func watchService(t *testing.T, ctx context.Context, d registry.Discovery, service string) registry.Watcher {
-	t.Helper()
-	w, err := d.Watch(ctx, service)
+	w, err := discovery(t, cli).Watch(ctx, "user")
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = w.Close() })
-	return w
+	defer w.Close()
+	registrytest.WaitFor(t, w, "both instances seen", registrytest.HasIDs(far.Addr, near.Addr))
+	if got := testbackend.Calls(t, client.Conn(), 500); got[far.Addr] != 0 || got[near.Addr] != 500 {
+		t.Fatalf("500 calls from zone z1: %v; want all in z1 (%s)", got, near.Addr)
+	}
 }
