@@ -79,7 +79,7 @@ func openChannel(b *testing.B, bld grpcresolver.Builder, target string) *registr
 	settled.Store(key, arrivals)
 	conn, err := grpc.NewClient(target, grpc.WithResolvers(bld),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"`+noopBalancer+`":{"settled":"`+key+`"}}]}`))
+		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"`+noopBalancer+`":{"settled":"`+key+`"}}]}`), grpc.WithDisableServiceConfig())
 	if err != nil {
 		b.Fatal(err)
 	}

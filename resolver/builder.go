@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 
 	grpcresolver "google.golang.org/grpc/resolver"
@@ -38,6 +39,10 @@ type Builder struct {
 	states sharedStates
 	// settings are followed once per service for its channels.
 	settings settingsHub
+
+	// defaultNotice logs once that channels get DefaultBalancer
+	// (decideDefault).
+	defaultNotice sync.Once
 
 	updates   atomic.Uint64
 	protected atomic.Uint64
@@ -112,7 +117,10 @@ func (b *Builder) Stats() Stats {
 // ReportError are then called one at a time, from the resolver's goroutines
 // (the target's and the channel's own), and count in Stats; they should
 // return promptly, since the other channels of the target wait meanwhile.
-func (b *Builder) Build(target grpcresolver.Target, cc grpcresolver.ClientConn, _ grpcresolver.BuildOptions) (grpcresolver.Resolver, error) {
+// Such a ClientConn gets the channel's service config (see Balancing in
+// the package documentation) when its ParseServiceConfig accepts it; pass
+// BuildOptions.DisableServiceConfig for none.
+func (b *Builder) Build(target grpcresolver.Target, cc grpcresolver.ClientConn, bo grpcresolver.BuildOptions) (grpcresolver.Resolver, error) {
 	if b.opts.err != nil {
 		return nil, b.opts.err
 	}
@@ -127,17 +135,20 @@ func (b *Builder) Build(target grpcresolver.Target, cc grpcresolver.ClientConn, 
 		q.region = b.opts.region
 	}
 	followsSettings := b.opts.policies != nil || b.opts.canaries != nil
+	lb, byDefault := b.channelBalancer(q.lb, bo)
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &musterResolver{
-		b:       b,
-		cc:      cc,
-		q:       q,
-		cancel:  cancel,
-		done:    make(chan struct{}),
-		rearm:   make(chan struct{}, 1),
-		log:     b.log.With("service", q.service),
-		protect: newProtection(b.opts.protectFraction, b.opts.protectWindow),
-		grace:   grace{period: b.opts.deletionGrace},
+		b:         b,
+		cc:        cc,
+		q:         q,
+		cancel:    cancel,
+		done:      make(chan struct{}),
+		rearm:     make(chan struct{}, 1),
+		log:       b.log.With("service", q.service),
+		protect:   newProtection(b.opts.protectFraction, b.opts.protectWindow),
+		grace:     grace{period: b.opts.deletionGrace},
+		lbConfig:  lb,
+		byDefault: byDefault,
 		// Set before the feed can see r: its first state waits for the
 		// settings (run).
 		holding: followsSettings,

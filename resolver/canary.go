@@ -1,9 +1,9 @@
 package resolver
 
 import (
-	"google.golang.org/grpc/attributes"
 	grpcresolver "google.golang.org/grpc/resolver"
 
+	"github.com/musterhq/muster/internal/lbattr"
 	"github.com/musterhq/muster/registry"
 )
 
@@ -19,20 +19,8 @@ func WithCanaries(src registry.CanarySource) Option {
 	return func(o *options) { o.canaries = src }
 }
 
-// canaryKey is the state attribute key of the canary setting.
-type canaryKey struct{}
-
 // CanaryOf returns the canary setting a state carries (see WithCanaries),
 // for balancers; ok is false when it carries none or one of 0 %.
 func CanaryOf(s grpcresolver.State) (c registry.Canary, ok bool) {
-	c, ok = s.Attributes.Value(canaryKey{}).(registry.Canary)
-	return c, ok && c.Color != "" && c.Percent > 0
-}
-
-// withCanary returns attributes carrying c, nil for no canary.
-func withCanary(c registry.Canary) *attributes.Attributes {
-	if c.Color == "" {
-		return nil
-	}
-	return attributes.New(canaryKey{}, c)
+	return lbattr.CanaryOf(s)
 }

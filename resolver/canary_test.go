@@ -34,7 +34,7 @@ func TestCanaryChangesReachTheState(t *testing.T) {
 	b := resolver.NewBuilder(e.disc, resolver.WithLogger(quiet), resolver.WithCanaries(cs))
 	be := e.serve(t, "a", "v1", "z1")
 	cc := statesCC{states: make(chan grpcresolver.State, 64)}
-	r, err := b.Build(grpcresolver.Target{URL: url.URL{Scheme: "muster", Path: "/greeter"}}, cc, grpcresolver.BuildOptions{})
+	r, err := b.Build(grpcresolver.Target{URL: url.URL{Scheme: "muster", Path: "/greeter"}}, cc, grpcresolver.BuildOptions{DisableServiceConfig: true}) // a ClientConn that takes no service config
 	if err != nil {
 		t.Fatal(err)
 	}

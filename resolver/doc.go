@@ -29,9 +29,39 @@
 // balancer that does not read it (round_robin, pick_first) spreads over
 // all of them. WithZoneFallback(false) makes the zone a hard filter
 // instead: only the zone's instances (the region's, without a zone), none
-// when it has none. Any other key, an
+// when it has none. lb=<balancer> chooses the channel's balancer (see
+// Balancing). Any other key, an
 // empty value, a repeated key, an authority or an invalid service name makes
 // Build fail with an error matching ErrBadTarget that names the problem.
+//
+// # Balancing
+//
+// A channel balances with muster_p2c (DefaultBalancer) unless its user
+// chooses otherwise: the resolver hands it a service config naming it,
+// and importing this package registers muster_p2c and muster_wrr with
+// gRPC, so no other import is needed. The choices, in the order they win:
+//
+//   - grpc.WithDisableServiceConfig() on the channel: the resolver hands
+//     no service config, and gRPC runs the channel's own default service
+//     config (grpc.WithDefaultServiceConfig) or pick_first;
+//   - the target's lb=: p2c, wrr, or any balancer registered with gRPC
+//     (muster:///user?lb=wrr, ?lb=round_robin);
+//   - the Builder's WithBalancer (WithBalancer("") hands none, as above)
+//     or WithPolicyServiceConfig;
+//   - otherwise the channel's own default service config if it runs one
+//     of Muster's balancers (grpc.WithDefaultServiceConfig naming
+//     muster_p2c or muster_wrr is kept whole, with its settings and
+//     method configs), else muster_p2c.
+//
+// gRPC lets a service config from the resolver replace the channel's
+// default one, and a resolver cannot read the channel's dial options. So
+// to tell the last two cases apart, the resolver hands the channel's first
+// state without a service config: gRPC then applies the channel's own, and
+// Muster's balancers mark the state they receive. A channel whose default
+// service config names a balancer of gRPC's (round_robin, pick_first)
+// looks the same as one with none: it is handed muster_p2c, and the
+// Builder logs once, at level info, that this replaces
+// grpc.WithDefaultServiceConfig and how to keep it.
 //
 // # States
 //

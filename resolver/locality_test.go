@@ -1,6 +1,7 @@
 package resolver
 
 import (
+	"reflect"
 	"testing"
 
 	grpcresolver "google.golang.org/grpc/resolver"
@@ -48,7 +49,7 @@ func TestStatesCarryThePolicy(t *testing.T) {
 	r := &musterResolver{b: &Builder{opts: options{zoneFallback: true}}, q: query{zone: "z1"},
 		canary: registry.Canary{Color: "blue", Percent: 5}, policy: p}
 	st := grpcresolver.State{Attributes: r.stateAttributes()}
-	if got, ok := PolicyOf(st); !ok || !(policyAttr{got}).Equal(policyAttr{p}) {
+	if got, ok := PolicyOf(st); !ok || !reflect.DeepEqual(got, p) {
 		t.Errorf("PolicyOf = %+v, %v; want %+v", got, ok, p)
 	}
 	if _, ok := LocalityOf(st); !ok {

@@ -84,12 +84,19 @@ func (e *env) serve(t *testing.T, id, version, zone string) *testbackend.Backend
 
 const roundRobin = `{"loadBalancingConfig":[{"round_robin":{}}]}`
 
+// dial opens a channel to target that balances with round_robin: its own
+// default service config, kept by disabling the resolver's (which would
+// replace it).
 func dial(t *testing.T, b grpc.DialOption, target string, extra ...grpc.DialOption) *grpc.ClientConn {
 	t.Helper()
-	opts := append([]grpc.DialOption{b,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultServiceConfig(roundRobin),
-	}, extra...)
+	return dialWith(t, target, append([]grpc.DialOption{b, grpc.WithDefaultServiceConfig(roundRobin), grpc.WithDisableServiceConfig()}, extra...)...)
+}
+
+// dialWith opens a channel to target with opts and plain-text
+// credentials, closed at cleanup.
+func dialWith(t *testing.T, target string, extra ...grpc.DialOption) *grpc.ClientConn {
+	t.Helper()
+	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, extra...)
 	conn, err := grpc.NewClient(target, opts...)
 	if err != nil {
 		t.Fatalf("NewClient(%s): %v", target, err)

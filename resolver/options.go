@@ -39,6 +39,8 @@ type options struct {
 	canaries        registry.CanarySource
 	policies        registry.PolicySource
 	policyLB        string // WithPolicyServiceConfig's loadBalancingConfig; "" for none
+	lb              string // WithBalancer's name; "" for none
+	lbSet           bool   // WithBalancer was given
 	clock           clock  // protection's time; realClock but in tests
 	// err collects the invalid options: New fails with it, and a
 	// NewBuilder's Build.
@@ -58,6 +60,9 @@ func buildOptions(opts []Option) options {
 	}
 	for _, opt := range opts {
 		opt(&o)
+	}
+	if o.lbSet && o.policyLB != "" {
+		o.invalid("WithBalancer and WithPolicyServiceConfig both choose the channels' balancer: give one")
 	}
 	if o.clientID == "" {
 		host, _ := os.Hostname()

@@ -3,13 +3,13 @@ package resolver
 import (
 	"encoding/json"
 	"errors"
-	"reflect"
 	"strconv"
 	"time"
 
 	grpcresolver "google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/serviceconfig"
 
+	"github.com/musterhq/muster/internal/lbattr"
 	"github.com/musterhq/muster/registry"
 )
 
@@ -24,24 +24,10 @@ func WithPolicies(src registry.PolicySource) Option {
 	return func(o *options) { o.policies = src }
 }
 
-// policyKey is the state attribute key of the call policy.
-type policyKey struct{}
-
-// policyAttr makes a Policy (which holds a slice) a comparable attribute
-// value.
-type policyAttr struct{ p registry.Policy }
-
-// Equal lets grpc compare attribute sets.
-func (a policyAttr) Equal(o any) bool {
-	b, ok := o.(policyAttr)
-	return ok && reflect.DeepEqual(a.p, b.p)
-}
-
 // PolicyOf returns the call policy a state carries (see WithPolicies); ok
 // is false when it carries none, or one that sets nothing.
 func PolicyOf(s grpcresolver.State) (p registry.Policy, ok bool) {
-	a, ok := s.Attributes.Value(policyKey{}).(policyAttr)
-	return a.p, ok && !a.p.IsZero()
+	return lbattr.PolicyOf(s)
 }
 
 // WithPolicyServiceConfig makes channels take their service config from
@@ -52,8 +38,10 @@ func PolicyOf(s grpcresolver.State) (p registry.Policy, ok bool) {
 // the channel's default one (grpc.WithDefaultServiceConfig) whole, balancer
 // included, so name the channel's balancer here; and gRPC keeps the last
 // one the resolver gave, so the resolver gives one with every state, the
-// method config dropped when the policy no longer has it. A
-// loadBalancingConfig that is not a JSON array is an error.
+// method config dropped when the policy no longer has it. A target's lb=
+// replaces the loadBalancingConfig (the method config stays). A
+// loadBalancingConfig that is not a JSON array is an error, and so is
+// giving WithBalancer too.
 func WithPolicyServiceConfig(loadBalancingConfig string) Option {
 	return func(o *options) {
 		var arr []json.RawMessage
@@ -114,20 +102,27 @@ func protoDuration(d time.Duration) string {
 	return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + "s"
 }
 
-// serviceConfig returns the service config of r's policy for the channel,
-// nil for none (no WithPolicyServiceConfig). Called with r.mu held; it is
-// made and parsed again only after the policy changed (scStale).
+// serviceConfig returns the service config handed to the channel: its
+// loadBalancingConfig (channelBalancer) and, with WithPolicyServiceConfig,
+// the method config of the call policy; nil for none. Called with r.mu
+// held; it is made and parsed again only after the policy changed
+// (scStale).
 func (r *musterResolver) serviceConfig() *serviceconfig.ParseResult {
-	lb := r.b.opts.policyLB
-	if lb == "" {
+	if r.lbConfig == "" {
 		return nil
 	}
 	if r.sc == nil || r.scStale {
 		r.scStale = false
-		if js := policyServiceConfig(r.policy, lb); js == "" {
+		var p registry.Policy
+		if r.b.opts.policyLB != "" {
+			p = r.policy
+		}
+		if js := policyServiceConfig(p, r.lbConfig); js == "" {
 			r.sc = &serviceconfig.ParseResult{Err: errors.New("no service config")}
-		} else if r.sc = r.cc.ParseServiceConfig(js); r.sc.Err != nil {
-			r.log.Error("the service config made of the call policy does not parse; none is handed", "error", r.sc.Err)
+		} else if r.sc = r.cc.ParseServiceConfig(js); r.sc == nil {
+			r.sc = &serviceconfig.ParseResult{Err: errors.New("the ClientConn parses no service config")}
+		} else if r.sc.Err != nil && !r.byDefault {
+			r.log.Error("the channel's service config does not parse; none is handed", "error", r.sc.Err)
 		}
 	}
 	if r.sc.Err != nil {

@@ -30,7 +30,7 @@ func TestPolicyServiceConfig(t *testing.T) {
 	}
 	b := resolver.NewBuilder(e.disc, resolver.WithLogger(quiet), resolver.WithPolicies(ps),
 		resolver.WithPolicyServiceConfig(`[{"round_robin":{}}]`))
-	conn := dial(t, grpc.WithResolvers(b), "muster:///greeter")
+	conn := dialWith(t, "muster:///greeter", grpc.WithResolvers(b))
 	callUntil(t, conn, "both backends called", hasAll(bad.Addr, good.Addr))
 	bad.SetFailing(true)
 	failures := func(n int) (failed int, last error) {

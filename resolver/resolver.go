@@ -11,6 +11,7 @@ import (
 	grpcresolver "google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/serviceconfig"
 
+	"github.com/musterhq/muster/internal/lbattr"
 	"github.com/musterhq/muster/registry"
 )
 
@@ -46,7 +47,9 @@ type musterResolver struct {
 	withheld  bool          // protection is withholding the live list
 	canary    registry.Canary
 	policy    registry.Policy
-	sc        *serviceconfig.ParseResult // the service config of policy, once made (WithPolicyServiceConfig)
+	lbConfig  string                     // the loadBalancingConfig handed to the channel; "" for none (channelBalancer)
+	byDefault bool                       // lbConfig is DefaultBalancer's, to be settled at the first push (decideDefault)
+	sc        *serviceconfig.ParseResult // the service config handed, once made
 	scStale   bool                       // policy changed since sc was made
 }
 
@@ -226,10 +229,11 @@ func (r *musterResolver) update(now time.Time, snap registry.Snapshot) {
 	out, ev := r.grace.apply(now, snap.Instances, serve, snap.Retired, r.states.departures)
 	r.logGrace(ev)
 	st := r.states.state(out, r.choose)
-	if !(r.delivered && r.live && r.sent != nil && sameList(st.list, r.sent.list)) {
+	same := r.delivered && r.live && r.sent != nil && sameList(st.list, r.sent.list)
+	r.live = true // before the push: it says where the list came from (emptyReason)
+	if !same {
 		r.push(st)
 	}
-	r.live = true
 	if r.b.snaps != nil && !withheld && !snap.Stale() {
 		if err := r.b.snaps.save(r.q.service, positionOf(snap), serve, now, r.w.Snapshot); err != nil {
 			r.log.Error("cannot write the disk snapshot", "error", err)
@@ -279,12 +283,20 @@ func (r *musterResolver) choose(list []*registry.Instance) []*registry.Instance 
 }
 
 // push hands st to the channel, with the service's canary setting, call
-// policy and, with WithPolicyServiceConfig, the service config made of it.
+// policy and the channel's service config (its balancer and, with
+// WithPolicyServiceConfig, the call policy's method config).
 func (r *musterResolver) push(st *builtState) {
+	state := grpcresolver.State{Endpoints: st.eps, Addresses: st.addrs, Attributes: r.stateAttributes()}
+	if len(st.eps) == 0 {
+		state.Attributes = lbattr.WithEmptyReason(state.Attributes, r.emptyReason(st))
+	}
+	if r.byDefault {
+		r.decideDefault(state)
+	}
+	state.ServiceConfig = r.serviceConfig()
 	// An error here (for example: no endpoints for round_robin) makes gRPC
 	// call ResolveNow with backoff; the next change is pushed anyway.
-	_ = r.cc.UpdateState(grpcresolver.State{Endpoints: st.eps, Addresses: st.addrs, Attributes: r.stateAttributes(),
-		ServiceConfig: r.serviceConfig()})
+	_ = r.cc.UpdateState(state)
 	r.b.updates.Add(1)
 	r.delivered = true
 	r.sent = st

@@ -280,6 +280,7 @@ func TestBadTargetsAndSchemeRegistration(t *testing.T) {
 		"muster:///greeter?zone=",
 		"muster:///greeter?zone=a&zone=b",
 		"muster:///greeter/extra",
+		"muster:///greeter?lb=nope",
 	}
 	for _, target := range bad {
 		u, err := url.Parse(target)
@@ -449,7 +450,7 @@ func TestEmptyServiceFailsFast(t *testing.T) {
 	}
 	seen.Wait(t, 0) // the empty state was delivered
 
-	r, err := e.b.Build(grpcresolver.Target{URL: url.URL{Scheme: "muster", Path: "/nobody"}}, nopCC{}, grpcresolver.BuildOptions{})
+	r, err := e.b.Build(grpcresolver.Target{URL: url.URL{Scheme: "muster", Path: "/nobody"}}, nopCC{}, grpcresolver.BuildOptions{DisableServiceConfig: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -61,7 +61,7 @@ func TestFirstStateWaitsForTheSettings(t *testing.T) {
 		b := resolver.NewBuilder(disc, resolver.WithLogger(quiet), resolver.WithCanaries(cs), resolver.WithPolicies(ps),
 			resolver.WithFirstStateTimeout(firstState))
 		cc := statesCC{states: make(chan grpcresolver.State, 64)}
-		r, err := b.Build(grpcresolver.Target{URL: url.URL{Scheme: "muster", Path: "/greeter"}}, cc, grpcresolver.BuildOptions{})
+		r, err := b.Build(grpcresolver.Target{URL: url.URL{Scheme: "muster", Path: "/greeter"}}, cc, grpcresolver.BuildOptions{DisableServiceConfig: true}) // a ClientConn that takes no service config
 		if err != nil {
 			t.Fatal(err)
 		}

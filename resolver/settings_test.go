@@ -55,7 +55,7 @@ func TestSettingsFollowedOncePerService(t *testing.T) {
 		if i%2 == 1 {
 			u.RawQuery = "version=v1"
 		}
-		r, err := b.Build(grpcresolver.Target{URL: u}, lastStateCC{mu: &mu, last: &lasts[i]}, grpcresolver.BuildOptions{})
+		r, err := b.Build(grpcresolver.Target{URL: u}, lastStateCC{mu: &mu, last: &lasts[i]}, grpcresolver.BuildOptions{DisableServiceConfig: true}) // a ClientConn that takes no service config
 		if err != nil {
 			t.Fatal(err)
 		}

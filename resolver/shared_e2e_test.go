@@ -22,7 +22,7 @@ func TestChannelsOfATargetShareAWatcherAndStates(t *testing.T) {
 	build := func(query string) (statesCC, grpcresolver.Resolver) {
 		t.Helper()
 		cc := statesCC{states: make(chan grpcresolver.State, 64)}
-		r, err := e.b.Build(grpcresolver.Target{URL: url.URL{Scheme: "muster", Path: "/greeter", RawQuery: query}}, cc, grpcresolver.BuildOptions{})
+		r, err := e.b.Build(grpcresolver.Target{URL: url.URL{Scheme: "muster", Path: "/greeter", RawQuery: query}}, cc, grpcresolver.BuildOptions{DisableServiceConfig: true}) // a ClientConn that takes no service config
 		if err != nil {
 			t.Fatal(err)
 		}

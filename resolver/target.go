@@ -16,13 +16,14 @@ type query struct {
 	region   string
 	zone     string
 	metadata map[string]string
+	lb       string // the balancer lb= names; "" for none (not part of key: it does not change the list)
 }
 
 // metaPrefix introduces a metadata filter in a target's query.
 const metaPrefix = "meta."
 
 // parseTarget reads
-// "<scheme>:///<service>[?version=v&region=r&zone=z&meta.k=v]".
+// "<scheme>:///<service>[?version=v&region=r&zone=z&meta.k=v&lb=b]".
 // Every error names what is wrong.
 func parseTarget(u url.URL) (query, error) {
 	if u.Host != "" {
@@ -62,13 +63,20 @@ func parseTarget(u url.URL) (query, error) {
 			q.zone = v
 		case k == "region":
 			q.region = v
+		case k == "lb":
+			name, ok := targetBalancer(v)
+			if !ok {
+				return query{}, fmt.Errorf("%w: %q: lb=%s names no balancer; want p2c, wrr or the name of a balancer registered with gRPC (round_robin, pick_first, ...)",
+					ErrBadTarget, u.String(), v)
+			}
+			q.lb = name
 		case strings.HasPrefix(k, metaPrefix) && len(k) > len(metaPrefix):
 			if q.metadata == nil {
 				q.metadata = map[string]string{}
 			}
 			q.metadata[k[len(metaPrefix):]] = v
 		default:
-			return query{}, fmt.Errorf("%w: %q: unknown query key %q; known are version, region, zone and meta.<key>", ErrBadTarget, u.String(), k)
+			return query{}, fmt.Errorf("%w: %q: unknown query key %q; known are version, region, zone, lb and meta.<key>", ErrBadTarget, u.String(), k)
 		}
 	}
 	return q, nil

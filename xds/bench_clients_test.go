@@ -45,7 +45,7 @@ func BenchmarkClientConvergence(b *testing.B) {
 
 	boot := bootstrap(addr, "bench", "")
 	muster := newTracker("muster")
-	goCalls(b, ctx, muster, grpc.WithResolvers(resolver.NewBuilder(newDisc(), resolver.WithLogger(quiet))), "muster:///greeter")
+	goCalls(b, ctx, muster, grpc.WithResolvers(resolver.NewBuilder(newDisc(), resolver.WithLogger(quiet), resolver.WithBalancer(""))), "muster:///greeter")
 	goXDS := newTracker("go-xds")
 	xb, err := xdsResolverFor(boot)
 	if err != nil {

@@ -112,7 +112,7 @@ func BenchmarkConvergence(b *testing.B) {
 	}
 	openBench(b, "xds:///bench", grpc.WithResolvers(xb))
 	openBench(b, "muster:///bench", grpc.WithResolvers(resolver.NewBuilder(clientDisc, resolver.WithLogger(quiet))),
-		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"`+recorderMuster+`":{}}]}`))
+		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"`+recorderMuster+`":{}}]}`), grpc.WithDisableServiceConfig())
 	sctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	b.Cleanup(func() {

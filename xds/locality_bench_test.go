@@ -65,7 +65,7 @@ func BenchmarkLocalityFailover(b *testing.B) {
 		return func(service string) (*grpc.ClientConn, error) {
 			return grpc.NewClient("muster:///"+service, grpc.WithResolvers(builder),
 				grpc.WithTransportCredentials(insecure.NewCredentials()),
-				grpc.WithDefaultServiceConfig(fmt.Sprintf(`{"loadBalancingConfig":[{%q:{}}]}`, policy)))
+				grpc.WithDefaultServiceConfig(fmt.Sprintf(`{"loadBalancingConfig":[{%q:{}}]}`, policy)), grpc.WithDisableServiceConfig())
 		}
 	}
 	contenders := []struct {

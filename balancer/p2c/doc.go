@@ -15,6 +15,10 @@
 //		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"muster_p2c":{}}]}`),
 //		grpc.WithTransportCredentials(insecure.NewCredentials()))
 //
+// A "muster:///" channel of package resolver runs muster_p2c by default,
+// and that package registers both policies, so it needs neither this import
+// nor a service config (go doc ./resolver, "Balancing").
+//
 // It works with any resolver. What the policy shares with muster_wrr
 // (weights, outlier ejection, health checking, colors and canaries,
 // circuit breaking, affinity, locality, slow start, the config's common

@@ -1,7 +1,6 @@
 package p2c
 
 import (
-	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -13,8 +12,6 @@ import (
 	"github.com/musterhq/muster/balancer/internal/lb"
 	"github.com/musterhq/muster/internal/testkit/balancertest"
 	"github.com/musterhq/muster/internal/testkit/testbackend"
-	"github.com/musterhq/muster/registry"
-	"github.com/musterhq/muster/resolver"
 )
 
 // manualConn dials a manual resolver with the backends as endpoints
@@ -204,47 +201,6 @@ func TestNotServingBackendGetsNoCalls(t *testing.T) {
 	balancertest.CallUntil(t, conn, 10*time.Second, "the backend called again once SERVING", balancertest.ServedAll(sick))
 }
 
-func TestWeightsAndDrainingFromTheMusterResolver(t *testing.T) {
-	reg := balancertest.StartRegistry(t)
-	bs := balancertest.Backends(t, 3)
-	weights := []int{100, 1000, 0}
-	for i, b := range bs {
-		in := registry.Instance{Name: "greeter", ID: fmt.Sprint("i", i), Addr: b.Addr, Weight: weights[i]}
-		if weights[i] == 0 {
-			in.Draining = true
-		}
-		reg.Register(t, in)
-	}
-	conn := balancertest.Dial(t, "muster:///greeter", balancertest.ServiceConfig(capture.Name(), "", false), withResolvers(reg.Builder))
-	// The weight-100 backend may lose every comparison while calls run
-	// one at a time: wait for both in the picker, not for both called.
-	balancertest.CallUntil(t, conn, 10*time.Second, "the weight-1000 backend called", balancertest.ServedAll(bs[1]))
-	waitFor(t, "both weighted backends in the picker", func() bool { return inPicker(bs[0].Addr) && inPicker(bs[1].Addr) })
-	bs[2].ResetCalls()
-	// The weight divides the score: with similar latencies the weight-1000
-	// backend takes the larger share (it loses a comparison only when its
-	// cost × calls in flight is 10 times the other's); the draining one
-	// takes none.
-	got := balancertest.Calls(conn, 3000, 4)
-	t.Logf("weights 100/1000/0 (draining): %v", got)
-	if bs[2].Calls() != 0 {
-		t.Fatalf("draining backend got %d calls", bs[2].Calls())
-	}
-	if w1, w10 := got.Share(bs[0].Addr), got.Share(bs[1].Addr); w10 <= w1 {
-		t.Fatalf("weight 1000 backend share %.1f%% is not above weight 100's %.1f%%", 100*w10, 100*w1)
-	}
-	if got.Failed != 0 {
-		t.Fatalf("%d calls failed: %v", got.Failed, got.LastErr)
-	}
-}
-
-func TestWorksWithTheDirectResolver(t *testing.T) {
-	bs := balancertest.Backends(t, 3)
-	target := fmt.Sprintf("direct:///%s,%s,%s", bs[0].Addr, bs[1].Addr, bs[2].Addr)
-	conn := balancertest.Dial(t, target, balancertest.ServiceConfig(Name, "", false), withResolvers(resolver.NewDirectBuilder()))
-	balancertest.CallUntil(t, conn, 10*time.Second, "every backend called", balancertest.ServedAll(bs...))
-}
-
 // inPicker reports whether the last picker the balancer published picks
 // from addr.
 func inPicker(addr string) bool {
@@ -301,24 +257,4 @@ func TestStatsSurviveAReconnect(t *testing.T) {
 	if got.Failed != 0 || share > limit {
 		t.Fatalf("after a reconnect the slow backend's share is %.2f%%, want at most %.2f%% (its cost kept)", 100*share, 100*limit)
 	}
-}
-
-func TestColorRouting(t *testing.T) { balancertest.ColorRouting(t, Name) }
-
-func TestCanary(t *testing.T) { balancertest.Canary(t, Name) }
-
-func TestLocalityPrefersZone(t *testing.T)       { balancertest.LocalityPrefersZone(t, Name) }
-func TestLocalitySpillsWhenFailing(t *testing.T) { balancertest.LocalitySpillsWhenFailing(t, Name) }
-func TestLocalitySpillByCapacity(t *testing.T)   { balancertest.LocalitySpillByCapacity(t, Name) }
-func TestLocalityRegionFailover(t *testing.T)    { balancertest.LocalityRegionFailover(t, Name) }
-
-func TestCircuitBreaking(t *testing.T) { balancertest.CircuitBreaking(t, Name) }
-func TestCanaryKeyHeader(t *testing.T) { balancertest.CanaryKeyHeader(t, Name) }
-func TestPolicyAffinity(t *testing.T)  { balancertest.PolicyAffinity(t, Name) }
-func TestPolicyOutlierEjection(t *testing.T) {
-	balancertest.PolicyOutlierEjection(t, Name, `{"decayTime":"50ms","outlier":{"consecutiveFailures":0}}`)
-}
-func TestSlowStart(t *testing.T) { balancertest.SlowStart(t, Name, "", false) }
-func TestSlowStartFollowsRegistration(t *testing.T) {
-	balancertest.SlowStartFollowsRegistration(t, Name)
 }

@@ -15,6 +15,10 @@
 //		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"muster_wrr":{}}]}`),
 //		grpc.WithTransportCredentials(insecure.NewCredentials()))
 //
+// A "muster:///" channel of package resolver selects it with the target's
+// lb=wrr or resolver.WithBalancer(Name) as well (go doc ./resolver,
+// "Balancing").
+//
 // It works with any resolver. What the policy shares with muster_p2c
 // (weights, outlier ejection, health checking, colors and canaries,
 // circuit breaking, affinity, locality, slow start, the config's common

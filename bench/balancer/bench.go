@@ -96,7 +96,7 @@ func (c *cluster) dial(policy string, captured bool) (*grpc.ClientConn, error) {
 	conn, err := grpc.NewClient(target,
 		grpc.WithResolvers(res),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultServiceConfig(fmt.Sprintf(`{"loadBalancingConfig":[{%q:%s}]}`, name, config)))
+		grpc.WithDefaultServiceConfig(fmt.Sprintf(`{"loadBalancingConfig":[{%q:%s}]}`, name, config)), grpc.WithDisableServiceConfig())
 	if err != nil {
 		return nil, err
 	}

@@ -261,7 +261,7 @@ func openRecordedChannel(b *testing.B, bld *resolver.Builder, service string, re
 	balancer.Register(recorderBuilder{name: name, rec: rec}) // replaces the last run's
 	conn, err := grpc.NewClient("muster:///"+service, grpc.WithResolvers(bld),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"`+name+`":{}}]}`))
+		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"`+name+`":{}}]}`), grpc.WithDisableServiceConfig())
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -30,6 +31,8 @@ type layoutFlags struct {
 	legacy []string
 	// flag is the name of the --legacy flag, for messages.
 	flag string
+	// read is the layout options made for --layout; nil for Muster's.
+	read etcd.Layout
 }
 
 // add adds --layout, --legacy-name and the flags of addLegacy.
@@ -54,6 +57,13 @@ func (f *layoutFlags) addLegacy(cmd *cobra.Command, prefix string) {
 // options returns the Discovery options reading service in the selected
 // layout: none for Muster's.
 func (f *layoutFlags) options(service string) ([]etcd.Option, error) {
+	if f.layout != layoutMuster && service == "" {
+		example := "muster ls user --layout " + f.layout
+		if f.legacyName != "" {
+			example += " --legacy-name " + f.legacyName
+		}
+		return nil, usageErrorf("--layout %s reads one service: name it (its Muster name), as in: %s", f.layout, example)
+	}
 	var opts []legacy.Option
 	if f.legacyName != "" {
 		opts = append(opts, legacy.WithName(service, f.legacyName))
@@ -71,6 +81,7 @@ func (f *layoutFlags) options(service string) ([]etcd.Option, error) {
 	if err != nil {
 		return nil, err
 	}
+	f.read = l
 	return []etcd.Option{etcd.WithLayout(l)}, nil
 }
 
@@ -102,6 +113,7 @@ type legacySource struct {
 	service string // "": every service
 	layout  etcd.Layout
 	kind    string // the layout's name: go-zero, kratos or etcd-naming
+	named   bool   // the value gave the service's name there (:NAME)
 }
 
 // sources parses --legacy for a command that reads service ("": any
@@ -131,7 +143,7 @@ func (f *layoutFlags) sources(service string) ([]legacySource, error) {
 		if err != nil {
 			return nil, usageErrorf("%s %q: %v", f.flag, v, err)
 		}
-		out = append(out, legacySource{service: svc, layout: l, kind: kind})
+		out = append(out, legacySource{service: svc, layout: l, kind: kind, named: name != ""})
 	}
 	if len(out) == 0 {
 		return nil, nil
@@ -194,4 +206,39 @@ func (f *layoutFlags) consoleOptions() ([]console.Option, error) {
 		opts = append(opts, console.WithLegacy(src.kind, src.layout, services...))
 	}
 	return opts, nil
+}
+
+// goZeroKeyHint returns the line that tells why a go-zero layout read
+// without the service's name there (go-zero's Etcd.Key) found nothing: it
+// read the keys under the service's Muster name, and go-zero servers
+// register under their Etcd.Key, which is seldom that. how shows the flag
+// that gives the key, with %s for it.
+func goZeroKeyHint(service string, l etcd.Layout, how string) string {
+	key := service + ".rpc"
+	return fmt.Sprintf("no go-zero instance under the key prefix %q (the service's Muster name): go-zero servers register under "+
+		"their Etcd.Key (RpcServerConf.Etcd.Key, such as %s); give it: "+how, l.Prefix(service), key, key)
+}
+
+// legacyHints returns, for ls and watch of service, a line per go-zero
+// layout read without its key that found no instance in snap: the
+// --layout one (legacyName "" and no instance at all) or a --legacy one
+// (no instance from that source).
+func (f *layoutFlags) legacyHints(service string, srcs []legacySource, snap registry.Snapshot) []string {
+	var out []string
+	if f.layout == layoutGoZero && f.legacyName == "" && f.read != nil && len(snap.Instances) == 0 {
+		out = append(out, goZeroKeyHint(service, f.read, "--legacy-name %s"))
+	}
+	for _, src := range srcs {
+		if src.kind != layoutGoZero || src.named {
+			continue
+		}
+		found := false
+		for _, in := range snap.Instances {
+			found = found || legacy.SourceOf(in) == layoutGoZero
+		}
+		if !found {
+			out = append(out, f.flag+" go-zero: "+goZeroKeyHint(service, src.layout, f.flag+" go-zero:%s"))
+		}
+	}
+	return out
 }

@@ -47,6 +47,38 @@ func TestLsLayouts(t *testing.T) {
 	}
 }
 
+// A go-zero layout read without go-zero's key for the service finds
+// nothing under the Muster name: ls says which key it read and how to give
+// go-zero's, and a layout with no service says to name one.
+func TestLsSaysTheGoZeroKeyIsMissing(t *testing.T) {
+	endpoint, _ := legacyFixture(t)
+	r := runOK(t, "ls", "user", "--endpoints", endpoint, "--legacy", "go-zero")
+	matchLines(t, "ls user --legacy go-zero", r.stdout,
+		`ID +ADDR +SOURCE +VERSION +ZONE +REGION +COLOR +WEIGHT +METADATA +AGE`,
+		`user-1 +10\.0\.0\.1:9000 +muster .*`)
+	want := `--legacy go-zero: no go-zero instance under the key prefix "user/" (the service's Muster name): go-zero servers register under ` +
+		`their Etcd.Key (RpcServerConf.Etcd.Key, such as user.rpc); give it: --legacy go-zero:user.rpc`
+	if !strings.Contains(r.stderr, want) {
+		t.Errorf("ls user --legacy go-zero: stderr\n%s\nwant\n%s", r.stderr, want)
+	}
+	r = runOK(t, "ls", "user", "--endpoints", endpoint, "--layout", "go-zero")
+	want = "no instances of user\n" +
+		`no go-zero instance under the key prefix "user/" (the service's Muster name): go-zero servers register under ` +
+		"their Etcd.Key (RpcServerConf.Etcd.Key, such as user.rpc); give it: --legacy-name user.rpc\n"
+	if !strings.Contains(r.stderr, want) { // after the values skipped (user/n1 is etcd naming's)
+		t.Errorf("ls user --layout go-zero: stderr\n%s\nwant\n%s", r.stderr, want)
+	}
+	if r := runOK(t, "ls", "user", "--endpoints", endpoint, "--legacy", "go-zero:user.rpc"); strings.Contains(r.stderr, "Etcd.Key") {
+		t.Errorf("ls user --legacy go-zero:user.rpc: a hint with the key given: %s", r.stderr)
+	}
+
+	r = run("ls", "--endpoints", endpoint, "--layout", "go-zero", "--legacy-name", "user.rpc")
+	want = "--layout go-zero reads one service: name it (its Muster name), as in: muster ls user --layout go-zero --legacy-name user.rpc"
+	if r.code != exitUsage || !strings.Contains(r.stderr, want) {
+		t.Errorf("ls --layout go-zero --legacy-name user.rpc: %+v; want exit %d and %q", r, exitUsage, want)
+	}
+}
+
 // legacyFixture is a registry with service user in Muster's layout (one
 // instance) and in the three legacy layouts, one go-zero value at the
 // Muster instance's address, and service order only in go-zero's layout.

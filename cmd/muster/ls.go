@@ -89,14 +89,11 @@ are per cluster and not shown: list one cluster with --endpoints for them.`,
 			if err != nil {
 				return err
 			}
-			if opts != nil && service == "" {
-				return usageErrorf("--layout %s lists one service: name it", layout.layout)
-			}
 			srcs, err := layout.sources(service)
 			if err != nil {
 				return err
 			}
-			return runLs(cmd.Context(), g, output, service, cmd.OutOrStdout(), cmd.ErrOrStderr(), srcs, opts...)
+			return runLs(cmd.Context(), g, output, service, cmd.OutOrStdout(), cmd.ErrOrStderr(), srcs, &layout, opts...)
 		},
 	}
 	addOutputFlag(cmd, &output)
@@ -123,7 +120,8 @@ type serviceRow struct {
 // the given output format. It fails if etcd does not answer within
 // g.timeout. srcs are merged with Muster's registry (--legacy); opts
 // select another layout than Muster's (--layout).
-func runLs(ctx context.Context, g *globalOptions, output, service string, stdout, stderr io.Writer, srcs []legacySource, opts ...etcd.Option) error {
+func runLs(ctx context.Context, g *globalOptions, output, service string, stdout, stderr io.Writer, srcs []legacySource, layout *layoutFlags,
+	opts ...etcd.Option) error {
 	s, err := g.connect(ctx, stderr, opts...)
 	if err != nil {
 		return err
@@ -159,6 +157,11 @@ func runLs(ctx context.Context, g *globalOptions, output, service string, stdout
 	}
 	if err := writeInstances(stdout, stderr, output, service, snap.Instances, overridden, canary[service]); err != nil {
 		return err
+	}
+	for _, hint := range layout.legacyHints(service, srcs, snap) {
+		if _, err := fmt.Fprintln(stderr, hint); err != nil {
+			return err
+		}
 	}
 	if policy != "" {
 		_, err = fmt.Fprintln(stdout, policy)

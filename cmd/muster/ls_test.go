@@ -192,9 +192,10 @@ func TestUnreachableEtcdFailsWithinTimeout(t *testing.T) {
 	}
 }
 
-// Tables show an ID only when it is not the address, and mark a weight
-// set by an operator's override; watch does the same in its lines.
-func TestTablesShowOverridesAndDistinctIDs(t *testing.T) {
+// Tables show every instance's ID, also one that is its address, and
+// mark a weight set by an operator's override; watch names an instance by
+// its address alone when that is its ID.
+func TestTablesShowOverridesAndIDs(t *testing.T) {
 	now := time.Date(2026, 3, 4, 12, 0, 0, 0, time.UTC)
 	fixClock(t, now)
 	s := startServe(t, t.TempDir())
@@ -213,10 +214,12 @@ func TestTablesShowOverridesAndDistinctIDs(t *testing.T) {
 	runOK(t, append([]string{"drain", "user", "10.0.0.1:9000"}, ep...)...)
 	w.expectWatch(t, `~ 10\.0\.0\.1:9000 \(weight 100->0 by override\)`)
 
+	// An instance whose ID is its address (the default) shows it in the
+	// ID column too: operators name instances by ID.
 	want := "" +
-		"ID  ADDR           VERSION  ZONE  REGION  COLOR  WEIGHT  METADATA  AGE\n" +
-		"-   10.0.0.1:9000  -        -     -       -      0*      -         60s\n" +
-		"b   10.0.0.2:9000  -        -     -       -      250*    -         60s\n" +
+		"ID             ADDR           VERSION  ZONE  REGION  COLOR  WEIGHT  METADATA  AGE\n" +
+		"10.0.0.1:9000  10.0.0.1:9000  -        -     -       -      0*      -         60s\n" +
+		"b              10.0.0.2:9000  -        -     -       -      250*    -         60s\n" +
 		overrideNote + "\n"
 	if got := runOK(t, append([]string{"ls", "user"}, ep...)...); got.stdout != want {
 		t.Fatalf("ls user:\n%s\nwant:\n%s", got.stdout, want)

@@ -61,7 +61,8 @@ func newTable(w io.Writer) *tabwriter.Writer {
 const overrideNote = "* weight set by an operator (muster weight or drain); muster undrain restores the registered one"
 
 // writeInstanceTable writes one row per instance, in the given order. The
-// ID column shows "-" for an ID equal to the address; a weight set by an
+// ID column shows the ID operators name the instance by (muster drain,
+// weight), also when it is the address; a weight set by an
 // operator's override (overridden holds the IDs) is marked "*" and
 // explained under the table. REGION follows ZONE; COLOR is the instance's
 // color ("-": base).
@@ -111,12 +112,9 @@ func writeInstanceTable(w io.Writer, ins []*registry.Instance, overridden map[st
 	return nil
 }
 
-// idCell is the ID column of an instance: "-" when the ID is the address
-// (the default), so that the table does not repeat it.
+// idCell is the ID column of an instance: its ID, also when that is its
+// address (the default ID), since operators name instances by ID.
 func idCell(in *registry.Instance) string {
-	if in.ID == in.Addr {
-		return "-"
-	}
 	return cell(in.ID)
 }
 

@@ -71,7 +71,7 @@ func mergedChannel(t *testing.T, cli *clientv3.Client) *grpc.ClientConn {
 	t.Cleanup(func() { _ = merged.Close() })
 	conn, err := grpc.NewClient("muster:///user", grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithResolvers(resolver.NewBuilder(merged, resolver.WithProtection(0, time.Second), resolver.WithLogger(quiet))),
-		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"round_robin":{}}]}`))
+		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"round_robin":{}}]}`), grpc.WithDisableServiceConfig())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package gozero_test
 
 import (
+	"os"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -17,6 +18,9 @@ import (
 // Muster's own code are checked without exception by the main module's
 // tests.
 func TestMain(m *testing.M) {
+	if spec := os.Getenv(zrpcChildEnv); spec != "" {
+		os.Exit(runZRPCChild(spec))
+	}
 	etcdtest.RunMemberIfChild()
 	opts := etcdtest.LeakOptions()
 	for _, f := range []string{

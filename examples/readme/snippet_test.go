@@ -12,7 +12,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	_ "github.com/musterhq/muster/balancer/p2c" // registers muster_p2c
 	"github.com/musterhq/muster/examples/user/userpb"
 	"github.com/musterhq/muster/examples/user/usersvc"
 	"github.com/musterhq/muster/registry"
@@ -55,10 +54,11 @@ func run(ctx context.Context, etcdURL string, out io.Writer) error {
 		return err
 	}
 	defer disc.Close()
+	// Calls balance with muster_p2c, preferring the client's zone (see
+	// "Choosing the balancer" for muster_wrr or a balancer of gRPC's).
 	conn, err := grpc.NewClient("muster:///user?zone=eu-1a",
 		grpc.WithResolvers(resolver.NewBuilder(disc)),
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"muster_p2c":{}}]}`))
+		grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return err
 	}

@@ -99,7 +99,7 @@ func (w *world) dial(t *testing.T) *grpc.ClientConn {
 	t.Helper()
 	conn, err := grpc.NewClient("muster:///greeter", grpc.WithResolvers(w.b),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"round_robin":{}}]}`))
+		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"round_robin":{}}]}`), grpc.WithDisableServiceConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func dialRecording(t *testing.T, b grpcresolver.Builder, lb string, onUpdate fun
 	rb := resolvertest.RecordingBuilder{Builder: b, OnUpdate: func(n int, _ time.Time) { onUpdate(n) }}
 	conn, err := grpc.NewClient("muster:///greeter", grpc.WithResolvers(rb),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultServiceConfig(fmt.Sprintf(`{"loadBalancingConfig":[{%q:{}}]}`, lb)))
+		grpc.WithDefaultServiceConfig(fmt.Sprintf(`{"loadBalancingConfig":[{%q:{}}]}`, lb)), grpc.WithDisableServiceConfig())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,7 +27,7 @@ func dialTarget(t *testing.T, b *resolver.Builder, lb, target string) *grpc.Clie
 	t.Helper()
 	conn, err := grpc.NewClient(target, grpc.WithResolvers(b),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"`+lb+`":{}}]}`))
+		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"`+lb+`":{}}]}`), grpc.WithDisableServiceConfig())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,8 +3,10 @@ package etcd
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sort"
+	"strings"
 	"sync/atomic"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -224,7 +226,7 @@ func (d *Discovery) startService(name string, hub *watchhub.Hub) *service {
 		d:      d,
 		name:   name,
 		prefix: c.service,
-		log:    d.log.With("service", name),
+		log:    d.serviceLog(name),
 		cancel: cancel,
 		done:   make(chan struct{}),
 		hub:    hub,
@@ -232,4 +234,36 @@ func (d *Discovery) startService(name string, hub *watchhub.Hub) *service {
 	}
 	go s.run(ctx)
 	return s
+}
+
+// serviceLog returns the logger of service's lines. Read in another
+// layout than Muster's (WithLayout), they name it (its String, if it has
+// one) and the key prefix read, so that the lines of a merged Discovery's
+// parts (registry/legacy) tell which part they are about.
+func (d *Discovery) serviceLog(service string) *slog.Logger {
+	l := d.opts.layout
+	if l == nil {
+		return d.log.With("service", service)
+	}
+	return d.log.With("service", service, "layout", layoutName(l), "prefix", l.Prefix(service))
+}
+
+// Locate says where service is looked up: the etcd endpoints and the key
+// prefix read (with the layout's name, for another layout than Muster's),
+// for messages such as the one calls fail with when a service has no
+// instance.
+func (d *Discovery) Locate(service string) string {
+	eps := strings.Join(d.cli.Endpoints(), ",")
+	if l := d.opts.layout; l != nil {
+		return fmt.Sprintf("etcd %s, %s layout, keys under %s", eps, layoutName(l), l.Prefix(service))
+	}
+	return fmt.Sprintf("etcd %s, keys under %s", eps, registry.ServicePrefix(d.opts.prefix, service))
+}
+
+// layoutName names l: its String, if it has one.
+func layoutName(l Layout) string {
+	if s, ok := l.(fmt.Stringer); ok {
+		return s.String()
+	}
+	return "custom"
 }

@@ -28,7 +28,7 @@ import (
 func dial(t *testing.T, target string, b grpcresolver.Builder) *grpc.ClientConn {
 	t.Helper()
 	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithResolvers(b),
-		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"round_robin":{}}]}`))
+		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"round_robin":{}}]}`), grpc.WithDisableServiceConfig())
 	if err != nil {
 		t.Fatal(err)
 	}

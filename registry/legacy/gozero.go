@@ -24,6 +24,10 @@ func NewGoZero(opts ...Option) (*GoZero, error) {
 	return &GoZero{o: o}, nil
 }
 
+// String names the layout, "go-zero", as Discovery logs and the muster
+// command do.
+func (g *GoZero) String() string { return "go-zero" }
+
 // Prefix returns "<key>/", the prefix go-zero's readers read.
 func (g *GoZero) Prefix(service string) string { return g.o.name(service) + "/" }
 

@@ -40,6 +40,10 @@ func NewKratos(opts ...Option) (*Kratos, error) {
 	return &Kratos{o: o}, nil
 }
 
+// String names the layout, "kratos", as Discovery logs and the muster
+// command do.
+func (k *Kratos) String() string { return "kratos" }
+
 // Prefix returns "<namespace>/<name>/".
 func (k *Kratos) Prefix(service string) string {
 	return k.o.namespace + "/" + k.o.name(service) + "/"

@@ -27,7 +27,8 @@ import (
 //   - Revision: the highest of the parts' (they normally share one etcd
 //     store); Generation: the sum of theirs, so it changes whenever one
 //     part's history changes.
-func mergeSnapshots(service string, names []string, parts []registry.Snapshot, t *tagger) registry.Snapshot {
+//   - hidden: addresses left out of the legacy parts (settler).
+func mergeSnapshots(service string, names []string, parts []registry.Snapshot, t *tagger, hidden map[string]bool) registry.Snapshot {
 	out := registry.Snapshot{Service: service}
 	loaded, waiting := 0, 0
 	var errs []error
@@ -55,6 +56,9 @@ func mergeSnapshots(service string, names []string, parts []registry.Snapshot, t
 	list := make([]*registry.Instance, 0, n)
 	for i, p := range parts {
 		for _, in := range p.Instances {
+			if i > 0 && hidden[in.Addr] {
+				continue
+			}
 			if !seen[in.Addr] {
 				seen[in.Addr] = true
 				list = append(list, t.tag(in, names[i]))

@@ -19,7 +19,7 @@ func TestMergeSnapshots(t *testing.T) {
 		{Loaded: true, Revision: 7, Generation: 1, Instances: []*registry.Instance{muster}},
 		{Loaded: true, Revision: 9, Generation: 2, Instances: []*registry.Instance{dup, other},
 			StaleSince: stale, Err: errors.New("down")},
-	}, &tags)
+	}, &tags, nil)
 	if len(got.Instances) != 2 || got.Instances[0].Version != "muster" || got.Instances[1].Addr != other.Addr {
 		t.Fatalf("instances %v: want Muster's for the shared address, then the other, sorted by ID and address", got.Instances)
 	}
@@ -30,15 +30,15 @@ func TestMergeSnapshots(t *testing.T) {
 		t.Fatalf("state %+v", got)
 	}
 
-	waiting := mergeSnapshots("svc", names, []registry.Snapshot{{Loaded: true}, {}}, &tags)
+	waiting := mergeSnapshots("svc", names, []registry.Snapshot{{Loaded: true}, {}}, &tags, nil)
 	if waiting.Loaded {
 		t.Fatal("loaded while a part is still loading and not stale")
 	}
-	failed := mergeSnapshots("svc", names, []registry.Snapshot{{Loaded: true}, {StaleSince: stale, Err: errors.New("x")}}, &tags)
+	failed := mergeSnapshots("svc", names, []registry.Snapshot{{Loaded: true}, {StaleSince: stale, Err: errors.New("x")}}, &tags, nil)
 	if !failed.Loaded || !failed.Stale() {
 		t.Fatalf("a part that failed to load: want loaded and stale, got %+v", failed)
 	}
-	if none := mergeSnapshots("svc", names[:1], []registry.Snapshot{{StaleSince: stale}}, &tags); none.Loaded {
+	if none := mergeSnapshots("svc", names[:1], []registry.Snapshot{{StaleSince: stale}}, &tags, nil); none.Loaded {
 		t.Fatal("loaded with no part loaded")
 	}
 }
@@ -55,7 +55,7 @@ func TestMergeSourceTags(t *testing.T) {
 	merge := func(primary, source []*registry.Instance) []*registry.Instance {
 		return mergeSnapshots("svc", names, []registry.Snapshot{
 			{Loaded: true, Instances: primary}, {Loaded: true, Instances: source},
-		}, &tags).Instances
+		}, &tags, nil).Instances
 	}
 	first := merge([]*registry.Instance{spoofed}, []*registry.Instance{kept})
 	if SourceOf(first[0]) != "kratos" || SourceOf(first[1]) != PrimarySource || first[1].Metadata["k"] != "v" {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/musterhq/muster/registry"
@@ -143,6 +144,26 @@ func (m *Merged) Services(ctx context.Context) ([]string, error) {
 	}
 	slices.Sort(names)
 	return slices.Compact(names), nil
+}
+
+// Locate says where service is looked up: in each part that follows it,
+// as the part's own Locate says (its type when it has none).
+func (m *Merged) Locate(service string) string {
+	parts := []string{PrimarySource + ": " + locate(m.primary, service)}
+	for _, src := range m.sources {
+		if len(src.Services) == 0 || slices.Contains(src.Services, service) {
+			parts = append(parts, src.Name+": "+locate(src.Discovery, service))
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+// locate is d's Locate of service, or d's type.
+func locate(d registry.Discovery, service string) string {
+	if l, ok := d.(interface{ Locate(string) string }); ok {
+		return l.Locate(service)
+	}
+	return fmt.Sprintf("%T", d)
 }
 
 // Close closes every watcher opened through m. It is idempotent; the

@@ -3,6 +3,7 @@ package legacy
 import (
 	"reflect"
 	"sync"
+	"time"
 
 	"github.com/musterhq/muster/registry"
 )
@@ -14,13 +15,17 @@ type mergedWatcher struct {
 	service string
 	parts   []registry.Watcher
 	names   []string // of the parts, for SourceKey
-	// tags is only used by update, which runs in newMergedWatcher and
-	// then in run's goroutine.
-	tags tagger
-	ch   chan struct{}
-	stop chan struct{}
-	done chan struct{}
-	once sync.Once
+	// tags and settle are only used by update, which runs in
+	// newMergedWatcher and then in run's goroutine.
+	tags   tagger
+	settle settler
+	// again is when update is to run again for a hold to end (zero: no
+	// hold); set by update.
+	again time.Time
+	ch    chan struct{}
+	stop  chan struct{}
+	done  chan struct{}
+	once  sync.Once
 
 	mu   sync.Mutex
 	snap registry.Snapshot
@@ -36,19 +41,27 @@ func newMergedWatcher(m *Merged, service string, parts []registry.Watcher, names
 	return w
 }
 
-// run merges again after any part's update, until stop or until a part's
-// channel closes (its Discovery was closed).
+// run merges again after any part's update, and when a hold of the
+// settler ends, until stop or until a part's channel closes (its Discovery
+// was closed).
 func (w *mergedWatcher) run() {
 	defer close(w.done)
 	defer close(w.ch)
-	cases := make([]reflect.SelectCase, 0, len(w.parts)+1)
-	cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(w.stop)})
+	settled := time.NewTimer(time.Hour)
+	defer settled.Stop()
+	cases := make([]reflect.SelectCase, 0, len(w.parts)+2)
+	cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(w.stop)},
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(settled.C)})
 	for _, p := range w.parts {
 		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(p.Updates())})
 	}
 	for {
+		settled.Stop()
+		if !w.again.IsZero() {
+			settled.Reset(time.Until(w.again))
+		}
 		i, _, ok := reflect.Select(cases)
-		if i == 0 || !ok {
+		if i == 0 || (i > 1 && !ok) {
 			return
 		}
 		w.update()
@@ -62,7 +75,10 @@ func (w *mergedWatcher) update() {
 	for i, p := range w.parts {
 		parts[i] = p.Snapshot()
 	}
-	next := mergeSnapshots(w.service, w.names, parts, &w.tags)
+	hidden, again := w.settle.hidden(parts, time.Now())
+	w.again = again
+	next := mergeSnapshots(w.service, w.names, parts, &w.tags, hidden)
+	w.settle.merged(next)
 	w.mu.Lock()
 	changed := !sameSnapshot(w.snap, next)
 	if changed {

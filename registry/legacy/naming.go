@@ -32,6 +32,10 @@ func NewNaming(opts ...Option) (*Naming, error) {
 	return &Naming{o: o}, nil
 }
 
+// String names the layout, "etcd-naming", as Discovery logs and the muster
+// command do.
+func (n *Naming) String() string { return "etcd-naming" }
+
 // Prefix returns "<target>/", what etcd's resolver watches.
 func (n *Naming) Prefix(service string) string { return n.o.name(service) + "/" }
 

@@ -19,8 +19,8 @@ import (
 	"google.golang.org/grpc/grpclog"
 	grpcresolver "google.golang.org/grpc/resolver"
 
+	"github.com/musterhq/muster/internal/lbattr"
 	"github.com/musterhq/muster/registry"
-	"github.com/musterhq/muster/resolver"
 )
 
 var logger = grpclog.Component("muster-balancer")
@@ -129,7 +129,7 @@ type Policy[T any] struct {
 // children's state every step of the window; see SlowStartConfig.
 //
 // Locality: when the resolver state says where the client runs
-// (resolver.LocalityOf), each group of endpoints (the base, a color) is
+// (lbattr.LocalityOf), each group of endpoints (the base, a color) is
 // split in levels by registry.Near: the client's zone, the rest of its
 // region, everything else. Each level takes the share of the calls that
 // Spill gives it from its healthy fraction (READY, not ejected, not
@@ -161,8 +161,8 @@ type Base[T any] struct {
 	weights   EndpointWeights // from the last Update; read-only
 	colors    ColorConfig     // from the last Update
 	canary    registry.Canary // from the last resolver state; zero for none
-	local     resolver.Locality
-	localOK   bool                     // local is known (resolver.LocalityOf)
+	local     lbattr.Locality
+	localOK   bool                     // local is known (lbattr.LocalityOf)
 	localCfg  LocalityConfig           // from the last Update
 	capacity  map[string]levelCapacity // per group (color; "" the base)
 	tracks    map[string]*healthTrack  // per group, across pickers
@@ -210,7 +210,8 @@ func (i interceptor[T]) UpdateState(s balancer.State) { i.b.updateState(s) }
 // endpoints (gRPC then asks the resolver again, with backoff).
 func (b *Base[T]) Update(s balancer.ClientConnState, oc OutlierConfig, weights EndpointWeights, colors ColorConfig, lc LocalityConfig,
 	ss SlowStartConfig) error {
-	cp, _ := resolver.PolicyOf(s.ResolverState)
+	lbattr.Sign(s.ResolverState) // tells Muster's resolver that the channel runs a Muster balancer
+	cp, _ := lbattr.PolicyOf(s.ResolverState)
 	oc = oc.WithPolicy(cp.Outlier)
 	b.Detector.SetConfig(oc)
 	retention := max(minRetention, oc.MaxEjectionTime)
@@ -221,8 +222,8 @@ func (b *Base[T]) Update(s balancer.ClientConnState, oc OutlierConfig, weights E
 	b.listed = 0
 	b.weights = weights
 	b.colors = colors
-	b.canary, _ = resolver.CanaryOf(s.ResolverState)
-	b.local, b.localOK = resolver.LocalityOf(s.ResolverState)
+	b.canary, _ = lbattr.CanaryOf(s.ResolverState)
+	b.local, b.localOK = lbattr.LocalityOf(s.ResolverState)
 	b.localCfg = lc
 	b.maxCalls = int64(cp.MaxConcurrent)
 	b.affinity = cp.AffinityHeader
@@ -267,7 +268,7 @@ func (b *Base[T]) Update(s balancer.ClientConnState, oc OutlierConfig, weights E
 	if listed == 0 {
 		b.cc.UpdateState(balancer.State{
 			ConnectivityState: connectivity.TransientFailure,
-			Picker:            base.NewErrPicker(fmt.Errorf("%s: the resolver returned no endpoints", b.policy.Name)),
+			Picker:            base.NewErrPicker(noEndpoints(b.policy.Name, s.ResolverState)),
 		})
 		return balancer.ErrBadResolverState
 	}
@@ -494,4 +495,14 @@ func Key(ep grpcresolver.Endpoint) string {
 	}
 	sort.Strings(addrs)
 	return strings.Join(addrs, "\n")
+}
+
+// noEndpoints is the error of calls while the resolver lists no endpoint:
+// its reason (the service, where it was looked up, what the registry
+// said) when Muster's resolver gave one.
+func noEndpoints(policy string, s grpcresolver.State) error {
+	if why, ok := lbattr.EmptyReasonOf(s); ok {
+		return fmt.Errorf("%s: %s", policy, why)
+	}
+	return fmt.Errorf("%s: the resolver returned no endpoints", policy)
 }

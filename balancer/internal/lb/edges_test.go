@@ -10,8 +10,8 @@ import (
 	"google.golang.org/grpc/connectivity"
 	grpcresolver "google.golang.org/grpc/resolver"
 
+	"github.com/musterhq/muster/internal/lbattr"
 	"github.com/musterhq/muster/registry"
-	"github.com/musterhq/muster/resolver"
 )
 
 // The edges of the outlier arithmetic and of the ready list, each found by
@@ -154,7 +154,7 @@ func TestOnlyReadyEndpointsAreHandedOver(t *testing.T) {
 func TestWeightZeroEndpointsAreLeftOutUnlessAllAre(t *testing.T) {
 	ep := func(addr string, w int) grpcresolver.Endpoint {
 		in := registry.Instance{Name: "svc", ID: addr, Addr: addr, Weight: w, Draining: w == 0}
-		return resolver.EndpointOf(in)
+		return lbattr.Endpoint(&in)
 	}
 	state := func(eps ...grpcresolver.Endpoint) balancer.ClientConnState {
 		return balancer.ClientConnState{ResolverState: grpcresolver.State{Endpoints: eps}}

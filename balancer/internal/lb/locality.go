@@ -9,8 +9,8 @@ import (
 	"google.golang.org/grpc/balancer"
 	grpcresolver "google.golang.org/grpc/resolver"
 
+	"github.com/musterhq/muster/internal/lbattr"
 	"github.com/musterhq/muster/registry"
-	"github.com/musterhq/muster/resolver"
 )
 
 // refreshEvery is how often a locality picker recomputes its levels'
@@ -21,8 +21,8 @@ const refreshEvery = int64(50 * time.Millisecond)
 // levelOf returns how near an endpoint runs to the client at l: by its
 // instance's region and zone; an endpoint without an instance is
 // Elsewhere.
-func levelOf(ep grpcresolver.Endpoint, l resolver.Locality) registry.Nearness {
-	in, ok := resolver.InstanceOf(ep)
+func levelOf(ep grpcresolver.Endpoint, l lbattr.Locality) registry.Nearness {
+	in, ok := lbattr.InstanceOf(ep)
 	if !ok {
 		return registry.Elsewhere
 	}

@@ -14,8 +14,8 @@ import (
 	grpcresolver "google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/status"
 
+	"github.com/musterhq/muster/internal/lbattr"
 	"github.com/musterhq/muster/registry"
-	"github.com/musterhq/muster/resolver"
 )
 
 func TestClassify(t *testing.T) {
@@ -71,7 +71,7 @@ func TestWeightFromTheTable(t *testing.T) {
 	if got := weightOf(two, table); got != 300 {
 		t.Errorf("weightOf(%v) = %d, want 300 (the first address's)", two, got)
 	}
-	in := resolver.EndpointOf(registry.Instance{Name: "svc", ID: "i", Addr: "10.0.0.1:1", Weight: 50})
+	in := lbattr.Endpoint(&registry.Instance{Name: "svc", ID: "i", Addr: "10.0.0.1:1", Weight: 50})
 	if got := weightOf(in, table); got != 50 {
 		t.Errorf("weightOf(instance of weight 50) = %d, want 50: the instance wins", got)
 	}

@@ -8,8 +8,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/musterhq/muster/color"
+	"github.com/musterhq/muster/internal/lbattr"
 	"github.com/musterhq/muster/registry"
-	"github.com/musterhq/muster/resolver"
 	grpcresolver "google.golang.org/grpc/resolver"
 )
 
@@ -20,7 +20,7 @@ func colorOf(ep grpcresolver.Endpoint, key string) string {
 	if key == "" {
 		return ""
 	}
-	if in, ok := resolver.InstanceOf(ep); ok {
+	if in, ok := lbattr.InstanceOf(ep); ok {
 		return in.Metadata[key]
 	}
 	return ""

@@ -12,7 +12,7 @@ import (
 
 	grpcresolver "google.golang.org/grpc/resolver"
 
-	"github.com/musterhq/muster/resolver"
+	"github.com/musterhq/muster/internal/lbattr"
 )
 
 // Bounds and defaults of SlowStartConfig.
@@ -74,7 +74,7 @@ type EndpointRegistrations map[string]time.Time
 // instance's RegisteredAt when the Muster resolver made it, else its first
 // address's time in table, else zero (unknown: not ramped).
 func registeredAt(ep grpcresolver.Endpoint, table EndpointRegistrations) time.Time {
-	if in, ok := resolver.InstanceOf(ep); ok {
+	if in, ok := lbattr.InstanceOf(ep); ok {
 		return in.RegisteredAt
 	}
 	if len(ep.Addresses) > 0 {

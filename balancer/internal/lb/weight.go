@@ -10,8 +10,8 @@ import (
 
 	grpcresolver "google.golang.org/grpc/resolver"
 
+	"github.com/musterhq/muster/internal/lbattr"
 	"github.com/musterhq/muster/registry"
-	"github.com/musterhq/muster/resolver"
 )
 
 // EndpointWeights is a balancer config's "endpointWeights" table: an
@@ -27,7 +27,7 @@ type EndpointWeights map[string]int
 // first address's weight in table, else registry.DefaultWeight (100), e.g.
 // for endpoints of other resolvers.
 func weightOf(ep grpcresolver.Endpoint, table EndpointWeights) int {
-	if in, ok := resolver.InstanceOf(ep); ok {
+	if in, ok := lbattr.InstanceOf(ep); ok {
 		return in.EffectiveWeight()
 	}
 	if len(ep.Addresses) > 0 {

@@ -1,15 +1,13 @@
 // Package balancertest has the helpers the Muster balancers' tests share:
-// channels to real loopback backends, concurrent call loops, a registry
-// with real etcd behind the Muster resolver, and a wrapper that records
-// the balancers and pickers gRPC builds.
+// channels to real loopback backends, concurrent call loops, and a wrapper
+// that records the balancers and pickers gRPC builds. The suites every
+// balancer runs against a registry are in balancersuite.
 package balancertest
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"sort"
 	"strings"
 	"sync"
@@ -17,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/connectivity"
@@ -25,12 +22,7 @@ import (
 	grpcresolver "google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/serviceconfig"
 
-	"github.com/musterhq/muster/internal/testkit/etcdopts"
-	"github.com/musterhq/muster/internal/testkit/etcdtest"
 	"github.com/musterhq/muster/internal/testkit/testbackend"
-	"github.com/musterhq/muster/registry"
-	"github.com/musterhq/muster/registry/etcd"
-	"github.com/musterhq/muster/resolver"
 )
 
 // ServiceConfig returns a service config selecting policy with the given
@@ -54,6 +46,10 @@ func Dial(t testing.TB, target, serviceConfig string, opts ...grpc.DialOption) *
 	opts = append([]grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultServiceConfig(serviceConfig),
+		// The channel runs what serviceConfig says: a service config
+		// from the resolver (Muster's hands one unless told otherwise)
+		// would replace it.
+		grpc.WithDisableServiceConfig(),
 	}, opts...)
 	conn, err := grpc.NewClient(target, opts...)
 	if err != nil {
@@ -221,12 +217,12 @@ func ServedAll(bs ...*testbackend.Backend) func(Result) bool {
 
 // NotServedLast holds once n calls in a row succeeded without b.
 func NotServedLast(b *testbackend.Backend, n int) func(Result) bool {
-	return notServedLastSince(b, n, nil)
+	return NotServedLastSince(b, n, nil)
 }
 
-// notServedLastSince is NotServedLast that also sets *served (unless nil)
+// NotServedLastSince is NotServedLast that also sets *served (unless nil)
 // to when it last saw b's count move.
-func notServedLastSince(b *testbackend.Backend, n int, served *time.Time) func(Result) bool {
+func NotServedLastSince(b *testbackend.Backend, n int, served *time.Time) func(Result) bool {
 	last, run := int64(-1), 0
 	return func(Result) bool {
 		if c := b.Calls(); c != last {
@@ -312,60 +308,4 @@ func (r recorder) UpdateState(s balancer.State) {
 	r.c.picker, r.c.state = s.Picker, s.ConnectivityState
 	r.c.mu.Unlock()
 	r.ClientConn.UpdateState(s)
-}
-
-// Registry is a real embedded etcd with a Registrar and the Muster
-// resolver over a Discovery.
-type Registry struct {
-	// Builder resolves "muster:///<service>" targets.
-	Builder *resolver.Builder
-	// Client is the etcd client, for operators' changes (SetCanary).
-	Client *clientv3.Client
-
-	reg  *etcd.Registrar
-	disc *etcd.Discovery
-}
-
-// BuilderWith returns another resolver Builder over the registry, with
-// opts (WithZone, WithRegion, ...). Close nothing: it holds nothing of its
-// own.
-func (r *Registry) BuilderWith(opts ...resolver.Option) *resolver.Builder {
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	return resolver.NewBuilder(r.disc, append([]resolver.Option{resolver.WithLogger(quiet)}, opts...)...)
-}
-
-// StartRegistry starts an embedded etcd and the Registrar, Discovery and
-// resolver Builder on it, all closed at cleanup.
-func StartRegistry(t testing.TB) *Registry {
-	t.Helper()
-	c := etcdtest.Start(t)
-	cli := c.Client(t)
-	opts := etcdopts.Fast()
-	reg, err := etcd.NewRegistrar(cli, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = reg.Close() })
-	disc, err := etcd.NewDiscovery(cli, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = disc.Close() })
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	canaries, err := etcd.NewCanaries(cli, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := resolver.NewBuilder(disc, resolver.WithLogger(quiet), resolver.WithCanaries(canaries))
-	return &Registry{Builder: b, Client: cli, reg: reg, disc: disc}
-}
-
-// Register registers in, failing the test on error.
-func (r *Registry) Register(t testing.TB, in registry.Instance) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := r.reg.Register(ctx, in); err != nil {
-		t.Fatalf("register %+v: %v", in, err)
-	}
 }

@@ -1,7 +1,8 @@
-package balancertest
+package balancersuite
 
 import (
 	"fmt"
+	"github.com/musterhq/muster/internal/testkit/balancertest"
 	"math"
 	"testing"
 	"time"
@@ -24,7 +25,7 @@ func startLocalFleet(t *testing.T, per int) *localFleet {
 	t.Helper()
 	f := &localFleet{reg: StartRegistry(t), zones: map[string][]*testbackend.Backend{}}
 	for _, z := range []struct{ region, zone string }{{"r1", "z1"}, {"r1", "z2"}, {"r2", "z3"}} {
-		for i, b := range Backends(t, per) {
+		for i, b := range balancertest.Backends(t, per) {
 			f.reg.Register(t, registry.Instance{Name: "greeter", ID: fmt.Sprintf("%s-%d", z.zone, i), Addr: b.Addr,
 				Region: z.region, Zone: z.zone})
 			f.zones[z.zone] = append(f.zones[z.zone], b)
@@ -38,17 +39,17 @@ func startLocalFleet(t *testing.T, per int) *localFleet {
 func (f *localFleet) dial(t *testing.T, policy, config string, zones ...string) *grpc.ClientConn {
 	t.Helper()
 	b := f.reg.BuilderWith(resolver.WithRegion("r1"), resolver.WithZone("z1"))
-	conn := Dial(t, "muster:///greeter", ServiceConfig(policy, config, false), grpc.WithResolvers(b))
+	conn := balancertest.Dial(t, "muster:///greeter", balancertest.ServiceConfig(policy, config, false), grpc.WithResolvers(b))
 	var all []*testbackend.Backend
 	for _, z := range zones {
 		all = append(all, f.zones[z]...)
 	}
-	CallUntil(t, conn, 20*time.Second, "every backend of "+fmt.Sprint(zones)+" called", ServedAll(all...))
+	balancertest.CallUntil(t, conn, 20*time.Second, "every backend of "+fmt.Sprint(zones)+" called", balancertest.ServedAll(all...))
 	return conn
 }
 
 // in returns how many calls of r zone served.
-func (f *localFleet) in(r Result, zone string) int {
+func (f *localFleet) in(r balancertest.Result, zone string) int {
 	n := 0
 	for _, b := range f.zones[zone] {
 		n += r.By[b.Addr]
@@ -65,7 +66,7 @@ func LocalityPrefersZone(t *testing.T, policy string) {
 	conn := f.dial(t, policy, "", "z1")
 	rr := f.dial(t, "round_robin", "", "z1", "z2", "z3")
 	const n = 4000
-	got, base := Calls(conn, n, 4), Calls(rr, n, 4)
+	got, base := balancertest.Calls(conn, n, 4), balancertest.Calls(rr, n, 4)
 	local, rrLocal := float64(f.in(got, "z1"))/n, float64(f.in(base, "z1"))/n
 	t.Logf("%s: %.1f %% of %d calls in the client's zone (round_robin in the same run: %.1f %%)", policy, 100*local, n, 100*rrLocal)
 	if got.Failed != 0 || local < 0.99 {
@@ -91,9 +92,9 @@ func LocalitySpillsWhenFailing(t *testing.T, policy string) {
 	for _, b := range f.zones["z1"] {
 		b.SetFailing(true)
 	}
-	warm := CallsFor(conn, time.Until(start.Add(3*time.Second)), 4)
+	warm := balancertest.CallsFor(conn, time.Until(start.Add(3*time.Second)), 4)
 	t.Logf("the first 3 s of z1 failing: %d calls failed, %v", warm.Failed, warm)
-	got := CallsFor(conn, 1500*time.Millisecond, 4)
+	got := balancertest.CallsFor(conn, 1500*time.Millisecond, 4)
 	share := float64(f.in(got, "z1")) / float64(max(got.OK+got.Failed, 1))
 	t.Logf("%s: from 3 s to 4.5 s after z1 began failing: %.2f %% of %d calls in z1, %d failed", policy, 100*share, got.OK+got.Failed, got.Failed)
 	if share > 0.02 || got.Failed != 0 {
@@ -104,7 +105,7 @@ func LocalitySpillsWhenFailing(t *testing.T, policy string) {
 	}
 	healed := time.Now()
 	run, seen, inZ1 := 0, 0, 0
-	CallUntil(t, conn, 5*time.Second, "200 calls in a row in z1 within 5 s of healing it", func(r Result) bool {
+	balancertest.CallUntil(t, conn, 5*time.Second, "200 calls in a row in z1 within 5 s of healing it", func(r balancertest.Result) bool {
 		// r counts every call so far: judge the newest one.
 		if now := f.in(r, "z1"); r.OK > seen && now > inZ1 {
 			run++
@@ -130,10 +131,10 @@ func LocalitySpillByCapacity(t *testing.T, policy string) {
 		b.Crash(t)
 	}
 	alive := f.zones["z1"][0]
-	CallUntil(t, conn, 20*time.Second, "calls in z2 once two of z1's backends stopped", ServedAll(f.zones["z2"]...))
-	Calls(conn, 200, 4) // the stopped backends' connections are seen to fail
+	balancertest.CallUntil(t, conn, 20*time.Second, "calls in z2 once two of z1's backends stopped", balancertest.ServedAll(f.zones["z2"]...))
+	balancertest.Calls(conn, 200, 4) // the stopped backends' connections are seen to fail
 	const n, p = 4000, 1.4 / 3
-	got := Calls(conn, n, 4)
+	got := balancertest.Calls(conn, n, 4)
 	sigma := math.Sqrt(n * p * (1 - p))
 	lo, hi := int(n*p-5*sigma), int(n*p+5*sigma)
 	z1 := got.By[alive.Addr]
@@ -153,8 +154,8 @@ func LocalityRegionFailover(t *testing.T, policy string) {
 	f := startLocalFleet(t, 2)
 	conn := f.dial(t, policy, "", "z1")
 	const callers = 4
-	done := make(chan Result)
-	go func() { done <- CallsFor(conn, 3*time.Second, callers) }()
+	done := make(chan balancertest.Result)
+	go func() { done <- balancertest.CallsFor(conn, 3*time.Second, callers) }()
 	time.Sleep(500 * time.Millisecond) // let the callers run before the kill; not a synchronisation
 	for _, z := range []string{"z1", "z2"} {
 		for _, b := range f.zones[z] {
@@ -168,7 +169,7 @@ func LocalityRegionFailover(t *testing.T, policy string) {
 		t.Fatalf("%s: %d calls failed, want at most %d (in flight at the kill: %d callers × %d backends); last %v",
 			policy, got.Failed, callers*killed, callers, killed, got.LastErr)
 	}
-	after := Calls(conn, 500, callers)
+	after := balancertest.Calls(conn, 500, callers)
 	if f.in(after, "z3") != 500 {
 		t.Fatalf("%s: after r1 died: %v, want every call in z3", policy, after)
 	}

@@ -1,6 +1,7 @@
-package balancertest
+package balancersuite
 
 import (
+	"github.com/musterhq/muster/internal/testkit/balancertest"
 	"testing"
 	"time"
 
@@ -41,29 +42,29 @@ func SlowStart(t *testing.T, policy, extra string, exact bool) {
 		return "{" + parts + "}"
 	}
 	reg := StartRegistry(t)
-	bs := Backends(t, 3)
+	bs := balancertest.Backends(t, 3)
 	old := time.Now().Add(-time.Hour)
 	for i, b := range bs[:2] {
 		reg.Register(t, registry.Instance{Name: "greeter", ID: string(rune('a' + i)), Addr: b.Addr, RegisteredAt: old})
 	}
-	slow := Dial(t, "muster:///greeter", ServiceConfig(policy, cfg(true), false), grpc.WithResolvers(reg.Builder))
-	plain := Dial(t, "muster:///greeter", ServiceConfig(policy, cfg(false), false), grpc.WithResolvers(reg.Builder))
-	CallUntil(t, slow, 10*time.Second, "the old backends serving", ServedAll(bs[:2]...))
-	CallUntil(t, plain, 10*time.Second, "the old backends serving", ServedAll(bs[:2]...))
+	slow := balancertest.Dial(t, "muster:///greeter", balancertest.ServiceConfig(policy, cfg(true), false), grpc.WithResolvers(reg.Builder))
+	plain := balancertest.Dial(t, "muster:///greeter", balancertest.ServiceConfig(policy, cfg(false), false), grpc.WithResolvers(reg.Builder))
+	balancertest.CallUntil(t, slow, 10*time.Second, "the old backends serving", balancertest.ServedAll(bs[:2]...))
+	balancertest.CallUntil(t, plain, 10*time.Second, "the old backends serving", balancertest.ServedAll(bs[:2]...))
 
 	young := bs[2]
 	registered := time.Now()
 	reg.Register(t, registry.Instance{Name: "greeter", ID: "c", Addr: young.Addr, RegisteredAt: registered})
 	type result struct {
-		first, mid Result
+		first, mid balancertest.Result
 	}
 	measure := func(conn *grpc.ClientConn) result {
 		var r result
-		r.first = CallsFor(conn, time.Until(registered.Add(2*time.Second)), 4)
+		r.first = balancertest.CallsFor(conn, time.Until(registered.Add(2*time.Second)), 4)
 		if d := time.Until(registered.Add(4 * time.Second)); d > 0 {
 			time.Sleep(d) // the ramp's clock, not a synchronisation
 		}
-		r.mid = CallsFor(conn, time.Until(registered.Add(6*time.Second)), 4)
+		r.mid = balancertest.CallsFor(conn, time.Until(registered.Add(6*time.Second)), 4)
 		return r
 	}
 	done := make(chan result, 1)
@@ -110,15 +111,15 @@ func SlowStart(t *testing.T, policy, extra string, exact bool) {
 // client that ramped from when it saw them would give all three a third.
 func SlowStartFollowsRegistration(t *testing.T, policy string) {
 	reg := StartRegistry(t)
-	bs := Backends(t, 3)
+	bs := balancertest.Backends(t, 3)
 	ages := []time.Duration{time.Hour, 20 * time.Second, 0}
 	for i, b := range bs {
 		reg.Register(t, registry.Instance{Name: "greeter", ID: string(rune('a' + i)), Addr: b.Addr,
 			RegisteredAt: time.Now().Add(-ages[i])})
 	}
-	conn := Dial(t, "muster:///greeter", ServiceConfig(policy, "{"+slowStartConfig+"}", false), grpc.WithResolvers(reg.Builder))
-	CallUntil(t, conn, 10*time.Second, "the older backends serving", ServedAll(bs[:2]...))
-	got := CallsFor(conn, time.Second, 4)
+	conn := balancertest.Dial(t, "muster:///greeter", balancertest.ServiceConfig(policy, "{"+slowStartConfig+"}", false), grpc.WithResolvers(reg.Builder))
+	balancertest.CallUntil(t, conn, 10*time.Second, "the older backends serving", balancertest.ServedAll(bs[:2]...))
+	got := balancertest.CallsFor(conn, time.Second, 4)
 	older, young := got.Share(bs[1].Addr), got.Share(bs[2].Addr)
 	t.Logf("%s: the backend registered 20 s before the client got %.1f%%, the one registered with it %.1f%% (%v)",
 		policy, 100*older, 100*young, got)

@@ -1,8 +1,9 @@
-package balancertest
+package balancersuite
 
 import (
 	"context"
 	"fmt"
+	"github.com/musterhq/muster/internal/testkit/balancertest"
 	"math"
 	"testing"
 	"time"
@@ -41,9 +42,9 @@ func Canary(t *testing.T, policy string) {
 	// Live change: 100 % reaches the balancer within 1 s.
 	setCanary(100)
 	start := time.Now()
-	CallUntil(t, conn, time.Second, "an uncolored call on blue within 1s of a 100% canary", ServedAll(blue))
+	balancertest.CallUntil(t, conn, time.Second, "an uncolored call on blue within 1s of a 100% canary", balancertest.ServedAll(blue))
 	t.Logf("canary 100%%: first uncolored call on blue %v after the write", time.Since(start))
-	if got := Calls(conn, 200, 4); got.By[blue.Addr] != 200 {
+	if got := balancertest.Calls(conn, 200, 4); got.By[blue.Addr] != 200 {
 		t.Fatalf("200 uncolored calls with a 100%% canary: %v, last error %v", got, got.LastErr)
 	}
 
@@ -53,11 +54,11 @@ func Canary(t *testing.T, policy string) {
 	setCanary(5)
 	blue.ResetCalls()
 	start = time.Now()
-	CallUntil(t, conn, time.Second, "an uncolored call on blue within 1s of a 5% canary", ServedAll(blue))
+	balancertest.CallUntil(t, conn, time.Second, "an uncolored call on blue within 1s of a 5% canary", balancertest.ServedAll(blue))
 	t.Logf("canary 5%%: first uncolored call on blue %v after the write", time.Since(start))
 	const n, p = 20000, 0.05
 	blue.ResetCalls()
-	got := Calls(conn, n, 8)
+	got := balancertest.Calls(conn, n, 8)
 	sigma := math.Sqrt(n * p * (1 - p))
 	lo, hi := int64(n*p-5*sigma), int64(n*p+5*sigma)
 	t.Logf("canary 5%%: blue took %d of %d uncolored calls (%.2f%%; bound %d..%d, ±5σ of binomial(%d, %.2f)): %v",
@@ -71,7 +72,7 @@ func Canary(t *testing.T, policy string) {
 	onBlue := 0
 	for k := range keys {
 		ctx := color.WithKey(context.Background(), fmt.Sprint("user-", k))
-		got := CallsCtx(ctx, conn, per, 1)
+		got := balancertest.CallsCtx(ctx, conn, per, 1)
 		b := got.By[blue.Addr]
 		if got.Failed != 0 || (b != 0 && b != per) {
 			t.Fatalf("key user-%d: %v, last error %v; want all %d calls on blue or none", k, got, got.LastErr, per)
@@ -87,7 +88,7 @@ func Canary(t *testing.T, policy string) {
 
 	clearCanary(t, reg, conn, blue)
 	blue.ResetCalls()
-	if got := Calls(conn, 2000, 4); blue.Calls() != 0 || got.Failed != 0 {
+	if got := balancertest.Calls(conn, 2000, 4); blue.Calls() != 0 || got.Failed != 0 {
 		t.Fatalf("2000 uncolored calls without a canary: blue took %d, %v", blue.Calls(), got)
 	}
 }
@@ -105,8 +106,8 @@ func clearCanary(t *testing.T, reg *Registry, conn *grpc.ClientConn, blue *testb
 	// last call blue takes), not how fast a loaded machine makes 200 calls.
 	cleared := time.Now()
 	lastBlue := cleared
-	CallUntil(t, conn, 10*time.Second, "200 uncolored calls in a row off blue after clearing the canary",
-		notServedLastSince(blue, 200, &lastBlue))
+	balancertest.CallUntil(t, conn, 10*time.Second, "200 uncolored calls in a row off blue after clearing the canary",
+		balancertest.NotServedLastSince(blue, 200, &lastBlue))
 	if d := lastBlue.Sub(cleared); d > time.Second {
 		t.Fatalf("blue still took an uncolored call %v after the canary was cleared, want none after 1s", d)
 	}

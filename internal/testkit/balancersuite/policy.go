@@ -1,8 +1,9 @@
-package balancertest
+package balancersuite
 
 import (
 	"context"
 	"fmt"
+	"github.com/musterhq/muster/internal/testkit/balancertest"
 	"strings"
 	"sync"
 	"testing"
@@ -30,7 +31,7 @@ func CircuitBreaking(t *testing.T, policy string) {
 	for _, b := range bs {
 		b.SetDelay(time.Second)
 	}
-	conn := Dial(t, "muster:///greeter", ServiceConfig(policy, "", false), grpc.WithResolvers(reg.BuilderWith(resolver.WithPolicies(ps))))
+	conn := balancertest.Dial(t, "muster:///greeter", balancertest.ServiceConfig(policy, "", false), grpc.WithResolvers(reg.BuilderWith(resolver.WithPolicies(ps))))
 	set := func(p registry.Policy) {
 		t.Helper()
 		setPolicy(t, reg, p)
@@ -75,7 +76,7 @@ func CircuitBreaking(t *testing.T, policy string) {
 			}
 		}
 	}
-	CallUntil(t, conn, 10*time.Second, "a first call", func(r Result) bool { return r.OK > 0 })
+	balancertest.CallUntil(t, conn, 10*time.Second, "a first call", func(r balancertest.Result) bool { return r.OK > 0 })
 	until("6 calls at once all succeeding without a policy", func(_, ok int, _ string) bool { return ok == 6 })
 	set(registry.Policy{MaxConcurrent: 2})
 	until("4 of 6 calls at once failing fast under a cap of 2", func(fast, ok int, msg string) bool {
@@ -115,20 +116,20 @@ func CanaryKeyHeader(t *testing.T, policy string) {
 		t.Fatal(err)
 	}
 	b := f.reg.BuilderWith(resolver.WithCanaries(canaries), resolver.WithPolicies(ps))
-	conn := Dial(t, "muster:///greeter", ServiceConfig(policy, "", false), grpc.WithResolvers(b))
-	CallUntil(t, conn, 10*time.Second, "uncolored calls on blue under the canary", ServedAll(f.blue))
+	conn := balancertest.Dial(t, "muster:///greeter", balancertest.ServiceConfig(policy, "", false), grpc.WithResolvers(b))
+	balancertest.CallUntil(t, conn, 10*time.Second, "uncolored calls on blue under the canary", balancertest.ServedAll(f.blue))
 	// The policy is followed apart from the canary: wait until one user's
 	// 20 calls land on one version (by chance, without the policy, with
 	// probability 2·2⁻²⁰).
 	probe := metadata.AppendToOutgoingContext(context.Background(), "x-user", "probe")
-	CallUntil(t, conn, 10*time.Second, "the affinity header in force", func(Result) bool {
-		got := CallsCtx(probe, conn, 20, 1)
+	balancertest.CallUntil(t, conn, 10*time.Second, "the affinity header in force", func(balancertest.Result) bool {
+		got := balancertest.CallsCtx(probe, conn, 20, 1)
 		return got.By[f.blue.Addr] == 0 || got.By[f.blue.Addr] == 20
 	})
 	onBlue, mixed := 0, 0
 	for u := range 40 {
 		uctx := metadata.AppendToOutgoingContext(context.Background(), "x-user", fmt.Sprint("user-", u))
-		got := CallsCtx(uctx, conn, 10, 1)
+		got := balancertest.CallsCtx(uctx, conn, 10, 1)
 		switch n := got.By[f.blue.Addr]; {
 		case got.Failed != 0:
 			t.Fatalf("user-%d: %v", u, got)
@@ -164,14 +165,14 @@ func PolicyOutlierEjection(t *testing.T, policy, config string) {
 	setPolicy(t, reg, registry.Policy{Outlier: registry.OutlierPolicy{
 		FailurePercent: 50, MinRequests: 2, BaseEjection: base,
 	}})
-	conn := Dial(t, "muster:///greeter", ServiceConfig(policy, config, false),
+	conn := balancertest.Dial(t, "muster:///greeter", balancertest.ServiceConfig(policy, config, false),
 		grpc.WithResolvers(reg.BuilderWith(resolver.WithPolicies(ps))))
-	CallUntil(t, conn, 10*time.Second, "both backends called", ServedAll(bs...))
+	balancertest.CallUntil(t, conn, 10*time.Second, "both backends called", balancertest.ServedAll(bs...))
 
 	bad.SetFailing(true)
-	warm := CallsFor(conn, 3*time.Second, 2)
+	warm := balancertest.CallsFor(conn, 3*time.Second, 2)
 	bad.ResetCalls()
-	got := CallsFor(conn, 2*time.Second, 2)
+	got := balancertest.CallsFor(conn, 2*time.Second, 2)
 	total := got.OK + got.Failed
 	share := float64(bad.Calls()) / float64(max(total, 1))
 	t.Logf("%s: first 3 s %v; then %d calls, %d to the failing backend (%.2f%%)", policy, warm, total, bad.Calls(), 100*share)
@@ -184,7 +185,7 @@ func PolicyOutlierEjection(t *testing.T, policy, config string) {
 	healed := time.Now()
 	// Ejections in a row grow (base, 2·base, ...): the third ends at most
 	// 6·base after the first began.
-	CallUntil(t, conn, 6*base+5*time.Second, "the healed backend serving again", func(r Result) bool {
+	balancertest.CallUntil(t, conn, 6*base+5*time.Second, "the healed backend serving again", func(r balancertest.Result) bool {
 		return r.By[bad.Addr] > 0 && r.By[good.Addr] > 0
 	})
 	t.Logf("%s: back %v after it healed", policy, time.Since(healed).Round(time.Millisecond))
@@ -201,14 +202,14 @@ func PolicyAffinity(t *testing.T, policy string) {
 	setPolicy(t, reg, registry.Policy{AffinityHeader: "x-user"})
 	builder := reg.BuilderWith(resolver.WithPolicies(ps))
 	conns := []*grpc.ClientConn{
-		Dial(t, "muster:///greeter", ServiceConfig(policy, "", false), grpc.WithResolvers(builder)),
-		Dial(t, "muster:///greeter", ServiceConfig(policy, "", false), grpc.WithResolvers(builder)),
+		balancertest.Dial(t, "muster:///greeter", balancertest.ServiceConfig(policy, "", false), grpc.WithResolvers(builder)),
+		balancertest.Dial(t, "muster:///greeter", balancertest.ServiceConfig(policy, "", false), grpc.WithResolvers(builder)),
 	}
 	// one returns the backend all of the user's n calls on conn reached,
 	// "" when they spread or failed.
-	one := func(conn *grpc.ClientConn, user string, n int) (string, Result) {
+	one := func(conn *grpc.ClientConn, user string, n int) (string, balancertest.Result) {
 		uctx := metadata.AppendToOutgoingContext(context.Background(), "x-user", user)
-		got := CallsCtx(uctx, conn, n, 4)
+		got := balancertest.CallsCtx(uctx, conn, n, 4)
 		for addr, c := range got.By {
 			if c == n {
 				return addr, got
@@ -217,8 +218,8 @@ func PolicyAffinity(t *testing.T, policy string) {
 		return "", got
 	}
 	for _, conn := range conns {
-		CallUntil(t, conn, 10*time.Second, "all backends called", ServedAll(bs...))
-		CallUntil(t, conn, 10*time.Second, "the affinity header in force", func(Result) bool {
+		balancertest.CallUntil(t, conn, 10*time.Second, "all backends called", balancertest.ServedAll(bs...))
+		balancertest.CallUntil(t, conn, 10*time.Second, "the affinity header in force", func(balancertest.Result) bool {
 			addr, _ := one(conn, "probe", 20)
 			return addr != ""
 		})
@@ -250,7 +251,7 @@ func PolicyAffinity(t *testing.T, policy string) {
 func policyFleet(t *testing.T, n int) (*Registry, []*testbackend.Backend, *etcd.Policies) {
 	t.Helper()
 	reg := StartRegistry(t)
-	bs := Backends(t, n)
+	bs := balancertest.Backends(t, n)
 	for i, b := range bs {
 		reg.Register(t, registry.Instance{Name: "greeter", ID: string(rune('a' + i)), Addr: b.Addr})
 	}

@@ -1,7 +1,8 @@
-package balancertest
+package balancersuite
 
 import (
 	"context"
+	"github.com/musterhq/muster/internal/testkit/balancertest"
 	"testing"
 	"time"
 
@@ -27,22 +28,22 @@ func ColorRouting(t *testing.T, policy string) {
 	blueCtx := color.WithColor(context.Background(), "blue")
 
 	blue.ResetCalls()
-	got := Calls(conn, 2000, 4)
+	got := balancertest.Calls(conn, 2000, 4)
 	t.Logf("2000 uncolored calls: %v", got)
 	if blue.Calls() != 0 || got.Failed != 0 {
 		t.Fatalf("uncolored calls: blue served %d of 2000, %d failed (%v)", blue.Calls(), got.Failed, got.LastErr)
 	}
 	for _, c := range []*grpc.ClientConn{conn, strict} {
-		got = CallsCtx(blueCtx, c, 500, 4)
+		got = balancertest.CallsCtx(blueCtx, c, 500, 4)
 		if got.By[blue.Addr] != 500 {
 			t.Fatalf("500 blue calls: %v, last error %v", got, got.LastErr)
 		}
 	}
-	got = CallsCtx(color.WithColor(context.Background(), "green"), conn, 200, 2)
+	got = balancertest.CallsCtx(color.WithColor(context.Background(), "green"), conn, 200, 2)
 	if got.By[blue.Addr] != 0 || got.Failed != 0 {
 		t.Fatalf("200 green calls (no green instance) did not all go to the base: %v, last error %v", got, got.LastErr)
 	}
-	got = CallsCtx(color.WithColor(context.Background(), "green"), strict, 1, 1)
+	got = balancertest.CallsCtx(color.WithColor(context.Background(), "green"), strict, 1, 1)
 	if status.Code(got.LastErr) != codes.Unavailable {
 		t.Fatalf("a strict green call (no green instance): %v, want Unavailable", got)
 	}
@@ -54,18 +55,18 @@ func ColorRouting(t *testing.T, policy string) {
 	// 300 calls check that none reaches blue any more. (Not every base
 	// backend: p2c may leave one with a stale latency spike unpicked for
 	// longer than this wait, as seen once on a loaded machine.)
-	CallUntilCtx(t, blueCtx, conn, 10*time.Second, "blue calls on the base once blue drains", func(r Result) bool {
+	balancertest.CallUntilCtx(t, blueCtx, conn, 10*time.Second, "blue calls on the base once blue drains", func(r balancertest.Result) bool {
 		return r.By[base[0].Addr]+r.By[base[1].Addr] > 0
 	})
-	CallUntilCtx(t, blueCtx, strict, 10*time.Second, "strict blue calls failing once blue drains", func(r Result) bool {
+	balancertest.CallUntilCtx(t, blueCtx, strict, 10*time.Second, "strict blue calls failing once blue drains", func(r balancertest.Result) bool {
 		return status.Code(r.LastErr) == codes.Unavailable
 	})
 	blue.ResetCalls()
-	got = CallsCtx(blueCtx, conn, 300, 4)
+	got = balancertest.CallsCtx(blueCtx, conn, 300, 4)
 	if blue.Calls() != 0 || got.Failed != 0 {
 		t.Fatalf("300 blue calls with blue drained: blue served %d, %v, last error %v", blue.Calls(), got, got.LastErr)
 	}
-	got = CallsCtx(blueCtx, strict, 100, 4)
+	got = balancertest.CallsCtx(blueCtx, strict, 100, 4)
 	if got.Failed != 100 || status.Code(got.LastErr) != codes.Unavailable {
 		t.Fatalf("100 strict blue calls with blue drained: %v, last error %v; want all Unavailable", got, got.LastErr)
 	}
@@ -82,7 +83,7 @@ type fleet struct {
 func startFleet(t *testing.T) *fleet {
 	t.Helper()
 	f := &fleet{reg: StartRegistry(t)}
-	bs := Backends(t, 3)
+	bs := balancertest.Backends(t, 3)
 	f.base, f.blue = bs[:2], bs[2]
 	f.blueIn = registry.Instance{Name: "greeter", ID: "blue", Addr: f.blue.Addr, Metadata: map[string]string{"color": "blue"}}
 	f.reg.Register(t, registry.Instance{Name: "greeter", ID: "base0", Addr: f.base[0].Addr})
@@ -95,8 +96,8 @@ func startFleet(t *testing.T) *fleet {
 // calls reach blue and uncolored calls both bases.
 func (f *fleet) dial(t *testing.T, policy, config string) *grpc.ClientConn {
 	t.Helper()
-	conn := Dial(t, "muster:///greeter", ServiceConfig(policy, config, false), grpc.WithResolvers(f.reg.Builder))
-	CallUntilCtx(t, color.WithColor(context.Background(), "blue"), conn, 10*time.Second, "a blue call served by blue", ServedAll(f.blue))
-	CallUntil(t, conn, 10*time.Second, "uncolored calls served by both bases", ServedAll(f.base...))
+	conn := balancertest.Dial(t, "muster:///greeter", balancertest.ServiceConfig(policy, config, false), grpc.WithResolvers(f.reg.Builder))
+	balancertest.CallUntilCtx(t, color.WithColor(context.Background(), "blue"), conn, 10*time.Second, "a blue call served by blue", balancertest.ServedAll(f.blue))
+	balancertest.CallUntil(t, conn, 10*time.Second, "uncolored calls served by both bases", balancertest.ServedAll(f.base...))
 	return conn
 }
