@@ -42,12 +42,15 @@ type Registrar struct {
 	inbox *inbox
 	// state is the status the run loop published last.
 	state atomic.Pointer[registry.RegistrarStatus]
-	// closing is closed when Close is called.
+	// closing is closed when Close is called; cancel closes it, ending
+	// the run loop's context.
 	closing <-chan struct{}
 	cancel  context.CancelFunc
 	// done is closed when the run loop has returned, its leases revoked
 	// (loop.closeErr says how that went).
 	done chan struct{}
+	// loop is the run loop. Its state is its goroutine's alone; Close
+	// reads its closeErr once done is closed.
 	loop *loop
 }
 
