@@ -98,6 +98,9 @@ func (l *loop) run() {
 	var retryC <-chan time.Time
 	for {
 		if retryC == nil {
+			// Every call queued so far counts in this attempt, even
+			// when the retry timer fired with calls waiting.
+			l.takeInbox(true)
 			start := time.Now()
 			err := l.reconcile()
 			l.setError(err)
@@ -135,10 +138,7 @@ func (l *loop) run() {
 			// Calls, or events of the watches of our keys. While a
 			// retry is scheduled the writes wait for the timer: the
 			// backoff still holds.
-			for _, m := range l.r.inbox.take() {
-				l.handle(m, retryC == nil)
-			}
-			l.publish()
+			l.takeInbox(retryC == nil)
 		case <-retryC:
 			retryC = nil
 		case <-audit.C:
@@ -163,6 +163,19 @@ func (l *loop) run() {
 			l.leaseLost()
 		}
 	}
+}
+
+// takeInbox applies every message queued in the inbox, then publishes.
+// auditable is false while a retry waits for its backoff.
+func (l *loop) takeInbox(auditable bool) {
+	ms := l.r.inbox.take()
+	if len(ms) == 0 {
+		return
+	}
+	for _, m := range ms {
+		l.handle(m, auditable)
+	}
+	l.publish()
 }
 
 // handle applies one message of the inbox. auditable is false while a
