@@ -47,9 +47,12 @@
 // loop writes every key again under the new lease, moves the operators'
 // overrides still bound to the old lease onto it, and only then revokes the
 // old lease, which removes the keys deregistered meanwhile.
-// A waiting Register or Deregister is woken when its own key is written
-// or deleted (or by an error or Close), not by every write: thousands of
-// concurrent calls cost one wake-up each.
+// Register and Deregister hand their call to the run loop, which alone
+// holds the set of instances, and wait for its answer: sent when the
+// call's own key is written or deleted, when etcd refuses the instance,
+// after an attempt etcd did not answer, or at Close. Thousands of
+// concurrent calls cost one wake-up each; Status reads the state the loop
+// published last.
 //
 // The registrar owns its keys. It watches the deletions in each service it
 // has instances in and writes a deleted key again as soon as the event

@@ -45,12 +45,12 @@ type mirrored struct {
 }
 
 // mirrorsOf returns the copies of in the registrar's mirrors write.
-func (r *Registrar) mirrorsOf(in registry.Instance) ([]mirrored, error) {
-	if len(r.opts.mirrors) == 0 {
+func (l *loop) mirrorsOf(in registry.Instance) ([]mirrored, error) {
+	if len(l.opts.mirrors) == 0 {
 		return nil, nil
 	}
-	out := make([]mirrored, 0, len(r.opts.mirrors))
-	for _, m := range r.opts.mirrors {
+	out := make([]mirrored, 0, len(l.opts.mirrors))
+	for _, m := range l.opts.mirrors {
 		key, val, err := m.Mirror(in)
 		if err != nil {
 			return nil, fmt.Errorf("etcd: mirror %s/%s: %w", in.Name, in.ID, err)

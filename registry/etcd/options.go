@@ -41,8 +41,6 @@ type options struct {
 	by             string   // who the journal records; "": the etcd user, else the OS user
 	source         string   // where the journal records the write from
 	journal        int      // records kept per service
-	// hooks are set by tests only (registrar_hooks.go).
-	hooks *registrarHooks
 	// err collects the invalid options; a constructor given any fails.
 	err error
 }

@@ -31,13 +31,13 @@ func TestLostLeaseIsRevokedAfterReRegistration(t *testing.T) {
 	if err := r.Register(ctx, registry.Instance{Name: "svc", ID: "a", Addr: "127.0.0.1:1"}); err != nil {
 		t.Fatal(err)
 	}
-	old := clientv3.LeaseID(r.Status().Session) // r.mu orders the read of r.ls below after the loop's write
+	old := clientv3.LeaseID(r.Status().Session) // the published status orders the read of r.loop.ls below after the loop's write
 	stale := registry.Key(registry.DefaultPrefix, "svc", "gone")
 	if _, err := cli.Put(ctx, stale, `{"v":1,"id":"gone","name":"svc","addr":"127.0.0.1:2"}`, clientv3.WithLease(old)); err != nil {
 		t.Fatal(err)
 	}
 	// The keepalive ends while etcd keeps the lease.
-	r.ls.stop()
+	r.loop.ls.stop()
 	for st := r.Status(); st.Session == int64(old) || !st.Registered; st = r.Status() {
 		if ctx.Err() != nil {
 			t.Fatalf("not re-registered under a new lease; status %+v", st)

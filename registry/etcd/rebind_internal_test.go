@@ -65,11 +65,11 @@ func TestRebindOverrideKeepsItAcrossALeaseChange(t *testing.T) {
 // hands the answer to rebindOverrides.
 func rebind(t *testing.T, ctx context.Context, r *Registrar, key string, lease clientv3.LeaseID) {
 	t.Helper()
-	resp, err := r.cli.Txn(ctx).Then(clientv3.OpGet(overrideKey(key))).Commit()
+	resp, err := r.loop.cli.Txn(ctx).Then(clientv3.OpGet(overrideKey(key))).Commit()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.rebindOverrides(lease, resp.Responses); err != nil {
+	if err := r.loop.rebindOverrides(lease, resp.Responses); err != nil {
 		t.Fatal(err)
 	}
 }

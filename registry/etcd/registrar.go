@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -29,81 +29,52 @@ var (
 // never outlives the process by more than the TTL. Keys are named after the
 // instance ID, so a re-registration rewrites the same key.
 //
-// All writes to etcd happen on one goroutine, so a Register and a
-// Deregister of the same instance can never leave a stale key behind. A
+// One goroutine, the run loop (registrar_loop.go), owns the set of
+// instances and makes every write to etcd, so a Register and a Deregister
+// of the same instance can never leave a stale key behind. Register and
+// Deregister hand it a call with a reply channel and wait for the answer;
+// it publishes the registrar's status for Status and WaitRegistered. A
 // Registrar is safe for concurrent use.
 type Registrar struct {
-	cli    *clientv3.Client
-	opts   options
-	log    *slog.Logger
-	ctx    context.Context
-	cancel context.CancelFunc
-	wake   chan struct{} // capacity 1: something to reconcile
-	done   chan struct{} // closed when run returns
-
-	mu sync.Mutex
-	// keys is the desired set, what is written under the lease, and
-	// the bookkeeping that keeps the two in step (registrar_keyset.go).
-	keys keyset
-	// orphan is a lease the run loop believes lost but has not revoked:
-	// revoking it after the re-puts deletes keys deregistered meanwhile.
-	orphan  clientv3.LeaseID
-	status  registry.RegistrarStatus
-	changed chan struct{} // closed and replaced on every state change
-	// alarm is closed and replaced when the registrar closes or an
-	// attempt fails or is the first to succeed after failures (setError):
-	// what every Register waiting for its own entry (entry.done), and
-	// every Deregister waiting for its own key, must also hear of. An
-	// attempt that succeeds after a success changes nothing they read.
-	alarm  chan struct{}
-	closed bool
-
-	// ls is the current lease's keepalive, nil without a lease. Only the
-	// run loop writes it, with mu held; the loop reads it without mu,
-	// every other goroutine with mu (leaseIDLocked).
-	ls *lease
-
-	// Owned by the run loop.
-	clusterID uint64 // the cluster the keys were last written to
-	lastWrite int64  // the revision of the last write seen there
-	// down is the current outage: since the first failed attempt or the
-	// lease's loss, until every instance is written again.
-	down           outage
-	registeredOnce bool // every instance was written once; later recoveries are "again"
-	// txnOps is the most operations the loop puts in one transaction:
-	// WithMaxTxnOps, lowered when etcd refuses a transaction as too large.
-	txnOps int
-
-	closeOnce sync.Once
-	closeErr  error
+	opts options
+	// inbox carries calls, and the events of the watches of the
+	// registrar's own keys, to the run loop.
+	inbox *inbox
+	// state is the status the run loop published last.
+	state atomic.Pointer[registry.RegistrarStatus]
+	// closing is closed when Close is called; cancel closes it, ending
+	// the run loop's context.
+	closing <-chan struct{}
+	cancel  context.CancelFunc
+	// done is closed when the run loop has returned, its leases revoked
+	// (loop.closeErr says how that went).
+	done chan struct{}
+	// loop is the run loop. Its state is its goroutine's alone; Close
+	// reads its closeErr once done is closed.
+	loop *loop
 }
 
-type entry struct {
-	key string
-	val []byte
-	// mirrors are the entry's copies in other layouts (WithMirror),
-	// written and deleted with it.
-	mirrors []mirrored
-	// err is set when etcd refused the entry for good; it is then removed
-	// from the desired set.
-	err error
-	// done is closed, under Registrar.mu, once the entry is written,
-	// replaced, deregistered or refused: what its Register waits for.
-	done    chan struct{}
-	settled bool // done is closed
-	// confirmed is set, under Registrar.mu, once etcd answered a
-	// transaction that wrote the entry (keyset.wrote): a removal of an
-	// entry only maybe written (an unanswered put) is deleted without
-	// first being written Draining.
-	confirmed bool
+// call is a Register, a Deregister or a WaitRegistered on its way to the
+// run loop, and then, until the loop answers it, waiting for its key (or
+// for the registrar to be registered).
+type call struct {
+	key string // "" for a WaitRegistered
+	// in is a Register's instance; nil for a Deregister.
+	in *registry.Instance
+	// e is the entry a Register waits to see written; set by the loop.
+	e *entry
+	// reply receives the call's outcome, once; capacity 1, so the loop
+	// never waits for a caller that has stopped listening.
+	reply chan error
+	// ctx and deadline (zero: none) are the caller's: once either ends,
+	// the caller no longer listens, and the loop forgets the call.
+	ctx      context.Context
+	deadline time.Time
 }
 
-// settleLocked closes e.done, once. Registrar.mu must be held.
-func (e *entry) settleLocked() {
-	if !e.settled {
-		e.settled = true
-		close(e.done)
-	}
+// gaveUp reports whether c's caller stopped waiting at now.
+func (c *call) gaveUp(now time.Time) bool {
+	return c.ctx.Err() != nil || (!c.deadline.IsZero() && !now.Before(c.deadline))
 }
 
 // NewRegistrar returns a Registrar that uses cli. It does not contact etcd:
@@ -120,20 +91,14 @@ func NewRegistrar(cli *clientv3.Client, opts ...Option) (*Registrar, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &Registrar{
-		cli:     cli,
 		opts:    o,
-		log:     o.logger.With("component", "muster.registrar"),
-		ctx:     ctx,
+		inbox:   newInbox(),
+		closing: ctx.Done(),
 		cancel:  cancel,
-		wake:    make(chan struct{}, 1),
 		done:    make(chan struct{}),
-		keys:    newKeyset(),
-		changed: make(chan struct{}),
-		alarm:   make(chan struct{}),
-		txnOps:  o.maxTxnOps,
 	}
-	r.status.Since = time.Now()
-	go r.run()
+	r.loop = newLoop(ctx, cli, r)
+	go r.loop.run()
 	return r, nil
 }
 
@@ -152,69 +117,7 @@ func (r *Registrar) Register(ctx context.Context, in registry.Instance) error {
 		return err
 	}
 	in = in.Normalize()
-	key := registry.Key(r.opts.prefix, in.Name, in.ID)
-
-	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
-		return registry.ErrClosed
-	}
-	if in.RegisteredAt.IsZero() {
-		in.RegisteredAt = time.Now()
-		if prev := r.keys.wanted(key); prev != nil {
-			if old, err := registry.Unmarshal(prev.val); err == nil {
-				in.RegisteredAt = old.RegisteredAt
-			}
-		}
-	}
-	val, err := registry.Marshal(in)
-	if err != nil {
-		r.mu.Unlock()
-		return err
-	}
-	mirrors, err := r.mirrorsOf(in)
-	if err != nil {
-		r.mu.Unlock()
-		return err
-	}
-	e := &entry{key: key, val: val, mirrors: mirrors, done: make(chan struct{})}
-	if prev := r.keys.wanted(key); prev != nil && string(prev.val) == string(val) {
-		e = prev // unchanged: nothing to rewrite
-	} else {
-		prev := r.keys.want(e)
-		replaced := prev != nil
-		if replaced {
-			prev.settleLocked()
-		}
-		// Waiters learn of a replaced value (their Register is
-		// superseded) and of a change of Registered; a new key concerns
-		// none of them, and waking them all on each of many concurrent
-		// Registers would cost O(n²).
-		if r.refreshStatusLocked() || replaced {
-			r.broadcastLocked()
-		}
-	}
-	r.mu.Unlock()
-	r.kick()
-
-	own := func() <-chan struct{} {
-		if e.settled {
-			// Written before a lost lease and registered again
-			// unchanged: its next write settles nothing.
-			return nil
-		}
-		return e.done
-	}
-	return r.await(ctx, own, func() (bool, error) {
-		if r.keys.isWritten(e) {
-			return true, nil
-		}
-		if r.keys.wanted(key) != e {
-			// Refused by etcd, or replaced by a later Register.
-			return true, e.err
-		}
-		return false, nil
-	})
+	return r.call(ctx, registry.Key(r.opts.prefix, in.Name, in.ID), &in)
 }
 
 // Deregister removes the instance of service name with ID id (as
@@ -240,74 +143,50 @@ func (r *Registrar) Deregister(ctx context.Context, name, id string) error {
 	if err := registry.ValidateID(id); err != nil {
 		return err
 	}
-	key := registry.Key(r.opts.prefix, name, id)
-	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
-		return registry.ErrClosed
-	}
-	if e := r.keys.unwant(key); e != nil {
-		e.settleLocked()
-		r.updateStatusLocked()
-	}
-	r.mu.Unlock()
-	r.kick()
-	cond := func() (bool, error) { return r.keys.isGone(key), nil }
-	if r.opts.hooks.broadcasts() {
-		return r.await(ctx, nil, cond)
-	}
-	w := &goneWait{key: key}
-	defer func() {
-		r.mu.Lock()
-		r.keys.leave(w)
-		r.mu.Unlock()
-	}()
-	return r.await(ctx, func() <-chan struct{} { return r.keys.goneChan(w) }, cond)
+	return r.call(ctx, registry.Key(r.opts.prefix, name, id), nil)
 }
 
-// await waits until cond (called with r.mu held) reports done, ctx ends,
-// the request timeout passes or the registrar closes. Given own (called
-// with r.mu held after cond), it wakes when the channel own returns is
-// closed or an alarm sounds, not on every change of the registrar's state:
-// with many Registers or Deregisters waiting, a write wakes only its own
-// callers. Without own, or when own returns nil, it wakes on every change.
-func (r *Registrar) await(ctx context.Context, own func() <-chan struct{}, cond func() (bool, error)) error {
+// call hands the run loop a Register (in not nil) or a Deregister of key
+// and waits for its answer until ctx ends, the request timeout passes or
+// the registrar closes. The call is queued however ctx stands: an ended
+// ctx registers without waiting.
+func (r *Registrar) call(ctx context.Context, key string, in *registry.Instance) error {
+	select {
+	case <-r.closing:
+		return registry.ErrClosed
+	default:
+	}
 	timer := time.NewTimer(r.opts.requestTimeout)
 	defer timer.Stop()
-	var woken int64
-	defer func() { r.opts.hooks.wokenUp(woken) }()
-	for ; ; woken++ {
-		r.mu.Lock()
-		ok, err := cond()
-		closed, changed, lastErr := r.closed, r.changed, r.status.LastError
-		retrying := r.retryingLocked()
-		var mine <-chan struct{}
-		if own != nil && !ok && !closed && !retrying {
-			if mine = own(); mine != nil {
-				changed = r.alarm
-			}
-		}
-		r.mu.Unlock()
-		switch {
-		case ok:
-			return err
-		case closed:
-			return registry.ErrClosed
-		}
-		if retrying {
-			// The last attempt failed and the next waits for its
-			// backoff: no need to wait for the request timeout to
-			// learn that etcd does not answer.
-			return pendingError(errRetrying, lastErr)
-		}
-		select {
-		case <-changed:
-		case <-mine:
-		case <-ctx.Done():
-			return pendingError(ctx.Err(), lastErr)
-		case <-timer.C:
-			return pendingError(context.DeadlineExceeded, lastErr)
-		}
+	c := &call{key: key, in: in, reply: make(chan error, 1), ctx: ctx, deadline: time.Now().Add(r.opts.requestTimeout)}
+	r.inbox.put(message{call: c})
+	if last := r.Status().LastError; unreachable(last) {
+		// The last attempt failed and the next waits for its backoff:
+		// no need to wait for the request timeout to learn that etcd
+		// does not answer.
+		return pendingError(errRetrying, last)
+	}
+	select {
+	case err := <-c.reply:
+		return err
+	case <-ctx.Done():
+		return pendingError(ctx.Err(), r.Status().LastError)
+	case <-timer.C:
+		return pendingError(context.DeadlineExceeded, r.Status().LastError)
+	case <-r.closing:
+		// Close's revocation of the lease removes the key.
+		return closedAnswer(c)
+	}
+}
+
+// closedAnswer returns c's answer if the run loop sent it already (Close
+// came just after), ErrClosed otherwise.
+func closedAnswer(c *call) error {
+	select {
+	case err := <-c.reply:
+		return err
+	default:
+		return registry.ErrClosed
 	}
 }
 
@@ -352,30 +231,27 @@ func pendingError(cause, last error) error {
 }
 
 // Status returns the registrar's current state.
-func (r *Registrar) Status() registry.RegistrarStatus {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.status
-}
+func (r *Registrar) Status() registry.RegistrarStatus { return *r.state.Load() }
 
 // WaitRegistered blocks until every instance is written under a live lease
-// (Status().Registered), ctx ends, or the registrar is closed.
+// (Status().Registered), ctx ends, or the registrar is closed. The
+// instances of the Registers that returned before it was called count,
+// whether those waited for their write or not.
 func (r *Registrar) WaitRegistered(ctx context.Context) error {
-	for {
-		r.mu.Lock()
-		ok, closed, changed := r.status.Registered, r.closed, r.changed
-		r.mu.Unlock()
-		switch {
-		case ok:
-			return nil
-		case closed:
-			return registry.ErrClosed
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+	select {
+	case <-r.closing:
+		return registry.ErrClosed
+	default:
+	}
+	c := &call{reply: make(chan error, 1), ctx: ctx}
+	r.inbox.put(message{call: c})
+	select {
+	case err := <-c.reply:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-r.closing:
+		return closedAnswer(c)
 	}
 }
 
@@ -384,120 +260,46 @@ func (r *Registrar) WaitRegistered(ctx context.Context) error {
 // timeout, the keys expire with the TTL instead and the error says so. Close
 // is idempotent; later calls return the first call's result.
 func (r *Registrar) Close() error {
-	r.closeOnce.Do(func() {
-		r.mu.Lock()
-		r.closed = true
-		r.broadcastLocked()
-		r.alarmLocked()
-		r.mu.Unlock()
-		r.cancel()
-		<-r.done
-
-		r.mu.Lock()
-		leases := []clientv3.LeaseID{r.leaseIDLocked(), r.orphan}
-		r.ls, r.orphan = nil, 0
-		// The keyset keeps what is written: those keys are in etcd
-		// until the revocation below lands, so a Deregister of one that
-		// wakes only now returns ErrClosed, not success.
-		r.updateStatusLocked()
-		r.mu.Unlock()
-		var errs []error
-		for _, id := range leases {
-			if id == 0 {
-				continue
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), r.opts.requestTimeout)
-			_, err := r.cli.Revoke(ctx, id)
-			cancel()
-			if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
-				errs = append(errs, fmt.Errorf("etcd: revoke lease %x: %w (its keys expire within the TTL)", int64(id), err))
-			}
-		}
-		r.closeErr = errors.Join(errs...)
-	})
-	return r.closeErr
+	r.cancel()
+	<-r.done
+	return r.loop.closeErr
 }
 
-func (r *Registrar) kick() {
+// inbox is the run loop's queue: calls and watch events, in order. It
+// never makes a sender wait for the loop, which may be in the middle of a
+// transaction.
+type inbox struct {
+	mu    sync.Mutex
+	queue []message
+	ready chan struct{} // capacity 1: the queue is not empty
+}
+
+// message is one item of the inbox: a call, deletions seen by a watch of
+// the registrar's keys, or a watch of them working again after it ended.
+type message struct {
+	call     *call
+	deleted  []deletion
+	reopened bool
+}
+
+func newInbox() *inbox { return &inbox{ready: make(chan struct{}, 1)} }
+
+// put queues m and wakes the run loop.
+func (b *inbox) put(m message) {
+	b.mu.Lock()
+	b.queue = append(b.queue, m)
+	b.mu.Unlock()
 	select {
-	case r.wake <- struct{}{}:
+	case b.ready <- struct{}{}:
 	default:
 	}
 }
 
-// broadcastLocked wakes every waiter of a state change. r.mu must be held.
-func (r *Registrar) broadcastLocked() {
-	close(r.changed)
-	r.changed = make(chan struct{})
-}
-
-// alarmLocked wakes every waiter, those waiting for their own entry or
-// key too.
-// r.mu must be held.
-func (r *Registrar) alarmLocked() {
-	close(r.alarm)
-	r.alarm = make(chan struct{})
-}
-
-// updateStatusLocked recomputes the derived status fields and wakes
-// waiters. r.mu must be held.
-func (r *Registrar) updateStatusLocked() {
-	r.refreshStatusLocked()
-	r.broadcastLocked()
-}
-
-// refreshStatusLocked recomputes the derived status fields and reports
-// whether Registered changed. r.mu must be held.
-func (r *Registrar) refreshStatusLocked() bool {
-	pending := r.keys.pending()
-	if r.closed {
-		pending = r.keys.len() // no live lease holds any of them
-	}
-	st := &r.status
-	st.Instances = r.keys.len()
-	st.Pending = pending
-	lease := r.leaseIDLocked()
-	st.Session = int64(lease)
-	registered := lease != 0 && pending == 0 && r.keys.len() > 0
-	if registered == st.Registered {
-		return false
-	}
-	st.Registered = registered
-	st.Since = time.Now()
-	return true
-}
-
-// retryingLocked reports whether the run loop's last attempt failed
-// because etcd did not answer: until an attempt succeeds, etcd is believed
-// unreachable. r.mu must be held.
-func (r *Registrar) retryingLocked() bool { return unreachable(r.status.LastError) }
-
-// setError records the outcome of an attempt of the run loop (err nil: it
-// succeeded) and wakes the waiters it concerns.
-func (r *Registrar) setError(err error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	// A failed attempt is news, and so is the end of failures.
-	news := err != nil || r.status.LastError != nil
-	r.status.LastError = err
-	if err != nil {
-		r.status.LastErrorAt = time.Now()
-		r.status.Failures++
-		if refused(err) {
-			r.status.Refusals++
-		}
-	}
-	r.broadcastLocked()
-	if news {
-		r.alarmLocked()
-	}
-}
-
-// leaseIDLocked returns the current lease, 0 without one. r.mu must be
-// held, or the caller must be the run loop.
-func (r *Registrar) leaseIDLocked() clientv3.LeaseID {
-	if r.ls == nil {
-		return 0
-	}
-	return r.ls.id
+// take returns every queued message, oldest first, and empties the queue.
+func (b *inbox) take() []message {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	q := b.queue
+	b.queue = nil
+	return q
 }

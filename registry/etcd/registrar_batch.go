@@ -101,9 +101,9 @@ type batchWrite[T any] struct {
 // lost, etcd unreachable, Close) it stops at once; after another error it
 // goes on with the other transactions and returns the first error.
 // Called by the run loop only.
-func writeInBatches[T any](r *Registrar, items []T, w batchWrite[T]) error {
+func writeInBatches[T any](l *loop, items []T, w batchWrite[T]) error {
 	var first error
-	for _, b := range batches(items, w.cost, r.txnOps, maxBatchBytes) {
+	for _, b := range batches(items, w.cost, l.txnOps, maxBatchBytes) {
 		err := w.commit(b)
 		switch {
 		case err == nil || !permanent(err):
@@ -116,12 +116,12 @@ func writeInBatches[T any](r *Registrar, items []T, w batchWrite[T]) error {
 					c := w.cost(it)
 					ops, depth = ops+c.ops, max(depth, c.depth)
 				}
-				r.lowerTxnOps(ops+depth, err)
+				l.lowerTxnOps(ops+depth, err)
 			}
 			half := len(b) / 2
-			err = writeInBatches(r, b[:half], w)
+			err = writeInBatches(l, b[:half], w)
 			if err == nil || !stopsWrites(err) {
-				err = errors.Join(err, writeInBatches(r, b[half:], w))
+				err = errors.Join(err, writeInBatches(l, b[half:], w))
 			}
 		}
 		if err == nil {
@@ -140,14 +140,14 @@ func writeInBatches[T any](r *Registrar, items []T, w batchWrite[T]) error {
 // lowerTxnOps makes the loop's limit of operations per transaction half
 // of refused, the size of a transaction etcd refused as too large (err),
 // unless it is lower already. Called by the run loop only.
-func (r *Registrar) lowerTxnOps(refused int, err error) {
+func (l *loop) lowerTxnOps(refused int, err error) {
 	limit := max(refused/2, 1)
-	if limit >= r.txnOps {
+	if limit >= l.txnOps {
 		return
 	}
-	r.log.Warn("etcd refused a transaction as too large; writing fewer operations per transaction",
+	l.log.Warn("etcd refused a transaction as too large; writing fewer operations per transaction",
 		"refused_ops", refused, "ops", limit, "error", err)
-	r.txnOps = limit
+	l.txnOps = limit
 }
 
 // stopsWrites reports whether err concerns every write of the attempt:

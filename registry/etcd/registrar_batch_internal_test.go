@@ -78,9 +78,9 @@ func TestReRegistrationInBatchesKeepsOverrides(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	old := clientv3.LeaseID(r.Status().Session) // r.mu orders the read of r.ls below after the loop's write
+	old := clientv3.LeaseID(r.Status().Session) // the published status orders the read of r.loop.ls below after the loop's write
 	// The keepalive ends while etcd keeps the lease.
-	r.ls.stop()
+	r.loop.ls.stop()
 	for st := r.Status(); st.Session == int64(old) || !st.Registered; st = r.Status() {
 		if ctx.Err() != nil {
 			t.Fatalf("not re-registered under a new lease; status %+v", st)

@@ -223,46 +223,34 @@ func reRegistration(r *etcd.Registrar, admin *clientv3.Client, prefix string) (t
 
 // BenchmarkMassDeregistration measures how long 10,000 instances take to be
 // deregistered at once, in the same run: raw Deletes of their keys by 64
-// goroutines (the floor; the keys put with one lease beforehand); a
+// goroutines (the floor; the keys put with one lease beforehand), and a
 // Registrar holding the 10,000 given the 10,000 Deregisters at once (10,000
 // goroutines, each waiting for its key to go) or by 64 callers one after
-// another; and the same two with the wait Deregister had before it waited
-// for its own key (woken by every change of the registrar's state). Each
-// iteration runs every contender once, on a fresh prefix, in a rotating
-// order; only the deregistration is timed. Reported: ms per contender, the
-// ratios to the floor and of the old wait to the new, and the wake-ups per
-// Deregister.
+// another. Each iteration runs every contender once, on a fresh prefix, in
+// a rotating order; only the deregistration is timed. Reported: ms per
+// contender and the ratios to the floor.
 func BenchmarkMassDeregistration(b *testing.B) {
 	c := etcdtest.Start(b)
 	cli := c.Client(b, c.DirectEndpoints()...)
-	old := etcd.WithBroadcastDeregisters()
 	contenders := []struct {
 		name string
-		run  func(prefix string) (time.Duration, int64, error)
+		run  func(prefix string) (time.Duration, error)
 	}{
-		{"raw", func(prefix string) (time.Duration, int64, error) { return rawDeletes(cli, prefix) }},
-		{"registrar", func(prefix string) (time.Duration, int64, error) { return deregisterAll(cli, prefix, benchInstances) }},
-		{"registrar-64-callers", func(prefix string) (time.Duration, int64, error) { return deregisterAll(cli, prefix, rawWriters) }},
-		{"old-wait", func(prefix string) (time.Duration, int64, error) {
-			return deregisterAll(cli, prefix, benchInstances, old)
-		}},
-		{"old-wait-64-callers", func(prefix string) (time.Duration, int64, error) {
-			return deregisterAll(cli, prefix, rawWriters, old)
-		}},
+		{"raw", func(prefix string) (time.Duration, error) { return rawDeletes(cli, prefix) }},
+		{"registrar", func(prefix string) (time.Duration, error) { return deregisterAll(cli, prefix, benchInstances) }},
+		{"registrar-64-callers", func(prefix string) (time.Duration, error) { return deregisterAll(cli, prefix, rawWriters) }},
 	}
 	spent := make([]time.Duration, len(contenders))
-	wakeups := make([]int64, len(contenders))
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		for j := range contenders {
 			k := (i + j) % len(contenders)
 			prefix := fmt.Sprintf("/bench-dereg-%d-%s", time.Now().UnixNano(), contenders[k].name)
-			d, w, err := contenders[k].run(prefix)
+			d, err := contenders[k].run(prefix)
 			if err != nil {
 				b.Fatalf("%s: %v", contenders[k].name, err)
 			}
 			spent[k] += d
-			wakeups[k] += w
 		}
 	}
 	b.StopTimer()
@@ -271,26 +259,23 @@ func BenchmarkMassDeregistration(b *testing.B) {
 		b.ReportMetric(ms(k), ct.name+"-ms")
 		if k > 0 {
 			b.ReportMetric(ms(k)/ms(0), ct.name+"/raw")
-			b.ReportMetric(float64(wakeups[k])/float64(benchInstances*b.N), ct.name+"-wakeups/op")
 		}
 	}
-	b.ReportMetric(ms(3)/ms(1), "old-wait/registrar")
-	b.ReportMetric(ms(4)/ms(2), "old-wait-64-callers/registrar-64-callers")
 }
 
 // rawDeletes puts benchInstances instance values under prefix with a new
 // lease, then deletes their keys from rawWriters goroutines and returns how
 // long the deletes took; the lease is revoked before it returns.
-func rawDeletes(cli *clientv3.Client, prefix string) (time.Duration, int64, error) {
+func rawDeletes(cli *clientv3.Client, prefix string) (time.Duration, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	lease, err := cli.Grant(ctx, 60)
 	if err != nil {
-		return 0, 0, err
+		return 0, err
 	}
 	defer func() { _, _ = cli.Revoke(context.Background(), lease.ID) }()
 	if err := rawPuts(ctx, cli, prefix, lease.ID); err != nil {
-		return 0, 0, err
+		return 0, err
 	}
 	start := time.Now()
 	err = byCallers(rawWriters, func(i int) error {
@@ -298,34 +283,29 @@ func rawDeletes(cli *clientv3.Client, prefix string) (time.Duration, int64, erro
 		_, err := cli.Delete(ctx, registry.Key(prefix, in.Name, in.ID))
 		return err
 	})
-	return time.Since(start), 0, err
+	return time.Since(start), err
 }
 
 // deregisterAll registers benchInstances instances under prefix with a new
-// Registrar (given opts), then deregisters them all from callers
-// goroutines, each Deregister waiting for its key to go, and returns how
-// long the deregistration took and how many times the Deregisters woke up;
-// the registrar is closed before it returns.
-func deregisterAll(cli *clientv3.Client, prefix string, callers int, opts ...etcd.Option) (time.Duration, int64, error) {
-	var woke etcd.WakeupCount
-	r, err := etcd.NewRegistrar(cli, append([]etcd.Option{etcd.WithPrefix(prefix), etcd.WithLogger(quiet),
-		etcd.WithRequestTimeout(time.Minute), etcd.CountWakeups(&woke)}, opts...)...)
+// Registrar, then deregisters them all from callers goroutines, each
+// Deregister waiting for its key to go, and returns how long the
+// deregistration took; the registrar is closed before it returns.
+func deregisterAll(cli *clientv3.Client, prefix string, callers int) (time.Duration, error) {
+	r, err := etcd.NewRegistrar(cli, etcd.WithPrefix(prefix), etcd.WithLogger(quiet),
+		etcd.WithRequestTimeout(time.Minute))
 	if err != nil {
-		return 0, 0, err
+		return 0, err
 	}
 	defer func() { _ = r.Close() }()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := queueAll(ctx, r); err != nil {
-		return 0, 0, err
+		return 0, err
 	}
-	before, _ := woke.Load()
 	start := time.Now()
 	err = byCallers(callers, func(i int) error {
 		in := benchInstance(i)
 		return r.Deregister(ctx, in.Name, in.ID)
 	})
-	d := time.Since(start)
-	after, _ := woke.Load()
-	return d, after - before, err
+	return time.Since(start), err
 }

@@ -46,32 +46,14 @@ func patientRegistrar(t *testing.T, n int, opts ...etcd.Option) (*etcdtest.Clust
 	return c, cli, r, ctx
 }
 
-// waitWaiting waits until r holds signals for keys keys, with waiters
-// Deregisters waiting on them.
-func waitWaiting(t *testing.T, r *etcd.Registrar, keys, waiters int) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		k, w := etcd.Waiting(r)
-		if k == keys && w == waiters {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d keys with %d waiting Deregisters, want %d with %d", k, w, keys, waiters)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-// 1,000 concurrent Deregisters: each wakes for its own key (and for the
-// outcome of the registrar's attempts), not for every status update and
-// every transaction landed, which would wake each of them hundreds of
-// times.
+// 1,000 concurrent Deregisters: each returns once its own key is gone.
+// Each call waits for one answer of the run loop, sent when its key's
+// deletion lands (or an attempt fails, or the registrar closes), so no
+// caller wakes for another's key: with a wait that looked again on every
+// change of the registrar's state, each would wake hundreds of times.
 func TestConcurrentDeregistersWakeForTheirOwnKeys(t *testing.T) {
 	const n = 1000
-	var woke etcd.WakeupCount
-	_, cli, r, ctx := patientRegistrar(t, n, etcd.CountWakeups(&woke))
-	before, _ := woke.Load()
+	_, cli, r, ctx := patientRegistrar(t, n)
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
 	for i := 0; i < n; i++ {
@@ -88,22 +70,18 @@ func TestConcurrentDeregistersWakeForTheirOwnKeys(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	total, most := woke.Load()
-	total -= before
-	t.Logf("%d Deregisters woke %d times in all, at most %d times each", n, total, most)
-	// Each wakes once for its key, plus once per failed attempt; a
-	// successful attempt sounds no alarm.
-	if most > 3 || total > 2*n {
-		t.Fatalf("%d Deregisters woke %d times in all, one of them %d times: want at most 3 each, 2 on average", n, total, most)
-	}
 	if keys, _ := rawKeys(t, cli, "/p/"); len(keys) != 0 {
 		t.Fatalf("%d keys left after every Deregister returned, first %s", len(keys), keys[0])
 	}
-	waitWaiting(t, r, 0, 0)
+	if st := r.Status(); st.Instances != 0 {
+		t.Fatalf("after every Deregister returned: status %+v, want no instance", st)
+	}
 }
 
-// Deregisters of one key share one signal; one whose ctx ends first leaves
-// it, and the signal goes with the last waiter or once the key is gone.
+// Deregisters of one key all return once the key is gone; one whose ctx
+// ends first returns ErrPending at once, and the key is still deleted.
+// (The run loop forgetting the calls of callers that gave up is
+// TestWaitsForgetCallersThatGaveUp.)
 func TestDeregisterSignalsAreSharedAndNotLeaked(t *testing.T) {
 	c, cli, r, ctx := patientRegistrar(t, 2)
 	// The deletions are on their way and do not land until Heal.
@@ -124,7 +102,6 @@ func TestDeregisterSignalsAreSharedAndNotLeaked(t *testing.T) {
 	deregister(ctx, "i000")
 	deregister(short, "i000")
 	deregister(alone, "i001")
-	waitWaiting(t, r, 2, 4)
 
 	for _, cancel := range []context.CancelFunc{cancelShort, cancelAlone} {
 		cancel()
@@ -133,7 +110,6 @@ func TestDeregisterSignalsAreSharedAndNotLeaked(t *testing.T) {
 			t.Fatalf("Deregister %s whose ctx ended: %v, want ErrPending (context canceled)", res.id, res.err)
 		}
 	}
-	waitWaiting(t, r, 1, 2) // i001's signal went with its only waiter
 
 	c.Members()[0].Heal()
 	for i := 0; i < 2; i++ {
@@ -146,7 +122,6 @@ func TestDeregisterSignalsAreSharedAndNotLeaked(t *testing.T) {
 			t.Fatal("the Deregisters of i000 did not return after Heal")
 		}
 	}
-	waitWaiting(t, r, 0, 0)
 	if keys, _ := rawKeys(t, cli, "/p/svc/i000"); len(keys) != 0 {
 		t.Fatalf("key %s left after its Deregisters returned", keys[0])
 	}
@@ -159,7 +134,6 @@ func TestCloseWakesAWaitingDeregister(t *testing.T) {
 	defer c.Members()[0].Heal()
 	errc := make(chan error, 1)
 	go func() { errc <- r.Deregister(ctx, "svc", "i000") }()
-	waitWaiting(t, r, 1, 1)
 	closed := make(chan struct{})
 	go func() {
 		defer close(closed)
@@ -173,17 +147,16 @@ func TestCloseWakesAWaitingDeregister(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("a waiting Deregister did not return on Close")
 	}
-	// The Deregister may run only after Close has dropped the lease (a
+	// A Deregister that runs only after Close has dropped the lease (a
 	// loaded machine schedules it late): the key, still in etcd until the
 	// revocation lands, must not count as gone then either.
 	waitStatus(t, r, 20*time.Second, "Close drops its lease", func(st registry.RegistrarStatus) bool { return st.Session == 0 })
-	if etcd.KeyGone(r, "svc", "i000") {
-		t.Fatal("after Close dropped its lease, i000's key (still in etcd: the revocation waits for Heal) counts as gone: " +
-			"a Deregister woken late by Close would return success")
+	if err := r.Deregister(ctx, "svc", "i000"); !errors.Is(err, registry.ErrClosed) {
+		t.Fatalf("a Deregister after Close dropped its lease, i000's key still in etcd (the revocation waits for Heal): %v, "+
+			"want ErrClosed, never success", err)
 	}
 	c.Members()[0].Heal()
 	<-closed
-	waitWaiting(t, r, 0, 0)
 }
 
 // A put that etcd answers too late for the registrar (its request timed
@@ -212,9 +185,10 @@ func TestKeyOfATimedOutPutIsDeletedAfterDeregister(t *testing.T) {
 	if err := r.Register(queued, instance("svc", "x", 9001)); err != nil && !errors.Is(err, registry.ErrPending) {
 		t.Fatal(err)
 	}
-	// Deregister while the put of x is on its way.
+	// Deregister while the put of x is on its way: once the registrar has
+	// taken x (its status counts it), the put is its next request.
 	// Nothing announces a transaction leaving: checked every millisecond.
-	for deadline := time.Now().Add(10 * time.Second); etcd.InFlight(r) == 0; time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); r.Status().Pending == 0; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the put of x not in flight within 10s")
 		}

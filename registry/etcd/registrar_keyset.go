@@ -2,23 +2,40 @@ package etcd
 
 import "iter"
 
-// keyset is the Registrar's bookkeeping of its keys: what is desired, what
-// the run loop wrote under the current lease, the work list between the
-// two, the transactions in flight, and the Deregisters waiting for a key to
-// be gone (registrar_gone.go). It owns one invariant, kept by every method
-// that changes it:
+// entry is one value of an instance's key, with its copies. An entry is
+// replaced, never rewritten, so a pointer identifies one version of a
+// value; its other fields are the run loop's bookkeeping of that version.
+type entry struct {
+	key string
+	val []byte
+	// mirrors are the entry's copies in other layouts (WithMirror),
+	// written and deleted with it.
+	mirrors []mirrored
+	// err is set when etcd refused the entry for good; it is then removed
+	// from the desired set.
+	err error
+	// confirmed is set once etcd answered a transaction that wrote the
+	// entry (keyset.wrote): a removal of an entry only maybe written (an
+	// unanswered put) is deleted without first being written Draining.
+	confirmed bool
+	// unanswered is set when a transaction that wrote the entry went
+	// unanswered (keyset.unanswered): etcd may have applied it.
+	unanswered bool
+	// rev is the revision of the entry's last write, so that a deletion
+	// older than it (a watch replaying events) is not repaired.
+	rev int64
+}
+
+// keyset is the run loop's bookkeeping of its keys: what is desired, what
+// it wrote under the current lease, and the work list between the two. It
+// owns one invariant, kept by every method that changes it: toWrite holds
+// exactly the keys of entries whose entry is not the one in written, and
+// toDelete exactly the keys in written but not in entries, so that a
+// Register costs O(1) however many instances the registrar holds.
 //
-//   - toWrite holds exactly the keys of entries whose entry is not the one
-//     in written, and toDelete exactly the keys in written but not in
-//     entries: the run loop's work list, so that a Register costs O(1)
-//     however many instances the registrar holds;
-//   - the signal of a key in gone is closed (and dropped) as soon as the
-//     key is gone: not in written and no transaction in flight writes it.
-//
-// A keyset does no I/O and takes no lock: Registrar.mu guards it.
+// A keyset does no I/O and takes no lock: the run loop owns it.
 type keyset struct {
-	// entries is the desired set, by key. An entry is replaced, never
-	// modified, so a pointer identifies one version of a value.
+	// entries is the desired set, by key.
 	entries map[string]*entry
 	// written holds what the run loop wrote under the current lease, by
 	// key. A key in written but not in entries is still to be deleted.
@@ -26,16 +43,6 @@ type keyset struct {
 	// toWrite and toDelete are the keys where entries and written differ:
 	// in entries (to write) and not (to delete).
 	toWrite, toDelete map[string]struct{}
-	// inflight counts, per key, the transactions in flight that write it:
-	// a Deregister waits for them, so that its key is not written after it
-	// returned.
-	inflight map[string]int
-	// gone holds, by key, the signal the waiting Deregisters of the key
-	// wait on.
-	gone map[string]*goneSignal
-	// wroteAt is the revision of the last write of each key, so that a
-	// deletion older than it (a watch replaying events) is not repaired.
-	wroteAt map[string]int64
 }
 
 func newKeyset() keyset {
@@ -44,9 +51,6 @@ func newKeyset() keyset {
 		written:  make(map[string]*entry),
 		toWrite:  make(map[string]struct{}),
 		toDelete: make(map[string]struct{}),
-		inflight: make(map[string]int),
-		gone:     make(map[string]*goneSignal),
-		wroteAt:  make(map[string]int64),
 	}
 }
 
@@ -56,6 +60,13 @@ func (ks *keyset) wanted(key string) *entry { return ks.entries[key] }
 // isWritten reports whether e is the entry written under the lease at its
 // key.
 func (ks *keyset) isWritten(e *entry) bool { return ks.written[e.key] == e }
+
+// isGone reports whether key is not written under the lease: what a
+// Deregister waits for.
+func (ks *keyset) isGone(key string) bool {
+	_, written := ks.written[key]
+	return !written
+}
 
 // len returns the number of desired entries.
 func (ks *keyset) len() int { return len(ks.entries) }
@@ -69,6 +80,7 @@ func (ks *keyset) pending() int { return len(ks.toWrite) }
 func (ks *keyset) want(e *entry) (replaced *entry) {
 	replaced = ks.entries[e.key]
 	ks.entries[e.key] = e
+	ks.leaving(replaced)
 	ks.sync(e.key)
 	return replaced
 }
@@ -81,62 +93,54 @@ func (ks *keyset) unwant(key string) *entry {
 		return nil
 	}
 	delete(ks.entries, key)
+	ks.leaving(e)
 	ks.sync(key)
 	return e
 }
 
-// wrote records that e was written under the lease at revision rev, even
-// if it is no longer desired (then its key is to be deleted).
+// leaving records e, which leaves the desired set, as written if a
+// transaction that wrote it went unanswered and nothing is written at its
+// key: it may be in etcd, and the key then gets a deletion guarded by the
+// lease (which deletes nothing if the transaction was not applied), or is
+// overwritten by its replacement.
+func (ks *keyset) leaving(e *entry) {
+	if e != nil && e.unanswered && ks.written[e.key] == nil {
+		ks.written[e.key] = e
+	}
+}
+
+// wrote records that e was written under the lease at revision rev.
 func (ks *keyset) wrote(e *entry, rev int64) {
-	e.confirmed = true
+	e.confirmed, e.unanswered, e.rev = true, false, rev
 	ks.written[e.key] = e
-	ks.wroteAt[e.key] = rev
 	ks.sync(e.key)
 }
 
-// mayHaveWritten records e as written if its key is neither desired nor
-// written: a transaction etcd did not answer may have written it, and the
-// key then gets a deletion guarded by the lease.
-func (ks *keyset) mayHaveWritten(e *entry) {
-	if _, wanted := ks.entries[e.key]; !wanted && ks.written[e.key] == nil {
-		ks.written[e.key] = e
-		ks.sync(e.key)
+// unanswered records that the transaction that wrote es went unanswered:
+// each may be in etcd (keyset.leaving).
+func (ks *keyset) unanswered(es []*entry) {
+	for _, e := range es {
+		e.unanswered = true
 	}
 }
 
 // unwrite records that key is no longer written under the lease (deleted,
-// or found missing and to be written again) and wakes its Deregisters if
-// nothing in flight writes it.
+// or found missing and to be written again).
 func (ks *keyset) unwrite(key string) {
 	delete(ks.written, key)
 	ks.sync(key)
-	ks.signalGone(key)
 }
 
 // forgetWritten records that nothing is written under a live lease any
-// more: every desired key is to be written again, and every waiting
-// Deregister whose key has no transaction in flight is woken.
+// more: every desired key is to be written again. What an unanswered
+// transaction may have written under the old lease goes with it.
 func (ks *keyset) forgetWritten() {
 	ks.written = make(map[string]*entry)
 	ks.toDelete = make(map[string]struct{})
 	ks.toWrite = make(map[string]struct{}, len(ks.entries))
-	for k := range ks.entries {
+	for k, e := range ks.entries {
+		e.unanswered = false
 		ks.toWrite[k] = struct{}{}
-	}
-	for k := range ks.gone {
-		ks.signalGone(k)
-	}
-}
-
-// begin records a transaction in flight that writes key.
-func (ks *keyset) begin(key string) { ks.inflight[key]++ }
-
-// land ends a transaction in flight that writes key, written or not, and
-// wakes the Deregisters of key if it is gone.
-func (ks *keyset) land(key string) {
-	if ks.inflight[key]--; ks.inflight[key] <= 0 {
-		delete(ks.inflight, key)
-		ks.signalGone(key)
 	}
 }
 
@@ -181,7 +185,7 @@ func (ks *keyset) current() iter.Seq2[string, *entry] {
 // deletion older than the last write (a watch replaying events).
 func (ks *keyset) repairable(key string, rev int64) bool {
 	e, ok := ks.written[key]
-	return ok && ks.entries[key] == e && rev >= ks.wroteAt[key]
+	return ok && ks.entries[key] == e && rev >= e.rev
 }
 
 // writtenKeys yields the keys written under the lease, desired or not.

@@ -1,15 +1,20 @@
 package etcd
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
+
+	"github.com/musterhq/muster/registry"
 )
 
 // checkInvariant fails t unless ks keeps the invariant its doc comment
 // states: toWrite and toDelete are exactly where entries and written
-// differ, and no signal is left for a key that is gone.
+// differ.
 func checkInvariant(t *testing.T, ks *keyset, step string) {
 	t.Helper()
 	for k, e := range ks.entries {
@@ -37,25 +42,6 @@ func checkInvariant(t *testing.T, ks *keyset, step string) {
 	}
 	if ks.pending() != len(ks.toWrite) || ks.len() != len(ks.entries) {
 		t.Fatalf("%s: pending %d, len %d; want %d, %d", step, ks.pending(), ks.len(), len(ks.toWrite), len(ks.entries))
-	}
-	for k, sig := range ks.gone {
-		if ks.isGone(k) {
-			t.Fatalf("%s: key %s is gone but its signal is still waiting", step, k)
-		}
-		select {
-		case <-sig.ch:
-			t.Fatalf("%s: key %s has a closed signal still listed", step, k)
-		default:
-		}
-	}
-}
-
-func isClosed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
 	}
 }
 
@@ -105,28 +91,57 @@ func TestKeysetWantWriteDelete(t *testing.T) {
 	}
 }
 
-func TestKeysetMayHaveWritten(t *testing.T) {
+// A put etcd did not answer may have been applied: an entry it carried
+// that leaves the desired set before it is written again gets a deletion
+// (or is overwritten by its replacement); one still desired is written
+// again; after a lost lease it goes with the old lease.
+func TestKeysetUnanswered(t *testing.T) {
 	ks := newKeyset()
 	b := &entry{key: "b"}
-	ks.mayHaveWritten(b) // neither desired nor written: gets a deletion
-	checkInvariant(t, &ks, "mayHaveWritten b")
-	if got := ks.removals(); len(got) != 1 || got[0].written != b {
-		t.Fatalf("removals %v, want b", got)
+	ks.want(b)
+	ks.unanswered([]*entry{b})
+	checkInvariant(t, &ks, "unanswered b")
+	if got := ks.toWriteEntries(); len(got) != 1 || got[0] != b {
+		t.Fatalf("to write after an unanswered put: %v, want b again", got)
 	}
+	ks.unwant("b")
+	checkInvariant(t, &ks, "unwant b after an unanswered put")
+	if got := ks.removals(); len(got) != 1 || got[0].written != b || got[0].confirmed {
+		t.Fatalf("removals %v, want b, unconfirmed", got)
+	}
+	if ks.isGone("b") {
+		t.Fatal("a key an unanswered put may have written counts as gone")
+	}
+
 	c1, c2 := &entry{key: "c"}, &entry{key: "c"}
 	ks.want(c1)
-	ks.mayHaveWritten(c2) // desired: no change
-	checkInvariant(t, &ks, "mayHaveWritten c while desired")
-	if ks.written["c"] != nil {
-		t.Fatal("an entry that may have landed was recorded over a desired key")
+	ks.unanswered([]*entry{c1})
+	ks.want(c2) // replaced: c2 is written over whatever c1 left
+	checkInvariant(t, &ks, "replace c after an unanswered put")
+	if ks.written["c"] != c1 || ks.pending() != 1 {
+		t.Fatalf("written c %p, pending %d; want c1 and c2 to write", ks.written["c"], ks.pending())
 	}
-	ks.wrote(c1, 5)
-	ks.unwant("c")
-	ks.mayHaveWritten(c2) // written already: no change
-	if ks.written["c"] != c1 {
+
+	d1, d2 := &entry{key: "d"}, &entry{key: "d"}
+	ks.want(d1)
+	ks.wrote(d1, 5)
+	ks.want(d2)
+	ks.unanswered([]*entry{d2})
+	ks.unwant("d") // written already: the written entry stays
+	if ks.written["d"] != d1 {
 		t.Fatal("an entry that may have landed replaced the one written")
 	}
-	checkInvariant(t, &ks, "mayHaveWritten c while written")
+	checkInvariant(t, &ks, "unwant d while written")
+
+	e := &entry{key: "e"}
+	ks.want(e)
+	ks.unanswered([]*entry{e})
+	ks.forgetWritten()
+	ks.unwant("e")
+	checkInvariant(t, &ks, "unwant e after a lost lease")
+	if !ks.isGone("e") {
+		t.Fatal("what an unanswered put wrote under a lost lease goes with it, yet e is not gone")
+	}
 }
 
 func TestKeysetRepairableAndCurrent(t *testing.T) {
@@ -163,67 +178,125 @@ func TestKeysetRepairableAndCurrent(t *testing.T) {
 	}
 }
 
-func TestKeysetGoneSignals(t *testing.T) {
-	ks := newKeyset()
-	a := &entry{key: "a"}
-	ks.want(a)
-	ks.begin("a")
-	ks.begin("a")
-	ks.wrote(a, 1)
-	ks.unwant("a")
-	w1, w2 := &goneWait{key: "a"}, &goneWait{key: "a"}
-	ch1, ch2 := ks.goneChan(w1), ks.goneChan(w2)
-	if ch1 != ch2 || ks.goneChan(w1) != ch1 || ks.gone["a"].waiters != 2 {
-		t.Fatalf("two Deregisters of a key share one signal, joined once each (waiters %d)", ks.gone["a"].waiters)
+// waitingCall returns a call of key, Register of e if e is not nil, whose
+// caller waits until ctx ends or until deadline.
+func waitingCall(ctx context.Context, key string, e *entry, deadline time.Time) *call {
+	c := &call{key: key, e: e, reply: make(chan error, 1), ctx: ctx, deadline: deadline}
+	if e != nil {
+		c.in = &registry.Instance{}
 	}
-	ks.unwrite("a") // deleted, but two transactions still in flight
-	checkInvariant(t, &ks, "unwrite with transactions in flight")
-	if isClosed(ch1) {
-		t.Fatal("the signal closed while transactions writing the key were in flight")
-	}
-	ks.land("a")
-	if isClosed(ch1) {
-		t.Fatal("the signal closed before the last transaction landed")
-	}
-	ks.land("a")
-	if !isClosed(ch1) || ks.gone["a"] != nil {
-		t.Fatal("the signal did not close (and drop) when the last transaction landed")
-	}
-	checkInvariant(t, &ks, "last land")
+	return c
+}
 
-	// A wait left by its last waiter leaves nothing behind.
+func send(c *call, err error) { c.reply <- err }
+
+func answered(c *call) (bool, error) {
+	select {
+	case err := <-c.reply:
+		return true, err
+	default:
+		return false, nil
+	}
+}
+
+// A key's calls are answered when their outcome is known, each once, and
+// the others wait on.
+func TestWaitsSettle(t *testing.T) {
+	ctx := context.Background()
+	now := time.Now()
+	later := now.Add(time.Hour)
+	w := make(waits)
+	ks := newKeyset()
+	a1 := &entry{key: "a"}
+	ks.want(a1)
+	reg := waitingCall(ctx, "a", a1, later)
+	dereg := waitingCall(ctx, "b", nil, later)
+	w.add(reg, now)
+	w.add(dereg, now)
 	b := &entry{key: "b"}
 	ks.want(b)
-	ks.wrote(b, 2)
-	w3 := &goneWait{key: "b"}
-	ks.goneChan(w3)
-	ks.leave(w3)
-	ks.leave(w3)
-	if len(ks.gone) != 0 {
-		t.Fatalf("gone %v after the only waiter left, want empty", ks.gone)
+	ks.wrote(b, 1)
+	ks.unwant("b")
+	settled := func(c *call) (bool, error) {
+		if c.in == nil {
+			return ks.isGone(c.key), nil
+		}
+		if ks.isWritten(c.e) {
+			return true, nil
+		}
+		if ks.wanted(c.key) != c.e {
+			return true, c.e.err
+		}
+		return false, nil
+	}
+	w.settleAll(settled, send)
+	if ok, _ := answered(reg); ok {
+		t.Fatal("a Register answered before its entry was written")
+	}
+	if ok, _ := answered(dereg); ok {
+		t.Fatal("a Deregister answered while its key is written")
+	}
+	ks.wrote(a1, 2)
+	w.settle("a", settled, send)
+	if ok, err := answered(reg); !ok || err != nil {
+		t.Fatalf("Register once written: answered %v, %v; want nil", ok, err)
+	}
+	if keys, calls := w.len(); keys != 1 || calls != 1 {
+		t.Fatalf("%d keys, %d calls waiting; want the Deregister of b alone", keys, calls)
+	}
+	ks.unwrite("b")
+	w.settle("b", settled, send)
+	if ok, err := answered(dereg); !ok || err != nil {
+		t.Fatalf("Deregister once gone: answered %v, %v; want nil", ok, err)
 	}
 
-	// Forgetting the lease wakes every waiting key with nothing in
-	// flight, and makes every desired key pending.
-	c := &entry{key: "c"}
-	ks.want(c)
-	ks.wrote(c, 3)
-	ks.begin("c")
-	wb, wc := &goneWait{key: "b"}, &goneWait{key: "c"}
-	chb, chc := ks.goneChan(wb), ks.goneChan(wc)
-	ks.forgetWritten()
-	checkInvariant(t, &ks, "forgetWritten")
-	if !isClosed(chb) || isClosed(chc) {
-		t.Fatalf("after forgetting the lease: b woken %v (want true), c woken %v (want false: in flight)", isClosed(chb), isClosed(chc))
+	// Refused: the Register learns why; Close: everyone left hears it.
+	a2 := &entry{key: "a"}
+	ks.want(a2)
+	refused := waitingCall(ctx, "a", a2, later)
+	other := waitingCall(ctx, "c", nil, later)
+	w.add(refused, now)
+	ks.wrote(&entry{key: "c"}, 3)
+	w.add(other, now)
+	a2.err = errors.New("refused")
+	ks.unwant("a")
+	w.settle("a", settled, send)
+	if ok, err := answered(refused); !ok || err != a2.err {
+		t.Fatalf("refused Register: answered %v, %v; want the refusal", ok, err)
 	}
-	if ks.pending() != 2 {
-		t.Fatalf("pending %d after forgetting the lease, want 2 (b and c)", ks.pending())
+	w.answerAll(registry.ErrClosed, send)
+	if ok, err := answered(other); !ok || !errors.Is(err, registry.ErrClosed) {
+		t.Fatalf("at Close: answered %v, %v; want ErrClosed", ok, err)
 	}
-	ks.land("c")
-	if !isClosed(chc) {
-		t.Fatal("c not woken when its transaction landed")
+	if keys, calls := w.len(); keys != 0 || calls != 0 {
+		t.Fatalf("%d keys, %d calls left after answering all", keys, calls)
 	}
-	checkInvariant(t, &ks, "land c")
+}
+
+// Calls whose callers stopped waiting (ctx ended, or the request timeout
+// passed) are forgotten when another call of their key arrives, so callers
+// that give up on a key that never goes leave nothing behind.
+func TestWaitsForgetCallersThatGaveUp(t *testing.T) {
+	now := time.Now()
+	w := make(waits)
+	for i := 0; i < 1000; i++ {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		w.add(waitingCall(ctx, "a", nil, now.Add(time.Hour)), now)
+	}
+	if keys, calls := w.len(); keys != 1 || calls != 1 {
+		t.Fatalf("1,000 Deregisters whose ctx ended one after another: %d keys, %d calls kept; want 1, 1", keys, calls)
+	}
+	live := waitingCall(context.Background(), "a", nil, now.Add(time.Second))
+	w.add(live, now)
+	w.add(waitingCall(context.Background(), "a", nil, now.Add(time.Hour)), now)
+	if _, calls := w.len(); calls != 2 {
+		t.Fatalf("%d calls kept, want the two whose callers wait", calls)
+	}
+	w.add(waitingCall(context.Background(), "a", nil, now.Add(time.Hour)), now.Add(2*time.Second))
+	if _, calls := w.len(); calls != 2 {
+		t.Fatalf("%d calls kept after a caller's request timeout passed, want 2", calls)
+	}
 }
 
 // Random sequences of every operation on a few keys keep the invariant
@@ -233,12 +306,11 @@ func TestKeysetRandomSequences(t *testing.T) {
 	for seed := range uint64(200) {
 		rng := rand.New(rand.NewPCG(seed, 1))
 		ks := newKeyset()
-		var waits []*goneWait
 		rev := int64(0)
 		for step := range 200 {
 			key := keys[rng.IntN(len(keys))]
 			var op string
-			switch rng.IntN(9) {
+			switch rng.IntN(7) {
 			case 0, 1:
 				op = "want"
 				ks.want(&entry{key: key})
@@ -254,34 +326,16 @@ func TestKeysetRandomSequences(t *testing.T) {
 					ks.wrote(&entry{key: key}, rev)
 				}
 			case 4:
-				op = "mayHaveWritten"
-				ks.mayHaveWritten(&entry{key: key})
+				op = "unanswered"
+				if e := ks.wanted(key); e != nil {
+					ks.unanswered([]*entry{e})
+				}
 			case 5:
 				op = "unwrite"
 				ks.unwrite(key)
 			case 6:
-				op = "begin/land"
-				if ks.inflight[key] > 0 && rng.IntN(2) == 0 {
-					ks.land(key)
-				} else {
-					ks.begin(key)
-				}
-			case 7:
-				op = "wait"
-				if !ks.isGone(key) {
-					w := &goneWait{key: key}
-					ks.goneChan(w)
-					waits = append(waits, w)
-				}
-			case 8:
-				op = "forgetWritten or leave"
-				if len(waits) > 0 && rng.IntN(2) == 0 {
-					i := rng.IntN(len(waits))
-					ks.leave(waits[i])
-					waits = slices.Delete(waits, i, i+1)
-				} else {
-					ks.forgetWritten()
-				}
+				op = "forgetWritten"
+				ks.forgetWritten()
 			}
 			checkInvariant(t, &ks, fmt.Sprintf("seed %d, step %d, %s %s", seed, step, op, key))
 		}

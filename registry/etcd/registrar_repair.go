@@ -30,49 +30,44 @@ import (
 // wrote records the header of a write's answer: the revision the
 // registrar's keys are known to be at, and the cluster that holds them.
 // Called by the run loop only.
-func (r *Registrar) wrote(h *pb.ResponseHeader) {
+func (l *loop) wrote(h *pb.ResponseHeader) {
 	if h == nil {
 		return
 	}
-	if h.ClusterId != r.clusterID {
-		r.clusterID, r.lastWrite = h.ClusterId, h.Revision
+	if h.ClusterId != l.clusterID {
+		l.clusterID, l.lastWrite = h.ClusterId, h.Revision
 		return
 	}
-	r.lastWrite = max(r.lastWrite, h.Revision)
+	l.lastWrite = max(l.lastWrite, h.Revision)
 }
 
 // audit checks that etcd holds every key written under the current lease
 // and marks the missing ones for writing; after a rewind of etcd's history
 // it marks every key. Called by the run loop only.
-func (r *Registrar) audit() error {
-	r.mu.Lock()
-	lease := r.leaseIDLocked()
-	r.mu.Unlock()
+func (l *loop) audit() error {
+	lease := l.leaseID()
 	if lease == 0 {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(r.ctx, r.opTimeout())
+	ctx, cancel := context.WithTimeout(l.ctx, l.opTimeout())
 	defer cancel()
-	resp, err := r.cli.TimeToLive(ctx, lease, clientv3.WithAttachedKeys())
+	resp, err := l.cli.TimeToLive(ctx, lease, clientv3.WithAttachedKeys())
 	if err != nil {
 		return fmt.Errorf("etcd: audit lease %x: %w", int64(lease), err)
 	}
 	if resp.TTL <= 0 {
 		// The keepalive notices too; the key audit has nothing to check.
-		r.log.Warn("audit found the lease gone; re-registering under a new lease", "lease", fmt.Sprintf("%x", int64(lease)))
-		r.down.fail(time.Now())
-		r.leaseLost()
-		r.kick()
+		l.log.Warn("audit found the lease gone; re-registering under a new lease", "lease", fmt.Sprintf("%x", int64(lease)))
+		l.down.fail(time.Now())
+		l.leaseLost()
 		return nil
 	}
-	r.mu.Lock()
 	var own string // a key the registrar wrote: one its etcd role may read
-	for key := range r.keys.current() {
+	for key := range l.keys.current() {
 		own = key
 		break
 	}
-	r.mu.Unlock()
-	rewound, why, err := r.rewound(ctx, resp.ResponseHeader, own)
+	rewound, why, err := l.rewound(ctx, resp.ResponseHeader, own)
 	if err != nil {
 		return err
 	}
@@ -80,32 +75,29 @@ func (r *Registrar) audit() error {
 	for _, k := range resp.Keys {
 		attached[string(k)] = struct{}{}
 	}
-	r.mu.Lock()
 	var repaired []string
-	for key, e := range r.keys.current() {
+	for key, e := range l.keys.current() {
 		if _, ok := attached[key]; ok && !rewound && e.mirrorsAttached(attached) {
 			continue
 		}
-		r.keys.unwrite(key)
+		l.keys.unwrite(key)
 		repaired = append(repaired, key)
 	}
 	if len(repaired) > 0 {
-		r.status.Repairs += uint64(len(repaired))
-		r.updateStatusLocked()
+		l.status.Repairs += uint64(len(repaired))
+		l.publish()
 	}
-	r.mu.Unlock()
 	if rewound {
-		r.clusterID, r.lastWrite = resp.ClusterId, resp.Revision
+		l.clusterID, l.lastWrite = resp.ClusterId, resp.Revision
 	}
 	if len(repaired) > 0 {
 		sort.Strings(repaired)
 		if rewound {
-			r.log.Warn("etcd's history went back below this registrar's writes; writing every key again",
+			l.log.Warn("etcd's history went back below this registrar's writes; writing every key again",
 				"why", why, "keys", len(repaired))
 		} else {
-			r.log.Warn("registered keys missing from etcd; writing them again", "keys", repaired)
+			l.log.Warn("registered keys missing from etcd; writing them again", "keys", repaired)
 		}
-		r.kick()
 	}
 	return nil
 }
@@ -117,22 +109,22 @@ func (r *Registrar) audit() error {
 // below the last write unless the history was replaced. That read is of
 // own, a key the registrar wrote: a role restricted to the service's
 // prefix may read it, and no other.
-func (r *Registrar) rewound(ctx context.Context, h *pb.ResponseHeader, own string) (bool, string, error) {
-	if h == nil || r.lastWrite == 0 || own == "" {
+func (l *loop) rewound(ctx context.Context, h *pb.ResponseHeader, own string) (bool, string, error) {
+	if h == nil || l.lastWrite == 0 || own == "" {
 		return false, "", nil
 	}
-	if h.ClusterId != r.clusterID {
-		return true, fmt.Sprintf("cluster ID %x, was %x", h.ClusterId, r.clusterID), nil
+	if h.ClusterId != l.clusterID {
+		return true, fmt.Sprintf("cluster ID %x, was %x", h.ClusterId, l.clusterID), nil
 	}
-	if h.Revision >= r.lastWrite {
+	if h.Revision >= l.lastWrite {
 		return false, "", nil
 	}
-	resp, err := r.cli.Get(ctx, own, clientv3.WithCountOnly())
+	resp, err := l.cli.Get(ctx, own, clientv3.WithCountOnly())
 	if err != nil {
 		return false, "", fmt.Errorf("etcd: audit revision: %w", err)
 	}
-	if resp.Header.ClusterId != r.clusterID || resp.Header.Revision < r.lastWrite {
-		return true, fmt.Sprintf("revision %d, below the last write at %d", resp.Header.Revision, r.lastWrite), nil
+	if resp.Header.ClusterId != l.clusterID || resp.Header.Revision < l.lastWrite {
+		return true, fmt.Sprintf("revision %d, below the last write at %d", resp.Header.Revision, l.lastWrite), nil
 	}
 	return false, "", nil
 }
@@ -147,45 +139,40 @@ type deletion struct {
 // the registrar wrote and still wants as written is written again. A lease
 // revoked by hand deletes every key at once: one log line says so, not one
 // per key.
-func (r *Registrar) keysDeleted(dels []deletion) {
-	r.mu.Lock()
+func (l *loop) keysDeleted(dels []deletion) {
 	var repaired []deletion
 	for _, d := range dels {
-		if r.ls == nil || !r.keys.repairable(d.key, d.rev) {
+		if l.ls == nil || !l.keys.repairable(d.key, d.rev) {
 			continue
 		}
-		r.keys.unwrite(d.key)
+		l.keys.unwrite(d.key)
 		repaired = append(repaired, d)
 	}
 	if len(repaired) > 0 {
-		r.status.Repairs += uint64(len(repaired))
-		r.updateStatusLocked()
+		l.status.Repairs += uint64(len(repaired))
+		l.publish()
 	}
-	r.mu.Unlock()
 	switch len(repaired) {
 	case 0:
 		return
 	case 1:
-		r.log.Warn("registered key deleted from etcd; writing it again (drain an instance to take it out of traffic)",
+		l.log.Warn("registered key deleted from etcd; writing it again (drain an instance to take it out of traffic)",
 			"key", repaired[0].key, "revision", repaired[0].rev)
 	default:
-		r.log.Warn("registered keys deleted from etcd; writing them again (drain an instance to take it out of traffic)",
+		l.log.Warn("registered keys deleted from etcd; writing them again (drain an instance to take it out of traffic)",
 			"keys", len(repaired), "first", repaired[0].key, "revision", repaired[0].rev)
 	}
-	r.kick()
 }
 
 // writtenServices returns the key prefixes, with their trailing slash, of
 // the services in which the registrar has keys written under a live lease:
 // the ones to watch for deletions.
-func (r *Registrar) writtenServices() map[string]struct{} {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+func (l *loop) writtenServices() map[string]struct{} {
 	out := make(map[string]struct{})
-	if r.ls == nil {
+	if l.ls == nil {
 		return out
 	}
-	for key := range r.keys.writtenKeys() {
+	for key := range l.keys.writtenKeys() {
 		if i := strings.LastIndexByte(key, '/'); i >= 0 {
 			out[key[:i+1]] = struct{}{}
 		}
@@ -195,17 +182,18 @@ func (r *Registrar) writtenServices() map[string]struct{} {
 
 // ownKeys watches the deletions in each service prefix the registrar has
 // instances in, one watch per service, sharing the client's watch stream.
+// Its watches hand what they see to the run loop through its inbox: the
+// deletions, and a watch working again after it ended (deletions in
+// between were not seen, so an audit is due). The run loop calls its
+// methods.
 type ownKeys struct {
-	r       *Registrar
+	l       *loop
 	watches map[string]context.CancelFunc
 	wg      sync.WaitGroup
-	// restarted is signalled when a watch works again after one ended:
-	// deletions in between were not seen, so an audit is due.
-	restarted chan struct{}
 }
 
-func newOwnKeys(r *Registrar) *ownKeys {
-	return &ownKeys{r: r, watches: make(map[string]context.CancelFunc), restarted: make(chan struct{}, 1)}
+func newOwnKeys(l *loop) *ownKeys {
+	return &ownKeys{l: l, watches: make(map[string]context.CancelFunc)}
 }
 
 // follow starts a watch for each prefix not watched yet and stops the
@@ -221,13 +209,13 @@ func (o *ownKeys) follow(want map[string]struct{}) {
 		if _, ok := o.watches[p]; ok {
 			continue
 		}
-		ctx, cancel := context.WithCancel(o.r.ctx)
+		ctx, cancel := context.WithCancel(o.l.ctx)
 		o.watches[p] = cancel
 		o.wg.Add(1)
 		// From just after the last write: every key of the service was
 		// written by then, so no deletion of one is missed while the
 		// watch is being set up.
-		go o.watch(ctx, p, o.r.lastWrite+1)
+		go o.watch(ctx, p, o.l.lastWrite+1)
 	}
 }
 
@@ -244,19 +232,19 @@ func (o *ownKeys) stop() {
 // event seen) whenever it ends.
 func (o *ownKeys) watch(ctx context.Context, prefix string, from int64) {
 	defer o.wg.Done()
-	r := o.r
-	bo := backoff.New(r.opts.backoffMin, r.opts.backoffMax)
+	cli, opts, inbox := o.l.cli, o.l.opts, o.l.r.inbox
+	bo := backoff.New(opts.backoffMin, opts.backoffMax)
 	// lost is set when a watch that worked ended: deletions until the next
 	// one works were not seen, so an audit is due once it does.
 	lost := false
 	backoff.Retry(ctx, bo, func(ctx context.Context) error {
 		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 		defer cancel()
-		opts := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithFilterPut(), clientv3.WithCreatedNotify()}
+		wopts := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithFilterPut(), clientv3.WithCreatedNotify()}
 		if from > 0 {
-			opts = append(opts, clientv3.WithRev(from))
+			wopts = append(wopts, clientv3.WithRev(from))
 		}
-		for resp := range r.cli.Watch(wctx, prefix, opts...) {
+		for resp := range cli.Watch(wctx, prefix, wopts...) {
 			if resp.CompactRevision != 0 {
 				from = 0 // compacted: from now on; the audit covers the gap
 			}
@@ -265,10 +253,7 @@ func (o *ownKeys) watch(ctx context.Context, prefix string, from int64) {
 			}
 			if lost {
 				lost = false
-				select {
-				case o.restarted <- struct{}{}:
-				default:
-				}
+				inbox.put(message{reopened: true})
 			}
 			bo.Reset()
 			var dels []deletion
@@ -278,7 +263,9 @@ func (o *ownKeys) watch(ctx context.Context, prefix string, from int64) {
 				}
 				from = ev.Kv.ModRevision + 1
 			}
-			r.keysDeleted(dels)
+			if len(dels) > 0 {
+				inbox.put(message{deleted: dels})
+			}
 		}
 		return nil
 	}, func(error, time.Duration) { lost = true })
