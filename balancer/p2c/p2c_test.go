@@ -322,3 +322,10 @@ func TestSlowStart(t *testing.T) { balancertest.SlowStart(t, Name, "", false) }
 func TestSlowStartFollowsRegistration(t *testing.T) {
 	balancertest.SlowStartFollowsRegistration(t, Name)
 }
+
+func TestZoneFailsWithinEjection(t *testing.T) {
+	t.Run("defaults", func(t *testing.T) { balancertest.ZoneFailsWithinEjection(t, Name, false) })
+	t.Run("short", func(t *testing.T) { balancertest.ZoneFailsWithinEjection(t, Name, true) })
+}
+func TestZoneFailsWithColors(t *testing.T)   { balancertest.ZoneFailsWithColors(t, Name) }
+func TestZoneFailsWhileRamping(t *testing.T) { balancertest.ZoneFailsWhileRamping(t, Name) }
