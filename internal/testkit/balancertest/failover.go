@@ -31,12 +31,23 @@ func failedBound(d, base, max time.Duration) int {
 }
 
 // checkFailed fails the test when a backend of bs failed more calls than
-// bound: the calls it received since its count was reset (with no call in
-// flight) less those of them that succeeded in r.
+// bound (the calls it received since its count was reset, with no call in
+// flight, less those of them that succeeded in r), or when a call of r
+// failed elsewhere than at bs.
 func checkFailed(t *testing.T, policy string, bs []*testbackend.Backend, r Result, bound int) {
 	t.Helper()
+	reached := 0
+	defer func() {
+		// Every failed call failed at a failing backend: none failed in
+		// the picker for want of an admissible endpoint to pass it to.
+		if r.Failed != reached {
+			t.Errorf("%s: %d calls failed, %d of them at the failing backends; the others found no endpoint (last error %v)",
+				policy, r.Failed, reached, r.LastErr)
+		}
+	}()
 	for _, b := range bs {
 		n := int(b.Calls()) - r.By[b.Addr]
+		reached += n
 		t.Logf("%s: %s failed %d calls (bound %d)", policy, b.Addr, n, bound)
 		if n > bound {
 			t.Errorf("%s: %s failed %d calls, want at most %d (5 before its ejection, %d in flight then, one probe per ejection end)",
@@ -123,5 +134,6 @@ func ZoneFailsWhileRamping(t *testing.T, policy string) {
 	if share > 0.15 {
 		t.Errorf("%s: the new z1 backend took %.1f %% of the calls in its first 2 s, want at most 15 %% (9.3 %% by its ramp)", policy, 100*share)
 	}
-	checkFailed(t, policy, f.zones["z1"], got, failedBound(time.Since(start), 30*time.Second, 300*time.Second))
+	warm.add(got)
+	checkFailed(t, policy, f.zones["z1"], warm, failedBound(time.Since(start), 30*time.Second, 300*time.Second))
 }
