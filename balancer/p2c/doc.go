@@ -106,7 +106,8 @@
 //
 // These are as in docs/BALANCERS.md: an ejected endpoint is left out of
 // the draw until its probe, a color group or locality level is picked
-// within by the draw above. What is muster_p2c's own:
+// within by the draw above, and a group none of whose endpoints is
+// admissible passes the pick on. What is muster_p2c's own:
 //
 // The cost of a failure already steers calls away from a failing endpoint
 // after a few of them, so with the default decayTime a failing endpoint

@@ -64,6 +64,9 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 		now = s.coarse()
 	}
 	e, probe := p.choose(r, now)
+	if e == nil {
+		return balancer.PickResult{}, lb.ErrNoAdmissible
+	}
 	res, err := e.picker.Pick(info)
 	if err != nil {
 		if probe {
@@ -97,13 +100,17 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 }
 
 // choose draws two distinct endpoints and returns the admitted one with the
-// lower score; an endpoint whose ejection ended takes its probe first.
+// lower score; an endpoint whose ejection ended takes its probe first. It
+// returns nil when no endpoint is admitted.
 func (p *picker) choose(r uint64, now int64) (e *entry, probe bool) {
 	n := len(p.eps)
 	if n == 1 {
 		e = &p.eps[0]
-		if e.e.Outlier.Ejected() { // a lone endpoint is never ejected, but may be probed
-			_, probe = e.e.Outlier.Admit(nanotime())
+		if e.e.Outlier.Ejected() { // ejected while it had peers; it may be probed
+			var ok bool
+			if ok, probe = e.e.Outlier.Admit(nanotime()); !ok {
+				return nil, false
+			}
 		}
 		return e, probe
 	}
@@ -144,8 +151,8 @@ func (p *picker) less(x, y *entry, now int64) bool {
 	return x.e.Stats.score(now, &p.decay)*y.weight < y.e.Stats.score(now, &p.decay)*x.weight
 }
 
-// scan returns the first admitted endpoint after i, or i's when none is
-// (the share cap keeps that from happening, save for probes in flight).
+// scan returns the first admitted endpoint after i, or nil when none is
+// (then the pick passes on: see lb.ErrNoAdmissible).
 func (p *picker) scan(i int, now int64) (*entry, bool) {
 	n := len(p.eps)
 	for k := 1; k < n; k++ {
@@ -154,7 +161,7 @@ func (p *picker) scan(i int, now int64) (*entry, bool) {
 			return e, probe
 		}
 	}
-	return &p.eps[i], false
+	return nil, false
 }
 
 // finish is the Done callback of a timed call or a probe.

@@ -80,3 +80,10 @@ func TestSlowStart(t *testing.T) { balancersuite.SlowStart(t, p2c.Name, "", fals
 func TestSlowStartFollowsRegistration(t *testing.T) {
 	balancersuite.SlowStartFollowsRegistration(t, p2c.Name)
 }
+
+func TestZoneFailsWithinEjection(t *testing.T) {
+	t.Run("defaults", func(t *testing.T) { balancersuite.ZoneFailsWithinEjection(t, p2c.Name, false) })
+	t.Run("short", func(t *testing.T) { balancersuite.ZoneFailsWithinEjection(t, p2c.Name, true) })
+}
+func TestZoneFailsWithColors(t *testing.T)   { balancersuite.ZoneFailsWithColors(t, p2c.Name) }
+func TestZoneFailsWhileRamping(t *testing.T) { balancersuite.ZoneFailsWhileRamping(t, p2c.Name) }

@@ -49,7 +49,9 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	e := &p.eps[p.seq[p.mod(i)]]
 	probe := false
 	if e.e.Outlier.Ejected() {
-		e, probe = p.skip(i, nanotime())
+		if e, probe = p.skip(i, nanotime()); e == nil {
+			return balancer.PickResult{}, lb.ErrNoAdmissible
+		}
 	}
 	res, err := e.picker.Pick(info)
 	if err != nil {
@@ -72,8 +74,7 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 // hashing i, so that the ejected endpoint's share is spread over the
 // others in proportion to their weights. After maxRedraw ejected draws it
 // takes the next admitted endpoint in address order, and when none is
-// admitted (the share cap keeps that from happening, save for probes in
-// flight) the turn's own.
+// admitted returns nil (the pick passes on: see lb.ErrNoAdmissible).
 func (p *picker) skip(i uint32, now int64) (*entry, bool) {
 	own := int(p.seq[p.mod(i)])
 	if ok, probe := p.eps[own].e.Outlier.Admit(now); ok {
@@ -91,7 +92,7 @@ func (p *picker) skip(i uint32, now int64) (*entry, bool) {
 			return e, probe
 		}
 	}
-	return &p.eps[own], false
+	return nil, false
 }
 
 // mod returns i % p.n without a division (Lemire's fastmod: exact for

@@ -134,3 +134,10 @@ func TestSlowStart(t *testing.T) { balancersuite.SlowStart(t, wrr.Name, "", true
 func TestSlowStartFollowsRegistration(t *testing.T) {
 	balancersuite.SlowStartFollowsRegistration(t, wrr.Name)
 }
+
+func TestZoneFailsWithinEjection(t *testing.T) {
+	t.Run("defaults", func(t *testing.T) { balancersuite.ZoneFailsWithinEjection(t, wrr.Name, false) })
+	t.Run("short", func(t *testing.T) { balancersuite.ZoneFailsWithinEjection(t, wrr.Name, true) })
+}
+func TestZoneFailsWithColors(t *testing.T)   { balancersuite.ZoneFailsWithColors(t, wrr.Name) }
+func TestZoneFailsWhileRamping(t *testing.T) { balancersuite.ZoneFailsWhileRamping(t, wrr.Name) }

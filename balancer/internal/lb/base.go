@@ -63,8 +63,9 @@ type Ready[T any] struct {
 	// Weight is the endpoint's weight, > 0 (see Base).
 	Weight int
 
-	color string            // see ColorConfig; "" for the base
-	level registry.Nearness // how near the client it runs (see Locality)
+	color    string            // see ColorConfig; "" for the base
+	level    registry.Nearness // how near the client it runs (see Locality)
+	capacity float64           // its weight as its level's capacity counts it: ramped, unscaled; 0 while draining
 }
 
 // Policy is what a balancing policy supplies to Base.
@@ -135,7 +136,9 @@ type Policy[T any] struct {
 // Spill gives it from its healthy fraction (READY, not ejected, not
 // draining; by weight, a draining endpoint counting DefaultWeight), with
 // the LocalityConfig's overprovisioning factor, and the level's policy
-// picker picks within it; see localityPicker. Without a locality, one
+// picker picks within it; a level with no admissible endpoint
+// (OutlierState.Admissible) passes the pick on, and a level whose probe is
+// due takes the pick first; see localityPicker. Without a locality, one
 // policy picker over the group, as before.
 //
 // Base implements balancer.Balancer except UpdateClientConnState, which the
@@ -237,6 +240,7 @@ func (b *Base[T]) Update(s balancer.ClientConnState, oc OutlierConfig, weights E
 		if e == nil {
 			e = &Endpoint[T]{Addr: ep.Addresses[0].Addr, key: k}
 			e.Outlier.addr = e.Addr
+			e.Outlier.changes = &b.Detector.changes
 			if b.policy.Init != nil {
 				b.policy.Init(e)
 			}
@@ -394,13 +398,15 @@ func (b *Base[T]) applyLocked(s balancer.State) {
 			continue // cannot happen: Update creates it before the child
 		}
 		w := weightOf(c.Endpoint, b.weights)
+		capacity := float64(w)
 		if w > 0 {
 			positive++
 			if b.slowStart.Enabled() {
 				w = b.rampedLocked(c.Endpoint, w, wall, &rampEnd)
+				capacity = float64(w) / rampScale // the same unit as the level's total
 			}
 		}
-		r := Ready[T]{Endpoint: e, Picker: c.State.Picker, Weight: w, color: colorOf(c.Endpoint, b.colors.Key)}
+		r := Ready[T]{Endpoint: e, Picker: c.State.Picker, Weight: w, color: colorOf(c.Endpoint, b.colors.Key), capacity: capacity}
 		if b.localOK {
 			r.level = levelOf(c.Endpoint, b.local)
 		}
@@ -480,7 +486,7 @@ func (b *Base[T]) levelPicker(group string, ready []Ready[T]) balancer.Picker {
 		t = &healthTrack{}
 		b.tracks[group] = t
 	}
-	return newLocalityPicker(ready, lc, b.localCfg, t, b.policy.NewPicker)
+	return newLocalityPicker(ready, lc, b.localCfg, t, &b.Detector, b.policy.NewPicker)
 }
 
 // Key identifies an endpoint by its set of addresses, as grpc-go's

@@ -6,6 +6,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // OutlierState is one endpoint's ejection state. It lives as long as the
@@ -17,7 +20,8 @@ type OutlierState struct {
 	until    atomic.Int64 // 0 when not ejected, else end of the ejection (Nanotime)
 	probe    atomic.Bool  // the current ejection's probe was handed out
 
-	addr string // for logs; set before the state is shared
+	addr    string         // for logs; set before the state is shared
+	changes *atomic.Uint64 // the Detector's count of admission changes; nil outside a Base
 
 	// Cumulative counts, for metrics.
 	calls     atomic.Uint64 // calls completed with a result (CountCall)
@@ -52,7 +56,29 @@ func (s *OutlierState) Admit(now int64) (ok, probe bool) {
 	if now < u || !s.probe.CompareAndSwap(false, true) {
 		return false, false
 	}
+	s.changed()
 	return true, true
+}
+
+// Admissible reports what the ejection rule lets picks do with the
+// endpoint at now: open (any number of calls: not ejected), or probe (one
+// call: the ejection time is over and its probe was not handed out yet).
+// It is the one notion of "admissible now" that the policies' pickers
+// (through Admit), the locality levels' shares and color routing share.
+func (s *OutlierState) Admissible(now int64) (open, probe bool) {
+	u := s.until.Load()
+	if u == 0 {
+		return true, false
+	}
+	return false, now >= u && !s.probe.Load()
+}
+
+// changed counts a change of what the endpoint admits, so that pickers
+// that derive shares from it recompute them once.
+func (s *OutlierState) changed() {
+	if s.changes != nil {
+		s.changes.Add(1)
+	}
 }
 
 // CountCall counts a call that completed with a result, for the calls
@@ -73,7 +99,10 @@ func (s *OutlierState) Succeeded() {
 
 // ReleaseProbe gives the probe back, for a probe call that was never sent
 // (its transport was not ready), so that the next pick can probe.
-func (s *OutlierState) ReleaseProbe() { s.probe.Store(false) }
+func (s *OutlierState) ReleaseProbe() {
+	s.probe.Store(false)
+	s.changed()
+}
 
 // Detector ejects endpoints after consecutive failures, and, with a call
 // policy's FailurePercent, by their share of failed calls over a window,
@@ -90,7 +119,8 @@ type Detector struct {
 	name string // the policy's, for logs
 	cfg  atomic.Pointer[OutlierConfig]
 
-	winStart atomic.Int64 // start of the failure-percentage window (Nanotime); 0: none yet
+	winStart atomic.Int64  // start of the failure-percentage window (Nanotime); 0: none yet
+	changes  atomic.Uint64 // counts every change of what an endpoint admits (OutlierState.Admissible)
 
 	mu      sync.Mutex
 	members []*OutlierState // the endpoints of the current picker
@@ -107,6 +137,12 @@ func (d *Detector) Config() OutlierConfig {
 	}
 	return DefaultOutlierConfig()
 }
+
+// Changes returns a count that moves whenever an ejection starts or ends,
+// or a probe is handed out or given back: what any endpoint of the
+// Detector's balancer admits changed (OutlierState.Admissible). An
+// ejection time running out is not a change; its end time is known.
+func (d *Detector) Changes() uint64 { return d.changes.Load() }
 
 // SetMembers sets the endpoints whose share is capped: those of the
 // current picker. The slice must not be modified afterwards.
@@ -251,6 +287,7 @@ func (d *Detector) endProbe(s *OutlierState, failed bool, now int64) {
 		s.probe.Store(false)
 		s.failures.Store(0)
 		s.restoredAt = now
+		s.changed()
 		logger.Infof("%s: %s is back after a successful probe", d.name, s.addr)
 		return
 	}
@@ -260,6 +297,7 @@ func (d *Detector) endProbe(s *OutlierState, failed bool, now int64) {
 		s.until.Store(0)
 		s.probe.Store(false)
 		s.restoredAt = now
+		s.changed()
 		return
 	}
 	d.ejectLocked(s, c, now)
@@ -276,6 +314,7 @@ func (d *Detector) ejectLocked(s *OutlierState, c *OutlierConfig, now int64) {
 	}
 	s.probe.Store(false)
 	s.until.Store(now + int64(period))
+	s.changed()
 	s.ejections.Add(1)
 	logger.Infof("%s: ejected %s for %v (ejection %d in a row)", d.name, s.addr, period, s.times)
 }
@@ -294,6 +333,15 @@ func (d *Detector) ejectedLocked() int {
 	}
 	return n
 }
+
+// ErrNoAdmissible is what a policy's picker returns when none of its
+// endpoints is admissible now (OutlierState.Admit refuses them all): the
+// caller passes the pick on (to the next locality level, or from a color
+// to the base) instead of choosing an ejected endpoint. The cap on
+// ejections keeps it from reaching gRPC save when every READY endpoint the
+// call may use is ejected or awaits its probe; then the call fails with
+// it, a codes.Unavailable status. It is one value: compare with ==.
+var ErrNoAdmissible = status.Error(codes.Unavailable, "muster balancer: no admissible endpoint: every READY endpoint the call may use is ejected or awaits its probe")
 
 // MaxEjected returns how many of n endpoints may be ejected at once with
 // the given percentage: n*percent/100 rounded down, at least 1 when

@@ -41,19 +41,26 @@ type routePicker struct {
 }
 
 // Pick implements balancer.Picker: a colored call goes to its color's
-// picker, else (unless strict) to the base's; an uncolored call to the
+// picker, else (unless strict) to the base's, also when its color has no
+// admissible endpoint (ErrNoAdmissible); an uncolored call to the
 // canary's color's when the canary's share takes it, else to the base's.
 // Calls with nowhere to go fail with codes.Unavailable.
 func (p *routePicker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	if c := color.FromContext(info.Ctx); c != "" {
 		if cp := p.colors[c]; cp != nil {
-			return cp.Pick(info)
+			// A color none of whose endpoints is admissible now is as one
+			// without a READY endpoint.
+			if res, err := cp.Pick(info); err != ErrNoAdmissible {
+				return res, err
+			}
 		}
 		if p.strict {
 			return balancer.PickResult{}, p.errStrict
 		}
 	} else if p.canary != nil && p.share.takes(info.Ctx) {
-		return p.canary.Pick(info)
+		if res, err := p.canary.Pick(info); err != ErrNoAdmissible {
+			return res, err
+		}
 	}
 	if p.base == nil {
 		return balancer.PickResult{}, p.errNoBase

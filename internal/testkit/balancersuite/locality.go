@@ -27,7 +27,7 @@ func startLocalFleet(t *testing.T, per int) *localFleet {
 	for _, z := range []struct{ region, zone string }{{"r1", "z1"}, {"r1", "z2"}, {"r2", "z3"}} {
 		for i, b := range balancertest.Backends(t, per) {
 			f.reg.Register(t, registry.Instance{Name: "greeter", ID: fmt.Sprintf("%s-%d", z.zone, i), Addr: b.Addr,
-				Region: z.region, Zone: z.zone})
+				Region: z.region, Zone: z.zone, RegisteredAt: time.Now().Add(-time.Hour)})
 			f.zones[z.zone] = append(f.zones[z.zone], b)
 		}
 	}

@@ -112,7 +112,8 @@ func (r Result) String() string {
 	return sb.String()
 }
 
-func (r *Result) add(o Result) {
+// Add adds the calls of o to r.
+func (r *Result) Add(o Result) {
 	if r.By == nil {
 		r.By = map[string]int{}
 	}
@@ -146,6 +147,12 @@ func CallsFor(conn *grpc.ClientConn, d time.Duration, concurrency int) Result {
 	return run(context.Background(), conn, concurrency, func() bool { return time.Now().Before(end) })
 }
 
+// CallsWhile makes calls with ctx from concurrency goroutines while more
+// returns true, like Calls.
+func CallsWhile(ctx context.Context, conn *grpc.ClientConn, concurrency int, more func() bool) Result {
+	return run(ctx, conn, concurrency, more)
+}
+
 func run(parent context.Context, conn *grpc.ClientConn, concurrency int, more func() bool) Result {
 	var (
 		mu  sync.Mutex
@@ -170,7 +177,7 @@ func run(parent context.Context, conn *grpc.ClientConn, concurrency int, more fu
 				r.By[addr]++
 			}
 			mu.Lock()
-			all.add(r)
+			all.Add(r)
 			mu.Unlock()
 		}()
 	}
@@ -197,7 +204,7 @@ func CallUntilCtx(t testing.TB, ctx context.Context, conn *grpc.ClientConn, time
 		if time.Now().After(deadline) {
 			t.Fatalf("after %v of calls, still not %s: %v, last error %v", timeout, what, r, r.LastErr)
 		}
-		r.add(CallsCtx(ctx, conn, 1, 1))
+		r.Add(CallsCtx(ctx, conn, 1, 1))
 	}
 	return r
 }
