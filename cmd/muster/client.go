@@ -12,6 +12,7 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -102,6 +103,13 @@ func (g *globalOptions) clientConfig() (clientv3.Config, error) {
 	}
 	cfg.TLS = tlsConfig
 	cfg.Username, cfg.Password = g.user, g.password
+	if g.passwordFile != "" {
+		login, err := g.passwordFromFile()
+		if err != nil {
+			return cfg, err
+		}
+		cfg.DialOptions = append(cfg.DialOptions, grpc.WithChainUnaryInterceptor(login))
+	}
 	return cfg, nil
 }
 

@@ -186,7 +186,7 @@ func (g *globalOptions) addFlags(cmd *cobra.Command) {
 	f.StringVar(&g.password, "password", "",
 		"password of --user (visible in the process list: prefer --password-file or $"+passwordEnv+")")
 	f.StringVar(&g.passwordFile, "password-file", "",
-		"file holding the password of --user (its first line)")
+		"file holding the password of --user (its first line); read again when the client logs in again (a password changed in etcd and in the file is used without a restart)")
 	f.VisitAll(func(fl *pflag.Flag) {
 		fl.Annotations = map[string][]string{etcdFlagAnnotation: nil}
 		if env := flagEnv(fl.Name); env != "" {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
@@ -8,6 +9,9 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"google.golang.org/grpc"
 
 	"github.com/musterhq/muster/internal/reload"
 )
@@ -123,6 +127,41 @@ func (g *globalOptions) clientCertificate() (func(*tls.CertificateRequestInfo) (
 			log.Info("etcd client certificate read again; new connections present it", attrs...)
 		}
 		return &cert, nil
+	}, nil
+}
+
+// authenticateMethod is the etcd RPC by which a client logs in: the etcd
+// client calls it at start and whenever etcd refuses its token (expired,
+// lost in a member's restart, or older than a change of users or roles).
+const authenticateMethod = "/etcdserverpb.Auth/Authenticate"
+
+// passwordFromFile returns the gRPC interceptor through which the etcd
+// client logs in with the password of --password-file as the file is at
+// that moment: the file is looked at again at each login, so that a
+// password changed in etcd and in the file is used from the next login
+// without a restart (each reading logged; a file that no longer holds a
+// password is logged at error level, and the last good password kept).
+// The etcd client keeps the password it was given; the interceptor puts
+// the file's into the login request instead.
+func (g *globalOptions) passwordFromFile() (grpc.UnaryClientInterceptor, error) {
+	name := g.passwordFile
+	src, err := reload.New(func() (string, error) { return readPasswordFile("--password-file", name) }, 0, name)
+	if err != nil {
+		return nil, err
+	}
+	log := g.log.logger(g.log.out, slog.LevelInfo)
+	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if r, ok := req.(*pb.AuthenticateRequest); ok && method == authenticateMethod {
+			password, changed, err := src.Get(time.Now())
+			if err != nil {
+				log.Error("etcd password file changed but holds no password; logging in with the last good one", "file", name, "error", err)
+			}
+			if changed {
+				log.Info("etcd password file read again; the next logins use it", "file", name, "user", r.Name)
+			}
+			req = &pb.AuthenticateRequest{Name: r.Name, Password: password}
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
 	}, nil
 }
 

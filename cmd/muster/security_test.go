@@ -311,3 +311,54 @@ func subjectOf(t *testing.T, name string) string {
 	}
 	return c.Subject.String()
 }
+
+// The password of --password-file is read again when the client logs in:
+// after the user's password changed in etcd and in the file, and etcd's
+// connections were reset (as a member's restart does, which also loses
+// its simple tokens), muster register logs in with the new password, logs
+// the reading, and its instance stays registered, without a restart.
+// Without the reading again it logs in with the old password, which etcd
+// refuses: no line says the file was read, and the instance's lease (TTL
+// 2 s) runs out.
+func TestPasswordFileReadAgain(t *testing.T) {
+	s := newSecureRegistry(t)
+	pwFile := filepath.Join(t.TempDir(), "pw")
+	write := func(pw string) {
+		if err := os.WriteFile(pwFile+".new", []byte(pw+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(pwFile+".new", pwFile); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("user-pw")
+	be := testbackend.Start(t)
+	side := startReading(t, false, s.args([]string{"register"}, "--user", "user-svc", "--password-file", pwFile,
+		"--name", "user", "--addr", be.Addr, "--ttl", "2s")...)
+	waitLogged(t, side.stderr, `msg=(registered)`)
+
+	root := s.c.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	if _, err := root.UserChangePassword(ctx, "user-svc", "user-pw-2"); err != nil {
+		t.Fatal(err)
+	}
+	write("user-pw-2")
+	changed := time.Now()
+	s.c.Members()[0].Reset() // the open connections end: the client dials and logs in again
+	s.c.Members()[0].Heal()
+	waitLogged(t, side.stderr, `msg="(etcd password file read again); the next logins use it" file=\S+ user=user-svc`)
+	// Registered (again, if its lease ran out meanwhile) and kept alive
+	// for more than its TTL after the change.
+	deadline := changed.Add(waitTimeout)
+	for {
+		r := runOK(t, s.args([]string{"ls", "user"}, "--user", "root:root-pw")...)
+		if strings.Contains(r.stdout, be.Addr) && time.Since(changed) > 3*2*time.Second {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the instance not in etcd %v after the password changed:\n%s\nregister's log:\n%s", waitTimeout, r.stdout, side.stderr)
+		}
+		time.Sleep(100 * time.Millisecond) // polling the registry from another client
+	}
+}
