@@ -135,7 +135,8 @@ func (s *Server) several() bool { return s.parts[0].name != "" }
 // timeout) holds back no page of a service another cluster lists. It is
 // false when every cluster answered without it. When none of those that
 // answered lists it and some did not answer, whether it exists is unknown:
-// the error names each cluster that did not answer.
+// the error names each cluster that did not answer (a noAnswer when none
+// answered).
 func (s *Server) listedInSome(ctx context.Context, service string) (bool, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // the listings still running end with it
@@ -163,7 +164,11 @@ func (s *Server) listedInSome(ctx context.Context, service string) (bool, error)
 		}
 	}
 	if len(errs) > 0 {
-		return false, fmt.Errorf("whether service %s exists is unknown: %w", service, errors.Join(errs...))
+		err := fmt.Errorf("whether service %s exists is unknown: %w", service, errors.Join(errs...))
+		if len(errs) == len(s.parts) {
+			return false, noAnswer{err}
+		}
+		return false, err
 	}
 	return false, nil
 }

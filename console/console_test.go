@@ -333,6 +333,41 @@ func TestConsoleResumesAfterEtcdRestart(t *testing.T) {
 	)
 }
 
+// A service page opened while etcd is down says that the registry is
+// unreachable and that nothing is loaded yet, never "No instances." (which
+// an operator reads as every instance gone) nor that the console's own
+// connection is lost; once etcd answers, it shows the instances and no
+// banner. Without the stream opened while nothing answers, the page gets
+// 503 and says the console connection is lost; without the page's check of
+// "loaded", it says "No instances.".
+func TestConsoleServicePageOpenedDuringOutage(t *testing.T) {
+	f := newFixture(t, console.WithRequestTimeout(time.Second))
+	f.register(instance("payments", 9001, "eu-1a", "v1", nil))
+	m := f.cluster.Members()[0]
+	m.Stop(t)
+	b := browsertest.Start(t)
+	openService(t, b, f, "payments", `(() => { const p = document.querySelector('#no-instances');
+		return !p.hidden && p.dataset.state === 'unknown'; })()`)
+	for sel, want := range map[string]string{
+		"#no-instances": "nothing loaded yet",
+		"#banner":       "Registry unreachable since ",
+		"#summary":      "not loaded: registry unreachable",
+	} {
+		if got := b.Text(sel); !strings.Contains(got, want) {
+			t.Errorf("%s = %q, want it to say %q", sel, got, want)
+		}
+	}
+	if got := b.Text("#banner"); strings.Contains(got, "Console connection lost") {
+		t.Errorf("banner = %q: the console's connection works", got)
+	}
+	b.Screenshot("opened-during-outage")
+	m.Restart(t)
+	b.Do(browsertest.Timeout, "once etcd answers, the page shows the instance and no banner",
+		browsertest.WaitJS(rowJS("10.0.0.1:9001")+` !== null`),
+		browsertest.WaitJS(`document.querySelector('#banner').hidden && document.querySelector('#no-instances').hidden`),
+	)
+}
+
 func TestConsolePagesLargeServices(t *testing.T) {
 	f := newFixture(t)
 	putInstances(t, f.cli, "big", 1200)

@@ -61,18 +61,25 @@ func (s *Server) limited(h http.HandlerFunc) http.HandlerFunc {
 
 // listed reports whether the registry lists service (it has a key), so
 // that a service page's stream, which watches its service, is opened only
-// for a service that exists. Over several clusters see listedInSome.
+// for a service that exists. Over several clusters see listedInSome. When
+// no cluster answered, the error is a noAnswer.
 func (s *Server) listed(r *http.Request, service string) (bool, error) {
 	if s.several() {
 		return s.listedInSome(r.Context(), service)
 	}
 	names, err := s.view.Services(r.Context())
 	if err != nil {
-		return false, err
+		return false, noAnswer{err}
 	}
 	_, ok := slices.BinarySearch(names, service)
 	return ok, nil
 }
+
+// noAnswer is the error of listed when no cluster answered: the registry
+// is unreachable, and whether the service exists is unknown.
+type noAnswer struct{ error }
+
+func (e noAnswer) Unwrap() error { return e.error }
 
 // The bounds on logins: a password is checked with bcrypt (by design tens
 // of milliseconds of CPU, in the process that may also run etcd). One

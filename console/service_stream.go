@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"sync"
 	"time"
@@ -29,7 +30,10 @@ type resumed struct {
 // handleServiceEvents streams the state of the service named by the query
 // parameter name: one "state" event at once and after each change, or one
 // "resumed" event first if the client's Last-Event-ID is the current
-// revision.
+// revision. A service the registry does not list gets 404, and one whose
+// existence is unknown because some cluster did not answer 503; when none
+// answered, the stream opens, and its states say the registry is
+// unreachable until it answers.
 func (s *Server) handleServiceEvents(w http.ResponseWriter, r *http.Request) {
 	name := r.URL.Query().Get("name")
 	if err := registry.ValidateName(name); err != nil {
@@ -37,6 +41,11 @@ func (s *Server) handleServiceEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	switch ok, err := s.listed(r, name); {
+	case errors.As(err, new(noAnswer)):
+		// The registry is unreachable: the page opens and says so, with
+		// the last known list if there is one (the snapshot's staleness),
+		// or that nothing is loaded yet; once the registry answers, a
+		// service it does not have shows as one without instances.
 	case err != nil:
 		http.Error(w, "console: "+err.Error(), http.StatusServiceUnavailable)
 		return

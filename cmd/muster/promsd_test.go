@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/musterhq/muster/registry"
 )
 
@@ -68,4 +70,21 @@ func TestServeAndConsoleServePrometheusSD(t *testing.T) {
 	sd := strings.TrimSuffix(ui, consolePath) + prometheusSDPath
 	waitSDTargets(t, sd+"?service=payments", "10.0.0.1:9100")
 	waitSDTargets(t, sd+"?service=other")
+}
+
+// muster promsd answers Prometheus's HTTP service discovery as an etcd
+// user that may only read the services' prefix, with no console beside
+// it.
+func TestPromSDReadsOnly(t *testing.T) {
+	s := newSecureRegistry(t)
+	addUser(t, s.c.Client(t), "prometheus", "prom-pw", registry.DefaultPrefix+"/", clientv3.PermissionType(clientv3.PermRead))
+	register(t, s.r, registry.Instance{ID: "user-2", Name: "user", Addr: "10.0.0.2:9000", Metadata: map[string]string{"metrics": ":9100"}})
+	sd := startReading(t, false, s.args([]string{"promsd"}, "--user", "prometheus:prom-pw", "--listen", "127.0.0.1:0")...)
+	url := waitLogged(t, sd.stderr, `Prometheus service discovery on (http://\S+)`)
+	url = strings.TrimSuffix(strings.TrimSuffix(url, `"`), ",")
+	waitSDTargets(t, url, "10.0.0.2:9100")
+	// The user may not write: the role is what the docs recommend.
+	if r := run(s.args([]string{"drain", "user", "user-2"}, "--user", "prometheus:prom-pw")...); r.code != exitFailure || !strings.Contains(r.stderr, "permission denied") {
+		t.Fatalf("drain as prometheus: exit code %d, stderr %q; want a permission error", r.code, r.stderr)
+	}
 }

@@ -33,23 +33,7 @@ func newSecureRegistry(t *testing.T) secureRegistry {
 	t.Helper()
 	c := etcdtest.Start(t, etcdtest.WithTLS(), etcdtest.WithAuth("root-pw", 0))
 	root := c.Client(t)
-	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
-	defer cancel()
-	const userPrefix = registry.DefaultPrefix + "/user/"
-	for _, step := range []func() error{
-		func() error { _, err := root.RoleAdd(ctx, "user-svc"); return err },
-		func() error {
-			_, err := root.RoleGrantPermission(ctx, "user-svc", userPrefix, clientv3.GetPrefixRangeEnd(userPrefix),
-				clientv3.PermissionType(clientv3.PermReadWrite))
-			return err
-		},
-		func() error { _, err := root.UserAdd(ctx, "user-svc", "user-pw"); return err },
-		func() error { _, err := root.UserGrantRole(ctx, "user-svc", "user-svc"); return err },
-	} {
-		if err := step(); err != nil {
-			t.Fatalf("set up user-svc: %v", err)
-		}
-	}
+	addUser(t, root, "user-svc", "user-pw", registry.DefaultPrefix+"/user/", clientv3.PermissionType(clientv3.PermReadWrite))
 	r, err := etcd.NewRegistrar(root, etcd.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)
@@ -60,6 +44,27 @@ func newSecureRegistry(t *testing.T) secureRegistry {
 	return secureRegistry{
 		c: c, r: r, endpoint: c.Endpoints()[0],
 		tls: []string{"--cacert", f.CAFile, "--cert", f.CertFile, "--key", f.KeyFile},
+	}
+}
+
+// addUser adds, through root, the user name with password and a role of
+// the same name that may access the keys under prefix as perm says.
+func addUser(t *testing.T, root *clientv3.Client, name, password, prefix string, perm clientv3.PermissionType) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	for _, step := range []func() error{
+		func() error { _, err := root.RoleAdd(ctx, name); return err },
+		func() error {
+			_, err := root.RoleGrantPermission(ctx, name, prefix, clientv3.GetPrefixRangeEnd(prefix), perm)
+			return err
+		},
+		func() error { _, err := root.UserAdd(ctx, name, password); return err },
+		func() error { _, err := root.UserGrantRole(ctx, name, name); return err },
+	} {
+		if err := step(); err != nil {
+			t.Fatalf("set up the user %s: %v", name, err)
+		}
 	}
 }
 

@@ -69,7 +69,7 @@ function staleBanner(st) {
   if (st.stale) {
     let t = 'Registry unreachable';
     if (st.staleSince) t += ' since ' + new Date(st.staleSince).toLocaleTimeString();
-    t += ': showing the last known state (stale). Reconnecting…';
+    t += st.loaded === false ? ': nothing loaded yet. Reconnecting…' : ': showing the last known state (stale). Reconnecting…';
     if (st.error) t += ' (' + st.error + ')';
     setBanner(t);
   } else {

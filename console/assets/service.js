@@ -187,14 +187,24 @@
     rowCache = seen;
     placeRows(document.querySelector('#instances tbody'), rows);
     tick();
-    document.getElementById('no-instances').hidden = state.instances.length > 0;
+    // "No instances." only for a list the registry gave: never while
+    // nothing is loaded (an unknown state), and marked when it is the last
+    // known one.
+    const none = document.getElementById('no-instances');
+    none.hidden = !(state.loaded && state.instances.length === 0) && !(state.stale && !state.loaded);
+    none.dataset.state = !state.loaded ? 'unknown' : (state.stale ? 'stale' : 'fresh');
+    none.textContent = !state.loaded
+      ? 'Registry unreachable' + (state.staleSince ? ' since ' + new Date(state.staleSince).toLocaleTimeString() : '') +
+        ' — nothing loaded yet: the instances are unknown.'
+      : (state.stale ? 'No instances when the registry last answered (stale).' : 'No instances.');
     const drained = state.instances.filter((i) => i.draining).length;
     document.getElementById('summary').textContent = state.loaded
       // Over several clusters the revision is a sum that names nothing:
       // each cluster has its own.
       ? state.instances.length + ' instances, ' + drained + ' draining' +
-        (state.clusters ? ' in ' + state.clusters.length + ' clusters' : ', revision ' + state.revision)
-      : 'loading…';
+        (state.clusters ? ' in ' + state.clusters.length + ' clusters' : ', revision ' + state.revision) +
+        (state.stale ? ' (stale)' : '')
+      : (state.stale ? 'not loaded: registry unreachable' : 'loading…');
     document.getElementById('matching').textContent = shown.length + ' of ' + state.instances.length + ' match';
     document.getElementById('matching').dataset.count = String(shown.length);
   }
