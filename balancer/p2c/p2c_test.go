@@ -219,13 +219,7 @@ func inPicker(addr string) bool {
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not %s after 10s", what)
-		}
-		time.Sleep(5 * time.Millisecond) // polling the published picker; no event to wait on
-	}
+	balancertest.WaitFor(t, 10*time.Second, what, cond)
 }
 
 func TestStatsSurviveAReconnect(t *testing.T) {

@@ -87,3 +87,6 @@ func TestZoneFailsWithinEjection(t *testing.T) {
 }
 func TestZoneFailsWithColors(t *testing.T)   { balancersuite.ZoneFailsWithColors(t, p2c.Name) }
 func TestZoneFailsWhileRamping(t *testing.T) { balancersuite.ZoneFailsWhileRamping(t, p2c.Name) }
+func TestLevelSharesFollowEjection(t *testing.T) {
+	balancersuite.LevelSharesFollowEjection(t, p2c.Name)
+}

@@ -52,7 +52,7 @@
 // turn falls on an ejected endpoint goes to the endpoint of another turn
 // of the sequence, drawn by hashing the turn, so that the ejected
 // endpoint's share is spread over the others in proportion to their
-// weights.
+// weights; when none of them is admissible, the pick passes on.
 //
 // # Slow start
 //

@@ -141,3 +141,6 @@ func TestZoneFailsWithinEjection(t *testing.T) {
 }
 func TestZoneFailsWithColors(t *testing.T)   { balancersuite.ZoneFailsWithColors(t, wrr.Name) }
 func TestZoneFailsWhileRamping(t *testing.T) { balancersuite.ZoneFailsWhileRamping(t, wrr.Name) }
+func TestLevelSharesFollowEjection(t *testing.T) {
+	balancersuite.LevelSharesFollowEjection(t, wrr.Name)
+}

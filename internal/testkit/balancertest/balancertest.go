@@ -209,6 +209,20 @@ func CallUntilCtx(t testing.TB, ctx context.Context, conn *grpc.ClientConn, time
 	return r
 }
 
+// WaitFor polls cond every 5 ms until it holds, failing the test after
+// within. It is for what the test can only observe, not be told of: a
+// backend's counts, a published picker.
+func WaitFor(t testing.TB, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not %s after %v", what, within)
+		}
+		time.Sleep(5 * time.Millisecond) // polling; no event to wait on
+	}
+}
+
 // ServedAll returns a condition that holds once every backend served a
 // call.
 func ServedAll(bs ...*testbackend.Backend) func(Result) bool {

@@ -1,6 +1,6 @@
 // Package testbackend runs real gRPC servers on loopback for tests: each
-// serves the standard health service, counts the calls it handles, and can
-// be made slow or failing.
+// serves the standard health service, counts the calls it handles (and, on
+// request, logs when they arrive), and can be made slow or failing.
 package testbackend
 
 import (
@@ -36,6 +36,8 @@ type Backend struct {
 	mu      sync.Mutex
 	refuser net.Listener  // holds Addr after Crash; nil before
 	refused chan struct{} // closed when the refusing loop ends
+
+	arrivals arrivals
 }
 
 // Start starts a backend on 127.0.0.1 and stops it at t.Cleanup.
@@ -65,6 +67,7 @@ func StartOn(t testing.TB, addr string) *Backend {
 
 func (b *Backend) intercept(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 	b.calls.Add(1)
+	b.arrivals.add()
 	if d := time.Duration(b.delay.Load()); d > 0 {
 		select {
 		case <-time.After(d):
