@@ -147,6 +147,7 @@ Serve runs an etcd; demo runs its own; version and xds-bootstrap need none.`,
 		newRegisterCmd(g),
 		newXDSCmd(g),
 		newConsoleCmd(g),
+		newDoctorCmd(g),
 	} {
 		g.addFlags(cmd)
 		g.addRegistryFlag(cmd)
