@@ -129,7 +129,7 @@ func TestDoctor(t *testing.T) {
 		t.Fatalf("doctor on a broken deployment: exit code %d, want %d and the verdict fail:\n%s", broken.code, exitFailure, broken.table)
 	}
 	broken.expect(t, "etcd", rc.c.Endpoints()[0], checkOK, `^etcd 3\.7`)
-	broken.expect(t, "etcd", strings.TrimPrefix(dead, "http://"), checkFail, `^no answer within 2s$`)
+	broken.expect(t, "etcd", strings.TrimPrefix(dead, "http://"), checkFail, `^no answer within 2s; connecting: dial tcp \S+: connect: connection refused$`)
 	for _, p := range []string{"/muster/services/", "/muster/services.canary/", "/muster/services.policy/"} {
 		broken.expect(t, "permission", "prefix "+p, checkFail, `^write: etcdserver: permission denied$`)
 	}
