@@ -26,7 +26,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/musterhq/muster/registry"
@@ -305,7 +304,7 @@ func (fs *findings) checkEtcd(ctx context.Context, g *globalOptions, o doctorOpt
 			versions = append(versions, v)
 		}
 		if cfg.TLS != nil && strings.HasPrefix(ep, "https://") {
-			if why := fs.checkServedCert(ctx, g.timeout, cfg.TLS, ep, v == "", now, o.certWarn); why != nil {
+			if why := fs.checkServedCert(ctx, g.timeout, cfg.TLS, ep, v == "", now, o.certWarn); why != nil && line < len(*fs) {
 				(*fs)[line].Detail += "; connecting: " + why.Error()
 			}
 		}
@@ -313,17 +312,16 @@ func (fs *findings) checkEtcd(ctx context.Context, g *globalOptions, o doctorOpt
 	if len(versions) == 0 {
 		return
 	}
-	if !fs.checkAuth(ctx, anon, g, versions) {
-		return
-	}
 	cli := anon
 	if g.user != "" {
-		cli, err = clientv3.New(cfg)
-		if err != nil {
-			fs.add("auth", "user "+g.user, checkFail, "log in: %v", err)
+		if cli, err = clientv3.New(cfg); err != nil {
+			fs.add("auth", "etcd", checkFail, "log in as %s: %v", g.user, err)
 			return
 		}
 		defer cli.Close()
+	}
+	if !fs.checkAuth(ctx, cli, anon, g, versions) {
+		return
 	}
 	if o.role != "" {
 		fs.checkRole(ctx, cli, g, o)
@@ -390,12 +388,22 @@ func (fs *findings) checkServedCert(ctx context.Context, timeout time.Duration, 
 	if err != nil {
 		return nil
 	}
+	return fs.checkServedCertAt(ctx, timeout, cfg, ep, u.Host, unanswered, now, warn)
+}
+
+// checkServedCertAt is checkServedCert for the TLS server at addr
+// (host:port), named ep in the findings.
+func (fs *findings) checkServedCertAt(ctx context.Context, timeout time.Duration, cfg *tls.Config, ep, addr string, unanswered bool, now time.Time, warn time.Duration) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil
+	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	d := tls.Dialer{Config: cfg.Clone()}
-	d.Config.ServerName = u.Hostname()
+	d.Config.ServerName = host
 	d.Config.NextProtos = []string{"h2"}
-	c, err := d.DialContext(ctx, "tcp", u.Host)
+	c, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		if unanswered {
 			return err
@@ -421,11 +429,15 @@ func (fs *findings) checkServedCert(ctx context.Context, timeout time.Duration, 
 
 // checkAuth says whether etcd authentication is on and as whom this
 // client is known, and whether the identity can work at all.
-func (fs *findings) checkAuth(ctx context.Context, anon *clientv3.Client, g *globalOptions, versions []string) bool {
+func (fs *findings) checkAuth(ctx context.Context, cli, anon *clientv3.Client, g *globalOptions, versions []string) bool {
 	ctx, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()
 	const target = "etcd"
-	enabled, err := authEnabled(ctx, anon, g)
+	enabled, err := authEnabled(ctx, cli, anon, g)
+	if errors.Is(err, rpctypes.ErrUserNotFound) && g.user == "" {
+		fs.add("auth", target, checkFail, "on, and etcd has no user named as the client certificate's common name (--cert): it refuses this client's requests")
+		return false
+	}
 	if err != nil {
 		fs.add("auth", target, checkFail, "cannot tell whether authentication is on: %v", err)
 		return false
@@ -450,13 +462,18 @@ func (fs *findings) checkAuth(ctx context.Context, anon *clientv3.Client, g *glo
 	return true
 }
 
-// authEnabled asks etcd whether authentication is on: AuthStatus (etcd
-// 3.5 and later), else a login that etcd 3.4 refuses with "authentication
-// is not enabled" when it is off.
-func authEnabled(ctx context.Context, anon *clientv3.Client, g *globalOptions) (bool, error) {
-	st, err := anon.AuthStatus(ctx)
-	if err == nil {
+// authEnabled asks etcd whether authentication is on: AuthStatus as this
+// client (etcd 3.5 and later), else a login without credentials, which
+// etcd 3.4 refuses with "authentication is not enabled" when it is off.
+func authEnabled(ctx context.Context, cli, anon *clientv3.Client, g *globalOptions) (bool, error) {
+	st, err := cli.AuthStatus(ctx)
+	switch {
+	case err == nil:
 		return st.Enabled, nil
+	case errors.Is(err, rpctypes.ErrPermissionDenied):
+		// etcd 3.5 and 3.6 answer AuthStatus to root only, when
+		// authentication is on.
+		return true, nil
 	}
 	if status.Code(err) != codes.Unimplemented {
 		return false, err
@@ -511,10 +528,14 @@ func (fs *findings) checkRegistry(ctx context.Context, cli *clientv3.Client, g *
 
 // checkXDS asks a control plane over ADS for its listeners and clusters.
 func (fs *findings) checkXDS(ctx context.Context, timeout time.Duration, o doctorOptions, addr string, now time.Time) {
-	creds, err := o.xdsCredentials()
+	cfg, err := o.xdsTLS()
 	if err != nil {
 		fs.add("xds", addr, checkFail, "%v", err)
 		return
+	}
+	creds := insecure.NewCredentials()
+	if cfg != nil {
+		creds = credentials.NewTLS(cfg)
 	}
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
 	if err != nil {
@@ -525,8 +546,7 @@ func (fs *findings) checkXDS(ctx context.Context, timeout time.Duration, o docto
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	start := time.Now()
-	var p peer.Peer
-	stream, err := discoveryv3.NewAggregatedDiscoveryServiceClient(conn).StreamAggregatedResources(ctx, grpc.Peer(&p))
+	stream, err := discoveryv3.NewAggregatedDiscoveryServiceClient(conn).StreamAggregatedResources(ctx)
 	if err != nil {
 		fs.add("xds", addr, checkFail, "%v", xdsError(err, timeout))
 		return
@@ -548,8 +568,8 @@ func (fs *findings) checkXDS(ctx context.Context, timeout time.Duration, o docto
 	}
 	fs.add("xds", addr, checkOK, "ADS answered in %v: %s, %s", time.Since(start).Round(time.Millisecond),
 		plural(counts[resourcev3.ListenerType], "listener"), plural(counts[resourcev3.ClusterType], "cluster"))
-	if info, ok := p.AuthInfo.(credentials.TLSInfo); ok && len(info.State.PeerCertificates) > 0 {
-		fs.checkCert("served by "+addr, info.State.PeerCertificates[0], now, o.certWarn)
+	if cfg != nil {
+		fs.checkServedCertAt(ctx, timeout, cfg, addr, addr, false, now, o.certWarn)
 	}
 }
 
@@ -561,18 +581,16 @@ func xdsError(err error, timeout time.Duration) error {
 	return err
 }
 
-// xdsCredentials are the transport credentials of the ADS connections:
-// TLS when --xds-cacert or --xds-cert is given.
-func (o doctorOptions) xdsCredentials() (credentials.TransportCredentials, error) {
-	if o.xdsCACert == "" && o.xdsCert == "" {
-		return insecure.NewCredentials(), nil
-	}
+// xdsTLS is the TLS configuration of the ADS connections, made as the
+// etcd client's is: nil (plaintext) unless --xds-cacert or --xds-cert is
+// given.
+func (o doctorOptions) xdsTLS() (*tls.Config, error) {
 	g := globalOptions{cacert: o.xdsCACert, cert: o.xdsCert, key: o.xdsKey}
 	cfg, err := g.tlsConfig()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("--xds-cacert, --xds-cert: %w", err)
 	}
-	return credentials.NewTLS(cfg), nil
+	return cfg, nil
 }
 
 // checkHealth asks a readiness URL.

@@ -151,7 +151,8 @@ func newRootRegistrar(t *testing.T, rc *roleCluster) registry.Registrar {
 }
 
 // TestDoctorRoles checks each role's permissions as the recipe's users
-// have them, on etcd 3.7 (embedded) and Debian's 3.4: a write is checked
+// have them, on etcd 3.7 (embedded) and each server of
+// etcdtest.BinariesEnv (Debian's 3.4 among them in CI): a write is checked
 // without writing anything (the revision stays), and a prefix the user
 // may read but not write fails naming the prefix and the write.
 func TestDoctorRoles(t *testing.T) {
@@ -163,11 +164,13 @@ func TestDoctorRoles(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		auth := checkOK
 		if strings.HasPrefix(v, "3.4.") {
-			t.Run("etcd-"+v, func(t *testing.T) {
-				testDoctorRoles(t, recipe, `^etcd 3\.4\.`, checkWarn, etcdtest.WithBinary(bin))
-			})
+			auth = checkWarn
 		}
+		t.Run("etcd-"+v, func(t *testing.T) {
+			testDoctorRoles(t, recipe, "^etcd "+regexp.QuoteMeta(v)+",", auth, etcdtest.WithBinary(bin))
+		})
 	}
 }
 
@@ -313,4 +316,62 @@ func TestDoctorRoleTable(t *testing.T) {
 			t.Errorf("docs/SECURITY.md, \"Checking a deployment\", --role %s:\n  doc:  %s\n  code: %s", role, m[1], want)
 		}
 	}
+}
+
+// TestDoctorAuthOff checks the auth line of an etcd without
+// authentication, on etcd 3.7 (AuthStatus) and Debian's 3.4 (which has no
+// AuthStatus: a login tells).
+func TestDoctorAuthOff(t *testing.T) {
+	servers := map[string][]etcdtest.Option{"embedded": nil}
+	for _, bin := range etcdtest.Binaries() {
+		if v, _ := etcdtest.BinaryVersion(bin); strings.HasPrefix(v, "3.4.") {
+			servers["etcd-"+v] = []etcdtest.Option{etcdtest.WithBinary(bin)}
+		}
+	}
+	for name, opts := range servers {
+		t.Run(name, func(t *testing.T) {
+			c := etcdtest.Start(t, opts...)
+			r := run("doctor", "--endpoints", c.Endpoints()[0], "-o", "json")
+			d := doctorRun{code: r.code, table: r.stdout + r.stderr}
+			var out struct{ Checks findings }
+			if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
+				t.Fatalf("%v:\n%s", err, d.table)
+			}
+			d.fs = out.Checks
+			if d.code != exitOK {
+				t.Fatalf("exit code %d, want 0 (a warning is no failure):\n%s", d.code, d.table)
+			}
+			d.expect(t, "auth", "etcd", checkWarn, `^authentication is off: whoever reaches etcd may write every key`)
+		})
+	}
+}
+
+// TestDoctorXDSTLS checks a control plane serving ADS over TLS with
+// client certificates: asked with the CA and a client certificate, it
+// answers and its certificate gets a line; without a client certificate,
+// it fails.
+func TestDoctorXDSTLS(t *testing.T) {
+	c := etcdtest.Start(t)
+	f := etcdtest.GenerateTLS(t)
+	cp := startReading(t, true, "xds", "--endpoints", c.Endpoints()[0], "--listen", "127.0.0.1:0",
+		"--xds-cert", f.ServerCertFile, "--xds-key", f.ServerKeyFile, "--xds-cacert", f.CAFile)
+	addr := awaitMatch(t, cp, `xds control plane serving ADS on ([^\s"]+)`)
+	doctor := func(args ...string) doctorRun {
+		r := run(append([]string{"doctor", "--endpoints", c.Endpoints()[0], "--xds", addr, "--timeout", "2s", "--cert-warn", "1h", "-o", "json"}, args...)...)
+		var out struct{ Checks findings }
+		if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
+			t.Fatalf("%v:\n%s%s", err, r.stdout, r.stderr)
+		}
+		return doctorRun{code: r.code, table: r.stdout + r.stderr, fs: out.Checks}
+	}
+	d := doctor("--xds-cacert", f.CAFile, "--xds-cert", f.CertFile, "--xds-key", f.KeyFile)
+	d.expect(t, "xds", addr, checkOK, `^ADS answered in .*: 0 listeners, 0 clusters$`)
+	d.expect(t, "cert", "served by "+addr, checkOK, `^"etcdtest server" valid until`)
+	d.expect(t, "cert", "--xds-cacert", checkOK, `^"etcdtest CA`)
+	d.expect(t, "cert", "--xds-cert", checkOK, `^"etcdtest-client" valid until`)
+	if d.code != exitOK {
+		t.Fatalf("exit code %d, want 0:\n%s", d.code, d.table)
+	}
+	d = doctor("--xds-cacert", f.CAFile)
+	d.expect(t, "xds", addr, checkFail, `certificate required|broken pipe|connection reset|no answer within`)
 }
