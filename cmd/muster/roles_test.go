@@ -81,9 +81,9 @@ func requireEtcdctl(t *testing.T) {
 	}
 }
 
-// securityBlocks returns the shell blocks (```sh) of docs/SECURITY.md's
-// section heading (its subsections included), in order.
-func securityBlocks(t *testing.T, heading string) []string {
+// securitySection returns docs/SECURITY.md's section heading (its
+// subsections included).
+func securitySection(t *testing.T, heading string) string {
 	t.Helper()
 	data, err := os.ReadFile("../../docs/SECURITY.md")
 	if err != nil {
@@ -94,6 +94,14 @@ func securityBlocks(t *testing.T, heading string) []string {
 		t.Fatalf(`docs/SECURITY.md has no section "## %s"`, heading)
 	}
 	section, _, _ = strings.Cut(section, "\n## ")
+	return section
+}
+
+// securityBlocks returns the shell blocks (```sh) of docs/SECURITY.md's
+// section heading (its subsections included), in order.
+func securityBlocks(t *testing.T, heading string) []string {
+	t.Helper()
+	section := securitySection(t, heading)
 	var blocks []string
 	for {
 		_, rest, ok := strings.Cut(section, "\n```sh\n")

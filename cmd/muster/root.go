@@ -148,6 +148,7 @@ Serve runs an etcd; demo runs its own; version and xds-bootstrap need none.`,
 		newXDSCmd(g),
 		newConsoleCmd(g),
 		newPromSDCmd(g),
+		newDoctorCmd(g),
 	} {
 		g.addFlags(cmd)
 		g.addRegistryFlag(cmd)

@@ -46,6 +46,9 @@ type TLSFiles struct {
 
 	pool   *x509.CertPool
 	client tls.Certificate
+	// ca and caKey sign the certificates of IssueClient.
+	ca    *x509.Certificate
+	caKey *ecdsa.PrivateKey
 }
 
 // ClientTLS returns a new client configuration that trusts only the CA
@@ -70,6 +73,32 @@ func GenerateTLS(t testing.TB) *TLSFiles {
 		t.Fatalf("etcdtest: generate TLS certificates: %v", err)
 	}
 	return f
+}
+
+// IssueClient issues another client certificate signed by f's CA for
+// commonName, valid from notBefore until notAfter (either may be in the
+// past: an expired or a not yet valid certificate), and returns its PEM
+// files, in a new temporary directory of t. It fails the test on error.
+func (f *TLSFiles) IssueClient(t testing.TB, commonName string, notBefore, notAfter time.Time) (certFile, keyFile string) {
+	t.Helper()
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
+	if err != nil {
+		t.Fatalf("etcdtest: issue a client certificate: %v", err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: serial,
+		Subject:      pkix.Name{CommonName: commonName},
+		NotBefore:    notBefore,
+		NotAfter:     notAfter,
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	dir := t.TempDir()
+	certFile, keyFile = filepath.Join(dir, "client.pem"), filepath.Join(dir, "client-key.pem")
+	if _, err := issue(tmpl, f.ca, f.caKey, certFile, keyFile); err != nil {
+		t.Fatalf("etcdtest: issue a client certificate: %v", err)
+	}
+	return certFile, keyFile
 }
 
 func generateTLS(dir string) (*TLSFiles, error) {
@@ -102,6 +131,8 @@ func generateTLS(dir string) (*TLSFiles, error) {
 		ServerCertFile: filepath.Join(dir, "server.pem"),
 		ServerKeyFile:  filepath.Join(dir, "server-key.pem"),
 		pool:           x509.NewCertPool(),
+		ca:             ca,
+		caKey:          caKey,
 	}
 	f.pool.AddCert(ca)
 	if err := writePEM(f.CAFile, "CERTIFICATE", caDER); err != nil {
