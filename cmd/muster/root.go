@@ -92,9 +92,10 @@ func newRootCmd() *cobra.Command {
 		Long: `Muster registers gRPC servers in etcd and lets clients discover them.
 
 Start a registry with "muster serve", then look at it with "muster ls" and
-"muster watch". The commands that operate on a registry (ls, get, watch,
-history, deregister, drain, undrain, weight, canary, policy, register, xds)
-talk to the etcd given by
+"muster watch"; "muster doctor" checks a deployment. The commands that
+operate on a registry (ls, get, watch, history, deregister, drain, undrain,
+weight, canary, policy, register, xds, console, promsd, doctor) talk to the
+etcd given by
 --endpoints: over TLS for https:// endpoints (--cacert, --cert, --key), and
 as the etcd user given by --user when etcd has authentication enabled.
 With --registry zk://host:port,... ls, get, watch, drain, undrain and weight
