@@ -107,23 +107,23 @@ func TestKubernetesManifests(t *testing.T) {
 	if len(m.deployments) == 0 {
 		t.Fatal("no Deployment in kubernetes/")
 	}
-	for _, d := range m.deployments {
-		if !labelsMatch(d.Spec.Selector.MatchLabels, d.Spec.Template.Labels) {
-			t.Errorf("Deployment %s: its selector %v does not select its pods %v", d.Name, d.Spec.Selector.MatchLabels, d.Spec.Template.Labels)
-		}
-		for _, c := range musterContainers(d) {
-			checkContainer(t, d, c, m.configMaps)
-		}
-	}
 	for _, s := range m.services {
 		checkService(t, s, m.deployments)
 	}
-	if t.Failed() {
-		return
-	}
 	endpoint := registry(t)
 	for _, d := range m.deployments {
-		t.Run(d.Name, func(t *testing.T) { runPod(t, d, m.configMaps, endpoint) })
+		t.Run(d.Name, func(t *testing.T) {
+			if !labelsMatch(d.Spec.Selector.MatchLabels, d.Spec.Template.Labels) {
+				t.Errorf("its selector %v does not select its pods %v", d.Spec.Selector.MatchLabels, d.Spec.Template.Labels)
+			}
+			for _, c := range musterContainers(d) {
+				checkContainer(t, d, c, m.configMaps)
+			}
+			if t.Failed() {
+				return
+			}
+			runPod(t, d, m.configMaps, endpoint)
+		})
 	}
 }
 
