@@ -319,7 +319,10 @@ func runPod(t *testing.T, d *appsv1.Deployment, cms map[string]*corev1.ConfigMap
 			}
 		}
 	}
-	type probe struct{ container, path, url string }
+	type probe struct {
+		container, path, url string
+		p                    *process
+	}
 	var probes []probe
 	var ports []string
 	for _, c := range musterContainers(d) {
@@ -339,18 +342,18 @@ func runPod(t *testing.T, d *appsv1.Deployment, cms map[string]*corev1.ConfigMap
 			})
 		}
 		t.Logf("%s: muster %s", c.Name, strings.Join(args, " "))
-		start(t, args, append(envList(env), "PATH="+os.Getenv("PATH")))
+		proc := start(t, args, append(envList(env), "PATH="+os.Getenv("PATH")))
 		for _, p := range []*corev1.Probe{c.LivenessProbe, c.ReadinessProbe} {
 			port, _ := podPort([]corev1.Container{*c}, p.HTTPGet.Port)
 			probes = append(probes, probe{c.Name, p.HTTPGet.Path,
-				"http://" + net.JoinHostPort(ip, strconv.Itoa(moved[port])) + p.HTTPGet.Path})
+				"http://" + net.JoinHostPort(ip, strconv.Itoa(moved[port])) + p.HTTPGet.Path, proc})
 		}
 		for _, p := range c.Ports {
 			ports = append(ports, net.JoinHostPort(ip, strconv.Itoa(moved[p.ContainerPort])))
 		}
 	}
 	for _, p := range probes {
-		checkProbe(t, p.container, p.path, p.url)
+		checkProbe(t, p.container, p.path, p.url, p.p)
 	}
 	for _, addr := range ports {
 		conn, err := net.DialTimeout("tcp", addr, 10*time.Second)
@@ -364,14 +367,18 @@ func runPod(t *testing.T, d *appsv1.Deployment, cms map[string]*corev1.ConfigMap
 
 // checkProbe GETs url as the kubelet does (Host: the pod's address) until
 // it answers 200, for at most two minutes; 404 (the command does not
-// serve the path) and 421 (the listener does not answer to the pod's
-// address) fail at once.
-func checkProbe(t *testing.T, container, path, url string) {
+// serve the path), 421 (the listener does not answer to the pod's
+// address) and the end of p, the container's process, fail at once.
+func checkProbe(t *testing.T, container, path, url string, p *process) {
 	t.Helper()
 	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	deadline := time.Now().Add(2 * time.Minute)
 	last := ""
 	for time.Now().Before(deadline) {
+		if p.exited() {
+			t.Errorf("%s: GET %s: the command has ended; output:\n%s", container, url, p.output())
+			return
+		}
 		resp, err := client.Get(url)
 		if err == nil {
 			body, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
