@@ -147,10 +147,16 @@ func TestHealthDuringEtcdOutage(t *testing.T) {
 		}
 	}
 
-	phase("before", func(t *testing.T, p probe, _ string) {
+	phase("before", func(t *testing.T, p probe, svc string) {
 		p.live(t)
 		if code, r := p.readyz(t); code != http.StatusServiceUnavailable || r.Waiting == "" {
 			t.Errorf("%s: /readyz before etcd answered once = %d %+v, want 503 saying what it waits for", p.name, code, r)
+		}
+		if svc == "greeter" { // xds and console list the registry's services: the listing fails, and says why
+			r := p.await(t, "the listing's failure", false, func(r health.Report) bool { return r.Error != "" })
+			if r.Ready || r.StaleSince.IsZero() || r.Cause != health.CauseUnavailable {
+				t.Errorf("%s: /readyz while the listing fails = %+v, want not ready, stale, cause unavailable", p.name, r)
+			}
 		}
 	})
 
@@ -219,7 +225,7 @@ func TestRegisterMetricsFollowChecks(t *testing.T) {
 		deadline := time.Now().Add(waitTimeout)
 		for !ok() {
 			if time.Now().After(deadline) {
-				t.Fatalf("no %s within %v; /metrics:\n%v", what, waitTimeout, scrape(t, addr)["muster_register_state"])
+				t.Fatalf("no %s within %v; muster_register_state: %v", what, waitTimeout, scrape(t, addr)["muster_register_state"].GetMetric())
 			}
 			time.Sleep(50 * time.Millisecond) // polling /metrics
 		}
