@@ -45,19 +45,18 @@ func (l *Listing) Services(ctx context.Context) ([]string, error) {
 	names, err := l.ListingDiscovery.Services(ctx)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	switch {
-	case err == nil:
-		if !l.listed {
-			l.listed, l.first = true, names
-		}
-		l.failingSince, l.err = time.Time{}, nil
-	case ctx.Err() == nil || l.err == nil: // not a listing cut short by its caller's end
+	if err != nil {
 		if l.failingSince.IsZero() {
 			l.failingSince = time.Now()
 		}
 		l.err = err
+		return names, err
 	}
-	return names, err
+	if !l.listed {
+		l.listed, l.first = true, names
+	}
+	l.failingSince, l.err = time.Time{}, nil
+	return names, nil
 }
 
 // Locate is the wrapped Discovery's Locate, "" if it has none.
