@@ -174,7 +174,7 @@ func TestHealthDuringEtcdOutage(t *testing.T) {
 			return !s.StaleSince.IsZero()
 		})
 		s, _ := service(r, svc)
-		if !s.Loaded || s.Instances != 1 || s.Error == "" || !slices.Contains(health.Causes, s.Cause) {
+		if !s.Loaded || s.Instances != 1 || s.Error == "" || !slices.Contains(health.Causes(), s.Cause) {
 			t.Errorf("%s: %s stale as %+v, want its instance, an error and a cause", p.name, svc, s)
 		}
 		t.Logf("%s: %s stale %v after the outage began: %s (%s)", p.name, svc, time.Since(outage).Round(time.Millisecond), s.Cause, s.Error)

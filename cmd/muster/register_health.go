@@ -147,7 +147,7 @@ func (w *sidecarWatch) Collect(ch chan<- prometheus.Metric) {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for _, c := range health.Causes {
+	for _, c := range health.Causes() {
 		ch <- prometheus.MustNewConstMetric(etcdFailuresDesc, prometheus.CounterValue, float64(w.byCause[c]), c)
 	}
 }

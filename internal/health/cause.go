@@ -30,8 +30,10 @@ const (
 	CauseOther = "other"
 )
 
-// Causes are every cause Cause returns, in a fixed order.
-var Causes = []string{CauseUnavailable, CauseTimeout, CauseAuth, CauseAlarm, CauseOther}
+// Causes returns every cause Cause returns, in a fixed order.
+func Causes() []string {
+	return []string{CauseUnavailable, CauseTimeout, CauseAuth, CauseAlarm, CauseOther}
+}
 
 // Cause classes an error from etcd into one of Causes; "" for nil.
 func Cause(err error) string {
