@@ -137,6 +137,9 @@ type ServiceStats struct {
 	StaleSince time.Time
 	// Loaded is false until its first load completed.
 	Loaded bool
+	// Err is the error that made its snapshot stale (Snapshot.Err), nil
+	// while fresh.
+	Err error
 }
 
 // StatsReporter is implemented by Discoveries that report their state.

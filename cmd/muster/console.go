@@ -16,7 +16,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/musterhq/muster/console"
-	"github.com/musterhq/muster/internal/hostguard"
+	"github.com/musterhq/muster/internal/health"
 	"github.com/musterhq/muster/registry/etcd"
 )
 
@@ -135,51 +135,61 @@ func (c *consoleFlags) startClusters(cls []console.Cluster, prefix string, timeo
 	return route{pattern: consolePath, handler: srv}, sync.OnceFunc(func() { _ = srv.Close() }), nil
 }
 
+// consoleServed is what consoleAndSD starts: the console's route, the
+// Prometheus service discovery's, the Discovery that follows every
+// service for it (whose state /readyz reports), and the function that
+// stops them all.
+type consoleServed struct {
+	ui, sd  route
+	listing *health.Listing
+	stop    func()
+}
+
 // consoleAndSD starts the console and the Prometheus service discovery of
 // cfg's registry, or, given clusters (own first, if named, then
 // c.clusters' with the client configurations g and their values give),
-// of the union of those clusters. stop stops both, then closes what they
-// opened.
-func (c *consoleFlags) consoleAndSD(g *globalOptions, own *consoleCluster, cfg clientv3.Config, log *slog.Logger, extra ...console.Option) (ui, sd route, stop func(), err error) {
+// of the union of those clusters. Its stop stops both, then closes what
+// they opened.
+func (c *consoleFlags) consoleAndSD(g *globalOptions, own *consoleCluster, cfg clientv3.Config, log *slog.Logger, extra ...console.Option) (consoleServed, error) {
 	specs, err := c.clusters.parse()
 	if err != nil {
-		return route{}, route{}, nil, err
+		return consoleServed{}, err
 	}
 	if len(specs) == 0 {
 		ui, stopUI, err := c.start(cfg, g.prefix, g.timeout, log, extra...)
 		if err != nil {
-			return route{}, route{}, nil, err
+			return consoleServed{}, err
 		}
-		sd, stopSD, err := startPrometheusSD(cfg, g.prefix, log)
+		sd, listing, stopSD, err := startPrometheusSD(cfg, g.prefix, log)
 		if err != nil {
 			stopUI()
-			return route{}, route{}, nil, fmt.Errorf("console: %w", err)
+			return consoleServed{}, fmt.Errorf("console: %w", err)
 		}
-		return ui, sd, func() { stopUI(); stopSD() }, nil
+		return consoleServed{ui, sd, listing, func() { stopUI(); stopSD() }}, nil
 	}
 	cs, err := g.clusterConfigs(specs)
 	if err != nil {
-		return route{}, route{}, nil, err
+		return consoleServed{}, err
 	}
 	if own != nil {
 		cs = append([]consoleCluster{*own}, cs...)
 	}
 	cls, closeClients, err := openClusters(cs)
 	if err != nil {
-		return route{}, route{}, nil, err
+		return consoleServed{}, err
 	}
 	ui, stopUI, err := c.startClusters(cls, g.prefix, g.timeout, log, extra...)
 	if err != nil {
 		closeClients()
-		return route{}, route{}, nil, err
+		return consoleServed{}, err
 	}
-	sd, stopSD, err := startClustersPrometheusSD(cls, g.prefix, log)
+	sd, listing, stopSD, err := startClustersPrometheusSD(cls, g.prefix, log)
 	if err != nil {
 		stopUI()
 		closeClients()
-		return route{}, route{}, nil, fmt.Errorf("console: %w", err)
+		return consoleServed{}, fmt.Errorf("console: %w", err)
 	}
-	return ui, sd, sync.OnceFunc(func() { stopUI(); stopSD(); closeClients() }), nil
+	return consoleServed{ui, sd, listing, sync.OnceFunc(func() { stopUI(); stopSD(); closeClients() })}, nil
 }
 
 // serverOptions are the options of a console: the flags', the prefix,
@@ -289,7 +299,12 @@ the console merges legacy sources with Muster's registry, as clients' merged
 Discovery does: the services page also lists the services a --legacy value
 names and a Sources column, the service page a Source column and filter;
 actions apply to Muster's instances only. A --legacy value without SERVICE=
-applies to every service, by its Muster name.`,
+applies to every service, by its Muster name.
+
+The listener also serves /metrics and the health of the process: /livez;
+/readyz, 503 until the registry's services were listed and each read once,
+then 200 for the life of the process, an etcd outage marked stale in its
+JSON body rather than failing every replica at once (docs/HEALTH.md).`,
 		Example: `  muster console --endpoints http://10.0.0.1:2379
   muster console --legacy user=go-zero:user.rpc --legacy kratos
   muster console --listen 127.0.0.1:9090 --console-admin-token-file /etc/muster/console-token
@@ -302,7 +317,7 @@ applies to every service, by its Muster name.`,
 			return runConsole(cmd.Context(), g, o, cmd.ErrOrStderr(), nil)
 		},
 	}
-	cmd.Flags().StringVar(&o.listen, "listen", defaultConsoleListen, "host:port to serve the console on")
+	cmd.Flags().StringVar(&o.listen, "listen", defaultConsoleListen, "host:port to serve the console, /prometheus/sd, /metrics, /livez and /readyz on")
 	o.addFlags(cmd)
 	o.legacy.addLegacy(cmd, "")
 	o.clusters.add(cmd)
@@ -321,20 +336,16 @@ func runConsole(ctx context.Context, g *globalOptions, o consoleOptions, stderr 
 		}
 		cfg.Logger = etcd.ClientLogger(log)
 	}
-	r, sd, stop, err := o.consoleAndSD(g, nil, cfg, log)
+	served, err := o.consoleAndSD(g, nil, cfg, log)
 	if err != nil {
 		return err
 	}
-	defer stop()
-	guard, err := hostguard.New(o.listen, o.hosts...)
-	if err != nil {
-		return usageErrorf("--console-host: %v", err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle(r.pattern, r.handler)
-	mux.Handle(sd.pattern, sd.handler)
-	mux.Handle("GET /{$}", http.RedirectHandler(consolePath, http.StatusFound))
-	l, err := serveHTTP(o.listen, guard.Handler("muster: this console", "--console-host", mux), nil, log)
+	defer served.stop()
+	l, err := serveMetrics(httpServing{
+		addr: o.listen, hosts: hostFlag{"--console-host", o.hosts}, what: "muster: this console",
+		health: health.New(nil, served.listing.State),
+		routes: []route{served.ui, served.sd, {"GET /{$}", http.RedirectHandler(consolePath, http.StatusFound)}},
+	}, log)
 	if err != nil {
 		return fmt.Errorf("console: --listen %s: %w", o.listen, err)
 	}
@@ -354,7 +365,7 @@ func runConsole(ctx context.Context, g *globalOptions, o consoleOptions, stderr 
 	}
 	log.Info("stopping")
 	// The event streams end with the console, then the server closes.
-	stop()
+	served.stop()
 	l.stop()
 	return nil
 }

@@ -2,13 +2,17 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/musterhq/muster/internal/admission"
+	"github.com/musterhq/muster/internal/health"
+	"github.com/musterhq/muster/internal/hostguard"
 )
 
 // httpListener is an HTTP server of the command, serving through the
@@ -50,4 +54,64 @@ func serveHTTP(addr string, h http.Handler, reg prometheus.Registerer, log *slog
 func (l *httpListener) stop() {
 	_ = l.srv.Close()
 	<-l.done
+}
+
+// httpServing is what serveMetrics serves on a listener of the command.
+type httpServing struct {
+	// addr is where it listens (host:port).
+	addr string
+	// hosts are the hosts it answers to beside loopback and its own
+	// address, and the flag that names them; what is how its 421 answer
+	// names it ("muster: this listener" when empty).
+	hosts hostFlag
+	what  string
+	// extra are metrics served beside the default registry's.
+	extra prometheus.Gatherer
+	// healthz is /healthz: 200 "ok" while it returns nil, 503 with its
+	// error otherwise; nil for always "ok".
+	healthz func() error
+	// health answers /livez and /readyz.
+	health *health.Checker
+	// routes are more handlers.
+	routes []route
+}
+
+// serveMetrics serves the process's Prometheus metrics (the default
+// registry's: etcd's own among them) and those of s.extra on /metrics,
+// /healthz (the old name of the health check: see httpServing.healthz),
+// /livez and /readyz (package health) and s.routes, to the hosts of
+// s.hosts (loopback, the listener's IP and the names given; others get
+// 421, against DNS rebinding), through the admission every listener of
+// the command has (serveHTTP).
+func serveMetrics(s httpServing, log *slog.Logger) (*httpListener, error) {
+	guard, err := hostguard.New(s.addr, s.hosts.names...)
+	if err != nil {
+		return nil, usageErrorf("%s: %v", s.hosts.flag, err)
+	}
+	mux := http.NewServeMux()
+	own := prometheus.NewRegistry()
+	gatherers := prometheus.Gatherers{prometheus.DefaultGatherer, own}
+	if s.extra != nil {
+		gatherers = append(gatherers, s.extra)
+	}
+	mux.Handle("GET /metrics", promhttp.InstrumentMetricHandler(prometheus.DefaultRegisterer,
+		promhttp.HandlerFor(gatherers, promhttp.HandlerOpts{})))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if s.healthz != nil {
+			if err := s.healthz(); err != nil {
+				http.Error(w, err.Error(), http.StatusServiceUnavailable)
+				return
+			}
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	s.health.Register(mux)
+	for _, r := range s.routes {
+		mux.Handle(r.pattern, r.handler)
+	}
+	what := s.what
+	if what == "" {
+		what = "muster: this listener"
+	}
+	return serveHTTP(s.addr, guard.Handler(what, s.hosts.flag, mux), own, log)
 }

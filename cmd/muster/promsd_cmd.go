@@ -7,9 +7,9 @@ import (
 	"log/slog"
 	"net"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
+	"github.com/musterhq/muster/internal/health"
 	"github.com/musterhq/muster/registry/etcd"
 )
 
@@ -30,8 +30,8 @@ func newPromSDCmd(g *globalOptions) *cobra.Command {
 		Short: "Serve Prometheus's HTTP service discovery of the registry at --endpoints, reading only",
 		Long: `Promsd answers Prometheus's HTTP service discovery (http_sd_configs) of every
 registered instance at http://<listen>/prometheus/sd, as muster serve and
-muster console do (docs/PROMETHEUS.md), and nothing else but /metrics and
-/healthz: it only reads the registry, so its etcd user needs read access to
+muster console do (docs/PROMETHEUS.md), and nothing else but /metrics,
+/livez and /readyz (docs/HEALTH.md) and /healthz: it only reads the registry, so its etcd user needs read access to
 the services' prefix and no more (the role viewer or gateway of
 docs/SECURITY.md), and it offers no action. Run it where Prometheus can
 reach it, apart from a console that holds a user able to write.`,
@@ -46,7 +46,7 @@ reach it, apart from a console that holds a user able to write.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.listen, "listen", defaultPromSDListen, "host:port to serve /prometheus/sd, /metrics and /healthz on")
+	f.StringVar(&o.listen, "listen", defaultPromSDListen, "host:port to serve /prometheus/sd, /metrics, /livez, /readyz and /healthz on")
 	f.StringSliceVar(&o.hosts, "listen-host", nil, "host names (or IP addresses) the listener answers to, beside loopback ones and its own address, comma-separated or repeated: the names Prometheus reaches it by (others get 421, against DNS rebinding)")
 	return cmd
 }
@@ -60,16 +60,21 @@ func runPromSD(ctx context.Context, g *globalOptions, o promSDOptions, stderr io
 		return err
 	}
 	cfg.Logger = etcd.ClientLogger(log)
-	sd, stopSD, err := startPrometheusSD(cfg, g.prefix, log)
+	sd, listing, stopSD, err := startPrometheusSD(cfg, g.prefix, log)
 	if err != nil {
 		return fmt.Errorf("promsd: %w", err)
 	}
 	defer stopSD()
-	stop, addr, err := serveMetrics(o.listen, hostFlag{"--listen-host", o.hosts}, prometheus.NewRegistry(), func() error { return nil }, log, sd)
+	l, err := serveMetrics(httpServing{
+		addr: o.listen, hosts: hostFlag{"--listen-host", o.hosts},
+		health: health.New(nil, listing.State),
+		routes: []route{sd},
+	}, log)
 	if err != nil {
 		return fmt.Errorf("promsd: --listen %s: %w", o.listen, err)
 	}
-	defer stop()
+	defer l.stop()
+	addr := l.addr
 	log.Info("Prometheus service discovery on http://" + addr + prometheusSDPath + ", metrics on http://" + addr + "/metrics")
 	<-ctx.Done()
 	log.Info("stopping")

@@ -18,6 +18,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/musterhq/muster/internal/embedetcd"
+	"github.com/musterhq/muster/internal/health"
 	"github.com/musterhq/muster/internal/testkit/registrytest"
 	"github.com/musterhq/muster/registry"
 	"github.com/musterhq/muster/registry/etcd"
@@ -248,6 +249,8 @@ func TestServeReportsNoSpaceAndRecovers(t *testing.T) {
 	if v := alarmGauge(t, metrics, "NOSPACE"); v != 0 {
 		t.Fatalf("muster_etcd_alarm{alarm=NOSPACE} = %v before any write, want 0", v)
 	}
+	readiness := probe{"muster serve", metrics}
+	readiness.await(t, "order loaded", false, func(r health.Report) bool { s, ok := service(r, "order"); return ok && s.Loaded })
 
 	junk := registry.DefaultPrefix + "/user/junk"
 	val := strings.Repeat("x", embedetcd.MaxRequestBytes-1024)
@@ -276,6 +279,12 @@ func TestServeReportsNoSpaceAndRecovers(t *testing.T) {
 		t.Errorf("muster_etcd_alarm{alarm=NOSPACE} = %v while raised, want 1", v)
 	}
 	checkHealth(t, metrics, http.StatusServiceUnavailable, `^etcd alarm NOSPACE: the database reached its quota`)
+	// The alarm is serve's outage: reads go on, so it stays ready, saying
+	// why it is stale; it lives.
+	readiness.live(t)
+	if code, r := readiness.readyz(t); code != http.StatusOK || r.Cause != "alarm" || r.StaleSince.IsZero() || !strings.Contains(r.Error, "NOSPACE") {
+		t.Errorf("/readyz under NOSPACE = %d %+v, want 200, stale since the alarm, cause alarm", code, r)
+	}
 	if resp, err := (&http.Client{Timeout: waitTimeout}).Get(endpoint + "/health"); err != nil {
 		t.Errorf("etcd's own /health: %v", err)
 	} else {
@@ -308,6 +317,9 @@ func TestServeReportsNoSpaceAndRecovers(t *testing.T) {
 		t.Errorf("muster_etcd_alarm{alarm=NOSPACE} = %v once cleared, want 0", v)
 	}
 	checkHealth(t, metrics, http.StatusOK, `^ok\n$`)
+	if code, r := readiness.readyz(t); code != http.StatusOK || r.Error != "" || !r.StaleSince.IsZero() {
+		t.Errorf("/readyz once the alarm is cleared = %d %+v, want 200, not stale", code, r)
+	}
 	if err := late.WaitRegistered(ctx); err != nil {
 		t.Fatalf("the waiting registration after the recovery: %v", err)
 	}

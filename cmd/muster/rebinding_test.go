@@ -11,8 +11,9 @@ import (
 // reached by (loopback, its own address, and --console-host or
 // --metrics-host), on every path: a page whose name an attacker rebinds to
 // the listener's address (DNS rebinding) gets 421 for the console, the
-// registry's targets (/prometheus/sd), /metrics and /healthz alike, from
-// muster serve, muster console and muster xds --metrics-listen.
+// registry's targets (/prometheus/sd), /metrics, /healthz, /livez and
+// /readyz alike, from muster serve, muster console and muster xds and
+// register --metrics-listen.
 func TestRebindingRefusedOnEveryListener(t *testing.T) {
 	urls := freeLoopbackURLs(t, 2)
 	s, err := tryServe(t, serveOptions{dataDir: t.TempDir(), clientURL: urls[0], peerURL: urls[1], name: "r",
@@ -27,13 +28,16 @@ func TestRebindingRefusedOnEveryListener(t *testing.T) {
 	consoleURL := startConsole(t, s.endpoint, consoleOptions{listen: "127.0.0.1:0", consoleFlags: consoleFlags{hosts: []string{"console.example"}}})
 	cp := start(t, "xds", "--endpoints", s.endpoint, "--listen", "127.0.0.1:0", "--services", "greeter",
 		"--metrics-listen", "127.0.0.1:0", "--metrics-host", "cp.example")
+	side := startReading(t, true, "register", "--endpoints", s.endpoint, "--name", "side", "--addr", "127.0.0.1:9",
+		"--metrics-listen", "127.0.0.1:0", "--metrics-host", "side.example")
 	listeners := []struct {
 		name, addr, named string
 		paths             []string
 	}{
-		{"serve --metrics-listen", metricsAt(s.stderr), "registry.example", []string{"/metrics", "/healthz", "/prometheus/sd", "/ui/", "/ui/api/session"}},
-		{"muster console", strings.TrimSuffix(strings.TrimPrefix(consoleURL, "http://"), consolePath), "console.example", []string{"/", "/prometheus/sd", "/ui/", "/ui/api/session"}},
-		{"muster xds --metrics-listen", metricsAt(cp.stderr), "cp.example", []string{"/metrics", "/healthz"}},
+		{"serve --metrics-listen", metricsAt(s.stderr), "registry.example", []string{"/metrics", "/healthz", "/livez", "/readyz", "/prometheus/sd", "/ui/", "/ui/api/session"}},
+		{"muster console", strings.TrimSuffix(strings.TrimPrefix(consoleURL, "http://"), consolePath), "console.example", []string{"/", "/metrics", "/livez", "/readyz", "/prometheus/sd", "/ui/", "/ui/api/session"}},
+		{"muster xds --metrics-listen", metricsAt(cp.stderr), "cp.example", []string{"/metrics", "/healthz", "/livez", "/readyz"}},
+		{"muster register --metrics-listen", metricsAt(side.stderr), "side.example", []string{"/metrics", "/livez", "/readyz"}},
 	}
 	client := &http.Client{Timeout: 5 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	get := func(addr, path, host string) int {

@@ -14,11 +14,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/musterhq/muster/internal/health"
+	"github.com/musterhq/muster/metrics"
 	"github.com/musterhq/muster/registry"
 	"github.com/musterhq/muster/registry/etcd"
 )
@@ -33,6 +36,11 @@ type registerOptions struct {
 	interval time.Duration
 	failures int
 	warmup   time.Duration
+	// metricsAddr is where /metrics, /livez and /readyz are served;
+	// empty: not served. metricsHosts are the host names that listener
+	// answers to beside loopback and its own address.
+	metricsAddr  string
+	metricsHosts []string
 }
 
 func newRegisterCmd(g *globalOptions) *cobra.Command {
@@ -54,7 +62,17 @@ registered until stopped.
 
 It logs on stderr: "registered" once etcd holds the instance; while etcd does
 not answer, a warning at once and then every 5s, with etcd's last error; on
-exit, "deregistered on exit", or that nothing was registered.`,
+exit, "deregistered on exit", or that nothing was registered.
+
+With --metrics-listen it serves, there, Prometheus metrics (/metrics: the
+checks by result, the state it keeps the instance in, the registrar's
+state and its etcd failures by cause) and its health: /livez fails only
+when the sidecar's loop stops turning; /readyz answers 503 until the
+instance was registered once, then 200 for as long as the sidecar runs,
+an etcd outage included (the JSON body then says since when the
+registration is stale and why), so that an outage of the etcd every pod
+shares does not take every pod out of its load balancer at once
+(docs/HEALTH.md).`,
 		Example: `  muster register --name user --addr 10.0.0.7:9000 --zone eu-1a --region eu-1 --check grpc://127.0.0.1:9000
   muster register --name user --addr 10.0.0.7:9000 --check grpc://127.0.0.1:9000 --warmup 30s
   muster register --name web --addr 10.0.0.8:8080 --meta team=core --check http://127.0.0.1:8080/healthz`,
@@ -64,10 +82,17 @@ exit, "deregistered on exit", or that nothing was registered.`,
 			if err != nil {
 				return err
 			}
+			if o.metricsAddr != "" {
+				if _, _, err := net.SplitHostPort(o.metricsAddr); err != nil {
+					return usageErrorf("--metrics-listen %q: want host:port: %v", o.metricsAddr, err)
+				}
+			}
 			return runRegister(cmd.Context(), g, o, check, cmd.ErrOrStderr())
 		},
 	}
 	f := cmd.Flags()
+	f.StringVar(&o.metricsAddr, "metrics-listen", "", "host:port to serve Prometheus /metrics, /livez and /readyz on; empty to not serve them")
+	f.StringSliceVar(&o.metricsHosts, "metrics-host", nil, "host names (or IP addresses) the --metrics-listen listener answers to, beside loopback ones and its own address, comma-separated or repeated: the names Prometheus and probes reach it by (others get 421, against DNS rebinding)")
 	f.StringVar(&o.in.Name, "name", "", "service name (required)")
 	f.StringVar(&o.in.Addr, "addr", "", "address clients dial, host:port (required)")
 	f.StringVar(&o.in.ID, "id", "", "instance ID (default: the address)")
@@ -224,6 +249,8 @@ type sidecar struct {
 	o   registerOptions
 	reg *etcd.Registrar
 	log *slog.Logger
+	// watch is what the sidecar shows of itself: metrics and health.
+	watch *sidecarWatch
 	// state is what the instance should be.
 	state sidecarState
 	// announced is true once "registered" was logged, until the
@@ -263,8 +290,23 @@ func runRegister(ctx context.Context, g *globalOptions, o registerOptions, check
 		attrs = append(attrs, "id", id)
 	}
 	attrs = append(attrs, "addr", o.in.Addr)
-	sc := &sidecar{g: g, o: o, reg: reg, registered: make(chan struct{}, 1),
-		log: g.log.logger(stderr, slog.LevelInfo).With(attrs...)}
+	log := g.log.logger(stderr, slog.LevelInfo)
+	// The loop turns at least every --interval, after a check and a
+	// registration that each end within their timeouts.
+	watch := newSidecarWatch(o.in.Name, reg, 3*(o.interval+g.timeout)+10*time.Second)
+	if o.metricsAddr != "" {
+		m := prometheus.NewRegistry()
+		m.MustRegister(metrics.Registrar(reg, nil), watch)
+		l, err := serveMetrics(httpServing{addr: o.metricsAddr, hosts: hostFlag{"--metrics-host", o.metricsHosts}, extra: m,
+			health: health.New(watch.live, watch.health)}, log)
+		if err != nil {
+			_ = reg.Close()
+			return fmt.Errorf("register: --metrics-listen %s: %w", o.metricsAddr, err)
+		}
+		defer l.stop()
+		log.Info("metrics on http://" + l.addr + "/metrics, health on http://" + l.addr + "/livez and /readyz")
+	}
+	sc := &sidecar{g: g, o: o, reg: reg, watch: watch, registered: make(chan struct{}, 1), log: log.With(attrs...)}
 	defer sc.close()
 
 	var wg sync.WaitGroup
@@ -289,10 +331,15 @@ func runRegister(ctx context.Context, g *globalOptions, o registerOptions, check
 	sc.warnTick = time.NewTicker(registerWarnEvery)
 	defer sc.warnTick.Stop()
 	for {
+		sc.watch.turned()
 		want := serving
 		if check != nil {
 			want = sc.state
-			if err := check(ctx); err != nil {
+			err := check(ctx)
+			if ctx.Err() == nil {
+				sc.watch.checked(err)
+			}
+			if err != nil {
 				failed++
 				passing = time.Time{}
 				if sc.state == serving && failed >= o.failures {
@@ -330,6 +377,7 @@ func runRegister(ctx context.Context, g *globalOptions, o registerOptions, check
 		}
 		sc.apply(ctx, want, failed)
 		for next := false; !next; {
+			sc.watch.turned()
 			select {
 			case <-ctx.Done():
 				return nil
@@ -362,6 +410,7 @@ func (sc *sidecar) apply(ctx context.Context, want sidecarState, failed int) {
 	}
 	was := sc.state
 	sc.state = want
+	sc.watch.state.Store(int32(want))
 	switch {
 	case want == drained:
 		sc.log.Info(fmt.Sprintf("drained (weight 0: no new calls): %d health checks failed in a row", failed))
@@ -378,7 +427,7 @@ func (sc *sidecar) follow() {
 	if sc.state == unregistered {
 		return
 	}
-	st := sc.reg.Status()
+	st := sc.watch.status()
 	if !st.Registered && !sc.waiting {
 		sc.waiting = true
 		sc.wait()

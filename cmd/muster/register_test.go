@@ -80,6 +80,7 @@ func TestRegisterUsageErrors(t *testing.T) {
 		{"register", "--name", "x", "--addr", "h:1", "--warmup", "1s"},
 		{"register", "--name", "x", "--addr", "h:1", "--check", "tcp://h:1", "--warmup", "-1s"},
 		{"register", "--name", "x", "--addr", "h:1", "--region", strings.Repeat("r", registry.MaxRegionLen+1)},
+		{"register", "--name", "x", "--addr", "h:1", "--metrics-listen", "no-port"},
 	} {
 		if r := run(args...); r.code != 2 {
 			t.Errorf("muster %v: exit %d, want 2; stderr %q", args, r.code, r.stderr)

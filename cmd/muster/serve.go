@@ -1,19 +1,18 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -21,7 +20,7 @@ import (
 
 	"github.com/musterhq/muster/console"
 	"github.com/musterhq/muster/internal/embedetcd"
-	"github.com/musterhq/muster/internal/hostguard"
+	"github.com/musterhq/muster/internal/health"
 	"github.com/musterhq/muster/metrics"
 	"github.com/musterhq/muster/registry"
 	"github.com/musterhq/muster/registry/clusters"
@@ -212,9 +211,14 @@ writes. When its database reaches --quota-backend-bytes, etcd raises the
 alarm NOSPACE and refuses every write and lease grant until an operator
 frees space and disarms it (docs/SECURITY.md, "Registry quota"): serve
 logs the alarm when it is raised and when it is cleared, exports it as
-muster_etcd_alarm and fails /healthz meanwhile.
+muster_etcd_alarm and fails /healthz meanwhile; /readyz stays 200 (reads go
+on), its JSON body stale since the alarm, with the alarm as the cause.
 
-On its metrics address (--metrics-listen) it serves /metrics, /healthz,
+On its metrics address (--metrics-listen) it serves /metrics, its health
+(/livez: 200 while the embedded etcd runs; /readyz: 503 until every service
+was read once, then 200 for the life of the process, an outage marked stale
+in the body rather than failing every replica at once; docs/HEALTH.md),
+/healthz (the old check),
 Prometheus's HTTP service discovery of every registered instance at
 /prometheus/sd (docs/PROMETHEUS.md) and the web console at /ui/: the services and their instances, live (and, with
 --xds-listen, the connected xDS clients with their acknowledged versions);
@@ -250,7 +254,7 @@ its value (cacert=, cert=, key=, user=, password-file=).`,
 	f.Int64Var(&o.quotaBackendBytes, "quota-backend-bytes", 0, "most bytes the embedded etcd's database may hold; past it etcd raises the alarm NOSPACE and refuses writes and new leases until an operator frees space (docs/SECURITY.md); 0: etcd's default, 2 GiB")
 	f.BoolVar(&o.insecureAnywhere, "insecure-listen-anywhere", false, "let --listen-client-url and --listen-peer-url be other than loopback without TLS and authentication: anyone who reaches them then controls the registry")
 	o.security.addFlags(f)
-	f.StringVar(&o.metricsAddr, "metrics-listen", "127.0.0.1:2381", "host:port to serve Prometheus /metrics and /healthz on; empty to not serve them")
+	f.StringVar(&o.metricsAddr, "metrics-listen", "127.0.0.1:2381", "host:port to serve Prometheus /metrics, /livez, /readyz (docs/HEALTH.md), the console and /prometheus/sd on; empty to not serve them")
 	f.StringVar(&o.xdsAddr, "xds-listen", "", "host:port to serve the registry to xDS clients on (ADS, plaintext unless --xds-cert); empty to not serve it")
 	f.BoolVar(&o.xdsSelfCheck, "xds-self-check", false, "with --xds-listen: check every resource before publishing it against the preconditions of gRPC's xDS clients, logging each breach (see muster xds --self-check)")
 	o.xdsTLS.addFlags(cmd)
@@ -334,25 +338,31 @@ func runServe(ctx context.Context, o serveOptions, stderr io.Writer, ready func(
 	}
 	if o.metricsAddr != "" {
 		self := o.security.selfClient(srv)
-		ui, sd, stopConsole, err := o.console.consoleAndSD(consoleGlobals(), &consoleCluster{name: o.console.ownName, cfg: self}, self, log, consoleOpts...)
+		served, err := o.console.consoleAndSD(consoleGlobals(), &consoleCluster{name: o.console.ownName, cfg: self}, self, log, consoleOpts...)
 		if err != nil {
 			return fmt.Errorf("serve: %w", err)
 		}
-		stack.push(func() error { stopConsole(); return nil })
-		stop, addr, err := serveMetrics(o.metricsAddr, hostFlag{"--console-host", o.console.hosts}, runMetrics, func() error {
+		stack.push(func() error { served.stop(); return nil })
+		stopped := func() error {
 			select {
 			case <-srv.Done():
 				return errors.New("etcd stopped")
 			default:
-				return alarms.Err()
+				return nil
 			}
-		}, log, ui, sd)
+		}
+		l, err := serveMetrics(httpServing{
+			addr: o.metricsAddr, hosts: hostFlag{"--console-host", o.console.hosts}, extra: runMetrics,
+			healthz: func() error { return cmp.Or(stopped(), alarms.Err()) },
+			health:  health.New(stopped, func() health.State { return serveState(served.listing, alarms) }),
+			routes:  []route{served.ui, served.sd},
+		}, log)
 		if err != nil {
 			return fmt.Errorf("serve: --metrics-listen %s: %w", o.metricsAddr, err)
 		}
-		stack.push(func() error { stop(); return nil })
-		log.Info("metrics on http://" + addr + "/metrics, health on http://" + addr + "/healthz, console on http://" + addr + consolePath +
-			", Prometheus service discovery on http://" + addr + prometheusSDPath)
+		stack.push(func() error { l.stop(); return nil })
+		log.Info("metrics on http://" + l.addr + "/metrics, health on http://" + l.addr + "/livez and /readyz, console on http://" + l.addr + consolePath +
+			", Prometheus service discovery on http://" + l.addr + prometheusSDPath)
 	}
 	log.Info("ready, clients use --endpoints "+srv.Endpoint()+"; data in "+o.dataDir, "name", o.name,
 		"tls", o.security.clientTLS() != nil, "auth", o.security.rootPassword != "")
@@ -374,6 +384,20 @@ func runServe(ctx context.Context, o serveOptions, stderr io.Writer, ready func(
 	}
 }
 
+// serveState is what serve's /readyz reports: ready once the embedded
+// etcd serves (before the listener starts) and every service was read
+// once (listing, the Discovery of its Prometheus service discovery); an
+// alarm of the embedded etcd is its outage: reads go on, writes and lease
+// grants are refused, so it keeps serve ready and is reported as the
+// process's staleness, with since when.
+func serveState(listing *health.Listing, alarms *etcdAlarms) health.State {
+	st := listing.State()
+	if since, err := alarms.Raised(); err != nil {
+		st.StaleSince, st.Err = since, health.AlarmError(err)
+	}
+	return st
+}
+
 // quietUntilRunning returns a logger for etcd that writes errors, in
 // etcd's console format, to w once its level is set to
 // zapcore.ErrorLevel, and nothing before.
@@ -381,38 +405,6 @@ func quietUntilRunning(w io.Writer) (*zap.Logger, zap.AtomicLevel) {
 	level := zap.NewAtomicLevelAt(zapcore.FatalLevel)
 	core := zapcore.NewCore(zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig()), zapcore.AddSync(w), level)
 	return zap.New(core), level
-}
-
-// serveMetrics serves the process's Prometheus metrics (the default
-// registry's: etcd's own among them) and those of extra on /metrics, and
-// /healthz: 200 "ok" while healthy returns nil, 503 with its error
-// otherwise, and routes, to the hosts of hosts (loopback, addr's IP and
-// hosts.names; others get 421, against DNS rebinding). It returns a
-// function that stops serving and the address it listens on.
-func serveMetrics(addr string, hosts hostFlag, extra prometheus.Gatherer, healthy func() error, log *slog.Logger, routes ...route) (stop func(), listening string, err error) {
-	guard, err := hostguard.New(addr, hosts.names...)
-	if err != nil {
-		return nil, "", usageErrorf("%s: %v", hosts.flag, err)
-	}
-	mux := http.NewServeMux()
-	own := prometheus.NewRegistry()
-	mux.Handle("GET /metrics", promhttp.InstrumentMetricHandler(prometheus.DefaultRegisterer,
-		promhttp.HandlerFor(prometheus.Gatherers{prometheus.DefaultGatherer, own, extra}, promhttp.HandlerOpts{})))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		if err := healthy(); err != nil {
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintln(w, "ok")
-	})
-	for _, r := range routes {
-		mux.Handle(r.pattern, r.handler)
-	}
-	l, err := serveHTTP(addr, guard.Handler("muster: this listener", hosts.flag, mux), own, log)
-	if err != nil {
-		return nil, "", err
-	}
-	return l.stop, l.addr, nil
 }
 
 // serveXDS starts an xDS control plane as o says over every service of the
@@ -440,7 +432,7 @@ func serveXDS(cfg clientv3.Config, o xdsOptions, reg prometheus.Registerer, log 
 		cli.Close()
 		return nil, nil, fmt.Errorf("xds: %w", err)
 	}
-	cp, stopCP, err := startXDS(d, canaries, policies, o, log)
+	cp, stopCP, _, err := startXDS(d, canaries, policies, o, log)
 	if err != nil {
 		_ = d.Close()
 		cli.Close()

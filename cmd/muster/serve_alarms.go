@@ -47,7 +47,7 @@ type etcdAlarms struct {
 	read   func() []string // the raised alarms' names, sorted
 	quota  int64           // the backend quota in bytes, for the messages
 	log    *slog.Logger
-	raised atomic.Pointer[[]string] // as last read
+	raised atomic.Pointer[alarmSet] // as last read
 
 	stop      chan struct{}
 	done      chan struct{}
@@ -56,13 +56,20 @@ type etcdAlarms struct {
 
 var _ prometheus.Collector = (*etcdAlarms)(nil)
 
+// alarmSet is the alarms raised at a read, and since when some alarm has
+// been raised (zero while none is).
+type alarmSet struct {
+	names []string
+	since time.Time
+}
+
 // watchAlarms reads the alarms once (an alarm outlives a restart, so
 // serve may start with one raised), then follows them until Close. read
 // returns the names of the raised alarms, sorted, without waiting on I/O
 // (embedetcd.Server.Alarms); quota is the backend quota in bytes.
 func watchAlarms(read func() []string, quota int64, log *slog.Logger) *etcdAlarms {
 	a := &etcdAlarms{read: read, quota: quota, log: log, stop: make(chan struct{}), done: make(chan struct{})}
-	a.raised.Store(new([]string))
+	a.raised.Store(&alarmSet{})
 	a.poll()
 	go a.run()
 	return a
@@ -86,15 +93,21 @@ func (a *etcdAlarms) run() {
 // since the last read (once Err and Collect tell them). Called by
 // watchAlarms and then by run only.
 func (a *etcdAlarms) poll() {
-	now := a.read()
-	before := *a.raised.Swap(&now)
-	for _, name := range now {
+	now := alarmSet{names: a.read()}
+	if len(now.names) > 0 {
+		now.since = a.raised.Load().since
+		if now.since.IsZero() {
+			now.since = time.Now()
+		}
+	}
+	before := a.raised.Swap(&now).names
+	for _, name := range now.names {
 		if !slices.Contains(before, name) {
 			a.log.Error("etcd raised the alarm "+name+": "+a.meaning(name), "alarm", name)
 		}
 	}
 	for _, name := range before {
-		if !slices.Contains(now, name) {
+		if !slices.Contains(now.names, name) {
 			a.log.Info("etcd cleared the alarm "+name+": it takes writes again", "alarm", name)
 		}
 	}
@@ -118,15 +131,23 @@ func (a *etcdAlarms) meaning(name string) string {
 // Err returns an error naming the alarms raised at the last read, nil
 // when there are none.
 func (a *etcdAlarms) Err() error {
-	raised := *a.raised.Load()
+	_, err := a.Raised()
+	return err
+}
+
+// Raised returns since when some alarm has been raised and Err's error;
+// zero and nil when none is.
+func (a *etcdAlarms) Raised() (time.Time, error) {
+	set := a.raised.Load()
+	raised := set.names
 	if len(raised) == 0 {
-		return nil
+		return time.Time{}, nil
 	}
 	msgs := make([]string, len(raised))
 	for i, name := range raised {
 		msgs[i] = "etcd alarm " + name + ": " + a.meaning(name)
 	}
-	return errors.New(strings.Join(msgs, "; "))
+	return set.since, errors.New(strings.Join(msgs, "; "))
 }
 
 // Describe implements prometheus.Collector.
@@ -135,7 +156,7 @@ func (a *etcdAlarms) Describe(ch chan<- *prometheus.Desc) { ch <- alarmDesc }
 // Collect implements prometheus.Collector: muster_etcd_alarm of every
 // alarm etcd knows, 1 for those raised at the last read.
 func (a *etcdAlarms) Collect(ch chan<- prometheus.Metric) {
-	raised := *a.raised.Load()
+	raised := a.raised.Load().names
 	for _, name := range alarmNames {
 		v := 0.0
 		if slices.Contains(raised, name) {

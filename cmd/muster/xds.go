@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -12,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
+	"github.com/musterhq/muster/internal/health"
 	"github.com/musterhq/muster/metrics"
 	"github.com/musterhq/muster/registry"
 	"github.com/musterhq/muster/registry/etcd"
@@ -83,7 +85,15 @@ Discovery reads them: each cluster stale or fresh on its own, empty-list
 protection per cluster, each instance's cluster in the endpoint metadata's
 "muster.cluster" (with --endpoint-metadata) and its cluster's locality as
 registered. Canaries and call policies are per cluster and not followed;
---metrics-listen serves the control plane's metrics only.`,
+--metrics-listen serves the control plane's metrics only.
+
+With --metrics-listen it serves /metrics and its health there: /livez is
+200 while the control plane serves ADS; /readyz is 503 until its services
+are known (--services, or a first listing answered) and each was read once,
+then 200 for the life of the process: during an etcd outage it keeps serving
+the last known lists, and /readyz stays 200 with each service marked stale
+(since when, why) in its JSON body, so that an outage does not take every
+replica out of a load balancer at once (docs/HEALTH.md).`,
 		Example: `  muster xds --endpoints http://127.0.0.1:2379 --listen 127.0.0.1:18000
   muster xds --services user,greeter --policy ring_hash
   muster xds --policy muster_wrr --slow-start 30s
@@ -100,7 +110,7 @@ registered. Canaries and call policies are per cluster and not followed;
 	f := cmd.Flags()
 	f.StringVar(&o.listen, "listen", defaultXDSListen, "host:port to serve ADS on (plaintext unless --xds-cert)")
 	f.StringSliceVar(&o.services, "services", nil, "services to publish, comma-separated; default: every service in the registry")
-	f.StringVar(&o.metricsAddr, "metrics-listen", "", "host:port to serve Prometheus /metrics and /healthz on; empty to not serve them")
+	f.StringVar(&o.metricsAddr, "metrics-listen", "", "host:port to serve Prometheus /metrics, /livez and /readyz on (docs/HEALTH.md); empty to not serve them")
 	f.StringSliceVar(&o.metricsHosts, "metrics-host", nil, "host names (or IP addresses) the --metrics-listen listener answers to, beside loopback ones and its own address, comma-separated or repeated: the names Prometheus reaches it by (others get 421, against DNS rebinding)")
 	f.DurationVar(&o.forgetAfter, "forget-after", 5*time.Minute, "how long a service with no instance left, and no key left in the registry, stays published before it is forgotten (without --services only)")
 	f.StringVar(&o.policy, "policy", string(xds.RoundRobin), "load-balancing policy of every cluster: round_robin, ring_hash (honours weights; one x-muster-key, one backend), least_request (clients without it use round_robin), or muster_p2c / muster_wrr (Go clients that import Muster's balancers; others use round_robin)")
@@ -201,26 +211,40 @@ func runXDS(ctx context.Context, g *globalOptions, o xdsOptions, stderr io.Write
 	if err != nil {
 		return err
 	}
-	cp, stop, err := startXDS(s.d, canaries, policies, o, log)
+	d, state := xdsFollowing(s.d, o)
+	cp, stop, live, err := startXDS(d, canaries, policies, o, log)
 	if err != nil {
 		return err
 	}
-	return serveXDSUntil(ctx, o, cp, stop, log, metrics.Discovery(s.d, nil))
+	return serveXDSUntil(ctx, o, cp, stop, health.New(live, state), log, metrics.Discovery(s.d, nil))
 }
 
-// serveXDSUntil serves cp's metrics (and extra) on --metrics-listen, if
-// given, until ctx ends, then stops the control plane with stop.
-func serveXDSUntil(ctx context.Context, o xdsOptions, cp *xds.Server, stop func() error, log *slog.Logger, extra ...prometheus.Collector) error {
+// xdsFollowing returns the Discovery the control plane of o follows
+// services by (d, through a health.Listing when it serves every service)
+// and the state its /readyz reports: ready once every service of
+// --services, or every service of the first listing, was read once.
+func xdsFollowing(d lister, o xdsOptions) (lister, func() health.State) {
+	l := health.NewListing(d)
+	if len(o.services) > 0 { // nothing to list: l only reads d's stats
+		return d, func() health.State { return health.Following(l.DiscoveryStats(), o.services) }
+	}
+	return l, l.State
+}
+
+// serveXDSUntil serves cp's metrics (and extra) and its health (hc) on
+// --metrics-listen, if given, until ctx ends, then stops the control
+// plane with stop.
+func serveXDSUntil(ctx context.Context, o xdsOptions, cp *xds.Server, stop func() error, hc *health.Checker, log *slog.Logger, extra ...prometheus.Collector) error {
 	if o.metricsAddr != "" {
 		reg := prometheus.NewRegistry()
 		reg.MustRegister(append([]prometheus.Collector{metrics.XDS(cp, nil)}, extra...)...)
-		stopMetrics, addr, err := serveMetrics(o.metricsAddr, hostFlag{"--metrics-host", o.metricsHosts}, reg, func() error { return nil }, log)
+		l, err := serveMetrics(httpServing{addr: o.metricsAddr, hosts: hostFlag{"--metrics-host", o.metricsHosts}, extra: reg, health: hc}, log)
 		if err != nil {
 			_ = stop()
 			return fmt.Errorf("xds: --metrics-listen %s: %w", o.metricsAddr, err)
 		}
-		defer stopMetrics()
-		log.Info("metrics on http://" + addr + "/metrics, health on http://" + addr + "/healthz")
+		defer l.stop()
+		log.Info("metrics on http://" + l.addr + "/metrics, health on http://" + l.addr + "/livez and /readyz")
 	}
 	<-ctx.Done()
 	log.Info("stopping")
@@ -228,10 +252,11 @@ func serveXDSUntil(ctx context.Context, o xdsOptions, cp *xds.Server, stop func(
 }
 
 // startXDS starts a control plane over d serving ADS on o.listen, logs
-// where, and returns it and the function that stops it. canaries and
-// policies may be nil: not followed.
+// where, and returns it, the function that stops it and its liveness (an
+// error once it stopped serving ADS). canaries and policies may be nil:
+// not followed.
 func startXDS(d registry.Discovery, canaries registry.CanarySource, policies registry.PolicySource, o xdsOptions,
-	log *slog.Logger) (cp *xds.Server, stop func() error, err error) {
+	log *slog.Logger) (cp *xds.Server, stop func() error, live func() error, err error) {
 	opts := []xds.Option{xds.WithLogger(log), xds.WithPolicy(xds.Policy(o.policy))}
 	if canaries != nil { // nil over several clusters: the settings are per cluster
 		opts = append(opts, xds.WithCanaries(canaries))
@@ -268,23 +293,34 @@ func startXDS(d registry.Discovery, canaries registry.CanarySource, policies reg
 	}
 	srv, err := xds.New(d, opts...)
 	if err != nil {
-		return nil, nil, fmt.Errorf("xds: %w", err)
+		return nil, nil, nil, fmt.Errorf("xds: %w", err)
 	}
 	lis, err := net.Listen("tcp", o.listen)
 	if err != nil {
 		_ = srv.Close()
-		return nil, nil, fmt.Errorf("xds: --listen %s: %w", o.listen, err)
+		return nil, nil, nil, fmt.Errorf("xds: --listen %s: %w", o.listen, err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(context.Background(), lis) }()
+	done, ended := make(chan error, 1), make(chan struct{})
+	go func() {
+		err := srv.Serve(context.Background(), lis)
+		close(ended)
+		done <- err
+	}()
 	log.Info("xds control plane serving ADS on "+lis.Addr().String(), "security", o.tls.mode(), "self_check", o.selfCheck)
 	return srv, func() error {
-		_ = srv.Close()
-		if err := <-done; err != nil && err != xds.ErrClosed {
-			return err
-		}
-		return nil
-	}, nil
+			_ = srv.Close()
+			if err := <-done; err != nil && err != xds.ErrClosed {
+				return err
+			}
+			return nil
+		}, func() error {
+			select {
+			case <-ended:
+				return errors.New("xds: the control plane stopped serving ADS")
+			default:
+				return nil
+			}
+		}, nil
 }
 
 // runXDSClusters is runXDS over several clusters (--cluster).
@@ -295,9 +331,10 @@ func runXDSClusters(ctx context.Context, g *globalOptions, o xdsOptions, specs [
 	}
 	defer s.Close()
 	log := g.log.logger(stderr, slog.LevelInfo)
-	cp, stop, err := startXDS(s.view, nil, nil, o, log)
+	d, state := xdsFollowing(s.view, o)
+	cp, stop, live, err := startXDS(d, nil, nil, o, log)
 	if err != nil {
 		return err
 	}
-	return serveXDSUntil(ctx, o, cp, stop, log)
+	return serveXDSUntil(ctx, o, cp, stop, health.New(live, state), log)
 }

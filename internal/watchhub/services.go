@@ -124,7 +124,7 @@ func (ss *Services[S]) Stats() registry.DiscoveryStats {
 		snap, watchers := f.hub.Snapshot(), f.hub.Watchers()
 		st.Watchers += watchers
 		st.PerService = append(st.PerService, registry.ServiceStats{
-			Name: key, Instances: len(snap.Instances), Watchers: watchers, StaleSince: snap.StaleSince, Loaded: snap.Loaded,
+			Name: key, Instances: len(snap.Instances), Watchers: watchers, StaleSince: snap.StaleSince, Loaded: snap.Loaded, Err: snap.Err,
 		})
 	}
 	ss.mu.Unlock()
