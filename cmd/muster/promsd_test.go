@@ -83,6 +83,16 @@ func TestPromSDReadsOnly(t *testing.T) {
 	url := waitLogged(t, sd.stderr, `Prometheus service discovery on (http://\S+)`)
 	url = strings.TrimSuffix(strings.TrimSuffix(url, `"`), ",")
 	waitSDTargets(t, url, "10.0.0.2:9100")
+	// Ready once the services were read (docs/HEALTH.md).
+	resp, err := http.Get(strings.TrimSuffix(url, prometheusSDPath) + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"user"`) {
+		t.Fatalf("promsd's /readyz: %s %s; want 200 naming the service user", resp.Status, body)
+	}
 	// The user may not write: the role is what the docs recommend.
 	if r := run(s.args([]string{"drain", "user", "user-2"}, "--user", "prometheus:prom-pw")...); r.code != exitFailure || !strings.Contains(r.stderr, "permission denied") {
 		t.Fatalf("drain as prometheus: exit code %d, stderr %q; want a permission error", r.code, r.stderr)
