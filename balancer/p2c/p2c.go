@@ -32,33 +32,23 @@ func init() {
 	balancer.Register(builder{})
 }
 
-// config is the parsed "muster_p2c" object.
+// config is the parsed "muster_p2c" object: the shared fields (lb.Config)
+// and decayTime.
 type config struct {
 	serviceconfig.LoadBalancingConfig `json:"-"`
+	lb.Config
 
 	decayTime time.Duration
-	outlier   lb.OutlierConfig
-	weights   lb.EndpointWeights
-	colors    lb.ColorConfig
-	locality  lb.LocalityConfig
-	slowStart lb.SlowStartConfig
 }
 
-// newConfig returns the config of the given decay time and shared fields.
-func newConfig(decayTime time.Duration, c lb.Config) *config {
-	return &config{decayTime: decayTime, outlier: c.Outlier, weights: c.Weights, colors: c.Colors, locality: c.Locality,
-		slowStart: c.SlowStart}
-}
-
-func defaultConfig() *config { return newConfig(DefaultDecayTime, lb.DefaultConfig()) }
+func defaultConfig() *config { return &config{Config: lb.DefaultConfig(), decayTime: DefaultDecayTime} }
 
 // MarshalJSON returns the config as ParseConfig reads it (see lb.Config).
 func (c *config) MarshalJSON() ([]byte, error) {
 	return json.Marshal(struct {
 		DecayTime string `json:"decayTime"`
 		lb.Config
-	}{c.decayTime.String(), lb.Config{Outlier: c.outlier, Weights: c.weights, Colors: c.colors, Locality: c.locality,
-		SlowStart: c.slowStart}})
+	}{c.decayTime.String(), c.Config})
 }
 
 type builder struct{}
@@ -99,7 +89,7 @@ func (builder) ParseConfig(js json.RawMessage) (serviceconfig.LoadBalancingConfi
 	if err != nil {
 		return nil, err
 	}
-	return newConfig(decayTime, shared), nil
+	return &config{Config: shared, decayTime: decayTime}, nil
 }
 
 var (
@@ -133,7 +123,7 @@ func (b *p2cBalancer) UpdateClientConnState(s balancer.ClientConnState) error {
 		return err
 	}
 	b.cfg.Store(cfg)
-	return b.Update(s, cfg.outlier, cfg.weights, cfg.colors, cfg.locality, cfg.slowStart)
+	return b.Update(s, cfg.Config)
 }
 
 // newPicker is called by lb.Base with its lock held.

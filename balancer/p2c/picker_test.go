@@ -367,7 +367,7 @@ func TestPickAndDoneDoNotAllocate(t *testing.T) {
 func TestParseConfig(t *testing.T) {
 	def := defaultConfig()
 	isDef := func(c *config) bool {
-		return c.decayTime == def.decayTime && c.outlier == def.outlier && c.weights == nil && c.colors == lb.DefaultColorConfig()
+		return c.decayTime == def.decayTime && c.Outlier == def.Outlier && c.Weights == nil && c.Colors == lb.DefaultColorConfig()
 	}
 	for _, tc := range []struct {
 		js   string
@@ -378,19 +378,19 @@ func TestParseConfig(t *testing.T) {
 		{`{"outlier":null}`, isDef},
 		{`{"endpointWeights":null}`, isDef},
 		{`{"endpointWeights":{"10.0.0.7:9000":200,"10.0.0.8:9000":1}}`, func(c *config) bool {
-			return len(c.weights) == 2 && c.weights["10.0.0.7:9000"] == 200 && c.weights["10.0.0.8:9000"] == 1
+			return len(c.Weights) == 2 && c.Weights["10.0.0.7:9000"] == 200 && c.Weights["10.0.0.8:9000"] == 1
 		}},
 		{`{"colors":null}`, isDef},
-		{`{"colors":{"key":"track","strict":true}}`, func(c *config) bool { return c.colors == lb.ColorConfig{Key: "track", Strict: true} }},
-		{`{"colors":{"key":""}}`, func(c *config) bool { return c.colors == lb.ColorConfig{} }},
+		{`{"colors":{"key":"track","strict":true}}`, func(c *config) bool { return c.Colors == lb.ColorConfig{Key: "track", Strict: true} }},
+		{`{"colors":{"key":""}}`, func(c *config) bool { return c.Colors == lb.ColorConfig{} }},
 		{`{"decayTime":"1.5s"}`, func(c *config) bool { return c.decayTime == 1500*time.Millisecond }},
-		{`{"locality":{"overprovisioningFactor":2}}`, func(c *config) bool { return c.locality.OverprovisioningFactor == 2 }},
-		{`{"locality":{}}`, func(c *config) bool { return c.locality == lb.DefaultLocalityConfig() }},
+		{`{"locality":{"overprovisioningFactor":2}}`, func(c *config) bool { return c.Locality.OverprovisioningFactor == 2 }},
+		{`{"locality":{}}`, func(c *config) bool { return c.Locality == lb.DefaultLocalityConfig() }},
 		{`{"outlier":{"consecutiveFailures":0}}`, func(c *config) bool {
-			return !c.outlier.Enabled() && c.outlier.BaseEjectionTime == lb.DefaultBaseEjectionTime
+			return !c.Outlier.Enabled() && c.Outlier.BaseEjectionTime == lb.DefaultBaseEjectionTime
 		}},
 		{`{"outlier":{"consecutiveFailures":3,"baseEjectionTime":"1s","maxEjectionTime":"1m","maxEjectionPercent":100}}`, func(c *config) bool {
-			return c.outlier == lb.OutlierConfig{ConsecutiveFailures: 3, BaseEjectionTime: time.Second, MaxEjectionTime: time.Minute, MaxEjectionPercent: 100}
+			return c.Outlier == lb.OutlierConfig{ConsecutiveFailures: 3, BaseEjectionTime: time.Second, MaxEjectionTime: time.Minute, MaxEjectionPercent: 100}
 		}},
 	} {
 		got, err := builder{}.ParseConfig([]byte(tc.js))
@@ -470,8 +470,8 @@ func TestConfigSurvivesAJSONRoundTrip(t *testing.T) {
 			t.Fatalf("ParseConfig of the marshalled %s (%s): %v", js, out, err)
 		}
 		a, b := first.(*config), second.(*config)
-		if a.decayTime != b.decayTime || a.outlier != b.outlier || !maps.Equal(a.weights, b.weights) || a.colors != b.colors || a.locality != b.locality ||
-			!a.slowStart.Equal(b.slowStart) {
+		if a.decayTime != b.decayTime || a.Outlier != b.Outlier || !maps.Equal(a.Weights, b.Weights) || a.Colors != b.Colors || a.Locality != b.Locality ||
+			!a.SlowStart.Equal(b.SlowStart) {
 			t.Errorf("%s → %s → %+v, want %+v", js, out, *b, *a)
 		}
 	}

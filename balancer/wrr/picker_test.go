@@ -136,16 +136,16 @@ func TestParseConfig(t *testing.T) {
 			t.Errorf("ParseConfig(%s): %v", js, err)
 		}
 	}
-	if got, _ := (builder{}).ParseConfig([]byte(`{"endpointWeights":{"10.0.0.7:9000":200}}`)); got.(*config).weights["10.0.0.7:9000"] != 200 {
-		t.Errorf("endpointWeights parsed as %v", got.(*config).weights)
+	if got, _ := (builder{}).ParseConfig([]byte(`{"endpointWeights":{"10.0.0.7:9000":200}}`)); got.(*config).Weights["10.0.0.7:9000"] != 200 {
+		t.Errorf("endpointWeights parsed as %v", got.(*config).Weights)
 	}
 	got, _ := builder{}.ParseConfig([]byte(`{"outlier":{"baseEjectionTime":"250ms","maxEjectionTime":"1s"}}`))
-	if c := got.(*config).outlier; c.BaseEjectionTime != 250*time.Millisecond || c.MaxEjectionTime != time.Second ||
+	if c := got.(*config).Outlier; c.BaseEjectionTime != 250*time.Millisecond || c.MaxEjectionTime != time.Second ||
 		c.ConsecutiveFailures != lb.DefaultConsecutiveFailures || c.MaxEjectionPercent != lb.DefaultMaxEjectionPercent {
 		t.Errorf("parsed %+v", c)
 	}
-	if got, _ := (builder{}).ParseConfig([]byte(`{"colors":{"strict":true}}`)); got.(*config).colors != (lb.ColorConfig{Key: "color", Strict: true}) {
-		t.Errorf("colors parsed as %+v", got.(*config).colors)
+	if got, _ := (builder{}).ParseConfig([]byte(`{"colors":{"strict":true}}`)); got.(*config).Colors != (lb.ColorConfig{Key: "color", Strict: true}) {
+		t.Errorf("colors parsed as %+v", got.(*config).Colors)
 	}
 	for _, tc := range []struct{ js, want string }{
 		{`{"colors":{"canary":5}}`, `muster_wrr: colors: json: unknown field "canary"`},
@@ -205,9 +205,9 @@ func TestConfigSurvivesAJSONRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ParseConfig(%s): %v", out, err)
 	}
-	if g, w := got.(*config), want.(*config); g.outlier != w.outlier || !maps.Equal(g.weights, w.weights) || g.colors != w.colors ||
-		g.locality != w.locality || g.locality.OverprovisioningFactor != 3 ||
-		!g.slowStart.Equal(w.slowStart) || g.slowStart.Window != time.Minute {
+	if g, w := got.(*config), want.(*config); g.Outlier != w.Outlier || !maps.Equal(g.Weights, w.Weights) || g.Colors != w.Colors ||
+		g.Locality != w.Locality || g.Locality.OverprovisioningFactor != 3 ||
+		!g.SlowStart.Equal(w.SlowStart) || g.SlowStart.Window != time.Minute {
 		t.Errorf("marshalled as %s, parsed again as %+v, want %+v", out, *g, *w)
 	}
 }

@@ -23,29 +23,14 @@ func init() {
 	balancer.Register(builder{})
 }
 
-// config is the parsed "muster_wrr" object.
+// config is the parsed "muster_wrr" object: the shared fields (lb.Config)
+// alone, which it marshals as, at the top level.
 type config struct {
 	serviceconfig.LoadBalancingConfig `json:"-"`
-
-	outlier   lb.OutlierConfig
-	weights   lb.EndpointWeights
-	colors    lb.ColorConfig
-	locality  lb.LocalityConfig
-	slowStart lb.SlowStartConfig
+	lb.Config
 }
 
-// newConfig returns the config of the given shared fields.
-func newConfig(c lb.Config) *config {
-	return &config{outlier: c.Outlier, weights: c.Weights, colors: c.Colors, locality: c.Locality, slowStart: c.SlowStart}
-}
-
-func defaultConfig() *config { return newConfig(lb.DefaultConfig()) }
-
-// MarshalJSON returns the config as ParseConfig reads it (see lb.Config).
-func (c *config) MarshalJSON() ([]byte, error) {
-	return json.Marshal(lb.Config{Outlier: c.outlier, Weights: c.weights, Colors: c.colors, Locality: c.locality,
-		SlowStart: c.slowStart})
-}
+func defaultConfig() *config { return &config{Config: lb.DefaultConfig()} }
 
 type builder struct{}
 
@@ -69,7 +54,7 @@ func (builder) ParseConfig(js json.RawMessage) (serviceconfig.LoadBalancingConfi
 	if err != nil {
 		return nil, err
 	}
-	return newConfig(shared), nil
+	return &config{Config: shared}, nil
 }
 
 var (
@@ -88,7 +73,7 @@ func (b *wrrBalancer) UpdateClientConnState(s balancer.ClientConnState) error {
 	if err != nil {
 		return err
 	}
-	return b.Update(s, cfg.outlier, cfg.weights, cfg.colors, cfg.locality, cfg.slowStart)
+	return b.Update(s, cfg.Config)
 }
 
 // callbacks are an endpoint's Done callbacks, made once so that picks do

@@ -96,7 +96,7 @@ type Policy[T any] struct {
 // endpointsharding's state on (CONNECTING, TRANSIENT_FAILURE, ...).
 //
 // Weights: an endpoint's weight is its Muster instance's, else its entry
-// in the EndpointWeights table given to Update, else
+// in the config's EndpointWeights table (Config.Weights), else
 // registry.DefaultWeight. An endpoint of weight 0 (a draining instance) is left out of
 // the policy's pickers unless every READY endpoint has weight 0; then all
 // are handed over with the same weight.
@@ -139,7 +139,7 @@ type Policy[T any] struct {
 // picker picks within it; a level with no admissible endpoint
 // (OutlierState.Admissible) passes the pick on, and a level whose probe is
 // due takes the pick first; see localityPicker. Without a locality, one
-// policy picker over the group, as before.
+// policy picker over the group.
 //
 // Base implements balancer.Balancer except UpdateClientConnState, which the
 // policy implements to parse its config and then calls Update. gRPC
@@ -161,17 +161,14 @@ type Base[T any] struct {
 	endpoints map[string]*Endpoint[T]
 	gen       uint64
 	listed    int             // endpoints in the last resolver state
-	weights   EndpointWeights // from the last Update; read-only
-	colors    ColorConfig     // from the last Update
+	cfg       Config          // from the last Update; its Weights and Registered tables read-only
 	canary    registry.Canary // from the last resolver state; zero for none
 	local     lbattr.Locality
 	localOK   bool                     // local is known (lbattr.LocalityOf)
-	localCfg  LocalityConfig           // from the last Update
 	capacity  map[string]levelCapacity // per group (color; "" the base)
 	tracks    map[string]*healthTrack  // per group, across pickers
 	maxCalls  int64                    // the call policy's maxConcurrent; 0: no cap
 	affinity  string                   // the call policy's affinityHeader; "" for none
-	slowStart SlowStartConfig          // from the last Update
 	last      balancer.State           // endpointsharding's last state, for rebuilding during a ramp
 	rampTimer *time.Timer              // rebuilds the picker during a ramp; nil when none is due
 	closed    bool
@@ -205,17 +202,17 @@ type interceptor[T any] struct {
 
 func (i interceptor[T]) UpdateState(s balancer.State) { i.b.updateState(s) }
 
-// Update applies a new resolver state, outlier configuration, table of
-// endpoint weights (nil for none) and color configuration: it creates the Endpoints of new
+// Update applies a new resolver state and the shared part of the policy's
+// config (as ParseConfig returned it): it creates the Endpoints of new
 // endpoints, starts the retention of those that left, and hands the state
-// to the children, which makes a new picker (with the new weights even
-// when the endpoints are the same). It returns balancer.ErrBadResolverState for a state without
-// endpoints (gRPC then asks the resolver again, with backoff).
-func (b *Base[T]) Update(s balancer.ClientConnState, oc OutlierConfig, weights EndpointWeights, colors ColorConfig, lc LocalityConfig,
-	ss SlowStartConfig) error {
+// to the children, which makes a new picker (with the new config even when
+// the endpoints are the same). It returns balancer.ErrBadResolverState for
+// a state without endpoints (gRPC then asks the resolver again, with
+// backoff).
+func (b *Base[T]) Update(s balancer.ClientConnState, cfg Config) error {
 	lbattr.Sign(s.ResolverState) // tells Muster's resolver that the channel runs a Muster balancer
 	cp, _ := lbattr.PolicyOf(s.ResolverState)
-	oc = oc.WithPolicy(cp.Outlier)
+	oc := cfg.Outlier.WithPolicy(cp.Outlier)
 	b.Detector.SetConfig(oc)
 	retention := max(minRetention, oc.MaxEjectionTime)
 
@@ -223,14 +220,11 @@ func (b *Base[T]) Update(s balancer.ClientConnState, oc OutlierConfig, weights E
 	now := b.now()
 	b.gen++
 	b.listed = 0
-	b.weights = weights
-	b.colors = colors
+	b.cfg = cfg
 	b.canary, _ = lbattr.CanaryOf(s.ResolverState)
 	b.local, b.localOK = lbattr.LocalityOf(s.ResolverState)
-	b.localCfg = lc
 	b.maxCalls = int64(cp.MaxConcurrent)
 	b.affinity = cp.AffinityHeader
-	b.slowStart = ss
 	for _, ep := range s.ResolverState.Endpoints {
 		if len(ep.Addresses) == 0 {
 			continue
@@ -376,9 +370,9 @@ func (b *Base[T]) applyLocked(s balancer.State) {
 			if st == connectivity.Ready {
 				e.wasReady = true
 			}
-			g := colorOf(c.Endpoint, b.colors.Key)
+			g := colorOf(c.Endpoint, b.cfg.Colors.Key)
 			lc := capacity[g]
-			lv, weight := levelOf(c.Endpoint, b.local), weightOf(c.Endpoint, b.weights)
+			lv, weight := levelOf(c.Endpoint, b.local), weightOf(c.Endpoint, b.cfg.Weights)
 			lc.total[lv] += capacityWeight(weight)
 			if st != connectivity.Ready && !e.wasReady && st != connectivity.TransientFailure && weight > 0 {
 				lc.fresh[lv] += capacityWeight(weight) // connecting for the first time: healthy until it fails
@@ -397,23 +391,23 @@ func (b *Base[T]) applyLocked(s balancer.State) {
 		if e == nil {
 			continue // cannot happen: Update creates it before the child
 		}
-		w := weightOf(c.Endpoint, b.weights)
+		w := weightOf(c.Endpoint, b.cfg.Weights)
 		capacity := float64(w)
 		if w > 0 {
 			positive++
-			if b.slowStart.Enabled() {
+			if b.cfg.SlowStart.Enabled() {
 				w = b.rampedLocked(c.Endpoint, w, wall, &rampEnd)
 				capacity = float64(w) / rampScale // the same unit as the level's total
 			}
 		}
-		r := Ready[T]{Endpoint: e, Picker: c.State.Picker, Weight: w, color: colorOf(c.Endpoint, b.colors.Key), capacity: capacity}
+		r := Ready[T]{Endpoint: e, Picker: c.State.Picker, Weight: w, color: colorOf(c.Endpoint, b.cfg.Colors.Key), capacity: capacity}
 		if b.localOK {
 			r.level = levelOf(c.Endpoint, b.local)
 		}
 		ready = append(ready, r)
 	}
 	if !rampEnd.IsZero() && b.rampTimer == nil {
-		b.rampTimer = time.AfterFunc(min(b.slowStart.step(), rampEnd.Sub(wall)), b.refreshRamp)
+		b.rampTimer = time.AfterFunc(min(b.cfg.SlowStart.step(), rampEnd.Sub(wall)), b.refreshRamp)
 	}
 	if len(ready) == 0 {
 		b.Detector.SetMembers(nil)
@@ -433,7 +427,7 @@ func (b *Base[T]) applyLocked(s balancer.State) {
 		members[i] = &ready[i].Endpoint.Outlier
 	}
 	b.Detector.SetMembers(members)
-	p := b.route(ready, b.colors, b.canary)
+	p := b.route(ready, b.cfg.Colors, b.canary)
 	if b.maxCalls > 0 {
 		p = newCapPicker(p, b.maxCalls, &b.inFlight, b.policy.Name)
 	}
@@ -444,11 +438,11 @@ func (b *Base[T]) applyLocked(s balancer.State) {
 // wall (see SlowStartConfig), and moves rampEnd to the end of its ramp
 // when it ramps and that is earlier. Called under b.mu.
 func (b *Base[T]) rampedLocked(ep grpcresolver.Endpoint, w int, wall time.Time, rampEnd *time.Time) int {
-	registered := registeredAt(ep, b.slowStart.Registered)
-	if end, ramping := b.slowStart.rampEnds(registered, wall); ramping && (rampEnd.IsZero() || end.Before(*rampEnd)) {
+	registered := registeredAt(ep, b.cfg.SlowStart.Registered)
+	if end, ramping := b.cfg.SlowStart.rampEnds(registered, wall); ramping && (rampEnd.IsZero() || end.Before(*rampEnd)) {
 		*rampEnd = end
 	}
-	return ramp(w, b.slowStart.Factor(registered, wall))
+	return ramp(w, b.cfg.SlowStart.Factor(registered, wall))
 }
 
 // newPicker returns the picker over ready, the READY endpoints of the
@@ -486,7 +480,7 @@ func (b *Base[T]) levelPicker(group string, ready []Ready[T]) balancer.Picker {
 		t = &healthTrack{}
 		b.tracks[group] = t
 	}
-	return newLocalityPicker(ready, lc, b.localCfg, t, &b.Detector, b.policy.NewPicker)
+	return newLocalityPicker(ready, lc, b.cfg.Locality, t, &b.Detector, b.policy.NewPicker)
 }
 
 // Key identifies an endpoint by its set of addresses, as grpc-go's

@@ -78,7 +78,7 @@ func TestEndpointsSurviveMembershipChangesForTheRetentionTime(t *testing.T) {
 	})
 	b.now = func() int64 { return clock }
 	defer b.Close()
-	cfg := DefaultOutlierConfig()
+	cfg := DefaultConfig()
 
 	addrs := func() []string {
 		var out []string
@@ -87,29 +87,29 @@ func TestEndpointsSurviveMembershipChangesForTheRetentionTime(t *testing.T) {
 		}
 		return out
 	}
-	if err := b.Update(endpoints("a:1", "b:1"), cfg, nil, DefaultColorConfig(), DefaultLocalityConfig(), SlowStartConfig{}); err != nil {
+	if err := b.Update(endpoints("a:1", "b:1"), cfg); err != nil {
 		t.Fatal(err)
 	}
 	bStats := b.Endpoints()[1]
-	_ = b.Update(endpoints("a:1"), cfg, nil, DefaultColorConfig(), DefaultLocalityConfig(), SlowStartConfig{})
+	_ = b.Update(endpoints("a:1"), cfg)
 	if got := addrs(); len(got) != 2 {
 		t.Fatalf("right after b left: endpoints %v, want a and b (retained)", got)
 	}
 	clock += int64(time.Minute)
-	_ = b.Update(endpoints("a:1", "b:1", "c:1"), cfg, nil, DefaultColorConfig(), DefaultLocalityConfig(), SlowStartConfig{})
+	_ = b.Update(endpoints("a:1", "b:1", "c:1"), cfg)
 	if b.Endpoints()[1] != bStats {
 		t.Fatal("b came back within the retention time with new stats")
 	}
-	_ = b.Update(endpoints("a:1", "c:1"), cfg, nil, DefaultColorConfig(), DefaultLocalityConfig(), SlowStartConfig{})
+	_ = b.Update(endpoints("a:1", "c:1"), cfg)
 	clock += int64(minRetention) + 1
-	_ = b.Update(endpoints("a:1", "c:1"), cfg, nil, DefaultColorConfig(), DefaultLocalityConfig(), SlowStartConfig{})
+	_ = b.Update(endpoints("a:1", "c:1"), cfg)
 	if got := addrs(); len(got) != 2 || got[0] != "a:1" || got[1] != "c:1" {
 		t.Fatalf("after the retention time: endpoints %v, want a and c", got)
 	}
 	if len(inits) != 3 {
 		t.Fatalf("Init called for %v, want once each for a, b, c", inits)
 	}
-	if err := b.Update(endpoints(), cfg, nil, DefaultColorConfig(), DefaultLocalityConfig(), SlowStartConfig{}); err != balancer.ErrBadResolverState {
+	if err := b.Update(endpoints(), cfg); err != balancer.ErrBadResolverState {
 		t.Fatalf("Update without endpoints = %v, want ErrBadResolverState", err)
 	}
 	cc.mu.Lock()
@@ -124,7 +124,7 @@ func TestReadyEndpointsAreHandedOverInAddressOrder(t *testing.T) {
 	// The weight comes from the Muster resolver's attribute; without one
 	// (and without a table) every endpoint weighs 100. The policies' tests cover weights 0.
 	b, got := recordingBase(t, &fakeCC{})
-	_ = b.Update(endpoints("b:1", "a:1"), DefaultOutlierConfig(), nil, DefaultColorConfig(), DefaultLocalityConfig(), SlowStartConfig{})
+	_ = b.Update(endpoints("b:1", "a:1"), DefaultConfig())
 	deadline := time.After(10 * time.Second)
 	for {
 		select {
@@ -161,7 +161,7 @@ func TestWeightsFromTheTableFollowUpdates(t *testing.T) {
 		{EndpointWeights{"a:1": 50}, []int{50, 100}},
 		{nil, []int{100, 100}},
 	} {
-		_ = b.Update(endpoints("a:1", "b:1"), DefaultOutlierConfig(), tc.table, DefaultColorConfig(), DefaultLocalityConfig(), SlowStartConfig{})
+		_ = b.Update(endpoints("a:1", "b:1"), Config{Outlier: DefaultOutlierConfig(), Weights: tc.table, Colors: DefaultColorConfig(), Locality: DefaultLocalityConfig()})
 		awaitReady(t, got, "", func(r []Ready[int]) bool { return slices.Equal(weights(r), tc.want) })
 	}
 }

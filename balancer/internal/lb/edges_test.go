@@ -147,7 +147,7 @@ func awaitReady(t *testing.T, got <-chan []Ready[int], never string, done func([
 
 func TestOnlyReadyEndpointsAreHandedOver(t *testing.T) {
 	b, got := recordingBase(t, &stuckCC{})
-	_ = b.Update(endpoints("a:1", "stuck:1"), DefaultOutlierConfig(), nil, DefaultColorConfig(), DefaultLocalityConfig(), SlowStartConfig{})
+	_ = b.Update(endpoints("a:1", "stuck:1"), DefaultConfig())
 	awaitReady(t, got, "stuck:1", func(r []Ready[int]) bool { return len(r) == 1 && r[0].Endpoint.Addr == "a:1" })
 }
 
@@ -163,13 +163,13 @@ func TestWeightZeroEndpointsAreLeftOutUnlessAllAre(t *testing.T) {
 
 	// All draining (only the one): handed over, weight 1. This also has it
 	// connected before the others.
-	_ = b.Update(state(ep("127.0.0.1:2", 0)), DefaultOutlierConfig(), nil, DefaultColorConfig(), DefaultLocalityConfig(), SlowStartConfig{})
+	_ = b.Update(state(ep("127.0.0.1:2", 0)), DefaultConfig())
 	awaitReady(t, got, "", func(r []Ready[int]) bool {
 		return len(r) == 1 && r[0].Endpoint.Addr == "127.0.0.1:2" && r[0].Weight == 1
 	})
 	// With two weighted endpoints: left out of every list that has one of
 	// them.
-	_ = b.Update(state(ep("127.0.0.1:1", 100), ep("127.0.0.1:2", 0), ep("127.0.0.1:3", 300)), DefaultOutlierConfig(), nil, DefaultColorConfig(), DefaultLocalityConfig(), SlowStartConfig{})
+	_ = b.Update(state(ep("127.0.0.1:1", 100), ep("127.0.0.1:2", 0), ep("127.0.0.1:3", 300)), DefaultConfig())
 	deadline := time.After(10 * time.Second)
 	for {
 		select {

@@ -10,10 +10,12 @@ import (
 )
 
 // Config holds the fields every policy's config has, under the names the
-// JSON config gives them. It marshals as the policy config ParseConfig
-// reads (with no policy fields of its own): grpc-go's xDS support marshals
-// a parsed config and parses it again on its way to the balancer, which
-// would otherwise get the defaults.
+// JSON config gives them. A policy's parsed config embeds it, so that its
+// fields stay at the top level of the JSON, and hands it whole to
+// Base.Update. It marshals as the policy config ParseConfig reads (with no
+// policy fields of its own): grpc-go's xDS support marshals a parsed config
+// and parses it again on its way to the balancer, which would otherwise get
+// the defaults.
 type Config struct {
 	Outlier   OutlierConfig   `json:"outlier"`
 	Weights   EndpointWeights `json:"endpointWeights,omitempty"`
