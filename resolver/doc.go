@@ -30,9 +30,9 @@
 // all of them. WithZoneFallback(false) makes the zone a hard filter
 // instead: only the zone's instances (the region's, without a zone), none
 // when it has none. lb=<balancer> chooses the channel's balancer (see
-// Balancing). Any other key, an
-// empty value, a repeated key, an authority or an invalid service name makes
-// Build fail with an error matching ErrBadTarget that names the problem.
+// Balancing). Any other key, an empty value, a repeated key, an authority
+// or an invalid service name makes Build fail with an error matching
+// ErrBadTarget that names the problem.
 //
 // # Balancing
 //

@@ -1,7 +1,8 @@
 // Package xds is an xDS control plane over Muster's registry: it publishes
 // the instances a registry.Discovery sees to any xDS client (gRPC in Go,
 // Java, C++, Python, Node; service-mesh proxies) over ADS (state of the
-// world, and delta for the clients that ask for it), so that a client with no Muster code calls xds:///<service>.
+// world, and delta for the clients that ask for it), so that a client with
+// no Muster code calls xds:///<service>.
 //
 // # Resources
 //
@@ -13,8 +14,8 @@
 // CustomPolicy such as MusterP2C names a client balancer, with round robin
 // as the fallback for clients without it; for MusterP2C and MusterWRR the
 // balancer's config carries the instances' weights other than the default,
-// which the balancer cannot read from the endpoints) and
-// a ClusterLoadAssignment: one locality per zone, weighted by the sum of its
+// which the balancer cannot read from the endpoints) and a
+// ClusterLoadAssignment: one locality per zone, weighted by the sum of its
 // instances' weights (for RingHash, one locality per priority); an endpoint
 // per instance with the instance's weight, a draining instance as
 // health_status DRAINING (clients send it nothing), and, with
@@ -24,7 +25,7 @@
 // a color no client can send) is left out, logged and counted
 // (Stats.Skipped); the others are published. Every resource is in a form
 // that every client at Muster's support floor accepts (docs/XDS.md,
-// "Clients"): a client without a policy falls back to round robin. Routes
+// "Clients: the support floor and the matrix"): a client without a policy falls back to round robin. Routes
 // come in a form per client family where one misreads the call policy (the
 // C-core gets no timeout, grpc-js-xds backoffs under 1 s), chosen by the
 // node's user agent. WithSelfCheck checks each resource against the
@@ -42,7 +43,7 @@
 // of the uncolored calls goes to the color by weighted clusters (per call:
 // gRPC clients draw weighted clusters at random, so no stickiness per key;
 // no strict mode). A service without colors is published as above. See
-// docs/XDS.md, "Colors".
+// docs/XDS.md, "Colors (blue-green and canary for xDS clients)".
 //
 // # Localities
 //
@@ -63,13 +64,14 @@
 // # Versions
 //
 // Each resource has its own version (one go-control-plane LinearCache per
-// type, and per client locality for endpoints): a change of one service sends
-// that service's ClusterLoadAssignment to the clients watching it, and
-// nothing else, but for the service's Cluster too when its policy is
-// MusterP2C or MusterWRR and the change alters its weights. An assignment equal to the published one is not sent. A
-// version a client rejected (NACK) is never sent to it again: it keeps its
-// last accepted version until the next change; NACKs are logged with the
-// client's error and counted. Delta (incremental) ADS streams, which gRPC
+// type, and per client locality for endpoints): a change of one service
+// sends that service's ClusterLoadAssignment to the clients watching it,
+// and nothing else, but for the service's Cluster too when its policy is
+// MusterP2C or MusterWRR and the change alters its weights. An assignment
+// equal to the published one is not sent. A version a client rejected
+// (NACK) is never sent to it again: it keeps its last accepted version
+// until the next change; NACKs are logged with the client's error and
+// counted. Delta (incremental) ADS streams, which gRPC
 // clients do not open but Envoy may, are served from the same caches with
 // the same guarantees.
 //
