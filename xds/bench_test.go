@@ -98,7 +98,7 @@ func BenchmarkConvergence(b *testing.B) {
 	reg, newDisc := benchRegistry(b)
 	cpDisc, clientDisc := newDisc(), newDisc()
 
-	cp, addr := serveBench(b, cpDisc, xds.WithServices("bench"), xds.WithPolicy(xds.CustomPolicy(recorderXDS)))
+	cp, addr := serveBench(b, cpDisc, xds.WithServices("bench"), xds.WithLBPolicy(xds.CustomLBPolicy(recorderXDS)))
 	_ = cp
 	ctx := context.Background()
 	if err := reg.Register(ctx, registry.Instance{Name: "bench", ID: "000000", Addr: "127.0.0.1:19999"}); err != nil {

@@ -117,7 +117,7 @@ func newCaches(prefix string, maxZones int, metadata, policies bool, log *slog.L
 // response for it. call is the service's call policy (zero for none): its
 // route parts go into every route, its cluster parts into every Cluster,
 // each published again when they change (see callpolicy.go).
-func (c *caches) setService(service string, p Policy, ss slowStart, list []registry.Instance, canary registry.Canary, call registry.Policy, first bool) error {
+func (c *caches) setService(service string, p LBPolicy, ss slowStart, list []registry.Instance, canary registry.Canary, call registry.Policy, first bool) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var mc musterConfig

@@ -377,7 +377,7 @@ func testClientFollows(t *testing.T, start func(t *testing.T, addr string) *chil
 // muster_p2c, takes the round-robin fallback of a MusterP2C cluster: it
 // accepts the cluster (no NACK) and calls every instance.
 func testClientFallback(t *testing.T, start func(t *testing.T, addr string) *childClient) {
-	e := newEnv(t, xds.WithServices("greeter"), xds.WithPolicy(xds.MusterP2C))
+	e := newEnv(t, xds.WithServices("greeter"), xds.WithLBPolicy(xds.MusterP2C))
 	a, b := startGreeter(t), startGreeter(t)
 	e.register(t, "greeter", "a", a.Addr, "", 0, false)
 	e.register(t, "greeter", "b", b.Addr, "", 0, false)

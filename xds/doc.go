@@ -10,8 +10,8 @@
 // Listener (an API listener whose HTTP connection manager takes its routes
 // by RDS over ADS and ends its filter chain with the router), a
 // RouteConfiguration (every host, prefix "/" to cluster S), a Cluster (EDS
-// over ADS, service name S, the service's Policy, RoundRobin by default; a
-// CustomPolicy such as MusterP2C names a client balancer, with round robin
+// over ADS, service name S, the service's LBPolicy, RoundRobin by default; a
+// CustomLBPolicy such as MusterP2C names a client balancer, with round robin
 // as the fallback for clients without it; for MusterP2C and MusterWRR the
 // balancer's config carries the instances' weights other than the default,
 // which the balancer cannot read from the endpoints) and a

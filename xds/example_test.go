@@ -26,7 +26,7 @@ func Example() {
 	}
 	defer d.Close()
 
-	cp, err := xds.New(d, xds.WithPolicy(xds.RingHash, "user")) // "user" spreads calls by weight
+	cp, err := xds.New(d, xds.WithLBPolicy(xds.RingHash, "user")) // "user" spreads calls by weight
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -45,7 +45,7 @@ type xdsClient struct {
 	// differ; every other scenario is the same for all.
 	ringHash     string // "" when it runs ring_hash, else what it runs instead and why
 	leastRequest string // likewise for least_request
-	musterPolicy bool   // runs the balancer a CustomPolicy names (Muster's, in this process)
+	musterPolicy bool   // runs the balancer a CustomLBPolicy names (Muster's, in this process)
 	tls          string // "" when its bootstrap takes tls channel credentials (gRFC A65), else what it takes
 	// timeoutWithheld is "" when the client gets the policy's timeout and
 	// ends a call at it, else why the control plane withholds it from the
@@ -373,7 +373,7 @@ func scenarioZonedCanary(t *testing.T, cl xdsClient) string {
 // off by about 1/sqrt(k) of itself, 1.8 points; combined 2.4, so 10 points
 // are four standard deviations, independent of the machine's load.
 func scenarioRingShares(t *testing.T, cl xdsClient) string {
-	e := newEnv(t, xds.WithServices("greeter"), xds.WithPolicy(xds.RingHash))
+	e := newEnv(t, xds.WithServices("greeter"), xds.WithLBPolicy(xds.RingHash))
 	a, b, c := startGreeter(t), startGreeter(t), startGreeter(t)
 	e.register(t, "greeter", "a", a.Addr, "z1", 100, false)
 	e.register(t, "greeter", "b", b.Addr, "z2", 100, false)
@@ -394,7 +394,7 @@ func scenarioRingShares(t *testing.T, cl xdsClient) string {
 // so do 100 calls of a channel without a key (the channel's hash). A client
 // without ring hash (round robin) spreads them; its cell says so.
 func scenarioAffinity(t *testing.T, cl xdsClient) string {
-	e := newEnv(t, xds.WithServices("greeter"), xds.WithPolicy(xds.RingHash))
+	e := newEnv(t, xds.WithServices("greeter"), xds.WithLBPolicy(xds.RingHash))
 	for _, id := range []string{"a", "b", "c", "d"} {
 		e.register(t, "greeter", id, startGreeter(t).Addr, "", 0, false)
 	}
@@ -452,7 +452,7 @@ func totalOf(m map[string]int) int {
 // Under LeastRequest every client accepts the Cluster and calls every
 // instance (least_request where it has it, round robin elsewhere).
 func scenarioLeastRequest(t *testing.T, cl xdsClient) string {
-	e := newEnv(t, xds.WithServices("greeter"), xds.WithPolicy(xds.LeastRequest))
+	e := newEnv(t, xds.WithServices("greeter"), xds.WithLBPolicy(xds.LeastRequest))
 	a, b := startGreeter(t), startGreeter(t)
 	e.register(t, "greeter", "a", a.Addr, "", 0, false)
 	e.register(t, "greeter", "b", b.Addr, "", 0, false)
@@ -466,7 +466,7 @@ func scenarioLeastRequest(t *testing.T, cl xdsClient) string {
 // takes the round-robin fallback: about half the calls each.
 func scenarioCustomPolicy(t *testing.T, cl xdsClient) string {
 	if cl.musterPolicy {
-		e := newEnv(t, xds.WithServices("greeter"), xds.WithPolicy(xds.MusterP2C))
+		e := newEnv(t, xds.WithServices("greeter"), xds.WithLBPolicy(xds.MusterP2C))
 		a, b := startGreeter(t), startGreeter(t)
 		e.register(t, "greeter", "a", a.Addr, "", 0, false)
 		e.register(t, "greeter", "b", b.Addr, "", 0, false)
@@ -817,7 +817,7 @@ func scenarioPolicyAffinity(t *testing.T, cl xdsClient) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.startControlPlane(t, xds.WithServices("greeter"), xds.WithPolicies(ps), xds.WithPolicy(xds.RingHash))
+	e.startControlPlane(t, xds.WithServices("greeter"), xds.WithPolicies(ps), xds.WithLBPolicy(xds.RingHash))
 	for _, id := range []string{"a", "b", "c", "d"} {
 		e.register(t, "greeter", id, startGreeter(t).Addr, "", 0, false)
 	}

@@ -31,8 +31,8 @@ type Option func(*options)
 
 type options struct {
 	services     []string
-	policy       Policy
-	policies     map[string]Policy
+	policy       LBPolicy
+	policies     map[string]LBPolicy
 	slowStart    slowStart            // WithSlowStart of every service; off for none
 	slowStarts   map[string]slowStart // WithSlowStart of named services
 	resolverOpts []resolver.Option
@@ -82,7 +82,7 @@ func (o *options) setPositive(name string, d time.Duration, dst *time.Duration) 
 func defaultOptions() options {
 	return options{
 		policy:       RoundRobin,
-		policies:     map[string]Policy{},
+		policies:     map[string]LBPolicy{},
 		slowStarts:   map[string]slowStart{},
 		log:          slog.New(slog.NewTextHandler(io.Discard, nil)),
 		listInterval: defaultListInterval,
@@ -112,15 +112,15 @@ func WithServices(names ...string) Option {
 	}
 }
 
-// WithPolicy sets the load-balancing policy of the Clusters of services, or
+// WithLBPolicy sets the load-balancing policy of the Clusters of services, or
 // of every service without a policy of its own when services is empty. The
 // default is RoundRobin. A policy that is neither built in (RoundRobin,
-// RingHash, LeastRequest) nor a valid CustomPolicy name (MusterP2C,
+// RingHash, LeastRequest) nor a valid CustomLBPolicy name (MusterP2C,
 // MusterWRR, ...) is an error of New.
-func WithPolicy(p Policy, services ...string) Option {
+func WithLBPolicy(p LBPolicy, services ...string) Option {
 	return func(o *options) {
 		if !p.valid() {
-			o.invalid("WithPolicy: invalid policy %q (want %s, %s, %s or the name of a client balancer such as %s)",
+			o.invalid("WithLBPolicy: invalid policy %q (want %s, %s, %s or the name of a client balancer such as %s)",
 				p, RoundRobin, RingHash, LeastRequest, MusterP2C)
 			return
 		}

@@ -29,7 +29,7 @@ func TestNewRejects(t *testing.T) {
 		want string
 	}{
 		{xds.WithServices("Bad_Name"), "WithServices"},
-		{xds.WithPolicy("Not A Policy"), "WithPolicy"},
+		{xds.WithLBPolicy("Not A Policy"), "WithLBPolicy"},
 		{xds.WithProtection(1.5, time.Second), "WithProtection"},
 		{xds.WithProtection(0.5, 0), "WithProtection"},
 		{xds.WithListInterval(0), "WithListInterval"},

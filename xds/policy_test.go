@@ -18,12 +18,12 @@ import (
 	"github.com/musterhq/muster/xds"
 )
 
-// With WithPolicy(MusterWRR), a Go client that imports Muster's wrr
+// With WithLBPolicy(MusterWRR), a Go client that imports Muster's wrr
 // balancer balances the xDS cluster with muster_wrr: the balancer's own
 // per-endpoint metrics (reported only by Muster's balancers, with their
 // policy name) count the calls.
 func TestMusterPolicy(t *testing.T) {
-	e := newEnv(t, xds.WithServices("greeter"), xds.WithPolicy(xds.MusterWRR))
+	e := newEnv(t, xds.WithServices("greeter"), xds.WithLBPolicy(xds.MusterWRR))
 	a, b := testbackend.Start(t), testbackend.Start(t)
 	e.register(t, "greeter", "a", a.Addr, "", 0, false)
 	e.register(t, "greeter", "b", b.Addr, "", 0, false)
@@ -67,7 +67,7 @@ func TestMusterPolicy(t *testing.T) {
 // A client without the policy's balancer falls back to round robin: its
 // calls reach every instance, and it accepts the cluster (no NACK).
 func TestCustomPolicyFallback(t *testing.T) {
-	e := newEnv(t, xds.WithServices("greeter"), xds.WithPolicy(xds.CustomPolicy("not_registered_here")))
+	e := newEnv(t, xds.WithServices("greeter"), xds.WithLBPolicy(xds.CustomLBPolicy("not_registered_here")))
 	a, b := testbackend.Start(t), testbackend.Start(t)
 	e.register(t, "greeter", "a", a.Addr, "", 0, false)
 	e.register(t, "greeter", "b", b.Addr, "", 0, false)
@@ -120,7 +120,7 @@ func sharesUntil(t *testing.T, conn *grpc.ClientConn, what string, wants []share
 // the Cluster's balancer config), and an operator's weight override changes
 // the shares live.
 func TestMusterPolicyWeights(t *testing.T) {
-	e := newEnv(t, xds.WithServices("greeter"), xds.WithPolicy(xds.MusterWRR))
+	e := newEnv(t, xds.WithServices("greeter"), xds.WithLBPolicy(xds.MusterWRR))
 	a, b, c := testbackend.Start(t), testbackend.Start(t), testbackend.Start(t)
 	e.register(t, "greeter", "a", a.Addr, "", 100, false)
 	e.register(t, "greeter", "b", b.Addr, "", 100, false)
@@ -152,7 +152,7 @@ func TestMusterPolicyWeights(t *testing.T) {
 // nothing of another service; a registration at the default weight does
 // not push the Cluster (the table lists only other weights).
 func TestWeightChangePushesItsClusterOnly(t *testing.T) {
-	e := newEnv(t, xds.WithServices("greeter", "other"), xds.WithPolicy(xds.MusterP2C))
+	e := newEnv(t, xds.WithServices("greeter", "other"), xds.WithLBPolicy(xds.MusterP2C))
 	a, b := testbackend.Start(t), testbackend.Start(t)
 	e.register(t, "greeter", "a", a.Addr, "", 100, false)
 	e.register(t, "other", "a", a.Addr, "", 300, false)
@@ -199,7 +199,7 @@ func TestWeightChangePushesItsClusterOnly(t *testing.T) {
 // 67 %; load slows all three backends, which the factor of 100 absorbs
 // unless a light one's call got 100 times faster than the heavy one's.
 func TestMusterP2CWeights(t *testing.T) {
-	e := newEnv(t, xds.WithServices("greeter"), xds.WithPolicy(xds.MusterP2C))
+	e := newEnv(t, xds.WithServices("greeter"), xds.WithLBPolicy(xds.MusterP2C))
 	heavy, a, b := testbackend.Start(t), testbackend.Start(t), testbackend.Start(t)
 	heavy.SetDelay(time.Millisecond)
 	e.register(t, "greeter", "heavy", heavy.Addr, "", registry.MaxWeight, false)

@@ -24,7 +24,7 @@ import (
 // hash a hash policy on every route.
 func TestResourcesUsePortableForms(t *testing.T) {
 	co := coloring{colors: []string{"blue"}, canary: registry.Canary{Color: "blue", Percent: 12.5}}
-	for _, p := range []Policy{RoundRobin, RingHash, LeastRequest, MusterP2C, MusterWRR} {
+	for _, p := range []LBPolicy{RoundRobin, RingHash, LeastRequest, MusterP2C, MusterWRR} {
 		co.hash = p == RingHash
 		r := routeWithColors("greeter", co)
 		if err := r.Validate(); err != nil {

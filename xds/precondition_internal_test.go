@@ -33,7 +33,7 @@ func checkFor(t *testing.T, what string, audience xdscheck.Family, res ...proto.
 // a call policy, with a policy that ejects nothing (the standby, whose
 // minimum hosts a Java int must hold), under every policy.
 func TestClustersMeetPreconditions(t *testing.T) {
-	for _, p := range []Policy{RoundRobin, RingHash, LeastRequest, MusterP2C, MusterWRR} {
+	for _, p := range []LBPolicy{RoundRobin, RingHash, LeastRequest, MusterP2C, MusterWRR} {
 		for _, call := range []registry.Policy{{}, testCallPolicy, {MaxConcurrent: registry.MaxConcurrentLimit}} {
 			cl := clusterFor("greeter", p, musterConfig{weights: map[string]int{"10.0.0.1:80": 10_000}})
 			applyClusterPolicy(cl, clusterParts(call))

@@ -307,7 +307,7 @@ func (s *Server) listLoop(l registry.ServiceLister) {
 type feed struct {
 	s         *Server
 	service   string
-	policy    Policy
+	policy    LBPolicy
 	slowStart slowStart // off for none
 	r         grpcresolver.Resolver
 

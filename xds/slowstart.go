@@ -89,7 +89,7 @@ func (o *options) checkSlowStart() {
 }
 
 // policyOf returns a service's policy.
-func (o *options) policyOf(service string) Policy {
+func (o *options) policyOf(service string) LBPolicy {
 	if p, ok := o.policies[service]; ok {
 		return p
 	}

@@ -42,7 +42,7 @@ func TestSlowStartBounds(t *testing.T) {
 	reg := time.Date(2026, 1, 1, 12, 0, 0, 123456789, time.UTC)
 	mc := musterConfig{weights: map[string]int{"10.0.0.1:80": 200},
 		slowStart: slowStart{window: 30 * time.Second, aggression: 2, minWeightPercent: 5, registered: map[string]time.Time{"10.0.0.1:80": reg, "[::1]:81": reg}}}
-	for _, p := range []Policy{MusterP2C, MusterWRR} {
+	for _, p := range []LBPolicy{MusterP2C, MusterWRR} {
 		_, js := balancerConfig(t, p, mc)
 		parser := balancer.Get(string(p)).(balancer.ConfigParser)
 		cfg, err := parser.ParseConfig(js)
@@ -64,7 +64,7 @@ func TestSlowStartBounds(t *testing.T) {
 		o := defaultOptions()
 		WithSlowStart(tc.window, tc.aggression, tc.minW)(&o)
 		js := fmt.Sprintf(`{"slowStart":{"window":%q,"aggression":%v,"minWeightPercent":%v}}`, tc.window, tc.aggression, tc.minW)
-		for _, p := range []Policy{MusterP2C, MusterWRR} {
+		for _, p := range []LBPolicy{MusterP2C, MusterWRR} {
 			_, err := balancer.Get(string(p)).(balancer.ConfigParser).ParseConfig([]byte(js))
 			if (o.err == nil) != (err == nil) {
 				t.Errorf("WithSlowStart(%v, %v, %v): %v; %s of %s: %v; want both to accept or both to refuse", tc.window, tc.aggression, tc.minW, o.err, p, js, err)

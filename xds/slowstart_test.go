@@ -16,7 +16,7 @@ import (
 // % of the calls. Without the registration times the balancer would not
 // know the third is young (33 % each).
 func TestSlowStartOverXDS(t *testing.T) {
-	e := newEnv(t, xds.WithServices("greeter"), xds.WithPolicy(xds.MusterWRR), xds.WithSlowStart(10*time.Minute, 1, 10))
+	e := newEnv(t, xds.WithServices("greeter"), xds.WithLBPolicy(xds.MusterWRR), xds.WithSlowStart(10*time.Minute, 1, 10))
 	a, b, c := testbackend.Start(t), testbackend.Start(t), testbackend.Start(t)
 	now := time.Now()
 	for _, in := range []registry.Instance{
@@ -46,11 +46,11 @@ func TestSlowStartOptionErrors(t *testing.T) {
 		want string
 	}{
 		{[]xds.Option{xds.WithSlowStart(time.Minute, 1, 10)}, "xds: WithSlowStart: the default policy round_robin has no slow start (want muster_p2c or muster_wrr)"},
-		{[]xds.Option{xds.WithPolicy(xds.MusterP2C), xds.WithPolicy(xds.RingHash, "greeter"), xds.WithSlowStart(time.Minute, 1, 10, "greeter")},
+		{[]xds.Option{xds.WithLBPolicy(xds.MusterP2C), xds.WithLBPolicy(xds.RingHash, "greeter"), xds.WithSlowStart(time.Minute, 1, 10, "greeter")},
 			"xds: WithSlowStart: service greeter: policy ring_hash has no slow start (want muster_p2c or muster_wrr)"},
-		{[]xds.Option{xds.WithPolicy(xds.MusterP2C), xds.WithSlowStart(0, 1, 10)}, "xds: WithSlowStart: window 0s is out of range (0, 1h0m0s]"},
-		{[]xds.Option{xds.WithPolicy(xds.MusterP2C), xds.WithSlowStart(time.Minute, 0, 10)}, "xds: WithSlowStart: aggression 0 is out of range 0.1..10"},
-		{[]xds.Option{xds.WithPolicy(xds.MusterP2C), xds.WithSlowStart(time.Minute, 1, 101)}, "xds: WithSlowStart: minWeightPercent 101 is out of range 0..100"},
+		{[]xds.Option{xds.WithLBPolicy(xds.MusterP2C), xds.WithSlowStart(0, 1, 10)}, "xds: WithSlowStart: window 0s is out of range (0, 1h0m0s]"},
+		{[]xds.Option{xds.WithLBPolicy(xds.MusterP2C), xds.WithSlowStart(time.Minute, 0, 10)}, "xds: WithSlowStart: aggression 0 is out of range 0.1..10"},
+		{[]xds.Option{xds.WithLBPolicy(xds.MusterP2C), xds.WithSlowStart(time.Minute, 1, 101)}, "xds: WithSlowStart: minWeightPercent 101 is out of range 0..100"},
 	} {
 		cp, err := xds.New(e.disc, append([]xds.Option{xds.WithServices("greeter")}, tc.opts...)...)
 		if err == nil {

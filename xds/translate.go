@@ -34,8 +34,8 @@ import (
 // The translation from a service's instances to xDS resources. Everything
 // here is pure: no I/O, no clock, no shared state.
 
-// Policy is a cluster's load-balancing policy, as xDS clients know it.
-type Policy string
+// LBPolicy is a cluster's load-balancing policy, as xDS clients know it.
+type LBPolicy string
 
 // The policies a Cluster can name. Every gRPC client at Muster's support
 // floor (docs/XDS.md, "Clients") accepts every Cluster Muster publishes; a
@@ -43,7 +43,7 @@ type Policy string
 // does with endpoint weights differs (see docs/XDS.md).
 const (
 	// RoundRobin is lb_policy ROUND_ROBIN, the default.
-	RoundRobin Policy = "round_robin"
+	RoundRobin LBPolicy = "round_robin"
 	// RingHash is ring_hash (xxHash, the clients' default ring sizes) in
 	// the Cluster's load_balancing_policy, then round robin across
 	// localities, with lb_policy ROUND_ROBIN: the C-core 1.51 (Debian
@@ -57,7 +57,7 @@ const (
 	// share of the ring is its weight's share in every client (clients that
 	// multiply locality by endpoint weight and clients that normalise both
 	// agree).
-	RingHash Policy = "ring_hash"
+	RingHash LBPolicy = "ring_hash"
 	// LeastRequest is least_request (choice count 2) in the Cluster's
 	// load_balancing_policy, then round robin across localities for the
 	// clients without it (grpc-js, the C-core, grpc-go 1.60 unless
@@ -65,26 +65,26 @@ const (
 	// ROUND_ROBIN for the clients that read only lb_policy: the lb_policy
 	// LEAST_REQUEST enum is rejected by grpc-js and the C-core. grpc-go's
 	// least_request ignores locality weights.
-	LeastRequest Policy = "least_request"
+	LeastRequest LBPolicy = "least_request"
 	// MusterP2C names Muster's balancer muster_p2c (package
 	// balancer/p2c): a Go client that imports that package balances the
 	// service with it; other clients fall back to round robin. See
-	// CustomPolicy. Unlike other custom policies, the balancer's config
+	// CustomLBPolicy. Unlike other custom policies, the balancer's config
 	// carries the table of instance weights that are not the default
 	// ("endpointWeights"), since the balancer cannot read the EDS weights.
-	MusterP2C Policy = "muster_p2c"
+	MusterP2C LBPolicy = "muster_p2c"
 	// MusterWRR names Muster's balancer muster_wrr (package
 	// balancer/wrr), as MusterP2C does muster_p2c.
-	MusterWRR Policy = "muster_wrr"
+	MusterWRR LBPolicy = "muster_wrr"
 )
 
-// CustomPolicy is a Policy naming a gRPC balancer registered in the clients
+// CustomLBPolicy is a LBPolicy naming a gRPC balancer registered in the clients
 // under name, such as MusterP2C. The Cluster carries it in
 // load_balancing_policy as an xds.type.v3.TypedStruct whose type URL ends in
 // name (what gRPC clients look up in their balancer registry), followed by
 // round robin across localities (wrr_locality) for the clients that do not
 // have it: gRPC takes the first policy it supports. The name must match
-// [a-z][a-z0-9_.]{0,63}; a Policy that is neither a built-in one nor a valid
+// [a-z][a-z0-9_.]{0,63}; a LBPolicy that is neither a built-in one nor a valid
 // custom name is an error of New.
 //
 // The balancer's config is empty, except for MusterP2C and MusterWRR,
@@ -95,15 +95,15 @@ const (
 // The balancer gets the endpoints gRPC's xDS support hands it, whose
 // weights, zones and metadata no module but grpc-go can read; Muster's
 // balancers get the weights from their config instead (see docs/XDS.md).
-func CustomPolicy(name string) Policy { return Policy(name) }
+func CustomLBPolicy(name string) LBPolicy { return LBPolicy(name) }
 
-func (p Policy) builtin() bool { return p == RoundRobin || p == RingHash || p == LeastRequest }
+func (p LBPolicy) builtin() bool { return p == RoundRobin || p == RingHash || p == LeastRequest }
 
-func (p Policy) valid() bool { return p.builtin() || customName.MatchString(string(p)) }
+func (p LBPolicy) valid() bool { return p.builtin() || customName.MatchString(string(p)) }
 
 // takesWeights reports whether the policy's balancer reads an
 // endpointWeights table from its config: Muster's own balancers.
-func (p Policy) takesWeights() bool { return p == MusterP2C || p == MusterWRR }
+func (p LBPolicy) takesWeights() bool { return p == MusterP2C || p == MusterWRR }
 
 // customName is what a custom policy's name must match.
 var customName = regexp.MustCompile(`^[a-z][a-z0-9_.]{0,63}$`)
@@ -166,7 +166,7 @@ func routeFor(service string) *routev3.RouteConfiguration {
 // from the ClusterLoadAssignment named service, balanced by p. mc, the
 // weights from weightTable and the slow start, is written into the config
 // of a policy that takesWeights; other policies ignore it.
-func clusterFor(service string, p Policy, mc musterConfig) *clusterv3.Cluster {
+func clusterFor(service string, p LBPolicy, mc musterConfig) *clusterv3.Cluster {
 	c := &clusterv3.Cluster{
 		Name:                 service,
 		ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_EDS},

@@ -53,7 +53,7 @@ func TestRoute(t *testing.T) {
 
 func TestCluster(t *testing.T) {
 	for _, tc := range []struct {
-		p    Policy
+		p    LBPolicy
 		want clusterv3.Cluster_LbPolicy
 	}{
 		{RoundRobin, clusterv3.Cluster_ROUND_ROBIN},
@@ -73,7 +73,7 @@ func TestCluster(t *testing.T) {
 			t.Errorf("%s: lb policy %v, want %v", tc.p, c.GetLbPolicy(), tc.want)
 		}
 	}
-	for _, p := range []Policy{RoundRobin} {
+	for _, p := range []LBPolicy{RoundRobin} {
 		if lbp := clusterFor("greeter", p, musterConfig{}).GetLoadBalancingPolicy(); lbp != nil {
 			t.Errorf("%s: load_balancing_policy %v, want none", p, lbp)
 		}
@@ -95,7 +95,7 @@ func TestCluster(t *testing.T) {
 	if err := pols[1].GetTypedExtensionConfig().GetTypedConfig().UnmarshalTo(&wl); err != nil {
 		t.Fatalf("muster_wrr: second policy is not wrr_locality: %v", err)
 	}
-	for _, p := range []Policy{"", "Muster", "a b", Policy(strings.Repeat("a", 65))} {
+	for _, p := range []LBPolicy{"", "Muster", "a b", LBPolicy(strings.Repeat("a", 65))} {
 		if p.valid() {
 			t.Errorf("policy %q is valid", p)
 		}

@@ -43,7 +43,7 @@ func TestWeightTable(t *testing.T) {
 // balancerConfig returns the JSON config a gRPC client gives the first
 // policy of c's load_balancing_policy: its TypedStruct's struct, marshalled
 // as grpc-go does (encoding/json on the structpb.Struct).
-func balancerConfig(t *testing.T, p Policy, mc musterConfig) (string, json.RawMessage) {
+func balancerConfig(t *testing.T, p LBPolicy, mc musterConfig) (string, json.RawMessage) {
 	t.Helper()
 	c := clusterFor("greeter", p, mc)
 	if err := c.Validate(); err != nil {
@@ -64,7 +64,7 @@ func balancerConfig(t *testing.T, p Policy, mc musterConfig) (string, json.RawMe
 // other custom policies get an empty config.
 func TestClusterCarriesWeights(t *testing.T) {
 	table := map[string]int{"10.0.0.3:80": 300, "[::1]:81": 1, "backend.example:82": registry.MaxWeight}
-	for _, p := range []Policy{MusterP2C, MusterWRR} {
+	for _, p := range []LBPolicy{MusterP2C, MusterWRR} {
 		_, js := balancerConfig(t, p, musterConfig{weights: table})
 		var got struct {
 			EndpointWeights map[string]int `json:"endpointWeights"`
@@ -80,7 +80,7 @@ func TestClusterCarriesWeights(t *testing.T) {
 			t.Errorf("%s without a table: config %s, want {}", p, js)
 		}
 	}
-	if _, js := balancerConfig(t, CustomPolicy("other_lb"), musterConfig{weights: table}); string(js) != "{}" {
+	if _, js := balancerConfig(t, CustomLBPolicy("other_lb"), musterConfig{weights: table}); string(js) != "{}" {
 		t.Errorf("a custom policy not Muster's: config %s, want {} (its balancer may not know the field)", js)
 	}
 }

@@ -301,7 +301,7 @@ func TestFollowsRegistry(t *testing.T) {
 // largest, independent of the machine's load. Round robin (no weights)
 // would give the 50 % share 33 %, off by 17 points.
 func TestWeights(t *testing.T) {
-	e := newEnv(t, xds.WithServices("greeter"), xds.WithPolicy(xds.RingHash, "greeter"))
+	e := newEnv(t, xds.WithServices("greeter"), xds.WithLBPolicy(xds.RingHash, "greeter"))
 	a, b, c := testbackend.Start(t), testbackend.Start(t), testbackend.Start(t)
 	e.register(t, "greeter", "a", a.Addr, "", 100, false)
 	e.register(t, "greeter", "b", b.Addr, "", 100, false)

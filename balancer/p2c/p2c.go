@@ -63,7 +63,7 @@ func (builder) Name() string { return Name }
 func (builder) Build(cc balancer.ClientConn, opts balancer.BuildOptions) balancer.Balancer {
 	b := &p2cBalancer{}
 	b.cfg.Store(defaultConfig())
-	b.Base = lb.New(cc, opts, lb.Policy[load]{
+	b.Base = lb.New(cc, opts, lb.Plugin[load]{
 		Name:      Name,
 		Init:      b.initEndpoint,
 		NewPicker: b.newPicker,

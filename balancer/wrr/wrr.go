@@ -43,7 +43,7 @@ func (builder) Name() string { return Name }
 
 func (builder) Build(cc balancer.ClientConn, opts balancer.BuildOptions) balancer.Balancer {
 	b := &wrrBalancer{}
-	b.Base = lb.New(cc, opts, lb.Policy[callbacks]{Name: Name, Init: b.initEndpoint, NewPicker: newPicker})
+	b.Base = lb.New(cc, opts, lb.Plugin[callbacks]{Name: Name, Init: b.initEndpoint, NewPicker: newPicker})
 	return b
 }
 

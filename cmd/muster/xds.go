@@ -157,7 +157,7 @@ func validateXDSFlags(o xdsOptions) error {
 	if o.clientStreams < 1 {
 		return usageErrorf("--client-streams %d: want at least 1", o.clientStreams)
 	}
-	switch xds.Policy(o.policy) {
+	switch xds.LBPolicy(o.policy) {
 	case xds.RoundRobin, xds.RingHash, xds.LeastRequest, xds.MusterP2C, xds.MusterWRR:
 	default:
 		return usageErrorf("--policy %q: want round_robin, ring_hash, least_request, muster_p2c or muster_wrr", o.policy)
@@ -257,7 +257,7 @@ func serveXDSUntil(ctx context.Context, o xdsOptions, cp *xds.Server, stop func(
 // not followed.
 func startXDS(d registry.Discovery, canaries registry.CanarySource, policies registry.PolicySource, o xdsOptions,
 	log *slog.Logger) (cp *xds.Server, stop func() error, live func() error, err error) {
-	opts := []xds.Option{xds.WithLogger(log), xds.WithPolicy(xds.Policy(o.policy))}
+	opts := []xds.Option{xds.WithLogger(log), xds.WithLBPolicy(xds.LBPolicy(o.policy))}
 	if canaries != nil { // nil over several clusters: the settings are per cluster
 		opts = append(opts, xds.WithCanaries(canaries))
 	}

@@ -68,8 +68,8 @@ type Ready[T any] struct {
 	capacity float64           // its weight as its level's capacity counts it: ramped, unscaled; 0 while draining
 }
 
-// Policy is what a balancing policy supplies to Base.
-type Policy[T any] struct {
+// Plugin is what a balancing policy (muster_p2c, muster_wrr) plugs into Base.
+type Plugin[T any] struct {
 	// Name is the policy's name, for errors and logs.
 	Name string
 	// Init prepares a new Endpoint's Stats. It is called once per
@@ -151,7 +151,7 @@ type Base[T any] struct {
 	Detector Detector
 
 	cc         balancer.ClientConn
-	policy     Policy[T]
+	policy     Plugin[T]
 	child      balancer.Balancer
 	now        func() int64
 	target     string
@@ -178,7 +178,7 @@ type Base[T any] struct {
 
 // New returns a Base for the policy, to be embedded in the policy's
 // balancer.
-func New[T any](cc balancer.ClientConn, opts balancer.BuildOptions, p Policy[T]) *Base[T] {
+func New[T any](cc balancer.ClientConn, opts balancer.BuildOptions, p Plugin[T]) *Base[T] {
 	b := &Base[T]{
 		cc:        cc,
 		policy:    p,

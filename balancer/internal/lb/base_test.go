@@ -71,7 +71,7 @@ func TestEndpointsSurviveMembershipChangesForTheRetentionTime(t *testing.T) {
 	var clock int64 = int64(time.Hour)
 	cc := &fakeCC{}
 	var inits []string
-	b := New(cc, balancer.BuildOptions{}, Policy[int]{
+	b := New(cc, balancer.BuildOptions{}, Plugin[int]{
 		Name:      "test",
 		Init:      func(e *Endpoint[int]) { inits = append(inits, e.Addr) },
 		NewPicker: func([]Ready[int]) balancer.Picker { return nil },

@@ -116,7 +116,7 @@ func (s *connectingSC) Connect() {
 // the channel returned; it is closed at the test's end.
 func recordingBase(t *testing.T, cc balancer.ClientConn) (*Base[int], <-chan []Ready[int]) {
 	got := make(chan []Ready[int], 16)
-	b := New(cc, balancer.BuildOptions{}, Policy[int]{
+	b := New(cc, balancer.BuildOptions{}, Plugin[int]{
 		Name:      "test",
 		NewPicker: func(r []Ready[int]) balancer.Picker { got <- r; return nil },
 	})
