@@ -2,17 +2,20 @@ package etcd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/musterhq/muster/internal/backoff"
+	"github.com/musterhq/muster/registry/etcd/internal/watchloop"
 )
 
 // The registrar owns its keys: while it lives, every key it wrote exists
@@ -181,14 +184,16 @@ func (l *loop) writtenServices() map[string]struct{} {
 }
 
 // ownKeys watches the deletions in each service prefix the registrar has
-// instances in, one watch per service, sharing the client's watch stream.
-// Its watches hand what they see to the run loop through its inbox: the
-// deletions, and a watch working again after it ended (deletions in
-// between were not seen, so an audit is due). The run loop calls its
-// methods.
+// instances in, one watch per service (a watchloop.Loop: progress requests,
+// silence detection, a new stream off a silent member, compaction and
+// rewinds handled), on gRPC streams of their own. Its watches hand what
+// they see to the run loop through its inbox: the deletions, and a watch
+// opened again after one ended (deletions in between were not seen, so an
+// audit is due). The run loop calls its methods.
 type ownKeys struct {
 	l       *loop
 	watches map[string]context.CancelFunc
+	streams atomic.Uint64 // the gRPC stream of the watches
 	wg      sync.WaitGroup
 }
 
@@ -215,7 +220,20 @@ func (o *ownKeys) follow(want map[string]struct{}) {
 		// From just after the last write: every key of the service was
 		// written by then, so no deletion of one is missed while the
 		// watch is being set up.
-		go o.watch(ctx, p, o.l.lastWrite+1)
+		w := &ownWatch{inbox: o.l.r.inbox, from: o.l.lastWrite + 1}
+		opts := o.l.opts
+		loop := watchloop.New(watchloop.Config{
+			Client: o.l.cli, Key: p,
+			GetOptions:   []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithCountOnly()},
+			WatchOptions: []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithFilterPut()},
+			Every:        opts.progressEvery, RequestTimeout: opts.requestTimeout,
+			BackoffMin: opts.backoffMin, BackoffMax: opts.backoffMax,
+			Streams: &o.streams, StreamTag: "own-",
+		}, w)
+		go func() {
+			defer o.wg.Done()
+			loop.Run(ctx)
+		}()
 	}
 }
 
@@ -227,46 +245,63 @@ func (o *ownKeys) stop() {
 	o.wg.Wait()
 }
 
-// watch follows the deletions under prefix from revision from until ctx
-// ends, opening the watch again (with backoff, from just after the last
-// event seen) whenever it ends.
-func (o *ownKeys) watch(ctx context.Context, prefix string, from int64) {
-	defer o.wg.Done()
-	cli, opts, inbox := o.l.cli, o.l.opts, o.l.r.inbox
-	bo := backoff.New(opts.backoffMin, opts.backoffMax)
-	// lost is set when a watch that worked ended: deletions until the next
-	// one works were not seen, so an audit is due once it does.
-	lost := false
-	backoff.Retry(ctx, bo, func(ctx context.Context) error {
-		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-		defer cancel()
-		wopts := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithFilterPut(), clientv3.WithCreatedNotify()}
-		if from > 0 {
-			wopts = append(wopts, clientv3.WithRev(from))
+// ownWatch is the watchloop.Handler of the deletions under one prefix: it
+// hands them to the run loop, and asks for an audit when a watch is opened
+// again after one ended.
+type ownWatch struct {
+	inbox *inbox
+	// from is the revision to watch from: just after the last write at
+	// first, then just after the last event seen; 0 after a compaction or
+	// a rewind (from the Get's revision: the audit covers the gap).
+	from int64
+	// lost is set when a watch ended: deletions until the next one is
+	// opened were not seen, so an audit is due once it is.
+	lost bool
+}
+
+// Loaded asks for an audit if a watch ended before, and returns the
+// revision to watch from: from, or the Get's revision if it is lower (a
+// progress request needs a watch at or below the store's revision).
+func (w *ownWatch) Loaded(resp *clientv3.GetResponse) int64 {
+	if w.lost {
+		w.lost = false
+		w.inbox.put(message{reopened: true})
+	}
+	if w.from <= 0 || w.from > resp.Header.Revision {
+		return resp.Header.Revision
+	}
+	return w.from
+}
+
+// Apply hands the deletions of a watch response to the run loop.
+func (w *ownWatch) Apply(resp clientv3.WatchResponse) {
+	var dels []deletion
+	for _, ev := range resp.Events {
+		if ev.Type == mvccpb.DELETE {
+			dels = append(dels, deletion{key: string(ev.Kv.Key), rev: ev.Kv.ModRevision})
 		}
-		for resp := range cli.Watch(wctx, prefix, wopts...) {
-			if resp.CompactRevision != 0 {
-				from = 0 // compacted: from now on; the audit covers the gap
-			}
-			if err := resp.Err(); err != nil {
-				return err
-			}
-			if lost {
-				lost = false
-				inbox.put(message{reopened: true})
-			}
-			bo.Reset()
-			var dels []deletion
-			for _, ev := range resp.Events {
-				if ev.Type == mvccpb.DELETE {
-					dels = append(dels, deletion{key: string(ev.Kv.Key), rev: ev.Kv.ModRevision})
-				}
-				from = ev.Kv.ModRevision + 1
-			}
-			if len(dels) > 0 {
-				inbox.put(message{deleted: dels})
-			}
-		}
-		return nil
-	}, func(error, time.Duration) { lost = true })
+		w.from = ev.Kv.ModRevision + 1
+	}
+	if len(dels) > 0 {
+		w.inbox.put(message{deleted: dels})
+	}
+}
+
+// Settled has nothing to do: each response was handed on as it came.
+func (w *ownWatch) Settled(int64) {}
+
+// Rewound starts over from the Get's revision, in the new history; the
+// audit that follows the new watch writes what the rewind lost.
+func (w *ownWatch) Rewound(watchloop.Rewind, string) { w.from = 0 }
+
+// Stale has nothing to do: the audit covers what the watch misses.
+func (w *ownWatch) Stale(error) {}
+
+// Retrying records that deletions may go unseen until the next watch; after
+// a compaction, it starts over from the Get's revision.
+func (w *ownWatch) Retrying(err error, _ time.Duration) {
+	w.lost = true
+	if errors.Is(err, rpctypes.ErrCompacted) {
+		w.from = 0
+	}
 }
