@@ -59,8 +59,10 @@ type loop struct {
 	// txnOps is the most operations the loop puts in one transaction:
 	// WithMaxTxnOps, lowered when etcd refuses a transaction as too large.
 	txnOps int
-	// own watches the deletions of the registrar's keys.
-	own *ownKeys
+	// own watches the deletions of the registrar's keys; auditDue is set
+	// when one of its watches asked for an audit while a retry waited.
+	own      *ownKeys
+	auditDue bool
 	// closeErr is Close's result, set before Registrar.done is closed.
 	closeErr error
 }
@@ -124,6 +126,10 @@ func (l *loop) run() {
 			} else {
 				bo.Reset()
 				l.logRecovery()
+				if l.auditDue {
+					l.auditDue = false
+					l.auditOrLog()
+				}
 			}
 			l.own.follow(l.writtenServices())
 		}
@@ -189,11 +195,15 @@ func (l *loop) handle(m message, auditable bool) {
 	case m.call != nil:
 		l.waitRegistered(m.call)
 	case m.reopened:
-		// A watch of our keys was re-opened: deletions meanwhile were
-		// not seen.
-		if auditable {
-			l.auditOrLog()
+		// A watch of our keys was opened again (deletions meanwhile
+		// were not seen), or it saw etcd below our last write. While a retry waits, after its attempt
+		// succeeds (the outage that ended the watch often fails an
+		// attempt too).
+		if !auditable {
+			l.auditDue = true
+			return
 		}
+		l.auditOrLog()
 	default:
 		l.keysDeleted(m.deleted)
 	}

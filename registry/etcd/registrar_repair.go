@@ -39,9 +39,19 @@ func (l *loop) wrote(h *pb.ResponseHeader) {
 	}
 	if h.ClusterId != l.clusterID {
 		l.clusterID, l.lastWrite = h.ClusterId, h.Revision
+		l.markWritten()
 		return
 	}
 	l.lastWrite = max(l.lastWrite, h.Revision)
+	l.markWritten()
+}
+
+// markWritten shows the watches of the registrar's keys where it last
+// wrote.
+func (l *loop) markWritten() {
+	if l.own != nil {
+		l.own.written.Store(&writeMark{cluster: l.clusterID, rev: l.lastWrite})
+	}
 }
 
 // audit checks that etcd holds every key written under the current lease
@@ -92,6 +102,7 @@ func (l *loop) audit() error {
 	}
 	if rewound {
 		l.clusterID, l.lastWrite = resp.ClusterId, resp.Revision
+		l.markWritten()
 	}
 	if len(repaired) > 0 {
 		sort.Strings(repaired)
@@ -194,7 +205,16 @@ type ownKeys struct {
 	l       *loop
 	watches map[string]context.CancelFunc
 	streams atomic.Uint64 // the gRPC stream of the watches
+	// written is where the registrar last wrote, for the watches to
+	// compare their headers with; nil before the first write.
+	written atomic.Pointer[writeMark]
 	wg      sync.WaitGroup
+}
+
+// writeMark is the cluster and the revision of the registrar's last write.
+type writeMark struct {
+	cluster uint64
+	rev     int64
 }
 
 func newOwnKeys(l *loop) *ownKeys {
@@ -220,7 +240,7 @@ func (o *ownKeys) follow(want map[string]struct{}) {
 		// From just after the last write: every key of the service was
 		// written by then, so no deletion of one is missed while the
 		// watch is being set up.
-		w := &ownWatch{inbox: o.l.r.inbox, from: o.l.lastWrite + 1}
+		w := &ownWatch{inbox: o.l.r.inbox, written: &o.written, from: o.l.lastWrite + 1}
 		opts := o.l.opts
 		loop := watchloop.New(watchloop.Config{
 			Client: o.l.cli, Key: p,
@@ -247,9 +267,17 @@ func (o *ownKeys) stop() {
 
 // ownWatch is the watchloop.Handler of the deletions under one prefix: it
 // hands them to the run loop, and asks for an audit when a watch is opened
-// again after one ended.
+// again after one ended, or when a header shows etcd below the registrar's
+// last write. The latter is a restore the watch loop cannot see as a
+// rewind: the history went back to a revision below the registrar's writes
+// but not below any header the watch had seen (the writes were puts, which
+// the watch filters out). A member merely behind shows it too, for a
+// moment; the audit tells the two apart with a linearizable read, and is
+// asked for once per last write.
 type ownWatch struct {
-	inbox *inbox
+	inbox   *inbox
+	written *atomic.Pointer[writeMark]
+	flagged *writeMark // the last write an audit was asked for
 	// from is the revision to watch from: just after the last write at
 	// first, then just after the last event seen; 0 after a compaction or
 	// a rewind (from the Get's revision: the audit covers the gap).
@@ -266,6 +294,8 @@ func (w *ownWatch) Loaded(resp *clientv3.GetResponse) int64 {
 	if w.lost {
 		w.lost = false
 		w.inbox.put(message{reopened: true})
+	} else {
+		w.checkBelow(resp.Header)
 	}
 	if w.from <= 0 || w.from > resp.Header.Revision {
 		return resp.Header.Revision
@@ -285,6 +315,18 @@ func (w *ownWatch) Apply(resp clientv3.WatchResponse) {
 	if len(dels) > 0 {
 		w.inbox.put(message{deleted: dels})
 	}
+	w.checkBelow(resp.Header)
+}
+
+// checkBelow asks for an audit if h shows etcd below the registrar's last
+// write (another cluster, or a lower revision), once per last write.
+func (w *ownWatch) checkBelow(h *pb.ResponseHeader) {
+	m := w.written.Load()
+	if m == nil || m == w.flagged || h == nil || (h.ClusterId == m.cluster && h.Revision >= m.rev) {
+		return
+	}
+	w.flagged = m
+	w.inbox.put(message{reopened: true})
 }
 
 // Settled has nothing to do: each response was handed on as it came.
