@@ -59,10 +59,8 @@ type loop struct {
 	// txnOps is the most operations the loop puts in one transaction:
 	// WithMaxTxnOps, lowered when etcd refuses a transaction as too large.
 	txnOps int
-	// own watches the deletions of the registrar's keys; auditDue is set
-	// when one of its watches asked for an audit while a retry waited.
-	own      *ownKeys
-	auditDue bool
+	// own watches the deletions of the registrar's keys.
+	own *ownKeys
 	// closeErr is Close's result, set before Registrar.done is closed.
 	closeErr error
 }
@@ -126,10 +124,6 @@ func (l *loop) run() {
 			} else {
 				bo.Reset()
 				l.logRecovery()
-				if l.auditDue {
-					l.auditDue = false
-					l.auditOrLog()
-				}
 			}
 			l.own.follow(l.writtenServices())
 		}
@@ -196,14 +190,10 @@ func (l *loop) handle(m message, auditable bool) {
 		l.waitRegistered(m.call)
 	case m.reopened:
 		// A watch of our keys was opened again (deletions meanwhile
-		// were not seen), or it saw etcd below our last write. While a retry waits, after its attempt
-		// succeeds (the outage that ended the watch often fails an
-		// attempt too).
-		if !auditable {
-			l.auditDue = true
-			return
+		// were not seen), or it saw etcd below our last write.
+		if auditable {
+			l.auditOrLog()
 		}
-		l.auditOrLog()
 	default:
 		l.keysDeleted(m.deleted)
 	}
