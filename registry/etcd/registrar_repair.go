@@ -2,7 +2,6 @@ package etcd
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -12,7 +11,6 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/musterhq/muster/registry/etcd/internal/watchloop"
@@ -278,29 +276,28 @@ type ownWatch struct {
 	inbox   *inbox
 	written *atomic.Pointer[writeMark]
 	flagged *writeMark // the last write an audit was asked for
-	// from is the revision to watch from: just after the last write at
-	// first, then just after the last event seen; 0 after a compaction or
-	// a rewind (from the Get's revision: the audit covers the gap).
+	// from is the revision the first watch starts from: just after the
+	// last write, so that no deletion is missed while it is set up.
 	from int64
 	// lost is set when a watch ended: deletions until the next one is
 	// opened were not seen, so an audit is due once it is.
 	lost bool
 }
 
-// Loaded asks for an audit if a watch ended before, and returns the
-// revision to watch from: from, or the Get's revision if it is lower (a
-// progress request needs a watch at or below the store's revision).
+// Loaded returns the revision to watch from: the first time from, or the
+// Get's revision if it is lower (a progress request needs a watch at or
+// below the store's revision); after a watch ended, the Get's revision,
+// with an audit for what happened in between (a compaction, a rewind, an
+// outage).
 func (w *ownWatch) Loaded(resp *clientv3.GetResponse) int64 {
+	rev := resp.Header.Revision
 	if w.lost {
 		w.lost = false
 		w.inbox.put(message{reopened: true})
-	} else {
-		w.checkBelow(resp.Header)
+		return rev
 	}
-	if w.from <= 0 || w.from > resp.Header.Revision {
-		return resp.Header.Revision
-	}
-	return w.from
+	w.checkBelow(resp.Header)
+	return min(w.from, rev)
 }
 
 // Apply hands the deletions of a watch response to the run loop.
@@ -310,7 +307,6 @@ func (w *ownWatch) Apply(resp clientv3.WatchResponse) {
 		if ev.Type == mvccpb.DELETE {
 			dels = append(dels, deletion{key: string(ev.Kv.Key), rev: ev.Kv.ModRevision})
 		}
-		w.from = ev.Kv.ModRevision + 1
 	}
 	if len(dels) > 0 {
 		w.inbox.put(message{deleted: dels})
@@ -332,18 +328,12 @@ func (w *ownWatch) checkBelow(h *pb.ResponseHeader) {
 // Settled has nothing to do: each response was handed on as it came.
 func (w *ownWatch) Settled(int64) {}
 
-// Rewound starts over from the Get's revision, in the new history; the
-// audit that follows the new watch writes what the rewind lost.
-func (w *ownWatch) Rewound(watchloop.Rewind, string) { w.from = 0 }
+// Rewound has nothing to do: the audit that follows the new watch writes
+// what the rewind lost.
+func (w *ownWatch) Rewound(watchloop.Rewind, string) {}
 
 // Stale has nothing to do: the audit covers what the watch misses.
 func (w *ownWatch) Stale(error) {}
 
-// Retrying records that deletions may go unseen until the next watch; after
-// a compaction, it starts over from the Get's revision.
-func (w *ownWatch) Retrying(err error, _ time.Duration) {
-	w.lost = true
-	if errors.Is(err, rpctypes.ErrCompacted) {
-		w.from = 0
-	}
-}
+// Retrying records that deletions may go unseen until the next watch.
+func (w *ownWatch) Retrying(error, time.Duration) { w.lost = true }

@@ -159,7 +159,11 @@ func followerToKill(t *testing.T) (*etcdtest.Cluster, *etcdtest.Member, *clientv
 // the deletion is gone from etcd's history, so only the audit that follows
 // the new watch can find the key missing. The periodic audit runs once an
 // hour and the progress interval is long, so the key comes back only
-// through the compaction path, and on the registrar's lease.
+// through the compaction path, and on the registrar's lease. Then the new
+// watch must be live, from a revision etcd still has: over the next two
+// seconds no watch is created again (a watch from the compacted revision
+// would be refused and created again after each backoff), and another key
+// deleted by hand is written again within a second.
 func TestOwnKeyWatchReloadsAfterCompaction(t *testing.T) {
 	c, x, writer := followerToKill(t)
 	const every = 6 * time.Second
@@ -185,6 +189,17 @@ func TestOwnKeyWatchReloadsAfterCompaction(t *testing.T) {
 		return len(keys) == 2 && leases["/p/svc/a"] == lease
 	})
 	t.Logf("member back %v after the kill; a written again %v after the kill", back.Round(time.Millisecond), time.Since(killed).Round(time.Millisecond))
+	creates := c.RPCStats().Calls[etcdtest.MethodWatchCreate]
+	time.Sleep(2 * time.Second) // a window to count in, no event to await
+	if n := c.RPCStats().Calls[etcdtest.MethodWatchCreate] - creates; n > 1 {
+		t.Fatalf("%d watches created in the 2 s after the repair, want at most 1: the watch does not settle", n)
+	}
+	if _, err := writer.Delete(ctx, "/p/svc/b"); err != nil {
+		t.Fatal(err)
+	}
+	waitKeys(t, writer, "/p/svc/", time.Second, "b, deleted after the compaction, written again within 1s", func(keys []string, leases map[string]int64) bool {
+		return len(keys) == 2 && leases["/p/svc/b"] == lease
+	})
 }
 
 // TestRestoreIsRepairedByTheOwnKeyWatch restores etcd from a backup taken
@@ -238,7 +253,8 @@ func TestRestoreIsRepairedByTheOwnKeyWatch(t *testing.T) {
 // store compacted past the follower's revision, and the member comes back
 // well within the silence limit. The etcd client resumes the watch from a
 // compacted revision; the follower must read the setting again and deliver
-// the change before a silence could have ended the watch.
+// the change before a silence could have ended the watch, and then follow
+// the next change at once.
 func TestCanaryWatchReloadsAfterCompaction(t *testing.T) {
 	c, x, writer := followerToKill(t)
 	const every = 6 * time.Second
@@ -255,6 +271,9 @@ func TestCanaryWatchReloadsAfterCompaction(t *testing.T) {
 	})
 	next(later, 2*every)
 	t.Logf("member back %v after the kill; the change seen %v after the kill", back.Round(time.Millisecond), time.Since(killed).Round(time.Millisecond))
+	last := registry.Canary{Color: "green", Percent: 30}
+	setCanary(t, ctx, writer, last, opts)
+	next(last, time.Second)
 }
 
 // TestCanaryFollowsEtcdRestartedEmpty restarts etcd with an empty data
