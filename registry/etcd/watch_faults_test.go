@@ -141,6 +141,21 @@ func retryElection(ctx context.Context, op func(context.Context) error) error {
 	}
 }
 
+// registerAB registers the instances a and b of svc with r, waits until
+// they are written and returns their lease.
+func registerAB(t *testing.T, ctx context.Context, r *etcd.Registrar) int64 {
+	t.Helper()
+	for _, id := range []string{"a", "b"} {
+		if err := r.Register(ctx, instance("svc", id, 9000)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.WaitRegistered(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return r.Status().Session
+}
+
 // followerToKill starts a cluster of three members and returns it, a
 // follower (killing it needs no election) and a client of the others.
 func followerToKill(t *testing.T) (*etcdtest.Cluster, *etcdtest.Member, *clientv3.Client) {
@@ -170,15 +185,7 @@ func TestOwnKeyWatchReloadsAfterCompaction(t *testing.T) {
 	r := newRegistrar(t, c.Client(t, x.Endpoint()), fast("/p", etcd.WithProgressInterval(every),
 		etcd.WithTTL(time.Minute), etcd.WithAuditInterval(time.Hour))...)
 	ctx := ctxFor(t, time.Minute)
-	for _, id := range []string{"a", "b"} {
-		if err := r.Register(ctx, instance("svc", id, 9000)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := r.WaitRegistered(ctx); err != nil {
-		t.Fatal(err)
-	}
-	lease := r.Status().Session
+	lease := registerAB(t, ctx, r)
 
 	killed, back := compactBehind(t, c, x, writer, every, func() {
 		if _, err := writer.Delete(ctx, "/p/svc/a"); err != nil {
@@ -304,4 +311,96 @@ func TestCanaryFollowsEtcdRestartedEmpty(t *testing.T) {
 	start := time.Now()
 	next(after, bound)
 	t.Logf("a canary set in the new history seen after %v", time.Since(start).Round(time.Millisecond))
+}
+
+// frozenRounds freezes (SIGSTOP) each member of c in turn, so that one of
+// the rounds freezes the member a watch is on, whichever it is: its TCP
+// connections stay up and nothing answers; if it led, the others elect a
+// leader. In each round change makes a change through the other members,
+// and seen must see it within bound of the freeze; then the member is
+// thawed and caught up before the next round, which may need it for a
+// quorum.
+func frozenRounds(t *testing.T, c *etcdtest.Cluster, bound time.Duration, change func(round int, writer *clientv3.Client), seen func(round int, within time.Duration)) {
+	t.Helper()
+	for i, m := range c.Members() {
+		writer := writerAvoiding(t, c, m)
+		m.Freeze(t)
+		start := time.Now()
+		change(i, writer)
+		seen(i, max(bound-time.Since(start), 0))
+		t.Logf("round %d (%s frozen): the change seen %v after the freeze", i, m.Name(), time.Since(start).Round(time.Millisecond))
+		m.Thaw(t)
+		waitServes(t, c, m)
+	}
+}
+
+// retrying calls op with attempts of one second until one succeeds, for
+// at most bound: a proposal a follower forwarded to a frozen leader is lost.
+func retrying(t *testing.T, bound time.Duration, what string, op func(context.Context) error) {
+	t.Helper()
+	deadline := time.Now().Add(bound)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err := op(ctx)
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: no attempt succeeded within %v: %v", what, bound, err)
+		}
+	}
+}
+
+// frozenWatchBound is the bound of the frozen-member tests of a canary and
+// of a registrar's keys, with a progress interval of 1 s and a request
+// timeout of 2 s: silence noticed after 2.5 s, then a Get and a watch
+// creation that may land on the frozen member (given up after 0.5 s, 1 s,
+// 2 s, and hedged), a write that may too (2 s), backoff between.
+const frozenWatchBound = 10 * time.Second
+
+// TestCanaryWatchMovesOffAFrozenMember freezes each member in turn,
+// changes the canary through the others, and requires the change within
+// frozenWatchBound. The follower's client has all three endpoints, so its
+// balancer may place the reload and the new watch on the frozen member
+// again.
+func TestCanaryWatchMovesOffAFrozenMember(t *testing.T) {
+	c := etcdtest.Start(t, etcdtest.WithSize(3), etcdtest.WithProcesses())
+	opts := []etcd.Option{etcd.WithPrefix("/p"), etcd.WithProgressInterval(time.Second), etcd.WithRequestTimeout(2 * time.Second)}
+	ctx := ctxFor(t, 2*time.Minute)
+	next := watchCanary(t, ctx, c.Client(t), opts)
+	next(registry.Canary{}, 10*time.Second)
+	want := func(round int) registry.Canary { return registry.Canary{Color: "blue", Percent: float64(10 + round)} }
+	frozenRounds(t, c, frozenWatchBound, func(round int, writer *clientv3.Client) {
+		retrying(t, frozenWatchBound, "set the canary", func(ctx context.Context) error {
+			return etcd.SetCanary(ctx, writer, "svc", want(round), opts...)
+		})
+	}, func(round int, within time.Duration) { next(want(round), within) })
+}
+
+// TestOwnKeyWatchMovesOffAFrozenMember freezes each member in turn,
+// deletes a registered key through the others, and requires the registrar
+// to write it again on its lease within frozenWatchBound. The audit runs
+// once an hour and the lease outlives the test, so the repair is the
+// watch's, which must notice the silence of the frozen member (without the
+// silence detection the round that freezes the watch's member never sees
+// its deletion); the registrar's client has all three endpoints.
+func TestOwnKeyWatchMovesOffAFrozenMember(t *testing.T) {
+	c := etcdtest.Start(t, etcdtest.WithSize(3), etcdtest.WithProcesses())
+	r := newRegistrar(t, c.Client(t), etcd.WithPrefix("/p"), etcd.WithProgressInterval(time.Second), etcd.WithRequestTimeout(2*time.Second),
+		etcd.WithTTL(time.Minute), etcd.WithAuditInterval(time.Hour))
+	ctx := ctxFor(t, 2*time.Minute)
+	lease := registerAB(t, ctx, r)
+	var writer *clientv3.Client
+	frozenRounds(t, c, frozenWatchBound, func(round int, w *clientv3.Client) {
+		writer = w
+		retrying(t, frozenWatchBound, "delete a", func(ctx context.Context) error {
+			_, err := w.Delete(ctx, "/p/svc/a")
+			return err
+		})
+	}, func(round int, within time.Duration) {
+		waitKeys(t, writer, "/p/svc/", within, fmt.Sprintf("round %d: a written again", round), func(keys []string, leases map[string]int64) bool {
+			return len(keys) == 2 && leases["/p/svc/a"] == lease
+		})
+	})
 }
