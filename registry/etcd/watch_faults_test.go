@@ -113,8 +113,10 @@ func TestOwnKeyWatchMovesOffAStalledMember(t *testing.T) {
 		t.Logf("round %d (%s stalled): a written again after %v", i, m.Name(), time.Since(start).Round(time.Millisecond))
 		m.Heal()
 	}
-	if st := r.Status(); st.Repairs != 3 || st.Session != lease {
-		t.Fatalf("status %+v: want 3 repairs on lease %x", st, lease)
+	// Not a count of repairs: a write that timed out on the stalled
+	// member is retried, and a deletion seen meanwhile is not a repair.
+	if st := r.Status(); st.Session != lease || st.Reregistrations != 0 {
+		t.Fatalf("status %+v: want lease %x kept", st, lease)
 	}
 }
 
