@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/musterhq/muster/internal/testkit/etcdtest"
 	"github.com/musterhq/muster/internal/testkit/registrytest"
 	"github.com/musterhq/muster/registry"
@@ -51,21 +53,12 @@ func TestCompactedWatchReloads(t *testing.T) {
 	registrytest.WaitFor(t, w, "a and b", registrytest.HasIDs("a", "b"))
 	st0 := d.Stats()
 
-	killed := time.Now()
-	x.Kill(t)
-	if _, err := writer.Delete(ctx, registry.Key("/p", "svc", "a")); err != nil {
-		t.Fatal(err)
-	}
-	putInstance(t, writer, "/p", instance("svc", "c", 9002))
-	for i := 0; i < 10; i++ { // the last revisions before the compaction are not the service's
-		putRaw(t, writer, "/other/k", fmt.Sprint(i))
-	}
-	c.Compact(t)
-	x.Restart(t)
-	back := time.Since(killed)
-	if back > 2*every {
-		t.Fatalf("the member took %v to come back, beyond the silence limit (%v): the test cannot tell the compaction path from a silence", back, 5*every/2)
-	}
+	killed, back := compactBehind(t, c, x, writer, every, func() {
+		if _, err := writer.Delete(ctx, registry.Key("/p", "svc", "a")); err != nil {
+			t.Fatal(err)
+		}
+		putInstance(t, writer, "/p", instance("svc", "c", 9002))
+	})
 
 	s := registrytest.WaitForWithin(t, w, 2*every, "b and c, fresh", func(s registry.Snapshot) bool {
 		return registrytest.HasIDs("b", "c")(s) && !s.Stale()
@@ -86,4 +79,28 @@ func TestCompactedWatchReloads(t *testing.T) {
 	if got := registrytest.IDs(s); !slices.Equal(got, ids) {
 		t.Fatalf("cache %v, etcd %v", got, ids)
 	}
+}
+
+// compactBehind kills x, the only member a watch's client talks to, makes
+// the changes change makes through writer (the other members), writes ten
+// other keys so that the last revisions before the compaction are not the
+// watched ones, compacts the store and restarts x. It fails the test if x
+// was not back well within the silence limit of the progress interval
+// every, where a silence could end the watch instead of the compaction.
+// It returns when x was killed and how long it was gone.
+func compactBehind(t *testing.T, c *etcdtest.Cluster, x *etcdtest.Member, writer *clientv3.Client, every time.Duration, change func()) (time.Time, time.Duration) {
+	t.Helper()
+	killed := time.Now()
+	x.Kill(t)
+	change()
+	for i := 0; i < 10; i++ {
+		putRaw(t, writer, "/other/k", fmt.Sprint(i))
+	}
+	c.Compact(t)
+	x.Restart(t)
+	back := time.Since(killed)
+	if back > 2*every {
+		t.Fatalf("the member took %v to come back, beyond the silence limit (%v): the test cannot tell the compaction path from a silence", back, 5*every/2)
+	}
+	return killed, back
 }

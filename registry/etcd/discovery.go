@@ -13,6 +13,7 @@ import (
 
 	"github.com/musterhq/muster/internal/watchhub"
 	"github.com/musterhq/muster/registry"
+	"github.com/musterhq/muster/registry/etcd/internal/watchloop"
 )
 
 var (
@@ -48,17 +49,14 @@ type Discovery struct {
 	services *watchhub.Services[*service]
 
 	// watchStream selects the gRPC stream of new watches; it moves on
-	// after etcd refuses a watch for its stream's token.
+	// after a silence, an unconfirmed watch, or etcd refusing a watch for
+	// its stream's token.
 	watchStream atomic.Uint64
-	skipped     atomic.Uint64
-	loads       atomic.Uint64
-	resyncs     atomic.Uint64
-
-	compactionReloads atomic.Uint64
-	silenceReloads    atomic.Uint64
-	watchResponses    atomic.Uint64
-	changes           atomic.Uint64
-	rewinds           atomic.Uint64
+	// counters count what the services' watch loops do.
+	counters       watchloop.Counters
+	skipped        atomic.Uint64
+	watchResponses atomic.Uint64
+	changes        atomic.Uint64
 }
 
 // Stats are a Discovery's counters.
@@ -186,17 +184,17 @@ func (d *Discovery) Stats() Stats {
 				Name: s.name, Instances: len(snap.Instances), Watchers: watchers,
 				StaleSince: snap.StaleSince, Loaded: snap.Loaded,
 			},
-			Generation: snap.Generation, WatchMember: s.watchMember.Load(),
+			Generation: snap.Generation, WatchMember: s.loop.Member(),
 		})
 	})
 	st.Services = len(st.PerService)
 	sort.Slice(st.PerService, func(i, j int) bool { return st.PerService[i].Name < st.PerService[j].Name })
 	st.SkippedValues = d.skipped.Load()
-	st.Loads = d.loads.Load()
-	st.Resyncs = d.resyncs.Load()
-	st.CompactionReloads = d.compactionReloads.Load()
-	st.SilenceReloads = d.silenceReloads.Load()
-	st.Rewinds = d.rewinds.Load()
+	st.Loads = d.counters.Loads.Load()
+	st.Resyncs = d.counters.Resyncs.Load()
+	st.CompactionReloads = d.counters.CompactionReloads.Load()
+	st.SilenceReloads = d.counters.SilenceReloads.Load()
+	st.Rewinds = d.counters.Rewinds.Load()
 	st.WatchResponses = d.watchResponses.Load()
 	st.Changes = d.changes.Load()
 	return st
@@ -206,7 +204,7 @@ func (d *Discovery) Stats() Stats {
 // backend reports (registry.StatsReporter); Stats says more.
 func (d *Discovery) DiscoveryStats() registry.DiscoveryStats {
 	st := d.services.Stats()
-	st.SkippedValues, st.Loads, st.Resyncs = d.skipped.Load(), d.loads.Load(), d.resyncs.Load()
+	st.SkippedValues, st.Loads, st.Resyncs = d.skipped.Load(), d.counters.Loads.Load(), d.counters.Resyncs.Load()
 	return st
 }
 
@@ -232,6 +230,7 @@ func (d *Discovery) startService(name string, hub *watchhub.Hub) *service {
 		hub:    hub,
 		cache:  c,
 	}
+	s.loop = s.newLoop()
 	go s.run(ctx)
 	return s
 }

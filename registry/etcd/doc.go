@@ -56,10 +56,14 @@
 //
 // The registrar owns its keys. It watches the deletions in each service it
 // has instances in and writes a deleted key again as soon as the event
-// arrives, and every audit interval (WithAuditInterval, default 5s) it
-// checks that etcd still holds every key under its lease and that etcd's
-// history did not go back below its last write (a restore from a backup),
-// writing again what is missing, or everything after a rewind. To take a
+// arrives; that watch is kept honest as a Discovery's (below: progress
+// requests, the silence limit, hedged recovery off a silent member). Every
+// audit interval (WithAuditInterval, default 5s), after each new watch of
+// its keys, and when that watch shows etcd below its last write, it checks
+// that etcd still holds every key under its lease and that etcd's history
+// did not go back below its last write (a restore from a backup), writing
+// again what is missing, or everything after a rewind. The followers of a
+// service's canary and call policy (Canaries, Policies) use the same watch. To take a
 // live instance out of traffic, drain it (SetOverride): a deleted key comes
 // back.
 //

@@ -158,13 +158,6 @@ func WithProgressInterval(d time.Duration) Option {
 	}
 }
 
-// silenceLimit is how long a watch may answer nothing (no event, no
-// progress notification) before it is given up: two progress requests
-// unanswered, 2.5 progress intervals.
-func (o options) silenceLimit() time.Duration {
-	return 3*o.progressEvery - o.progressEvery/2
-}
-
 // WithLinger keeps a Discovery's watch of a service, and its cache, alive
 // for d after its last watcher closes, so that a gRPC channel leaving and
 // re-entering idle mode finds it warm. The default is 0 (stop at once); a

@@ -327,7 +327,16 @@ func TestRestoreFromBackupIsRepairedByTheAudit(t *testing.T) {
 	lease := r.Status().Session
 	c.Restore(t, backup)
 	restored := time.Now()
-	waitKeys(t, cli, "/p/svc/", audit+3*time.Second, "a (weight 200) and b back after the restore", func(keys []string, leases map[string]int64) bool {
+	waitRestoreRepaired(t, ctx, cli, r, lease, audit+3*time.Second)
+	t.Logf("repaired %v after the restore returned", time.Since(restored).Round(time.Millisecond))
+}
+
+// waitRestoreRepaired waits within the bound for the keys of a restore
+// test written again under lease: a with weight 200, and b; then it
+// requires r's status to show the lease kept and repairs counted.
+func waitRestoreRepaired(t *testing.T, ctx context.Context, cli *clientv3.Client, r *etcd.Registrar, lease int64, within time.Duration) {
+	t.Helper()
+	waitKeys(t, cli, "/p/svc/", within, "a (weight 200) and b back after the restore", func(keys []string, leases map[string]int64) bool {
 		if fmt.Sprint(keys) != "[/p/svc/a /p/svc/b]" || leases["/p/svc/a"] != lease || leases["/p/svc/b"] != lease {
 			return false
 		}
@@ -338,7 +347,6 @@ func TestRestoreFromBackupIsRepairedByTheAudit(t *testing.T) {
 		in, err := registry.Unmarshal(resp.Kvs[0].Value)
 		return err == nil && in.Weight == 200
 	})
-	t.Logf("repaired %v after the restore returned", time.Since(restored).Round(time.Millisecond))
 	if st := r.Status(); st.Reregistrations != 0 || st.Session != lease || st.Repairs == 0 {
 		t.Fatalf("status %+v: want the lease kept and repairs counted", st)
 	}

@@ -275,7 +275,8 @@ type inbox struct {
 }
 
 // message is one item of the inbox: a call, deletions seen by a watch of
-// the registrar's keys, or a watch of them working again after it ended.
+// the registrar's keys, or an audit due (reopened): a watch of them working
+// again after it ended, or showing etcd below the registrar's last write.
 type message struct {
 	call     *call
 	deleted  []deletion

@@ -189,8 +189,8 @@ func (l *loop) handle(m message, auditable bool) {
 	case m.call != nil:
 		l.waitRegistered(m.call)
 	case m.reopened:
-		// A watch of our keys was re-opened: deletions meanwhile were
-		// not seen.
+		// A watch of our keys was opened again (deletions meanwhile
+		// were not seen), or it saw etcd below our last write.
 		if auditable {
 			l.auditOrLog()
 		}

@@ -6,13 +6,14 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/musterhq/muster/internal/backoff"
+	"github.com/musterhq/muster/registry/etcd/internal/watchloop"
 )
 
 // The registrar owns its keys: while it lives, every key it wrote exists
@@ -36,9 +37,19 @@ func (l *loop) wrote(h *pb.ResponseHeader) {
 	}
 	if h.ClusterId != l.clusterID {
 		l.clusterID, l.lastWrite = h.ClusterId, h.Revision
+		l.markWritten()
 		return
 	}
 	l.lastWrite = max(l.lastWrite, h.Revision)
+	l.markWritten()
+}
+
+// markWritten shows the watches of the registrar's keys where it last
+// wrote.
+func (l *loop) markWritten() {
+	if l.own != nil {
+		l.own.written.Store(&writeMark{cluster: l.clusterID, rev: l.lastWrite})
+	}
 }
 
 // audit checks that etcd holds every key written under the current lease
@@ -89,6 +100,7 @@ func (l *loop) audit() error {
 	}
 	if rewound {
 		l.clusterID, l.lastWrite = resp.ClusterId, resp.Revision
+		l.markWritten()
 	}
 	if len(repaired) > 0 {
 		sort.Strings(repaired)
@@ -181,15 +193,26 @@ func (l *loop) writtenServices() map[string]struct{} {
 }
 
 // ownKeys watches the deletions in each service prefix the registrar has
-// instances in, one watch per service, sharing the client's watch stream.
-// Its watches hand what they see to the run loop through its inbox: the
-// deletions, and a watch working again after it ended (deletions in
-// between were not seen, so an audit is due). The run loop calls its
-// methods.
+// instances in, one watch per service (a watchloop.Loop: progress requests,
+// silence detection, a new stream off a silent member, compaction and
+// rewinds handled), on gRPC streams of their own. Its watches hand what
+// they see to the run loop through its inbox: the deletions, and a watch
+// opened again after one ended (deletions in between were not seen, so an
+// audit is due). The run loop calls its methods.
 type ownKeys struct {
 	l       *loop
 	watches map[string]context.CancelFunc
+	streams atomic.Uint64 // the gRPC stream of the watches
+	// written is where the registrar last wrote, for the watches to
+	// compare their headers with; nil before the first write.
+	written atomic.Pointer[writeMark]
 	wg      sync.WaitGroup
+}
+
+// writeMark is the cluster and the revision of the registrar's last write.
+type writeMark struct {
+	cluster uint64
+	rev     int64
 }
 
 func newOwnKeys(l *loop) *ownKeys {
@@ -215,7 +238,20 @@ func (o *ownKeys) follow(want map[string]struct{}) {
 		// From just after the last write: every key of the service was
 		// written by then, so no deletion of one is missed while the
 		// watch is being set up.
-		go o.watch(ctx, p, o.l.lastWrite+1)
+		w := &ownWatch{inbox: o.l.r.inbox, written: &o.written, from: o.l.lastWrite + 1}
+		opts := o.l.opts
+		loop := watchloop.New(watchloop.Config{
+			Client: o.l.cli, Key: p,
+			GetOptions:   []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithCountOnly()},
+			WatchOptions: []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithFilterPut()},
+			Every:        opts.progressEvery, RequestTimeout: opts.requestTimeout,
+			BackoffMin: opts.backoffMin, BackoffMax: opts.backoffMax,
+			Streams: &o.streams, StreamTag: "own-",
+		}, w)
+		go func() {
+			defer o.wg.Done()
+			loop.Run(ctx)
+		}()
 	}
 }
 
@@ -227,46 +263,77 @@ func (o *ownKeys) stop() {
 	o.wg.Wait()
 }
 
-// watch follows the deletions under prefix from revision from until ctx
-// ends, opening the watch again (with backoff, from just after the last
-// event seen) whenever it ends.
-func (o *ownKeys) watch(ctx context.Context, prefix string, from int64) {
-	defer o.wg.Done()
-	cli, opts, inbox := o.l.cli, o.l.opts, o.l.r.inbox
-	bo := backoff.New(opts.backoffMin, opts.backoffMax)
-	// lost is set when a watch that worked ended: deletions until the next
-	// one works were not seen, so an audit is due once it does.
-	lost := false
-	backoff.Retry(ctx, bo, func(ctx context.Context) error {
-		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-		defer cancel()
-		wopts := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithFilterPut(), clientv3.WithCreatedNotify()}
-		if from > 0 {
-			wopts = append(wopts, clientv3.WithRev(from))
-		}
-		for resp := range cli.Watch(wctx, prefix, wopts...) {
-			if resp.CompactRevision != 0 {
-				from = 0 // compacted: from now on; the audit covers the gap
-			}
-			if err := resp.Err(); err != nil {
-				return err
-			}
-			if lost {
-				lost = false
-				inbox.put(message{reopened: true})
-			}
-			bo.Reset()
-			var dels []deletion
-			for _, ev := range resp.Events {
-				if ev.Type == mvccpb.DELETE {
-					dels = append(dels, deletion{key: string(ev.Kv.Key), rev: ev.Kv.ModRevision})
-				}
-				from = ev.Kv.ModRevision + 1
-			}
-			if len(dels) > 0 {
-				inbox.put(message{deleted: dels})
-			}
-		}
-		return nil
-	}, func(error, time.Duration) { lost = true })
+// ownWatch is the watchloop.Handler of the deletions under one prefix: it
+// hands them to the run loop, and asks for an audit when a watch is opened
+// again after one ended, or when a header shows etcd below the registrar's
+// last write. The latter is a restore the watch loop cannot see as a
+// rewind: the history went back to a revision below the registrar's writes
+// but not below any header the watch had seen (the writes were puts, which
+// the watch filters out). A member merely behind shows it too, for a
+// moment; the audit tells the two apart with a linearizable read, and is
+// asked for once per last write.
+type ownWatch struct {
+	inbox   *inbox
+	written *atomic.Pointer[writeMark]
+	flagged *writeMark // the last write an audit was asked for
+	// from is the revision the first watch starts from: just after the
+	// last write, so that no deletion is missed while it is set up.
+	from int64
+	// lost is set when a watch ended: deletions until the next one is
+	// opened were not seen, so an audit is due once it is.
+	lost bool
 }
+
+// Loaded returns the revision to watch from: the first time from, or the
+// Get's revision if it is lower (a progress request needs a watch at or
+// below the store's revision); after a watch ended, the Get's revision,
+// with an audit for what happened in between (a compaction, a rewind, an
+// outage).
+func (w *ownWatch) Loaded(resp *clientv3.GetResponse) int64 {
+	rev := resp.Header.Revision
+	if w.lost {
+		w.lost = false
+		w.inbox.put(message{reopened: true})
+		return rev
+	}
+	w.checkBelow(resp.Header)
+	return min(w.from, rev)
+}
+
+// Apply hands the deletions of a watch response to the run loop.
+func (w *ownWatch) Apply(resp clientv3.WatchResponse) {
+	var dels []deletion
+	for _, ev := range resp.Events {
+		if ev.Type == mvccpb.DELETE {
+			dels = append(dels, deletion{key: string(ev.Kv.Key), rev: ev.Kv.ModRevision})
+		}
+	}
+	if len(dels) > 0 {
+		w.inbox.put(message{deleted: dels})
+	}
+	w.checkBelow(resp.Header)
+}
+
+// checkBelow asks for an audit if h shows etcd below the registrar's last
+// write (another cluster, or a lower revision), once per last write.
+func (w *ownWatch) checkBelow(h *pb.ResponseHeader) {
+	m := w.written.Load()
+	if m == nil || m == w.flagged || h == nil || (h.ClusterId == m.cluster && h.Revision >= m.rev) {
+		return
+	}
+	w.flagged = m
+	w.inbox.put(message{reopened: true})
+}
+
+// Settled has nothing to do: each response was handed on as it came.
+func (w *ownWatch) Settled(int64) {}
+
+// Rewound has nothing to do: the audit that follows the new watch writes
+// what the rewind lost.
+func (w *ownWatch) Rewound(watchloop.Rewind, string) {}
+
+// Stale has nothing to do: the audit covers what the watch misses.
+func (w *ownWatch) Stale(error) {}
+
+// Retrying records that deletions may go unseen until the next watch.
+func (w *ownWatch) Retrying(error, time.Duration) { w.lost = true }

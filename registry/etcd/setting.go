@@ -2,19 +2,17 @@ package etcd
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strconv"
+	"log/slog"
 	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"google.golang.org/grpc/metadata"
 
-	"github.com/musterhq/muster/internal/backoff"
 	"github.com/musterhq/muster/internal/settingfeed"
 	"github.com/musterhq/muster/registry"
+	"github.com/musterhq/muster/registry/etcd/internal/watchloop"
 )
 
 // settingKey builds the options and returns the key (by keyOf: a
@@ -69,124 +67,92 @@ func clearSetting(ctx context.Context, cli *clientv3.Client, what, action string
 // followSetting follows the service setting stored under key (a canary, a
 // policy) and sends it on ch, decoded, when first read and after each
 // change (the zero T when there is none, or when the value does not
-// decode, which is logged): a Get, then a watch from the Get's revision.
-// The watch is kept honest as the Discovery's are: progress is requested
-// every progress interval (WithProgressInterval), and a watch that answers
-// nothing for 2.5 intervals (a frozen or partitioned member keeps its
-// connection up) is given up for a new one on another gRPC stream, which
-// the client places on another member, after a new Get. After any end of
-// the watch (an error, a compaction, a lost leader) the key is read again,
-// backing off between failed attempts. ch coalesces: a send replaces what
-// it holds. It closes ch when ctx ends. streams selects the gRPC stream of
-// the watches of one source, moved on after a silence. unchanged, if not
+// decode, which is logged), until ctx ends; then it closes ch. It follows
+// key with a watchloop.Loop, as the Discovery follows a service: a Get,
+// then a watch from the Get's revision kept honest by progress requests,
+// given up after a silence for a new stream off the silent member, and
+// read again after a compaction, an error or a rewind of etcd's history,
+// with backoff. ch coalesces: a send replaces what it holds. streams
+// selects the gRPC stream of the watches of one source. unchanged, if not
 // nil, reports whether a stored value (cur) says nothing new after the one
 // last read (prev), both present: such a value is not sent (a policy's
 // setBy alone, the same value read again after a new watch).
 func followSetting[T any](ctx context.Context, cli *clientv3.Client, o options, streams *atomic.Uint64, what, key string,
 	decode func([]byte) (T, error), unchanged func(prev, cur []byte) bool, ch chan T) {
 	defer close(ch)
-	var last []byte // the value last read; nil: none, or nothing read yet
-	read := false
-	publish := func(val []byte) {
-		prev := last
-		last = val
-		if read && unchanged != nil && prev != nil && val != nil && unchanged(prev, val) {
-			return
-		}
-		read = true
+	f := &settingFollower{what: what, key: key, log: o.logger, send: func(val []byte) {
 		settingfeed.Send(ch, val, decode, func(err error) {
 			o.logger.Error("ignoring a bad "+what+" setting", "key", key, "error", err)
 		})
-	}
-	bo := backoff.New(o.backoffMin, o.backoffMax)
-	backoff.Retry(ctx, bo, func(ctx context.Context) error {
-		gctx, cancel := context.WithTimeout(ctx, o.requestTimeout)
-		resp, err := cli.Get(gctx, key)
-		cancel()
-		if err != nil {
-			return err
-		}
-		bo.Reset()
-		var val []byte
-		if len(resp.Kvs) > 0 {
-			val = resp.Kvs[0].Value
-		}
-		publish(val)
-		return watchSetting(ctx, cli, o, streams, key, resp.Header.Revision, publish)
-	}, func(err error, wait time.Duration) {
-		o.logger.Warn("cannot follow the "+what+" setting; reading it again", "key", key, "error", err, "in", wait)
-	})
+	}, unchanged: unchanged}
+	watchloop.New(watchloop.Config{
+		Client: cli, Key: key,
+		Every: o.progressEvery, RequestTimeout: o.requestTimeout, BackoffMin: o.backoffMin, BackoffMax: o.backoffMax,
+		Streams: streams, StreamTag: "setting-",
+	}, f).Run(ctx)
 }
 
-// watchSetting watches key from rev, whose value was published, and
-// publishes each later value (nil: deleted) until the watch ends or is
-// silent for 2.5 progress intervals; it returns why. A silence moves
-// streams on, so that the next watch opens a new gRPC stream.
-func watchSetting(ctx context.Context, cli *clientv3.Client, o options, streams *atomic.Uint64, key string, rev int64,
-	publish func([]byte)) error {
-	stream := streams.Load()
-	wctx, cancel := context.WithCancel(metadata.AppendToOutgoingContext(clientv3.WithRequireLeader(ctx),
-		watchStreamKey, "setting-"+strconv.FormatUint(stream, 10)))
-	defer cancel()
-	every, silentLimit := o.progressEvery, o.silenceLimit()
-	// Watch itself blocks until the client's stream takes the request,
-	// which a stream opening on a stalled connection may never do. From
-	// rev, not rev+1: etcd answers a progress request only when every
-	// watcher of the stream starts at or below the store's revision.
-	opened := make(chan clientv3.WatchChan, 1)
-	go func() {
-		opened <- cli.Watch(wctx, key, clientv3.WithRev(rev), clientv3.WithProgressNotify(), clientv3.WithCreatedNotify())
-	}()
-	var wch clientv3.WatchChan
-	notOpened := time.NewTimer(silentLimit)
-	select {
-	case wch = <-opened:
-		notOpened.Stop()
-	case <-notOpened.C:
-		streams.CompareAndSwap(stream, stream+1)
-		cancel()
-		<-opened
-		return fmt.Errorf("etcd: the watch of %s was not taken within %v", key, silentLimit)
+// settingFollower is the watchloop.Handler of followSetting: it sends each
+// value read that says something new.
+type settingFollower struct {
+	what, key string
+	log       *slog.Logger
+	send      func(val []byte)
+	unchanged func(prev, cur []byte) bool
+
+	last    []byte // the value last read; nil: none, or nothing read yet
+	read    bool   // a value was sent
+	loadRev int64  // the revision of the last Get; the watch replays it
+}
+
+// publish sends val (nil: no setting) unless it says nothing new.
+func (f *settingFollower) publish(val []byte) {
+	prev := f.last
+	f.last = val
+	if f.read && f.unchanged != nil && prev != nil && val != nil && f.unchanged(prev, val) {
+		return
 	}
-	lastHeard := time.Now()
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case wr, ok := <-wch:
-			switch {
-			case !ok:
-				return errors.New("etcd: watch channel closed")
-			case wr.CompactRevision != 0:
-				return fmt.Errorf("etcd: watch %s from revision %d: compacted at %d", key, rev, wr.CompactRevision)
-			case wr.Err() != nil:
-				return fmt.Errorf("etcd: watch %s: %w", key, wr.Err())
-			case wr.Canceled:
-				return fmt.Errorf("etcd: watch %s canceled: %s", key, wr.CancelReason)
-			}
-			lastHeard = time.Now()
-			for _, ev := range wr.Events {
-				if ev.Kv.ModRevision <= rev {
-					continue // in the Get already
-				}
-				var val []byte
-				if ev.Type == clientv3.EventTypePut {
-					val = ev.Kv.Value
-				}
-				publish(val)
-			}
-		case now := <-tick.C:
-			if quiet := now.Sub(lastHeard); quiet >= silentLimit {
-				streams.CompareAndSwap(stream, stream+1)
-				return fmt.Errorf("etcd: no response on the watch of %s for %v", key, quiet.Round(time.Millisecond))
-			}
-			// Answered on this watch's stream, if it is alive (the
-			// context's metadata selects the stream).
-			pctx, pcancel := context.WithTimeout(wctx, every/2)
-			_ = cli.RequestProgress(pctx)
-			pcancel()
+	f.read = true
+	f.send(val)
+}
+
+// Loaded sends the value read.
+func (f *settingFollower) Loaded(resp *clientv3.GetResponse) int64 {
+	var val []byte
+	if len(resp.Kvs) > 0 {
+		val = resp.Kvs[0].Value
+	}
+	f.publish(val)
+	f.loadRev = resp.Header.Revision
+	return f.loadRev
+}
+
+// Apply sends each later value (nil: deleted).
+func (f *settingFollower) Apply(wresp clientv3.WatchResponse) {
+	for _, ev := range wresp.Events {
+		if ev.Kv.ModRevision <= f.loadRev {
+			continue // in the Get already
 		}
+		var val []byte
+		if ev.Type == clientv3.EventTypePut {
+			val = ev.Kv.Value
+		}
+		f.publish(val)
 	}
+}
+
+// Settled has nothing to do: each value was sent as it came.
+func (f *settingFollower) Settled(int64) {}
+
+// Rewound has nothing to do: the next Get sends the value of the new
+// history.
+func (f *settingFollower) Rewound(watchloop.Rewind, string) {}
+
+// Stale has nothing to do: the last value sent stands until a new one is
+// read.
+func (f *settingFollower) Stale(error) {}
+
+// Retrying logs why the setting is read again.
+func (f *settingFollower) Retrying(err error, wait time.Duration) {
+	f.log.Warn("cannot follow the "+f.what+" setting; reading it again", "key", f.key, "error", err, "in", wait)
 }

@@ -2,12 +2,10 @@ package etcd_test
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"testing"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/musterhq/muster/internal/testkit/etcdtest"
@@ -40,21 +38,7 @@ func TestCanaryWatchMovesOffAStalledMember(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ch := cs.WatchCanary(ctx, "svc")
-	next := func(want registry.Canary, within time.Duration) {
-		t.Helper()
-		deadline := time.After(within)
-		for {
-			select {
-			case got := <-ch:
-				if got == want {
-					return
-				}
-			case <-deadline:
-				t.Fatalf("canary %+v not seen within %v", want, within)
-			}
-		}
-	}
+	next := canaryReader(t, cs.WatchCanary(ctx, "svc"))
 	next(registry.Canary{}, 10*time.Second)
 	const bound = 6 * time.Second // silence 0.5 s, up to two attempts of 1 s on the stalled member, backoff
 	for i, m := range c.Members() {
@@ -77,25 +61,8 @@ func TestCanaryWatchMovesOffAStalledMember(t *testing.T) {
 	}
 }
 
-// setThroughElection sets svc's canary through cli, writing again for up
-// to 10 s while etcd answers "leader changed" or "no leader": the stall
-// holds client traffic only, but on a loaded machine the new cluster's
-// members may still elect a leader again (once under two CPU-bound loops,
-// a write 0.15 s into the test was caught in an election).
+// setThroughElection sets svc's canary through cli, writing again while
+// etcd elects a leader (retryElection).
 func setThroughElection(ctx context.Context, cli *clientv3.Client, want registry.Canary, opts []etcd.Option) error {
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		err := etcd.SetCanary(ctx, cli, "svc", want, opts...)
-		if err == nil || time.Now().After(deadline) ||
-			!(errors.Is(err, rpctypes.ErrLeaderChanged) || errors.Is(err, rpctypes.ErrNoLeader)) {
-			return err
-		}
-		pause := time.NewTimer(50 * time.Millisecond) // an election has no event to await here
-		select {
-		case <-ctx.Done():
-			pause.Stop()
-			return err
-		case <-pause.C:
-		}
-	}
+	return retryElection(ctx, func(ctx context.Context) error { return etcd.SetCanary(ctx, cli, "svc", want, opts...) })
 }

@@ -37,21 +37,7 @@ func TestCanaryFollowsARestoreOfAnOlderDataDir(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ch := cs.WatchCanary(ctx, "svc")
-	next := func(want registry.Canary, within time.Duration) {
-		t.Helper()
-		deadline := time.After(within)
-		for {
-			select {
-			case got := <-ch:
-				if got == want {
-					return
-				}
-			case <-deadline:
-				t.Fatalf("canary %+v not seen within %v", want, within)
-			}
-		}
-	}
+	next := canaryReader(t, cs.WatchCanary(ctx, "svc"))
 	direct := c.Client(t, c.DirectEndpoints()...)
 	set := func(cn registry.Canary) {
 		t.Helper()

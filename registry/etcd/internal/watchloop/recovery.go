@@ -1,4 +1,4 @@
-package etcd
+package watchloop
 
 import (
 	"context"
@@ -10,6 +10,73 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/metadata"
 )
+
+// quietness tracks when a followed watch was last heard from, when it is
+// to be asked for progress next, and the timer that wakes its loop for
+// either.
+type quietness struct {
+	every     time.Duration // the progress interval
+	limit     time.Duration // silent for this long, the watch is given up
+	lastHeard time.Time
+	nextProbe time.Time
+	timer     *time.Timer
+}
+
+// newQuietness starts tracking a watch heard from at now. The caller stops
+// the timer.
+func newQuietness(every, limit time.Duration, now time.Time) *quietness {
+	q := &quietness{every: every, limit: limit, timer: time.NewTimer(every)}
+	q.heard(now)
+	return q
+}
+
+// heard records a response at now: the next probe is a progress interval
+// away.
+func (q *quietness) heard(now time.Time) {
+	q.lastHeard = now
+	q.nextProbe = now.Add(q.every)
+}
+
+// quietTimer handles the quiet timer of the followed watch a firing at now.
+// Silent for the silence limit (two progress requests unanswered), the
+// watch is given up, the key to be read again, with an error; otherwise
+// progress is requested when due and the timer set again.
+func (l *Loop) quietTimer(a *watchAttempt, q *quietness, now time.Time) error {
+	quiet := now.Sub(q.lastHeard)
+	if quiet >= q.limit {
+		// Not even a progress notification: the connection is gone or
+		// stalled (a frozen member keeps its TCP connections up).
+		// Reloading (the Get waits for etcd to answer) and watching
+		// again on another stream is the only way to be sure nothing
+		// was missed; a watch the client resumes by itself after an
+		// outage may start past the store's revision and so never
+		// answer a progress request on a quiet store.
+		l.moveOn(a.stream)
+		l.cfg.Counters.SilenceReloads.Add(1)
+		l.rec.silenced(l.member.Load())
+		return fmt.Errorf("etcd: no response on the watch of %s for %v", l.cfg.Key, quiet.Round(time.Millisecond))
+	}
+	deadline := q.lastHeard.Add(q.limit)
+	if !now.Before(q.nextProbe) {
+		// Answered by a progress notification on this watch's stream, if
+		// the stream is alive. The context carries the same metadata, so
+		// it selects the same stream. Bounded so that the silence is
+		// still noticed on time.
+		pctx, pcancel := context.WithDeadline(a.ctx, minTime(now.Add(q.every), deadline))
+		_ = l.cfg.Client.RequestProgress(pctx)
+		pcancel()
+		q.nextProbe = time.Now().Add(q.every)
+	}
+	q.timer.Reset(max(time.Until(minTime(q.nextProbe, deadline)), time.Millisecond))
+	return nil
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
 
 // Reopening a watch, and the Get before it, after a silence.
 //
@@ -28,34 +95,28 @@ import (
 // another one is started: an eighth of the progress interval (250ms by
 // default), far above a healthy etcd's answer, so that three attempts fit in
 // the first attempt's bound (half an interval).
-func (s *service) hedgeDelay() time.Duration { return s.d.opts.progressEvery / 8 }
+func (l *Loop) hedgeDelay() time.Duration { return l.cfg.Every / 8 }
 
 // maxHedged is the most concurrent attempts of one request.
 const maxHedged = 3
 
 // hedging reports whether requests are hedged now: while recovering, with
 // more than one endpoint to go to.
-func (s *service) hedging() bool {
-	return s.rec.hedging(len(s.d.cli.Endpoints()))
+func (l *Loop) hedging() bool {
+	return l.rec.hedging(len(l.cfg.Client.Endpoints()))
 }
 
 // attemptTimeout bounds the next Get or watch creation (recovery's
-// attemptTimeout with the Discovery's options).
-func (s *service) attemptTimeout() time.Duration {
-	return s.rec.attemptTimeout(s.d.opts.progressEvery, s.d.opts.requestTimeout)
+// attemptTimeout with the Loop's configuration).
+func (l *Loop) attemptTimeout() time.Duration {
+	return l.rec.attemptTimeout(l.cfg.Every, l.cfg.RequestTimeout)
 }
 
-// moveOn makes the next watches use a new gRPC stream, unless another
-// watch has moved on from stream already.
-func (s *service) moveOn(stream uint64) {
-	s.d.watchStream.CompareAndSwap(stream, stream+1)
-}
-
-// recovery is a service's state after a silent or unconfirmed watch, until
+// recovery is a Loop's state after a silent or unconfirmed watch, until
 // a new watch is confirmed: whether it is recovering, the member to avoid,
 // and how many attempts failed meanwhile, which set the bound of the next
 // attempt and whether requests are hedged. It is pure logic, owned by the
-// service's run goroutine; the zero value is not recovering.
+// Loop's goroutine; the zero value is not recovering.
 type recovery struct {
 	avoid       uint64 // member that went silent; a new watch should land elsewhere
 	avoided     int    // new watches rejected for landing on avoid
@@ -122,12 +183,12 @@ func (r *recovery) attemptTimeout(progressEvery, requestTimeout time.Duration) t
 	return min(b, requestTimeout)
 }
 
-// get reads the whole service, hedged while recovering.
-func (s *service) get(ctx context.Context) (*clientv3.GetResponse, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.attemptTimeout())
+// get reads Key, hedged while recovering.
+func (l *Loop) get(ctx context.Context) (*clientv3.GetResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, l.attemptTimeout())
 	defer cancel()
-	if !s.hedging() {
-		return s.d.cli.Get(ctx, s.prefix, clientv3.WithPrefix())
+	if !l.hedging() {
+		return l.cfg.Client.Get(ctx, l.cfg.Key, l.cfg.GetOptions...)
 	}
 	type result struct {
 		resp *clientv3.GetResponse
@@ -135,11 +196,11 @@ func (s *service) get(ctx context.Context) (*clientv3.GetResponse, error) {
 	}
 	results := make(chan result, maxHedged) // never blocks a Get
 	get := func() {
-		resp, err := s.d.cli.Get(ctx, s.prefix, clientv3.WithPrefix())
+		resp, err := l.cfg.Client.Get(ctx, l.cfg.Key, l.cfg.GetOptions...)
 		results <- result{resp, err}
 	}
 	go get()
-	hedge := time.NewTicker(s.hedgeDelay())
+	hedge := time.NewTicker(l.hedgeDelay())
 	defer hedge.Stop()
 	started, failed := 1, 0
 	for {
@@ -175,29 +236,30 @@ type watchAttempt struct {
 	ok     bool                   // first was received
 }
 
-// openWatch opens the service's watch from rev and waits until etcd
+// openWatch opens the watch of Key from rev and waits until etcd
 // confirms it, within the attempt timeout: the watch blocks until then,
 // which waits out an outage, or forever if the request was lost on a
 // connection that stays up. While recovering, a second attempt starts on a
 // new gRPC stream after hedgeDelay, and a watch created by the member that
 // went silent is given up for another (landedOnAvoided). The caller cancels
 // the returned attempt; its first response is still to be handled.
-func (s *service) openWatch(ctx context.Context, rev int64) (*watchAttempt, error) {
-	bound := s.attemptTimeout()
+func (l *Loop) openWatch(ctx context.Context, rev int64) (*watchAttempt, error) {
+	bound := l.attemptTimeout()
 	deadline := time.NewTimer(bound)
 	defer deadline.Stop()
-	slow := s.staleIfSlow("watch creation")
+	slow := l.staleIfSlow("watch creation")
 	defer slow.Stop()
 	results := make(chan *watchAttempt, maxHedged) // never blocks an attempt
 	var attempts []*watchAttempt
 	start := func(stream uint64) {
 		a := &watchAttempt{stream: stream}
 		a.ctx, a.cancel = context.WithCancel(metadata.AppendToOutgoingContext(
-			clientv3.WithRequireLeader(ctx), watchStreamKey, strconv.FormatUint(stream, 10)))
+			clientv3.WithRequireLeader(ctx), StreamKey, l.cfg.StreamTag+strconv.FormatUint(stream, 10)))
 		attempts = append(attempts, a)
 		go func() {
-			a.wch = s.d.cli.Watch(a.ctx, s.prefix, clientv3.WithPrefix(),
-				clientv3.WithRev(rev), clientv3.WithProgressNotify(), clientv3.WithCreatedNotify())
+			opts := append([]clientv3.OpOption{clientv3.WithRev(rev), clientv3.WithProgressNotify(), clientv3.WithCreatedNotify()},
+				l.cfg.WatchOptions...)
+			a.wch = l.cfg.Client.Watch(a.ctx, l.cfg.Key, opts...)
 			a.first, a.ok = <-a.wch
 			results <- a
 		}()
@@ -210,11 +272,11 @@ func (s *service) openWatch(ctx context.Context, rev int64) (*watchAttempt, erro
 		}
 	}
 	// moveOn makes the next watches use a new gRPC stream.
-	moveOn := func() { s.moveOn(attempts[len(attempts)-1].stream) }
-	start(s.d.watchStream.Load())
+	moveOn := func() { l.moveOn(attempts[len(attempts)-1].stream) }
+	start(l.cfg.Streams.Load())
 	var hedge <-chan time.Time
-	if s.hedging() {
-		t := time.NewTicker(s.hedgeDelay())
+	if l.hedging() {
+		t := time.NewTicker(l.hedgeDelay())
 		defer t.Stop()
 		hedge = t.C
 	}
@@ -228,12 +290,12 @@ func (s *service) openWatch(ctx context.Context, rev int64) (*watchAttempt, erro
 		case <-deadline.C:
 			cancelAll(nil)
 			moveOn()
-			s.rec.unconfirmed()
-			return nil, fmt.Errorf("etcd: watch of %s not confirmed within %v", s.prefix, bound)
+			l.rec.unconfirmed()
+			return nil, fmt.Errorf("etcd: watch of %s not confirmed within %v", l.cfg.Key, bound)
 		case <-hedge:
 			if len(attempts) < maxHedged {
 				moveOn()
-				start(s.d.watchStream.Load())
+				start(l.cfg.Streams.Load())
 				pending++
 			}
 		case a := <-results:
@@ -241,8 +303,8 @@ func (s *service) openWatch(ctx context.Context, rev int64) (*watchAttempt, erro
 			switch {
 			case !a.ok:
 				lastErr = errors.New("etcd: watch channel closed before the watch was confirmed")
-			case a.first.Created && a.first.Err() == nil && s.rec.landedOnAvoided(a.first.Header.MemberId, len(s.d.cli.Endpoints())):
-				lastErr = fmt.Errorf("etcd: new watch of %s landed on member %x, silent before", s.prefix, a.first.Header.MemberId)
+			case a.first.Created && a.first.Err() == nil && l.rec.landedOnAvoided(a.first.Header.MemberId, len(l.cfg.Client.Endpoints())):
+				lastErr = fmt.Errorf("etcd: new watch of %s landed on member %x, silent before", l.cfg.Key, a.first.Header.MemberId)
 			default:
 				cancelAll(a)
 				return a, nil
@@ -258,7 +320,7 @@ func (s *service) openWatch(ctx context.Context, rev int64) (*watchAttempt, erro
 			// Every attempt failed before the next hedge: try another
 			// stream at once.
 			moveOn()
-			start(s.d.watchStream.Load())
+			start(l.cfg.Streams.Load())
 			pending++
 		}
 	}

@@ -1,4 +1,4 @@
-package etcd
+package watchloop
 
 import "testing"
 
@@ -26,7 +26,7 @@ func TestHistoryDetectsRewinds(t *testing.T) {
 		if got != s.rewind || h.gen != s.gen {
 			t.Fatalf("step %d %+v: rewind %v (%+v), generation %d", i, s, got, rw, h.gen)
 		}
-		if got && (rw.newCluster != s.cluster || rw.newRev != s.rev) {
+		if got && (rw.NewCluster != s.cluster || rw.NewRev != s.rev) {
 			t.Fatalf("step %d: rewind %+v does not describe the new history", i, rw)
 		}
 	}
