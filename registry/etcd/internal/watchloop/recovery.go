@@ -54,7 +54,7 @@ func (l *Loop) quietTimer(a *watchAttempt, q *quietness, now time.Time) error {
 		l.moveOn(a.stream)
 		l.cfg.Counters.SilenceReloads.Add(1)
 		l.rec.silenced(l.member.Load())
-		return fmt.Errorf("etcd: no response on the watch of %s for %v", l.cfg.Key, quiet.Round(time.Millisecond))
+		return &silenceError{key: l.cfg.Key, quiet: quiet.Round(time.Millisecond)}
 	}
 	deadline := q.lastHeard.Add(q.limit)
 	if !now.Before(q.nextProbe) {
@@ -325,3 +325,17 @@ func (l *Loop) openWatch(ctx context.Context, rev int64) (*watchAttempt, error) 
 		}
 	}
 }
+
+// silenceError is the error of a watch that heard nothing, not even a
+// progress notification, for its silence limit: a timeout
+// (context.DeadlineExceeded), as health reports class it.
+type silenceError struct {
+	key   string
+	quiet time.Duration
+}
+
+func (e *silenceError) Error() string {
+	return fmt.Sprintf("etcd: no response on the watch of %s for %v", e.key, e.quiet)
+}
+
+func (e *silenceError) Unwrap() error { return context.DeadlineExceeded }

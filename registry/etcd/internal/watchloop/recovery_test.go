@@ -1,6 +1,8 @@
 package watchloop
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
 )
@@ -74,5 +76,17 @@ func TestRecoveryLandedOnAvoided(t *testing.T) {
 	r.silenced(9)
 	if r.avoided != 0 || !r.landedOnAvoided(9, 2) {
 		t.Fatalf("a new silence did not start avoiding its member: %+v", r)
+	}
+}
+
+// A silent watch's error is a timeout, so that health reports class it as
+// one, and says which watch and for how long.
+func TestSilenceIsATimeout(t *testing.T) {
+	err := error(&silenceError{key: "/muster/services/user/", quiet: 5 * time.Second})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("%v is not a context.DeadlineExceeded", err)
+	}
+	if want := "etcd: no response on the watch of /muster/services/user/ for 5s"; err.Error() != want {
+		t.Errorf("error %q, want %q", err, want)
 	}
 }
