@@ -15,7 +15,13 @@ type cache struct {
 	service   string
 	nodes     map[string]node // by ID (node name)
 	overrides map[string]override
-	list      []*registry.Instance
+	list      []*registry.Instance // the list build returned last: what is served
+
+	// retired are the IDs of the instances deleted while served Draining,
+	// oldest first, at most registry.MaxRetired; an ID served again
+	// leaves it. Published as Snapshot.Retired, so never modified: a
+	// change makes a new slice.
+	retired []string
 }
 
 // node is one instance node as read: its value, the instance decoded from
@@ -27,7 +33,7 @@ type node struct {
 }
 
 func newCache(service string) *cache {
-	return &cache{service: service, nodes: map[string]node{}}
+	return &cache{service: service, nodes: map[string]node{}, retired: []string{}}
 }
 
 // put records the value of node id; it returns the decoding error of a bad
@@ -37,6 +43,9 @@ func (c *cache) put(id string, value []byte, mzxid int64) error {
 		old.mzxid = mzxid
 		c.nodes[id] = old
 		return nil
+	}
+	if _, had := c.nodes[id]; !had {
+		c.back(id)
 	}
 	n := node{value: append([]byte(nil), value...), mzxid: mzxid}
 	in, err := registry.Unmarshal(value)
@@ -51,19 +60,56 @@ func (c *cache) put(id string, value []byte, mzxid int64) error {
 	return err
 }
 
-// remove forgets node id.
-func (c *cache) remove(id string) { delete(c.nodes, id) }
+// remove forgets node id, deleted; changed reports that a change of its
+// value was notified and not read (see left).
+func (c *cache) remove(id string, changed bool) {
+	if _, ok := c.nodes[id]; ok {
+		c.left(id, changed)
+		delete(c.nodes, id)
+	}
+}
 
-// keep forgets every node not in ids.
-func (c *cache) keep(ids []string) {
+// keep forgets every node not in ids, deleted; changed holds the IDs
+// whose change of value was notified and not read (see left).
+func (c *cache) keep(ids []string, changed map[string]bool) {
 	set := make(map[string]bool, len(ids))
 	for _, id := range ids {
 		set[id] = true
 	}
 	for id := range c.nodes {
 		if !set[id] {
+			c.left(id, changed[id])
 			delete(c.nodes, id)
 		}
+	}
+}
+
+// left records the deletion of node id: a deliberate departure (retired)
+// if it was served Draining, or if its value changed just before the
+// deletion (changed: the change was notified, and the node was gone when
+// read). ZooKeeper's watches carry no values, so a Discovery may miss the
+// Draining value a Registrar's Deregister writes just before it deletes
+// the node; a deletion that was not deliberate (a session expired or
+// closed) follows no change of value.
+func (c *cache) left(id string, changed bool) {
+	i, served := slices.BinarySearchFunc(c.list, id, func(in *registry.Instance, id string) int { return strings.Compare(in.ID, id) })
+	if !changed && (!served || !c.list[i].Draining) {
+		return
+	}
+	keep := c.retired
+	if i := slices.Index(keep, id); i >= 0 {
+		keep = slices.Delete(slices.Clone(keep), i, i+1)
+	}
+	if len(keep) >= registry.MaxRetired {
+		keep = keep[len(keep)-registry.MaxRetired+1:]
+	}
+	c.retired = append(slices.Clip(keep), id)
+}
+
+// back removes id from the retired instances: its node is there again.
+func (c *cache) back(id string) {
+	if i := slices.Index(c.retired, id); i >= 0 {
+		c.retired = slices.Delete(slices.Clone(c.retired), i, i+1)
 	}
 }
 

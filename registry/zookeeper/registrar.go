@@ -165,7 +165,11 @@ func (r *Registrar) Register(ctx context.Context, in registry.Instance) error {
 }
 
 // Deregister removes the instance from the set and deletes its node,
-// waiting until it is deleted or ctx ends.
+// waiting until it is deleted or ctx ends. A node written serving is first
+// written Draining, just before the deletion, so that the deletion is seen
+// as deliberate (registry.Snapshot's Retired) and clients release the
+// instance at once rather than after the grace they give an instance that
+// vanished while serving (package resolver).
 func (r *Registrar) Deregister(ctx context.Context, name, id string) error {
 	if err := registry.ValidateName(name); err != nil {
 		return err
@@ -218,7 +222,9 @@ func (r *Registrar) wait(ctx context.Context, cond func() bool) error {
 }
 
 // Close stops the registrar and closes its session, which deletes every
-// node it wrote at once. It is idempotent.
+// node it wrote at once, without draining them first (as the etcd
+// Registrar's revocation of its lease): clients hold them for the deletion
+// grace. It is idempotent.
 func (r *Registrar) Close() error {
 	r.mu.Lock()
 	if r.closed {

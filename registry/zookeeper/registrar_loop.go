@@ -10,6 +10,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/musterhq/muster/internal/backoff"
+	"github.com/musterhq/muster/registry"
 )
 
 // run makes every write to ZooKeeper, one pass at a time. Each pass
@@ -213,19 +214,53 @@ func (r *Registrar) write(p string, value []byte, sid int64, watch, fresh bool) 
 	return false, fmt.Errorf("zookeeper: %s kept changing under the registrar", p)
 }
 
-// remove deletes p if session sid owns it.
+// remove deletes p if session sid owns it, first writing it Draining (see
+// drain).
 func (r *Registrar) remove(p string, sid int64) error {
-	_, stat, err := r.conn.Exists(p)
+	data, stat, err := r.conn.Get(p)
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil
+	}
 	if err != nil {
 		return err
 	}
-	if stat == nil || stat.EphemeralOwner != sid {
+	if stat.EphemeralOwner != sid {
 		return nil
 	}
-	if err := r.conn.Delete(p, stat.Version); err != nil && !errors.Is(err, zk.ErrNoNode) {
+	version, err := r.drain(p, data, stat.Version)
+	if err != nil {
+		return err
+	}
+	if err := r.conn.Delete(p, version); err != nil && !errors.Is(err, zk.ErrNoNode) {
 		return err
 	}
 	return nil
+}
+
+// drain writes the instance node p, holding value at version, Draining
+// just before remove deletes it, so that a Discovery sees it deleted while
+// Draining, a deliberate departure (Snapshot.Retired), which clients
+// release at once, where they hold an instance deleted while serving for a
+// grace. It returns the node's version after the write. Its failure only
+// costs that (the deletion goes on), unless ZooKeeper does not answer.
+func (r *Registrar) drain(p string, value []byte, version int32) (int32, error) {
+	in, err := registry.Unmarshal(value)
+	if err != nil || in.Draining {
+		return version, nil
+	}
+	in.Draining = true
+	val, err := registry.Marshal(in)
+	if err != nil {
+		return version, nil
+	}
+	stat, err := r.conn.Set(p, val, version)
+	switch {
+	case err == nil:
+		return stat.Version, nil
+	case retryable(err):
+		return version, fmt.Errorf("zookeeper: drain %s before deleting it: %w", p, err)
+	}
+	return version, nil
 }
 
 func (r *Registrar) failed(err error) {

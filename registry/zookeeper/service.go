@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sync"
 	"time"
 
@@ -164,16 +165,16 @@ func (s *service) run() {
 		list := c.build()
 		session := s.d.conn.State() == zk.StateHasSession
 		s.hub.Update(func(snap *registry.Snapshot) bool {
-			s.publish(snap, list, rev, reload, session)
+			s.publish(snap, list, c.retired, rev, reload, session)
 			return true
 		})
 	}
 }
 
-// publish records a successful read in snap (under the hub's lock): list
-// and rev as read, reload when the read was a full one, session when the
-// connection has a session.
-func (s *service) publish(snap *registry.Snapshot, list []*registry.Instance, rev int64, reload, session bool) {
+// publish records a successful read in snap (under the hub's lock): list,
+// retired and rev as read, reload when the read was a full one, session
+// when the connection has a session.
+func (s *service) publish(snap *registry.Snapshot, list []*registry.Instance, retired []string, rev int64, reload, session bool) {
 	if snap.Stale() && session && reload {
 		s.log.Info("service read again; list current", "stale_for", time.Since(snap.StaleSince).Round(time.Millisecond))
 		snap.StaleSince, snap.Err = time.Time{}, nil
@@ -186,16 +187,18 @@ func (s *service) publish(snap *registry.Snapshot, list []*registry.Instance, re
 	if !snap.Loaded {
 		snap.Generation = 1
 	}
-	snap.Instances, snap.Loaded = list, true
+	snap.Instances, snap.Retired, snap.Loaded = list, retired, true
 	if rev > snap.Revision || reload {
 		snap.Revision = rev
 	}
 }
 
-// read brings the cache up to date with what was marked, arming the
-// watches again, and returns the highest zxid seen.
+// read brings the cache up to date with what was marked (dirty: the
+// instance nodes whose watch fired), arming the watches again, and returns
+// the highest zxid seen.
 func (s *service) read(c *cache, logged map[string]int64, reload, children, overrides bool, dirty map[string]bool) (int64, error) {
 	conn := s.d.conn
+	changed := maps.Clone(dirty) // notified changes, unread: see cache.left
 	var rev int64
 	if reload || overrides {
 		data, stat, err := s.get(watchKey{}, s.path)
@@ -215,7 +218,7 @@ func (s *service) read(c *cache, logged map[string]int64, reload, children, over
 			if ok {
 				return 0, errors.New("zookeeper: service node appeared while reading")
 			}
-			c.keep(nil)
+			c.keep(nil, changed)
 			c.setOverrides(nil)
 			// The root's pzxid: the zxid of the service node's
 			// deletion, if it was deleted, so that a node deleted by
@@ -250,7 +253,7 @@ func (s *service) read(c *cache, logged map[string]int64, reload, children, over
 			return 0, err
 		}
 		rev = max(rev, stat.Pzxid)
-		c.keep(ids)
+		c.keep(ids, changed)
 		for _, id := range ids {
 			if reload || !c.has(id) {
 				dirty[id] = true
@@ -259,7 +262,7 @@ func (s *service) read(c *cache, logged map[string]int64, reload, children, over
 	}
 	for _, n := range s.readNodes(dirty) {
 		if errors.Is(n.err, zk.ErrNoNode) {
-			c.remove(n.id)
+			c.remove(n.id, changed[n.id])
 			continue
 		}
 		if n.err != nil {

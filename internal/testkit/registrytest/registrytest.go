@@ -84,8 +84,8 @@ func HasIDs(ids ...string) func(registry.Snapshot) bool {
 
 // Describe renders a snapshot for failure messages.
 func Describe(s registry.Snapshot) string {
-	return fmt.Sprintf("{service %s loaded %v rev %d stale %v err %v ids %v}",
-		s.Service, s.Loaded, s.Revision, s.Stale(), s.Err, IDs(s))
+	return fmt.Sprintf("{service %s loaded %v rev %d stale %v err %v ids %v retired %v}",
+		s.Service, s.Loaded, s.Revision, s.Stale(), s.Err, IDs(s), s.Retired)
 }
 
 // Run runs the conformance suite against a backend made by newBackend for
@@ -96,6 +96,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) Backend) {
 	t.Run("PrefixNamesAreIsolated", func(t *testing.T) { testIsolation(t, newBackend(t)) })
 	t.Run("UpdateAndIdempotentRegister", func(t *testing.T) { testUpdate(t, newBackend(t)) })
 	t.Run("WatcherLifecycle", func(t *testing.T) { testWatcher(t, newBackend(t)) })
+	t.Run("DeregisterIsRetired", func(t *testing.T) { testRetired(t, newBackend(t)) })
 	t.Run("LateWatcherWoken", func(t *testing.T) {
 		b := newBackend(t)
 		r := b.NewRegistrar(t)
