@@ -192,8 +192,8 @@ type Snapshot struct {
 	// Retired lists the IDs of instances deleted recently while Draining,
 	// oldest first, at most MaxRetired; an instance registered again
 	// leaves it. Such a deletion is deliberate: the instance was taken out
-	// of service before it left (the etcd Registrar's Deregister drains an
-	// instance before it deletes it). Any other deletion may be the
+	// of service before it left (the etcd and ZooKeeper Registrars'
+	// Deregister drains an instance before it deletes it). Any other deletion may be the
 	// backend's mistake (etcd revokes live leases after a paused leader
 	// resumes), and package resolver holds it for a grace. Nil when the
 	// backend does not record deliberate departures: every deletion is

@@ -180,7 +180,7 @@ func WithProtection(fraction float64, window time.Duration) Option {
 // connection has failed and balancers pick only ready endpoints. The hold
 // is beside empty-list protection (WithProtection), which judges the same
 // lists either way. A backend that records no deliberate departures
-// (Retired nil: ZooKeeper, Kubernetes) gets no grace.
+// (Retired nil: Kubernetes) gets no grace.
 //
 // The default is DefaultDeletionGrace (3s), above the registrar's repair
 // time measured under load (docs/RELIABILITY.md); 0 disables the grace; a

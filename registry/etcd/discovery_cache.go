@@ -8,6 +8,7 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 
+	"github.com/musterhq/muster/internal/retired"
 	"github.com/musterhq/muster/registry"
 )
 
@@ -218,22 +219,11 @@ func (c *cache) left(in *registry.Instance) {
 	if !in.Draining {
 		return
 	}
-	keep := c.retired
-	if i := slices.Index(keep, in.ID); i >= 0 {
-		keep = slices.Delete(slices.Clone(keep), i, i+1)
-	}
-	if len(keep) >= registry.MaxRetired {
-		keep = keep[len(keep)-registry.MaxRetired+1:]
-	}
-	c.retired = append(slices.Clip(keep), in.ID)
+	c.retired = retired.Add(c.retired, in.ID)
 }
 
 // back removes id from the retired instances: it is served again.
-func (c *cache) back(id string) {
-	if i := slices.Index(c.retired, id); i >= 0 {
-		c.retired = slices.Delete(slices.Clone(c.retired), i, i+1)
-	}
-}
+func (c *cache) back(id string) { c.retired = retired.Remove(c.retired, id) }
 
 func (c *cache) touch(key, id string) {
 	if !c.all {

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/musterhq/muster/internal/retired"
 	"github.com/musterhq/muster/registry"
 )
 
@@ -96,22 +97,11 @@ func (c *cache) left(id string, changed bool) {
 	if !changed && (!served || !c.list[i].Draining) {
 		return
 	}
-	keep := c.retired
-	if i := slices.Index(keep, id); i >= 0 {
-		keep = slices.Delete(slices.Clone(keep), i, i+1)
-	}
-	if len(keep) >= registry.MaxRetired {
-		keep = keep[len(keep)-registry.MaxRetired+1:]
-	}
-	c.retired = append(slices.Clip(keep), id)
+	c.retired = retired.Add(c.retired, id)
 }
 
 // back removes id from the retired instances: its node is there again.
-func (c *cache) back(id string) {
-	if i := slices.Index(c.retired, id); i >= 0 {
-		c.retired = slices.Delete(slices.Clone(c.retired), i, i+1)
-	}
-}
+func (c *cache) back(id string) { c.retired = retired.Remove(c.retired, id) }
 
 // has reports whether node id is known.
 func (c *cache) has(id string) bool {
