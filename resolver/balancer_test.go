@@ -149,14 +149,17 @@ func TestBadBalancerChoices(t *testing.T) {
 
 // A call that finds no instance says which service, where it was looked
 // up and what the registry said: nothing registered, or instances that the
-// target's filters leave out.
+// target's filters leave out. The channels choose muster_p2c (lb=p2c):
+// a channel that chooses nothing is first handed a state without a service
+// config (decideDefault), whose empty list gRPC's pick_first answers with
+// its own "produced zero addresses" before muster_p2c takes over.
 func TestNoInstanceSaysWhichServiceAndWhere(t *testing.T) {
 	e := newEnv(t)
 	e.serve(t, "a", "v1", "")
 	for _, c := range []struct{ target, want string }{
-		{"muster:///nobody", `^muster_p2c: no instance of service "nobody" to call \(looked up in etcd \S+, keys under /muster/services/nobody/\): ` +
+		{"muster:///nobody?lb=p2c", `^muster_p2c: no instance of service "nobody" to call \(looked up in etcd \S+, keys under /muster/services/nobody/\): ` +
 			`the registry answered \(revision \d+\) and lists none$`},
-		{"muster:///greeter?version=v9", `^muster_p2c: no instance of service "greeter" to call \(looked up in etcd \S+, keys under /muster/services/greeter/\): ` +
+		{"muster:///greeter?version=v9&lb=p2c", `^muster_p2c: no instance of service "greeter" to call \(looked up in etcd \S+, keys under /muster/services/greeter/\): ` +
 			`the registry lists 1, none passes the target's filters \(version=v9\)$`},
 	} {
 		conn := dialWith(t, c.target, grpc.WithResolvers(e.b))
