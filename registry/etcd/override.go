@@ -12,8 +12,8 @@ import (
 )
 
 // ErrNoInstance is returned by SetOverride and ClearOverride when the
-// instance is not registered.
-var ErrNoInstance = errors.New("etcd: no such instance")
+// instance is not registered. It matches registry.ErrNoInstance.
+var ErrNoInstance = fmt.Errorf("etcd: %w", registry.ErrNoInstance)
 
 // SetOverride writes an operator's override of one registered instance
 // (drain it, change its weight); every Discovery merges it into the

@@ -13,8 +13,8 @@ import (
 )
 
 // ErrNoInstance is returned by SetOverride when the instance is not
-// registered.
-var ErrNoInstance = errors.New("zookeeper: no such instance")
+// registered. It matches registry.ErrNoInstance.
+var ErrNoInstance = fmt.Errorf("zookeeper: %w", registry.ErrNoInstance)
 
 // override is an operator's override of one instance, bound to the
 // instance's registration by its RegisteredAt: a new process registering

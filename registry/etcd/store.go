@@ -1,0 +1,301 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/musterhq/muster/registry"
+)
+
+// Store is the registry in one etcd cluster (registry.Store): a Discovery,
+// a Registrar created when first asked for, and the operator's Admin, over
+// one client. Open connects it, NewStore puts it over a client of the
+// caller's.
+type Store struct {
+	cli  *clientv3.Client
+	own  bool     // Close closes cli (Open)
+	opts []Option // given to Open, applied to every part
+	o    options
+	d    *Discovery
+	// canaries and policies follow the services' settings (they hold no
+	// goroutine of their own).
+	canaries *Canaries
+	policies *Policies
+
+	mu     sync.Mutex
+	reg    *Registrar // nil until Registrar is called
+	closed bool
+}
+
+var (
+	_ registry.Store        = (*Store)(nil)
+	_ registry.CanarySource = (*Store)(nil)
+	_ registry.PolicySource = (*Store)(nil)
+)
+
+// Open connects to the etcd cluster cfg names (etcd.ClientConfig gives
+// Muster's defaults: Open(ClientConfig("127.0.0.1:2379"))) and returns
+// the registry in it. It does not wait for etcd: the client connects in
+// the background, as clientv3.New does. The Store owns the client: its
+// Close closes it. Every option applies to the part it concerns (a
+// Registrar's WithTTL, a Discovery's WithProgressInterval, the Admin's
+// WithJournalSize); an invalid one is an error.
+func Open(cfg clientv3.Config, opts ...Option) (*Store, error) {
+	o := buildOptions(opts)
+	if o.err != nil {
+		return nil, o.err
+	}
+	cli, err := clientv3.New(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("etcd: open: %w", err)
+	}
+	s, err := newStore(cli, true, opts)
+	if err != nil {
+		_ = cli.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// NewStore returns the registry in the etcd cluster cli reaches. cli
+// stays the caller's: Close does not close it, and it must outlive the
+// Store. Options as for Open.
+func NewStore(cli *clientv3.Client, opts ...Option) (*Store, error) {
+	if cli == nil {
+		return nil, errors.New("etcd: NewStore: nil client")
+	}
+	return newStore(cli, false, opts)
+}
+
+func newStore(cli *clientv3.Client, own bool, opts []Option) (*Store, error) {
+	o := buildOptions(opts)
+	if o.err != nil {
+		return nil, o.err
+	}
+	d, err := NewDiscovery(cli, opts...)
+	if err != nil {
+		return nil, err
+	}
+	// Neither fails: the client is not nil and the options are valid.
+	canaries, _ := NewCanaries(cli, opts...)
+	policies, _ := NewPolicies(cli, opts...)
+	return &Store{cli: cli, own: own, opts: opts, o: o, d: d, canaries: canaries, policies: policies}, nil
+}
+
+// Client returns the etcd client the store reads and writes through, for
+// what only etcd has (leases, members, alarms).
+func (s *Store) Client() *clientv3.Client { return s.cli }
+
+// Discovery returns the store's Discovery.
+func (s *Store) Discovery() registry.Discovery { return s.d }
+
+// WatchCanary follows service's canary (registry.CanarySource), as
+// Canaries does.
+func (s *Store) WatchCanary(ctx context.Context, service string) <-chan registry.Canary {
+	return s.canaries.WatchCanary(ctx, service)
+}
+
+// WatchPolicy follows service's policy (registry.PolicySource), as
+// Policies does.
+func (s *Store) WatchPolicy(ctx context.Context, service string) <-chan registry.Policy {
+	return s.policies.WatchPolicy(ctx, service)
+}
+
+// Registrar returns the store's Registrar, created at the first call. A
+// Registrar asked for after Close is closed: its Register returns
+// registry.ErrClosed.
+func (s *Store) Registrar() registry.Registrar {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.reg == nil {
+		// The options were checked by Open, and the client is not nil:
+		// NewRegistrar cannot fail.
+		s.reg, _ = NewRegistrar(s.cli, s.opts...)
+		if s.closed {
+			_ = s.reg.Close()
+		}
+	}
+	return s.reg
+}
+
+// Admin returns the operator's reads and writes, each write recorded in
+// the service's journal as made by who (WithBy and WithSource for the
+// package's functions), and a policy as set by "who (source)". The Admin
+// also reads the journal (registry.HistoryReader) and removes instances
+// (registry.InstanceRemover). An Actor that Validate refuses makes every
+// write fail with its error.
+func (s *Store) Admin(who registry.Actor) registry.Admin {
+	a := &admin{s: s, err: who.Validate()}
+	if a.err != nil {
+		return a
+	}
+	if who.Source == "" {
+		who.Source = registry.SourceLibrary
+	}
+	by := who.Who
+	if by == "" {
+		by = defaultWho(s.cli)
+	}
+	a.opts = append(append([]Option(nil), s.opts...), WithBy(by), WithSource(who.Source))
+	a.policyOpts = append(append([]Option(nil), a.opts...), WithSetBy(by+" ("+who.Source+")"))
+	return a
+}
+
+// Close closes the Registrar, if one was created (its instances leave
+// etcd at once: its lease is revoked), then the Discovery, then the
+// client if Open made it. It is idempotent and returns the first error.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	reg := s.reg
+	s.mu.Unlock()
+	var errs []error
+	if reg != nil {
+		errs = append(errs, reg.Close())
+	}
+	errs = append(errs, s.d.Close())
+	if s.own {
+		errs = append(errs, s.cli.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// admin is Store.Admin's registry.Admin: the package's functions with the
+// store's client and options and the Actor's name.
+type admin struct {
+	s          *Store
+	opts       []Option
+	policyOpts []Option // opts, and WithSetBy "who (source)"
+	err        error    // the Actor's, returned by every call
+}
+
+var (
+	_ registry.Admin           = (*admin)(nil)
+	_ registry.HistoryReader   = (*admin)(nil)
+	_ registry.InstanceRemover = (*admin)(nil)
+)
+
+func (a *admin) Overrides(ctx context.Context, service string) (map[string]registry.Override, error) {
+	if a.err != nil {
+		return nil, a.err
+	}
+	if err := registry.ValidateName(service); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, a.s.o.requestTimeout)
+	defer cancel()
+	prefix := registry.ServicePrefix(a.s.o.prefix, service)
+	resp, err := a.s.cli.Get(ctx, prefix, clientv3.WithPrefix())
+	if err != nil {
+		return nil, fmt.Errorf("etcd: read the overrides under %s: %w", prefix, err)
+	}
+	out := map[string]registry.Override{}
+	for _, kv := range resp.Kvs {
+		key, ok := registry.ParseOverrideKey(a.s.o.prefix, string(kv.Key))
+		if !ok {
+			continue
+		}
+		o, err := registry.UnmarshalOverride(kv.Value)
+		if err != nil {
+			continue // as every Discovery reads it: no override
+		}
+		_, id, _ := registry.ParseKey(a.s.o.prefix, key)
+		out[id] = o
+	}
+	return out, nil
+}
+
+func (a *admin) SetOverride(ctx context.Context, service, id string, o registry.Override) error {
+	if a.err != nil {
+		return a.err
+	}
+	return SetOverride(ctx, a.s.cli, service, id, o, a.opts...)
+}
+
+func (a *admin) ClearOverride(ctx context.Context, service, id string) error {
+	if a.err != nil {
+		return a.err
+	}
+	return ClearOverride(ctx, a.s.cli, service, id, a.opts...)
+}
+
+func (a *admin) Canary(ctx context.Context, service string) (registry.Canary, bool, error) {
+	if a.err != nil {
+		return registry.Canary{}, false, a.err
+	}
+	op, key, err := canaryKey(a.opts, service)
+	if err != nil {
+		return registry.Canary{}, false, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, op.requestTimeout)
+	defer cancel()
+	resp, err := a.s.cli.Get(ctx, key)
+	if err != nil {
+		return registry.Canary{}, false, fmt.Errorf("etcd: read canary %s: %w", key, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return registry.Canary{}, false, nil
+	}
+	c, err := registry.UnmarshalCanary(resp.Kvs[0].Value)
+	if err != nil {
+		return registry.Canary{}, false, fmt.Errorf("etcd: canary %s: %w", key, err)
+	}
+	return c, true, nil
+}
+
+func (a *admin) SetCanary(ctx context.Context, service string, c registry.Canary) error {
+	if a.err != nil {
+		return a.err
+	}
+	return SetCanary(ctx, a.s.cli, service, c, a.opts...)
+}
+
+func (a *admin) ClearCanary(ctx context.Context, service string) error {
+	if a.err != nil {
+		return a.err
+	}
+	return ClearCanary(ctx, a.s.cli, service, a.opts...)
+}
+
+func (a *admin) Policy(ctx context.Context, service string) (registry.PolicyInfo, bool, error) {
+	if a.err != nil {
+		return registry.PolicyInfo{}, false, a.err
+	}
+	return GetPolicyInfo(ctx, a.s.cli, service, a.opts...)
+}
+
+func (a *admin) SetPolicy(ctx context.Context, service string, p registry.Policy) error {
+	if a.err != nil {
+		return a.err
+	}
+	return SetPolicy(ctx, a.s.cli, service, p, a.policyOpts...)
+}
+
+func (a *admin) ClearPolicy(ctx context.Context, service string) error {
+	if a.err != nil {
+		return a.err
+	}
+	return ClearPolicy(ctx, a.s.cli, service, a.opts...)
+}
+
+func (a *admin) History(ctx context.Context, service string, limit int) ([]registry.Record, error) {
+	if a.err != nil {
+		return nil, a.err
+	}
+	return History(ctx, a.s.cli, service, limit, a.opts...)
+}
+
+func (a *admin) RemoveInstance(ctx context.Context, service, id string) error {
+	if a.err != nil {
+		return a.err
+	}
+	return Delete(ctx, a.s.cli, service, id, a.opts...)
+}
