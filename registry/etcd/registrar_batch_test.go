@@ -13,6 +13,8 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/musterhq/muster/internal/embedetcd"
 	"github.com/musterhq/muster/internal/testkit/etcdtest"
@@ -540,5 +542,31 @@ func TestDeregisterWakesWhenARefusedWriteLands(t *testing.T) {
 	}
 	if keys, _ := rawKeys(t, cli, "/p/svc/bad"); len(keys) != 0 {
 		t.Fatalf("key %s written", keys[0])
+	}
+}
+
+// An instance larger than etcd's request limit and gRPC's margin over it
+// is refused by gRPC before etcd sees it (ResourceExhausted, "larger than
+// max"): Register returns that refusal at once with the instance's size,
+// as for etcd's own, rather than the registrar retrying it forever.
+func TestInstanceOverGRPCLimitRefused(t *testing.T) {
+	const limit = 64 << 10 // gRPC then takes at most limit + 512 KiB
+	c := etcdtest.Start(t, etcdtest.WithMaxRequestBytes(limit))
+	cli := c.Client(t)
+	copyAs := func(root string) etcd.Mirror {
+		return mirrorFunc(func(in registry.Instance) (string, []byte, error) {
+			v, err := registry.Marshal(in)
+			return root + in.Name + "/" + in.ID, v, err
+		})
+	}
+	r := newRegistrar(t, cli, fast("/p", etcd.WithMirror(copyAs("/a/"), copyAs("/b/"), copyAs("/c/")))...)
+	ctx := ctxFor(t, 30*time.Second)
+	err := r.Register(ctx, registrytest.LargestInstance("big", 0))
+	if status.Code(err) != codes.ResourceExhausted || !regexp.MustCompile(`larger than max.* are \d+ bytes`).MatchString(err.Error()) {
+		t.Fatalf("Register of an instance four times over gRPC's limit: %v; want gRPC's refusal with the size, at once", err)
+	}
+	t.Log(err)
+	if err := r.Register(ctx, registry.Instance{Name: "small", Addr: "127.0.0.1:9001"}); err != nil {
+		t.Fatalf("Register of a small instance after the refusal: %v", err)
 	}
 }

@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/musterhq/muster/internal/backoff"
 	"github.com/musterhq/muster/registry"
@@ -720,7 +723,7 @@ func (l *loop) putBatch(lease clientv3.LeaseID, b []*entry, rebind bool) error {
 // drop removes e, which etcd refused for good (err), from the desired set;
 // its Register returns the error.
 func (l *loop) drop(e *entry, err error) error {
-	if errors.Is(err, rpctypes.ErrRequestTooLarge) {
+	if tooLarge(err) {
 		err = fmt.Errorf("%w: the instance's keys and values (with its copies, WithMirror) are %d bytes, more than etcd takes in a request (its --max-request-bytes)", err, e.size())
 	}
 	l.log.Error("etcd refused the registration; dropping it", "key", e.key, "error", err)
@@ -786,10 +789,20 @@ func (l *loop) pendingEntries() []*entry { return l.keys.toWriteEntries() }
 // instances is split (writeInBatches), a single one dropped.
 func permanent(err error) bool {
 	return errors.Is(err, rpctypes.ErrPermissionDenied) ||
-		errors.Is(err, rpctypes.ErrRequestTooLarge) ||
+		tooLarge(err) ||
 		errors.Is(err, rpctypes.ErrKeyNotFound) ||
 		errors.Is(err, rpctypes.ErrTooManyOps) ||
 		errors.Is(err, rpctypes.ErrDuplicateKey)
+}
+
+// tooLarge reports whether a request was refused for its size: by etcd
+// (over its --max-request-bytes) or, before etcd saw it, by gRPC (over
+// that limit and gRPC's margin of 512 KiB, or the client's own limit:
+// codes.ResourceExhausted saying "larger than max"). etcd's "too many
+// requests" is ResourceExhausted too, and is not a size.
+func tooLarge(err error) bool {
+	return errors.Is(err, rpctypes.ErrRequestTooLarge) ||
+		status.Code(err) == codes.ResourceExhausted && strings.Contains(err.Error(), "larger than max")
 }
 
 // opTimeout bounds each etcd request of the run loop: the request timeout
