@@ -105,13 +105,17 @@ func (p Policy) IsZero() bool {
 
 // Normalize returns p with the defaults of the fields its settings use
 // filled in: retry backoffs when it retries, outlier minimum requests,
-// ejection time and cap when it ejects. Codes is copied and upper-cased
-// (nil when empty); MaxAttempts 1 (no retries) becomes 0.
+// ejection time and cap when it ejects. Codes is copied, upper-cased and
+// rid of repeats, in the order given (nil when empty), so that a stored
+// policy lists each code once; MaxAttempts 1 (no retries) becomes 0.
 func (p Policy) Normalize() Policy {
-	p.Retry.Codes = slices.Clone(p.Retry.Codes)
-	for i, c := range p.Retry.Codes {
-		p.Retry.Codes[i] = strings.ToUpper(c)
+	codes := make([]string, 0, len(p.Retry.Codes))
+	for _, c := range p.Retry.Codes {
+		if c = strings.ToUpper(c); !slices.Contains(codes, c) {
+			codes = append(codes, c)
+		}
 	}
+	p.Retry.Codes = codes
 	if len(p.Retry.Codes) == 0 {
 		p.Retry.Codes = nil
 	}

@@ -169,6 +169,16 @@ func TestPolicyNormalizeAndIsZero(t *testing.T) {
 	if want := (registry.RetryPolicy{MaxAttempts: 2, Codes: []string{"UNAVAILABLE"}, BackoffBase: 3 * time.Second, BackoffMax: 3 * time.Second}); !reflect.DeepEqual(p.Retry, want) {
 		t.Fatalf("Normalize: retry %+v, want %+v (backoffMax raised to the base)", p.Retry, want)
 	}
+	// A code listed again, in any case, is kept once: a valid policy's
+	// stored value has a bound whatever it is given.
+	repeated := make([]string, 0, 1001)
+	for range 500 {
+		repeated = append(repeated, "unavailable", "UNAVAILABLE")
+	}
+	repeated = append(repeated, "Internal")
+	if got := (registry.Policy{Retry: registry.RetryPolicy{MaxAttempts: 2, Codes: repeated}}).Normalize().Retry.Codes; !reflect.DeepEqual(got, []string{"UNAVAILABLE", "INTERNAL"}) {
+		t.Fatalf("Normalize of 1,001 codes, two distinct: %q; want [UNAVAILABLE INTERNAL]", got)
+	}
 	if got := (registry.Policy{}).Normalize(); !reflect.DeepEqual(got.Outlier, registry.OutlierPolicy{}) || got.Retry.BackoffBase != 0 {
 		t.Fatalf("Normalize of the zero policy filled defaults: %+v", got)
 	}
