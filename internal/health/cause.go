@@ -41,7 +41,7 @@ func Cause(err error) string {
 	switch {
 	case err == nil:
 		return ""
-	case refused(err):
+	case etcd.IdentityRefused(err):
 		return CauseAuth
 	case errors.Is(err, rpctypes.ErrNoSpace), errors.Is(err, rpctypes.ErrCorrupt), errors.Is(err, errAlarm):
 		return CauseAlarm
@@ -69,18 +69,3 @@ type alarmError struct{ err error }
 
 func (e *alarmError) Error() string   { return e.err.Error() }
 func (e *alarmError) Unwrap() []error { return []error{e.err, errAlarm} }
-
-// refused reports whether err is etcd refusing the client's identity.
-func refused(err error) bool {
-	for _, e := range []error{rpctypes.ErrAuthFailed, rpctypes.ErrInvalidAuthToken, rpctypes.ErrUserEmpty,
-		rpctypes.ErrPermissionDenied, rpctypes.ErrAuthOldRevision, rpctypes.ErrAuthNotEnabled} {
-		if errors.Is(err, e) {
-			return true
-		}
-	}
-	switch status.Code(err) {
-	case codes.PermissionDenied, codes.Unauthenticated:
-		return true
-	}
-	return false
-}

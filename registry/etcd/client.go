@@ -198,3 +198,23 @@ func (e *tokenRefusedError) Is(target error) bool {
 	t, ok := target.(rpctypes.EtcdError)
 	return ok && t == rpctypes.ErrAuthNotEnabled
 }
+
+// IdentityRefused reports whether err is etcd refusing the client's
+// identity: a password or token refused, a user name missing or not
+// expected (authentication not enabled), permission denied. It is the one
+// classification every part of Muster uses: a Registrar's
+// RegistrarStatus.Refusals, its log line after a long failure, and the
+// "auth" cause of /readyz and of muster register's metrics.
+func IdentityRefused(err error) bool {
+	for _, e := range []error{rpctypes.ErrAuthFailed, rpctypes.ErrInvalidAuthToken, rpctypes.ErrUserEmpty,
+		rpctypes.ErrPermissionDenied, rpctypes.ErrAuthOldRevision, rpctypes.ErrAuthNotEnabled} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	switch status.Code(err) {
+	case codes.PermissionDenied, codes.Unauthenticated:
+		return true
+	}
+	return false
+}

@@ -3,11 +3,15 @@ package etcd_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/musterhq/muster/registry/etcd"
 )
@@ -50,5 +54,29 @@ func TestClientLogger(t *testing.T) {
 	}
 	if etcd.ClientLogger(nil).Core().Enabled(zap.ErrorLevel) {
 		t.Error("ClientLogger(nil) logs; want a no-op logger")
+	}
+}
+
+// TestIdentityRefused checks the one classification of etcd refusing a
+// client's identity, which registrars and health reports share.
+func TestIdentityRefused(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{fmt.Errorf("etcd: grant lease: %w", rpctypes.ErrPermissionDenied), true},
+		{rpctypes.ErrAuthFailed, true},
+		{rpctypes.ErrInvalidAuthToken, true},
+		{rpctypes.ErrAuthNotEnabled, true},
+		{status.Error(codes.Unauthenticated, "no token"), true},
+		{status.Error(codes.PermissionDenied, "denied"), true},
+		{rpctypes.ErrNoSpace, false},
+		{status.Error(codes.Unavailable, "connection refused"), false},
+		{context.DeadlineExceeded, false},
+		{nil, false},
+	} {
+		if got := etcd.IdentityRefused(tc.err); got != tc.want {
+			t.Errorf("IdentityRefused(%v) = %v, want %v", tc.err, got, tc.want)
+		}
 	}
 }

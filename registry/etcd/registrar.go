@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -203,18 +202,6 @@ func unreachable(err error) bool {
 	switch status.Code(err) {
 	case codes.Unavailable, codes.DeadlineExceeded:
 		return true
-	}
-	return false
-}
-
-// refused reports whether err is etcd refusing the client's identity: a
-// password or token refused, a user name missing, permission denied.
-func refused(err error) bool {
-	for _, e := range []error{rpctypes.ErrAuthFailed, rpctypes.ErrInvalidAuthToken, rpctypes.ErrUserEmpty,
-		rpctypes.ErrPermissionDenied, rpctypes.ErrAuthOldRevision} {
-		if errors.Is(err, e) {
-			return true
-		}
 	}
 	return false
 }

@@ -314,7 +314,7 @@ func (l *loop) setError(err error) {
 	if err != nil {
 		l.status.LastErrorAt = time.Now()
 		l.status.Failures++
-		if refused(err) {
+		if IdentityRefused(err) {
 			l.status.Refusals++
 		}
 	}
@@ -446,7 +446,7 @@ func (l *loop) stuck(err error, bound time.Duration) {
 	}
 	why := "etcd refuses the requests"
 	switch {
-	case refused(err):
+	case IdentityRefused(err):
 		why = "etcd refuses this client's identity: check its user, password or certificate, and its role's permissions"
 	case unreachable(err):
 		why = "etcd does not answer"
