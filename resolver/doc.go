@@ -1,7 +1,16 @@
 // Package resolver connects gRPC channels to a Muster registry.
 //
-// A Builder resolves "muster:///<service>" targets through any
-// registry.Discovery:
+// Dial opens a channel to a service of a registry.Store (registry/etcd's
+// Open): it follows the service's instances, canary and call policy, and
+// balances with muster_p2c. The transport credentials are the caller's
+// to choose; Dial chooses none:
+//
+//	conn, err := resolver.Dial(store, "user?zone=eu-1a",
+//		grpc.WithTransportCredentials(insecure.NewCredentials()))
+//
+// A Builder does the same for any registry.Discovery, with the options
+// of this package (Builder.Dial, or grpc.WithResolvers). It resolves
+// "muster:///<service>" targets:
 //
 //	b := resolver.NewBuilder(discovery)
 //	conn, err := grpc.NewClient("muster:///user?zone=eu-1a", grpc.WithResolvers(b),

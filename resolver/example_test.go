@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log"
 	"net"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -54,4 +55,45 @@ func ExampleNewBuilder() {
 	}
 	fmt.Println(reply.GetName(), "served by the registered instance:", reply.GetServedBy() == in.Addr)
 	// Output: Ada Lovelace served by the registered instance: true
+}
+
+// Dial opens a channel to a service of a Store: here two instances of
+// user, between which calls balance (muster_p2c) without being told.
+func ExampleDial() {
+	// A Store (registry/etcd's Open) on an embedded etcd.
+	store, stop, err := examplekit.OpenStore()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer stop()
+	addrs, stopBackends, err := examplekit.UserBackends(2)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer stopBackends()
+	for i, addr := range addrs {
+		in := registry.Instance{Name: "user", ID: fmt.Sprintf("user-%d", i+1), Addr: addr}
+		if err := store.Registrar().Register(context.Background(), in); err != nil {
+			log.Fatal(err)
+		}
+	}
+
+	// The credentials are the caller's: plain text, on loopback.
+	conn, err := resolver.Dial(store, "user", grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	servedBy := map[string]bool{}
+	for len(servedBy) < len(addrs) {
+		reply, err := userpb.NewUserClient(conn).Get(ctx, &userpb.GetRequest{Id: "1"}, grpc.WaitForReady(true))
+		if err != nil {
+			log.Fatal(err)
+		}
+		servedBy[reply.GetServedBy()] = true
+	}
+	fmt.Println("calls reached both instances:", servedBy[addrs[0]] && servedBy[addrs[1]])
+	// Output: calls reached both instances: true
 }

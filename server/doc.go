@@ -2,12 +2,21 @@
 // registry once it serves, reports its health through the standard health
 // service (grpc.health.v1), and leaves without failing calls.
 //
-//	reg, _ := etcd.NewRegistrar(cli)
-//	defer reg.Close()
-//	s, _ := server.New(reg, registry.Instance{Name: "user", Version: "v1.4.2", Zone: "eu-1a"})
-//	userpb.RegisterUserServer(s.GRPC(), &userService{})
+// The function Serve does it in one call, with a registry.Store
+// (registry/etcd's Open) and a default shutdown timeout of 30s:
+//
+//	store, _ := etcd.Open(etcd.ClientConfig("10.0.0.1:2379"))
+//	defer store.Close()
 //	lis, _ := net.Listen("tcp", ":9000")
-//	err := server.Run(ctx, s, lis, 30*time.Second) // until SIGINT or SIGTERM
+//	err := server.Serve(ctx, store, lis, registry.Instance{Name: "user", Version: "v1.4.2", Zone: "eu-1a"},
+//		func(s *grpc.Server) { userpb.RegisterUserServer(s, &userService{}) }) // until SIGINT or SIGTERM
+//
+// New and Run are the same in two steps, for a program that wants the
+// Server itself (Ready, Instance, Health) or a Registrar of its own:
+//
+//	s, _ := server.New(store.Registrar(), registry.Instance{Name: "user", Version: "v1.4.2", Zone: "eu-1a"})
+//	userpb.RegisterUserServer(s.GRPC(), &userService{})
+//	err := server.Run(ctx, s, lis, 30*time.Second)
 //
 // # Start and stop
 //

@@ -8,10 +8,14 @@ import (
 	"net"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
 	"github.com/musterhq/muster/examples/user/userpb"
 	"github.com/musterhq/muster/examples/user/usersvc"
 	"github.com/musterhq/muster/internal/testkit/examplekit"
 	"github.com/musterhq/muster/registry"
+	"github.com/musterhq/muster/resolver"
 	"github.com/musterhq/muster/server"
 )
 
@@ -48,4 +52,46 @@ func ExampleRun() {
 	// registered: true 1
 	// run: <nil> instances left: 0
 	// shutdown again: true
+}
+
+// A service's main in one call: Serve registers the instance in the Store
+// once it serves, and leaves (deregisters, drains, stops) when ctx ends
+// or the process gets SIGINT or SIGTERM.
+func ExampleServe() {
+	// A Store (registry/etcd's Open) on an embedded etcd.
+	store, stop, err := examplekit.OpenStore()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer stop()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() {
+		served <- server.Serve(ctx, store, lis, registry.Instance{Name: "user", Zone: "eu-1a"}, func(s *grpc.Server) {
+			userpb.RegisterUserServer(s, &usersvc.Service{Addr: lis.Addr().String})
+		})
+	}()
+
+	// A client of the same Store finds it.
+	conn, err := resolver.Dial(store, "user", grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer conn.Close()
+	callCtx, callCancel := context.WithTimeout(ctx, 30*time.Second)
+	defer callCancel()
+	reply, err := userpb.NewUserClient(conn).Get(callCtx, &userpb.GetRequest{Id: "1"}, grpc.WaitForReady(true))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("served by the listener:", reply.GetServedBy() == lis.Addr().String())
+	cancel() // as SIGTERM would
+	fmt.Println("serve:", <-served)
+	// Output:
+	// served by the listener: true
+	// serve: <nil>
 }

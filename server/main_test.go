@@ -1,12 +1,14 @@
 package server_test
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"os"
+	"os/exec"
 	"testing"
 	"time"
 
@@ -28,9 +30,16 @@ import (
 // wait to be killed (see TestCrashedServerLeavesWithinTTL).
 const childEnv = "MUSTER_SERVER_TEST_CHILD_ENDPOINT"
 
+// serveChildEnv, when set, makes the test binary run one server with the
+// function Serve until it gets SIGTERM (see TestServeLeavesOnSIGTERM).
+const serveChildEnv = "MUSTER_SERVER_TEST_SERVE_CHILD_ENDPOINT"
+
 func TestMain(m *testing.M) {
 	if ep := os.Getenv(childEnv); ep != "" {
 		os.Exit(runChild(ep))
+	}
+	if ep := os.Getenv(serveChildEnv); ep != "" {
+		os.Exit(runServeChild(ep))
 	}
 	goleak.VerifyTestMain(m, etcdtest.LeakOptions()...)
 }
@@ -60,6 +69,42 @@ func runChild(endpoint string) int {
 	<-s.Ready()
 	fmt.Println(s.Instance().Addr)
 	select {} // until killed
+}
+
+// startChild runs the test binary as a child server (env set to the etcd
+// endpoint) and returns it with the address it serves on, the first line
+// it prints. The child is killed at the end of the test if still running.
+func startChild(t *testing.T, env, endpoint string) (*exec.Cmd, string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), env+"="+endpoint)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	lines := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		if sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	select {
+	case addr := <-lines:
+		if addr == "" {
+			t.Fatalf("child server exited before it served")
+		}
+		return cmd, addr
+	case <-time.After(20 * time.Second):
+		t.Fatalf("child server did not start within 20s")
+		return nil, ""
+	}
 }
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))

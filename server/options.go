@@ -20,13 +20,18 @@ const (
 	// a client's balancer within a few milliseconds on a local network;
 	// two seconds leaves room for a loaded etcd, a distant client and a
 	// slow resolver while keeping a rolling restart brisk.
-	DefaultDrainDelay      = 2 * time.Second
+	DefaultDrainDelay = 2 * time.Second
+	// DefaultShutdownTimeout is how long the function Serve allows
+	// Shutdown (WithShutdownTimeout): the drain delay, then the calls in
+	// flight; past it, connections close with calls still running.
+	DefaultShutdownTimeout = 30 * time.Second
 	defaultRegisterTimeout = 2 * time.Second
 )
 
 type options struct {
 	drainDelay      time.Duration
 	registerTimeout time.Duration
+	shutdownTimeout time.Duration
 	grpcOptions     []grpc.ServerOption
 	logger          *slog.Logger
 	noColor         bool
@@ -41,6 +46,7 @@ func buildOptions(opts []Option) options {
 	o := options{
 		drainDelay:      DefaultDrainDelay,
 		registerTimeout: defaultRegisterTimeout,
+		shutdownTimeout: DefaultShutdownTimeout,
 		logger:          slog.Default(),
 		warmupAttempts:  1,
 	}
@@ -80,6 +86,23 @@ func WithRegisterTimeout(d time.Duration) Option {
 		if d > 0 {
 			o.registerTimeout = d
 		}
+	}
+}
+
+// WithShutdownTimeout sets how long the function Serve allows Shutdown
+// once the process gets SIGINT or SIGTERM or its context ends: the drain
+// delay (WithDrainDelay), then the calls in flight; past it, connections
+// close with calls still running. The default is DefaultShutdownTimeout
+// (30s). Run takes its timeout as an argument and New ignores this
+// option. A non-positive timeout makes Serve and New fail with an error
+// naming it.
+func WithShutdownTimeout(d time.Duration) Option {
+	return func(o *options) {
+		if d <= 0 {
+			o.fail(fmt.Errorf("server: WithShutdownTimeout: %v, want a positive timeout", d))
+			return
+		}
+		o.shutdownTimeout = d
 	}
 }
 

@@ -1,14 +1,11 @@
 package server_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"syscall"
@@ -167,31 +164,7 @@ func (c *listClient) NewStream(context.Context, *grpc.StreamDesc, string, ...grp
 func TestCrashedServerLeavesWithinTTL(t *testing.T) {
 	e := newEnv(t)
 	keep := e.start(t, "keep")
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+e.c.Endpoints()[0])
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	lines := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		if sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
-	var childAddr string
-	select {
-	case childAddr = <-lines:
-	case <-time.After(20 * time.Second):
-		t.Fatalf("child server did not start within 20s")
-	}
+	cmd, childAddr := startChild(t, childEnv, e.c.Endpoints()[0])
 
 	conn := dial(t, e, "muster:///greeter")
 	const workers = 4

@@ -1,5 +1,7 @@
 package readme_test
 
+// The program of README.md, between the markers.
+
 // readme:begin
 import (
 	"context"
@@ -8,7 +10,6 @@ import (
 	"net"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -23,42 +24,30 @@ import (
 // run serves the user service, registered in etcd, and calls it through
 // Muster; it serves until ctx ends or the process gets SIGINT or SIGTERM.
 func run(ctx context.Context, etcdURL string, out io.Writer) error {
-	cli, err := clientv3.New(etcd.ClientConfig(etcdURL))
+	// The registry: the process's etcd client, Registrar and Discovery.
+	store, err := etcd.Open(etcd.ClientConfig(etcdURL))
 	if err != nil {
 		return err
 	}
-	defer cli.Close()
+	defer store.Close()
 
-	// Server side: one Registrar (one lease) per process; the server registers once it serves.
-	reg, err := etcd.NewRegistrar(cli)
-	if err != nil {
-		return err
-	}
-	defer reg.Close() // revokes the lease: every instance leaves at once
-	s, err := server.New(reg, registry.Instance{Name: "user", Zone: "eu-1a"})
-	if err != nil {
-		return err
-	}
-	userpb.RegisterUserServer(s.GRPC(), &usersvc.Service{Addr: func() string { return s.Instance().Addr }})
+	// Server side: serve, then register; on SIGTERM or when ctx ends,
+	// deregister, drain and stop (within 30s).
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
 	}
+	in := registry.Instance{Name: "user", Zone: "eu-1a"}
 	served := make(chan error, 1)
-	// On SIGTERM or when ctx ends: NOT_SERVING, deregister, drain, stop.
-	go func() { served <- server.Run(ctx, s, lis, 30*time.Second) }()
+	go func() {
+		served <- server.Serve(ctx, store, lis, in, func(s *grpc.Server) {
+			userpb.RegisterUserServer(s, &usersvc.Service{Addr: lis.Addr().String})
+		})
+	}()
 
-	// Client side: one Discovery per process, one etcd watch per service.
-	disc, err := etcd.NewDiscovery(cli)
-	if err != nil {
-		return err
-	}
-	defer disc.Close()
-	// Calls balance with muster_p2c, preferring the client's zone (see
-	// "Choosing the balancer" for muster_wrr or a balancer of gRPC's).
-	conn, err := grpc.NewClient("muster:///user?zone=eu-1a",
-		grpc.WithResolvers(resolver.NewBuilder(disc)),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
+	// Client side: calls balance over the instances of user (muster_p2c),
+	// preferring the client's zone. The credentials are the caller's choice.
+	conn, err := resolver.Dial(store, "user?zone=eu-1a", grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return err
 	}

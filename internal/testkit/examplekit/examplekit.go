@@ -125,6 +125,22 @@ func EtcdClient() (cli *clientv3.Client, stop func(), err error) {
 	return cli, func() { _ = cli.Close(); _ = srv.Close() }, nil
 }
 
+// OpenStore starts a server (see StartEtcd) and returns the Store on it
+// that etcd.Open opens with etcd.ClientConfig, and stop, which closes the
+// store and the server.
+func OpenStore() (store *etcd.Store, stop func(), err error) {
+	srv, err := StartEtcd()
+	if err != nil {
+		return nil, nil, err
+	}
+	store, err = etcd.Open(etcd.ClientConfig(srv.Endpoint()))
+	if err != nil {
+		_ = srv.Close()
+		return nil, nil, err
+	}
+	return store, func() { _ = store.Close(); _ = srv.Close() }, nil
+}
+
 // Registry is a client of a server started by StartEtcd, with a Registrar and
 // a Discovery over it (registry/etcd's defaults).
 type Registry struct {
