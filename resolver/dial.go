@@ -30,14 +30,14 @@ import (
 // wait for one, up to their deadline). A target that does not parse is an
 // error matching ErrBadTarget.
 //
-// Each Dial builds a Builder of its own over the store's Discovery: the
-// service's instances come from the store's one watch of it, whatever the
-// number of channels, but each channel follows the canary and the policy
-// with watches of its own. One channel per service serves a whole process
-// (a grpc.ClientConn is safe for concurrent use); channels that need more
-// (WithZone, WithSubset, WithSnapshotDir, WithPolicyServiceConfig, ...)
-// or many channels to one service use New and Builder.Dial. The store
-// must outlive the channel; closing the channel leaves the store open.
+// Each Dial builds a Builder of its own over the store: the service's
+// instances, canary and policy come from the store's one watch of each,
+// whatever the number of channels (every backend's Store shares its
+// followers among their readers). One channel per service serves a whole
+// process (a grpc.ClientConn is safe for concurrent use); channels that
+// need more (WithZone, WithSubset, WithSnapshotDir,
+// WithPolicyServiceConfig, ...) use New and Builder.Dial. The store must
+// outlive the channel; closing the channel leaves the store open.
 func Dial(store registry.Store, target string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
 	if store == nil {
 		return nil, errors.New("resolver: Dial: nil store")

@@ -8,6 +8,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/musterhq/muster/internal/settingfeed"
 	"github.com/musterhq/muster/registry"
 )
 
@@ -21,10 +22,10 @@ type Store struct {
 	opts []Option // given to Open, applied to every part
 	o    options
 	d    *Discovery
-	// canaries and policies follow the services' settings (they hold no
-	// goroutine of their own).
-	canaries *Canaries
-	policies *Policies
+	// canaries and policies follow the services' settings, one follower
+	// per service however many read it.
+	canaries settingfeed.Shared[registry.Canary]
+	policies settingfeed.Shared[registry.Policy]
 
 	mu     sync.Mutex
 	reg    *Registrar // nil until Registrar is called
@@ -83,7 +84,9 @@ func newStore(cli *clientv3.Client, own bool, opts []Option) (*Store, error) {
 	// Neither fails: the client is not nil and the options are valid.
 	canaries, _ := NewCanaries(cli, opts...)
 	policies, _ := NewPolicies(cli, opts...)
-	return &Store{cli: cli, own: own, opts: opts, o: o, d: d, canaries: canaries, policies: policies}, nil
+	s := &Store{cli: cli, own: own, opts: opts, o: o, d: d}
+	s.canaries.Follow, s.policies.Follow = canaries.WatchCanary, policies.WatchPolicy
+	return s, nil
 }
 
 // Client returns the etcd client the store reads and writes through, for
@@ -94,15 +97,17 @@ func (s *Store) Client() *clientv3.Client { return s.cli }
 func (s *Store) Discovery() registry.Discovery { return s.d }
 
 // WatchCanary follows service's canary (registry.CanarySource), as
-// Canaries does.
+// Canaries does, over one follower per service for every reader of the
+// store.
 func (s *Store) WatchCanary(ctx context.Context, service string) <-chan registry.Canary {
-	return s.canaries.WatchCanary(ctx, service)
+	return s.canaries.Watch(ctx, service)
 }
 
 // WatchPolicy follows service's policy (registry.PolicySource), as
-// Policies does.
+// Policies does, over one follower per service for every reader of the
+// store.
 func (s *Store) WatchPolicy(ctx context.Context, service string) <-chan registry.Policy {
-	return s.policies.WatchPolicy(ctx, service)
+	return s.policies.Watch(ctx, service)
 }
 
 // Registrar returns the store's Registrar, created at the first call. A

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 
+	"github.com/musterhq/muster/internal/settingfeed"
 	"github.com/musterhq/muster/registry"
 )
 
@@ -21,9 +22,10 @@ type Store struct {
 	servers []string
 	opts    []Option
 	d       *Discovery
-	// canaries and policies follow the services' settings through d.
-	canaries *Canaries
-	policies *Policies
+	// canaries and policies follow the services' settings through d,
+	// one follower per service however many read it.
+	canaries settingfeed.Shared[registry.Canary]
+	policies settingfeed.Shared[registry.Policy]
 
 	mu     sync.Mutex
 	reg    *Registrar // nil until Registrar is called
@@ -48,7 +50,9 @@ func Open(servers []string, opts ...Option) (*Store, error) {
 	// Neither fails: d is not nil.
 	canaries, _ := NewCanaries(d)
 	policies, _ := NewPolicies(d)
-	return &Store{servers: servers, opts: opts, d: d, canaries: canaries, policies: policies}, nil
+	s := &Store{servers: servers, opts: opts, d: d}
+	s.canaries.Follow, s.policies.Follow = canaries.WatchCanary, policies.WatchPolicy
+	return s, nil
 }
 
 // Discovery returns the store's Discovery. Its Overrides and Registered
@@ -56,15 +60,17 @@ func Open(servers []string, opts ...Option) (*Store, error) {
 func (s *Store) Discovery() registry.Discovery { return s.d }
 
 // WatchCanary follows service's canary (registry.CanarySource), as
-// Canaries does.
+// Canaries does, over one follower per service for every reader of the
+// store.
 func (s *Store) WatchCanary(ctx context.Context, service string) <-chan registry.Canary {
-	return s.canaries.WatchCanary(ctx, service)
+	return s.canaries.Watch(ctx, service)
 }
 
 // WatchPolicy follows service's policy (registry.PolicySource), as
-// Policies does.
+// Policies does, over one follower per service for every reader of the
+// store.
 func (s *Store) WatchPolicy(ctx context.Context, service string) <-chan registry.Policy {
-	return s.policies.WatchPolicy(ctx, service)
+	return s.policies.Watch(ctx, service)
 }
 
 // Registrar returns the store's Registrar, created at the first call. A
