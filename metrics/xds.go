@@ -14,9 +14,12 @@ import (
 // client's error detail), muster_xds_skipped_instances_total (instances xDS
 // cannot carry), muster_xds_protected_updates_total (updates withheld by
 // empty-list protection), muster_xds_self_check_violations_total (with
-// xds.WithSelfCheck), muster_xds_refused_streams_total and
-// muster_xds_refused_connections_total (beyond a bound on what clients may
-// make the control plane hold), muster_xds_subscription_bytes (what the
+// xds.WithSelfCheck), muster_xds_refused_streams_total,
+// muster_xds_refused_connections_total and
+// muster_xds_refused_handshakes_total (beyond a bound on what clients may
+// make the control plane hold), muster_xds_connections and
+// muster_xds_handshakes (connections held, and those in their TLS
+// handshake), muster_xds_subscription_bytes (what the
 // streams' subscriptions are counted for, against
 // xds.WithSubscriptionBudget) and muster_xds_pushes_total with labels "service"
 // and "type" (listener, route, cluster, endpoints): resources sent, one per
@@ -36,10 +39,13 @@ func XDS(s *xds.Server, labels prometheus.Labels) prometheus.Collector {
 	violations := desc("xds_self_check_violations_total", "Breaches of an xDS client's precondition found in published resources (with the self-check on; each logged).", labels)
 	refused := desc("xds_refused_streams_total", "ADS streams ended for breaking a bound on what a client may make the control plane hold (each logged, rate-limited).", labels)
 	refusedConns := desc("xds_refused_connections_total", "Connections closed as they came: their client held its share, or every place was taken.", labels)
+	refusedHandshakes := desc("xds_refused_handshakes_total", "Connections closed as they came under TLS: their client held its share of the handshakes in progress, or every place was taken.", labels)
+	conns := desc("xds_connections", "Client connections held (under TLS: those whose handshake succeeded).", labels)
+	handshakes := desc("xds_handshakes", "Client connections in their TLS handshake.", labels)
 	subscriptions := desc("xds_subscription_bytes", "What the open streams' subscriptions are counted for (each name's bytes and 64), against the subscription budget.", labels)
 	pushes := desc("xds_pushes_total", "Resources sent to xDS clients, one per resource per response per stream.", labels, "service", "type")
 	return &collector{
-		descs: []*prometheus.Desc{clients, services, zones, requests, acks, nacks, skipped, protected, tlsReloads, tlsErrors, forgotten, violations, refused, refusedConns, subscriptions, pushes},
+		descs: []*prometheus.Desc{clients, services, zones, requests, acks, nacks, skipped, protected, tlsReloads, tlsErrors, forgotten, violations, refused, refusedConns, refusedHandshakes, conns, handshakes, subscriptions, pushes},
 		collect: func(ch chan<- prometheus.Metric) {
 			st := s.Stats()
 			ch <- gauge(clients, float64(st.Clients))
@@ -56,6 +62,9 @@ func XDS(s *xds.Server, labels prometheus.Labels) prometheus.Collector {
 			ch <- counter(violations, st.SelfCheckViolations)
 			ch <- counter(refused, st.Refused)
 			ch <- counter(refusedConns, st.RefusedConnections)
+			ch <- counter(refusedHandshakes, st.RefusedHandshakes)
+			ch <- gauge(conns, float64(st.Connections))
+			ch <- gauge(handshakes, float64(st.Handshakes))
 			ch <- gauge(subscriptions, float64(st.SubscriptionBytes))
 			for svc, p := range st.Pushes {
 				ch <- counter(pushes, p.Listeners, svc, "listener")

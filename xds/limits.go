@@ -28,9 +28,22 @@ const (
 	// defaults.
 	defaultConnectionShare = 64
 	defaultStreamShare     = 256
-	// reserveFraction: 1/reserveFraction of the connections and of the
-	// streams are kept for clients that hold none.
+	// reserveFraction: 1/reserveFraction of the connections, of the TLS
+	// handshakes and of the streams are kept for clients that hold none.
 	reserveFraction = 16
+	// maxHandshakes bounds the connections in their TLS handshake at once
+	// (under WithTLS or WithTLSFiles, where a connection takes a
+	// connection's place only once its handshake succeeded). A handshake
+	// takes milliseconds, so 256 at once is a burst of hundreds of
+	// clients connecting in the same instant; one refused is closed, and
+	// its client retries with backoff. Their files are a quarter of the
+	// connections' default bound.
+	maxHandshakes = 256
+	// handshakeShare bounds the handshakes of one client group at once:
+	// a few processes of one host (or behind one address) reconnecting
+	// together. A client without a certificate holds at most this many
+	// places for at most handshakeTimeout each.
+	handshakeShare = 8
 	// handshakeTimeout bounds the time a connection takes to finish its
 	// TLS handshake and send gRPC's preface.
 	handshakeTimeout = 10 * time.Second
@@ -130,12 +143,20 @@ func clipNames(names []string) []string {
 	return out
 }
 
-// pools returns the admission of connections and of streams o sets.
-func (o *options) pools() (conns, streams *admission.Pool) {
-	conns = &admission.Pool{What: "connections", Max: admission.Connections(o.maxConns), Share: o.connShare}
-	conns.Reserve = conns.Max / reserveFraction
+// pools returns the admission of connections, of TLS handshakes (under
+// WithTLS or WithTLSFiles) and of streams o sets. The connections, the
+// handshakes and the connections' Loopback places together stay within
+// the listener's file budget (admission.Split).
+func (o *options) pools() (conns, handshakes, streams *admission.Pool) {
+	hs := 0
+	if o.tls() {
+		hs = maxHandshakes
+	}
+	places := admission.Split(o.maxConns, hs, admission.LoopbackPlaces)
+	conns = &admission.Pool{What: "connections", Max: places[0], Share: o.connShare, Reserve: places[0] / reserveFraction, Loopback: places[2]}
+	handshakes = &admission.Pool{What: "TLS handshakes in progress", Max: places[1], Share: handshakeShare, Reserve: places[1] / reserveFraction}
 	streams = &admission.Pool{What: "streams", Max: o.maxStreams, Share: o.streamShare, Reserve: o.maxStreams / reserveFraction}
-	return conns, streams
+	return conns, handshakes, streams
 }
 
 // gatedADS is the ADS service with a deadline on each stream's first

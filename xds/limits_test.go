@@ -22,6 +22,7 @@ import (
 	statuspb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -163,25 +164,47 @@ func TestMaxStreamsAndConnections(t *testing.T) {
 		t.Errorf("a third stream: %v, want ResourceExhausted naming the bound", st)
 	}
 	// Connections: the one above and two more are served; a fourth is
-	// closed at once.
-	var conns []*grpc.ClientConn
+	// closed at once. (They come from 127.0.0.2: 127.0.0.1 has places
+	// beyond the bound, TestLoopbackConnectionPlaces.)
 	for i := range 3 {
-		conn, err := grpc.NewClient(e.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		conns = append(conns, conn)
-		t.Cleanup(func() { _ = conn.Close() })
+		conn := clientFrom(t, e.addr, "127.0.0.2", insecure.NewCredentials())
 		conn.Connect()
 		if i < 2 {
 			waitReady(t, conn)
 		}
 	}
 	waitStats(t, e.cp, "a connection beyond 3 refused", func(st xds.Stats) bool { return st.RefusedConnections >= 1 })
-	if got := e.cp.Stats(); got.Refused != 1 {
-		t.Errorf("Refused = %d, want 1", got.Refused)
+	if got := e.cp.Stats(); got.Refused != 1 || got.Connections != 3 {
+		t.Errorf("Refused = %d, Connections = %d; want 1 and 3", got.Refused, got.Connections)
 	}
-	_ = conns
+}
+
+// A client at 127.0.0.1 (the host's own: a local gRPC process, a health
+// check) is served while other addresses hold every connection's place and
+// a newcomer from another is refused: it takes one of the places beyond
+// the bound kept for the host's own clients. Without them it is refused
+// like the newcomer.
+func TestLoopbackConnectionPlaces(t *testing.T) {
+	e := newEnv(t, xds.WithServices("greeter"))
+	e.stopCP()
+	e.startControlPlane(t, xds.WithServices("greeter"), xds.WithMaxConnections(4), xds.WithClientShare(2, 16))
+	for _, src := range []string{"127.0.0.2", "127.0.0.2", "127.0.0.3", "127.0.0.3"} {
+		conn := clientFrom(t, e.addr, src, insecure.NewCredentials())
+		conn.Connect()
+		waitReady(t, conn)
+	}
+	clientFrom(t, e.addr, "127.0.0.4", insecure.NewCredentials()).Connect()
+	waitStats(t, e.cp, "every place held, a newcomer refused", func(st xds.Stats) bool {
+		return st.Connections == 4 && st.RefusedConnections >= 1
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := answered(ctx, clientFrom(t, e.addr, "127.0.0.1", insecure.NewCredentials())); err != nil {
+		t.Fatalf("a client at 127.0.0.1 while others hold every place: %v, want served", err)
+	}
+	if st := e.cp.Stats(); st.Connections != 5 {
+		t.Errorf("Connections = %d, want 5: the bound and one place beyond it", st.Connections)
+	}
 }
 
 // One client may hold its share of connections and of streams
@@ -195,18 +218,7 @@ func TestClientShare(t *testing.T) {
 	e.startControlPlane(t, xds.WithServices("greeter"), xds.WithClientShare(2, 3))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	from := func(src string) *grpc.ClientConn {
-		conn, err := grpc.NewClient(e.addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
-				d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
-				return d.DialContext(ctx, "tcp", addr)
-			}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = conn.Close() })
-		return conn
-	}
+	from := func(src string) *grpc.ClientConn { return clientFrom(t, e.addr, src, insecure.NewCredentials()) }
 	// Streams: 3 served to 127.0.0.1 (a silent one takes no place), a
 	// 4th refused; 127.0.0.2 served.
 	c := discoveryv3.NewAggregatedDiscoveryServiceClient(from("127.0.0.1"))
@@ -245,6 +257,36 @@ func TestClientShare(t *testing.T) {
 	before := e.cp.Stats().RefusedConnections
 	from("127.0.0.1").Connect()
 	waitStats(t, e.cp, "a third connection of one client refused", func(st xds.Stats) bool { return st.RefusedConnections > before })
+}
+
+// clientFrom returns a client connection to addr with creds, its TCP
+// connections from the loopback address src; it is closed at the test's
+// end.
+func clientFrom(t *testing.T, addr, src string, creds credentials.TransportCredentials) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds),
+		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+			d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
+			return d.DialContext(ctx, "tcp", addr)
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return conn
+}
+
+// answered opens an ADS stream on conn, asks for listeners and returns
+// nil once an answer came, or the error that ended the stream.
+func answered(ctx context.Context, conn *grpc.ClientConn) error {
+	stream, err := discoveryv3.NewAggregatedDiscoveryServiceClient(conn).StreamAggregatedResources(ctx)
+	if err == nil {
+		err = stream.Send(&discoveryv3.DiscoveryRequest{Node: &corev3.Node{Id: "answered"}, TypeUrl: resourcev3.ListenerType})
+	}
+	if err == nil {
+		_, err = stream.Recv()
+	}
+	return err
 }
 
 // waitReady waits until conn is READY, failing after 10 s.

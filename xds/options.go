@@ -195,12 +195,19 @@ func WithMaxZones(n int) Option {
 // WithMaxConnections bounds the client connections Serve keeps open at
 // once; a connection beyond them is closed as soon as it is accepted, and
 // counted (Stats.RefusedConnections). The default is 1,024; n < 1 is an
-// error of New. Either is lowered to a quarter of the process's
-// file-descriptor limit, so that the process (an embedded etcd among it)
-// keeps the files it needs. The last sixteenth of them is kept for
-// clients that hold none (WithClientShare). Each connection may open at
-// most 16 streams at once, and must finish its TLS handshake and send
-// gRPC's preface within 10 s (docs/XDS.md, "Limits").
+// error of New. The last sixteenth of them is kept for clients that hold
+// none (WithClientShare), and 8 more beyond the bound for clients at
+// 127.0.0.1 and ::1 (the host's own), within their share. Under TLS
+// (WithTLS, WithTLSFiles) a connection takes its place only once its
+// handshake succeeded: until then it holds one of 256 places for
+// handshakes in progress, 8 per client (Stats.Handshakes,
+// Stats.RefusedHandshakes), so that clients without a certificate hold
+// none of the connections' places. All of these together are lowered to
+// a quarter of the process's file-descriptor limit, in proportion, so
+// that the process (an embedded etcd among it) keeps the files it needs.
+// Each connection may open at most 16 streams at once, and must finish
+// its TLS handshake and send gRPC's preface within 10 s (docs/XDS.md,
+// "Limits").
 func WithMaxConnections(n int) Option {
 	return func(o *options) { o.setAtLeastOne("WithMaxConnections", n, &o.maxConns) }
 }

@@ -151,8 +151,12 @@ func (s *Server) Register(g *grpc.Server) {
 // serving fail. It may be called more than once, with other listeners.
 func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	g := grpc.NewServer(append(limitServerOptions(), s.opts.grpcOpts...)...)
-	lis = admission.NewListener(lis, s.stats.conns, s.log)
-	if s.opts.tlsConfig == nil && s.opts.tlsFiles == nil && !loopback(lis.Addr()) {
+	if s.opts.tls() {
+		lis = admission.NewTLSListener(lis, s.stats.handshakes, s.stats.conns, s.log)
+	} else {
+		lis = admission.NewListener(lis, s.stats.conns, s.log)
+	}
+	if !s.opts.tls() && !loopback(lis.Addr()) {
 		s.log.Warn("xds: serving ADS in plaintext on an address other hosts may reach: any of them can read every "+
 			"published service's addresses; serve with TLS (WithTLSFiles, muster xds --xds-cert) and client "+
 			"certificates, or listen on loopback", "addr", lis.Addr().String())

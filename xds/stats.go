@@ -67,8 +67,19 @@ type Stats struct {
 	Refused uint64
 	// RefusedConnections counts connections Serve closed at once because
 	// their client held its share, or every place was taken
-	// (WithMaxConnections, WithClientShare).
+	// (WithMaxConnections, WithClientShare); under TLS, at the end of
+	// their handshake.
 	RefusedConnections uint64
+	// Connections is the number of client connections Serve holds: under
+	// TLS (WithTLS, WithTLSFiles) those whose handshake succeeded.
+	Connections int
+	// Handshakes is the number of connections in their TLS handshake (at
+	// most 256, 8 per client; none in plaintext).
+	Handshakes int
+	// RefusedHandshakes counts connections Serve closed as soon as
+	// accepted under TLS because their client held its share of the
+	// handshakes in progress, or every place was taken.
+	RefusedHandshakes uint64
 	// SubscriptionBytes is what the open streams' subscriptions are
 	// counted for: each name's bytes and 64 more (WithSubscriptionBudget).
 	SubscriptionBytes int64
@@ -96,20 +107,24 @@ func (s *Server) Stats() Stats {
 	st.Services = s.c.published()
 	st.Zones = s.c.zones()
 	st.RefusedConnections = s.stats.conns.Refused()
+	st.Connections = s.stats.conns.Held()
+	st.Handshakes = s.stats.handshakes.Held()
+	st.RefusedHandshakes = s.stats.handshakes.Refused()
 	return st
 }
 
 // stats implements go-control-plane's callbacks: it counts streams,
 // requests, ACKs, NACKs and pushed resources, and logs NACKs.
 type stats struct {
-	log      *slog.Logger
-	conns    *admission.Pool // the connections Serve admits, by client address
-	streams  *admission.Pool // the streams admitted, by client address
-	budget   int64           // WithSubscriptionBudget
-	requests atomic.Uint64
-	acks     atomic.Uint64
-	nacks    atomic.Uint64
-	skipped  atomic.Uint64
+	log        *slog.Logger
+	conns      *admission.Pool // the connections Serve admits, by client address
+	handshakes *admission.Pool // under TLS, the connections in their handshake
+	streams    *admission.Pool // the streams admitted, by client address
+	budget     int64           // WithSubscriptionBudget
+	requests   atomic.Uint64
+	acks       atomic.Uint64
+	nacks      atomic.Uint64
+	skipped    atomic.Uint64
 
 	tlsReloads, tlsReloadErrors atomic.Uint64
 	forgotten                   atomic.Uint64
@@ -140,8 +155,8 @@ var _ serverv3.Callbacks = (*stats)(nil)
 
 // newStats returns the counters of a Server with options o.
 func newStats(o *options) *stats {
-	conns, streams := o.pools()
-	return &stats{log: o.log, conns: conns, streams: streams, budget: int64(o.budget), table: newClientTable(), pushes: map[string]*Pushes{},
+	conns, handshakes, streams := o.pools()
+	return &stats{log: o.log, conns: conns, handshakes: handshakes, streams: streams, budget: int64(o.budget), table: newClientTable(), pushes: map[string]*Pushes{},
 		deltaNodes: map[int64]*corev3.Node{}, open: map[streamKey]*streamPlace{},
 		nackLog: newLogLimit(), refusalLog: newLogLimit()}
 }

@@ -8,6 +8,8 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+
+	"github.com/musterhq/muster/internal/admission"
 )
 
 // WithTLS makes Serve serve ADS over TLS with cfg, used as given (a
@@ -57,19 +59,24 @@ func (o *options) grpcCreds(st *stats) (grpc.ServerOption, error) {
 	case o.tlsConfig != nil && o.tlsFiles != nil:
 		return nil, fmt.Errorf("xds: WithTLS and WithTLSFiles: give one of them")
 	case o.tlsConfig != nil:
-		return grpc.Creds(credentials.NewTLS(o.tlsConfig)), nil
+		return grpc.Creds(admission.Credentials(credentials.NewTLS(o.tlsConfig))), nil
 	case o.tlsFiles != nil:
 		r, err := newCertReloader(*o.tlsFiles, o.log, st)
 		if err != nil {
 			return nil, err
 		}
-		return grpc.Creds(credentials.NewTLS(&tls.Config{
+		return grpc.Creds(admission.Credentials(credentials.NewTLS(&tls.Config{
 			MinVersion:         tls.VersionTLS12,
 			GetConfigForClient: r.configForClient,
-		})), nil
+		}))), nil
 	}
 	return nil, nil
 }
+
+// tls reports whether Serve serves TLS (WithTLS or WithTLSFiles): its
+// connections are then admitted in two steps, their handshake first
+// (admission.NewTLSListener).
+func (o *options) tls() bool { return o.tlsConfig != nil || o.tlsFiles != nil }
 
 // ServerTLS returns a TLS configuration for the xDS listener from PEM
 // files: the server's certificate and key, and, if clientCAFile is not

@@ -2,12 +2,16 @@ package xds_test
 
 import (
 	"context"
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	grpcresolver "google.golang.org/grpc/resolver"
 	grpcxds "google.golang.org/grpc/xds"
 
@@ -186,4 +190,65 @@ func TestServerTLSErrors(t *testing.T) {
 
 func newResolver(bootstrap string) (grpcresolver.Builder, error) {
 	return grpcxds.NewXDSResolverWithConfigForTesting([]byte(bootstrap))
+}
+
+// Under TLS with client certificates required, a connection takes a
+// connection's place only once its handshake succeeded: 100 silent
+// connections from one address hold 8 handshake places (the rest refused
+// and counted) and no connection's; 96 more from 12 addresses, more than
+// the 16 connection places, hold handshake places only; a client with a
+// certificate from another address is served meanwhile, and it alone
+// holds a connection. Counting at accept, the silent connections take
+// every connection's place and the certified client is refused.
+func TestTLSHandshakesHoldNoConnectionPlaces(t *testing.T) {
+	f := etcdtest.GenerateTLS(t)
+	cfg, err := xds.ServerTLS(f.ServerCertFile, f.ServerKeyFile, f.CAFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, xds.WithServices("greeter"), xds.WithTLS(cfg), xds.WithMaxConnections(16))
+	start := time.Now() // the silent connections are closed 10 s after they came
+	holdOpen(t, e.addr, "127.0.0.2", 100)
+	st := waitStats(t, e.cp, "every silent connection held or refused", func(st xds.Stats) bool {
+		return st.Handshakes+st.Connections+int(st.RefusedHandshakes+st.RefusedConnections) >= 100
+	})
+	if st.Handshakes != 8 || st.Connections != 0 || st.RefusedHandshakes != 92 {
+		t.Errorf("100 silent connections of one address: %d handshakes, %d connections held, %d handshakes refused; want 8, 0, 92",
+			st.Handshakes, st.Connections, st.RefusedHandshakes)
+	}
+	for i := range 12 {
+		holdOpen(t, e.addr, fmt.Sprintf("127.0.0.%d", i+3), 8)
+	}
+	st = waitStats(t, e.cp, "every silent connection held or refused", func(st xds.Stats) bool {
+		return st.Handshakes+st.Connections+int(st.RefusedHandshakes+st.RefusedConnections) >= 196
+	})
+	if st.Connections != 0 {
+		t.Errorf("silent connections hold %d connection places, want none", st.Connections)
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), start.Add(8*time.Second))
+	defer cancel()
+	if err := answered(ctx, clientFrom(t, e.addr, "127.0.0.200", credentials.NewTLS(f.ClientTLS()))); err != nil {
+		t.Fatalf("a client with a certificate while 13 addresses hold silent connections: %v, want served", err)
+	}
+	st = e.cp.Stats()
+	fds, _ := os.ReadDir("/proc/self/fd") // none where there is no /proc
+	t.Logf("after %v: %d handshakes, %d connections held; %d handshakes, %d connections refused; the test process (both ends, etcd too): %d files, %d goroutines",
+		time.Since(start).Round(time.Millisecond), st.Handshakes, st.Connections, st.RefusedHandshakes, st.RefusedConnections, len(fds), runtime.NumGoroutine())
+	if st.Connections != 1 {
+		t.Errorf("Connections = %d, want 1: the certified client's", st.Connections)
+	}
+}
+
+// holdOpen opens n TCP connections from the loopback address src to addr
+// and sends nothing on them; they are closed at the test's end.
+func holdOpen(t *testing.T, addr, src string, n int) {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 5 * time.Second}
+	for range n {
+		c, err := d.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+	}
 }

@@ -173,7 +173,13 @@ func (c *child) get(t *testing.T, path string) string {
 }
 
 func (c *child) tryGet(path string) (string, error) {
-	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	return c.tryGetFrom(netip.MustParseAddr("127.0.0.1"), path)
+}
+
+// tryGetFrom is tryGet from the loopback address src.
+func (c *child) tryGetFrom(src netip.Addr, path string) (string, error) {
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true,
+		DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) { return dialFrom(ctx, src, addr) }}}
 	resp, err := hc.Get("http://" + c.http + path)
 	if err != nil {
 		return "", fmt.Errorf("GET %s: %w", path, err)
@@ -297,13 +303,22 @@ func TestServeSurvivesIdleHTTPConnections(t *testing.T) {
 		browsertest.WaitJS(`document.querySelector('#instances tr[data-id="127.0.0.1:9000"]') !== null`))
 	closeAll(held)
 
-	// 500 addresses, 40 each: at most a quarter of the file limit.
+	// 500 addresses, 40 each: at most a quarter of the file limit. Then
+	// one connection from each of 64 more takes what is left.
 	held = holdHTTP(t, c.http, loopbacks(1, 500), 40)
+	held = append(held, holdHTTP(t, c.http, loopbacks(3, 64), 1)...)
 	c.alive(t)
 	files = c.files(t)
-	// /metrics is not asked: the listener is full (500 addresses hold a
-	// place each, and 127.0.0.1 holds the browser's connections).
-	t.Logf("500 addresses, 20,000 connections: %d held; files %d, RSS %.1f MB", len(held), files, c.rss(t))
+	// The listener is full (564 addresses hold a place each, and
+	// 127.0.0.1 the browser's connections): a newcomer is refused, and the
+	// host's own client (127.0.0.1) takes a place beyond the bound.
+	if _, err := c.tryGetFrom(netip.MustParseAddr("127.0.0.4"), "/livez"); err == nil {
+		t.Errorf("a newcomer from 127.0.0.4 while 564 addresses fill the listener: answered, want refused")
+	}
+	if _, err := c.tryGet("/livez"); err != nil {
+		t.Errorf("/livez from 127.0.0.1 while 564 addresses fill the listener: %v", err)
+	}
+	t.Logf("564 addresses, 20,064 connections: %d held; files %d, RSS %.1f MB", len(held), files, c.rss(t))
 	if len(held) > childFiles/4 {
 		t.Errorf("500 addresses hold %d connections, more than a quarter of the file limit (%d)", len(held), childFiles)
 	}
@@ -334,8 +349,12 @@ func TestServeSurvivesIdleHTTPConnections(t *testing.T) {
 // connections from one address (each reopened when closed), and 16 silent streams on each of 20
 // connections from another, leave a client from a third address served,
 // over plaintext and with client certificates required; the silent
-// streams end after 10 s. Without the shares the 1,100 connections take
-// every place (the old cap was 1,024 for all clients).
+// streams end after 10 s. With client certificates required, the silent
+// connections hold only their address's 8 places among the handshakes
+// in progress. Without the shares the 1,100 connections take every place
+// (the old cap was 1,024 for all clients). The legitimate client comes
+// from 127.0.0.4, not 127.0.0.1: the host's own address has places beyond
+// the bound.
 func TestServeXDSSurvivesSilentClients(t *testing.T) {
 	f := etcdtest.GenerateTLS(t)
 	for _, tc := range []struct {
@@ -358,9 +377,12 @@ func TestServeXDSSurvivesSilentClients(t *testing.T) {
 
 			// Each legitimate client is served within 8 s: before the
 			// attackers' connections time out (10 s) and free places.
+			third := grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) {
+				return dialFrom(ctx, netip.MustParseAddr("127.0.0.4"), a)
+			})
 			legitimate := func(during string) {
 				for i := range 5 {
-					if err := adsListenerWithin(c.xds, tc.creds(), "greeter", 8*time.Second); err != nil {
+					if err := adsListenerWithin(c.xds, tc.creds(), "greeter", 8*time.Second, third); err != nil {
 						t.Errorf("legitimate client %d of 5 %s: %v", i+1, during, err)
 					}
 				}
@@ -373,8 +395,12 @@ func TestServeXDSSurvivesSilentClients(t *testing.T) {
 			rss, goroutines, heap := c.usage(t)
 			t.Logf("1,100 silent connections, 320 silent streams: files %d → %d, goroutines %d, heap %.1f MB, RSS %.1f MB",
 				filesBefore, files, goroutines, heap, rss)
-			if files > filesBefore+64+16 {
-				t.Errorf("files %d → %d: one address holds more than its share", filesBefore, files)
+			share := 64 // connections
+			if tc.flags != nil {
+				share = 8 // handshakes in progress
+			}
+			if files > filesBefore+share+16 {
+				t.Errorf("files %d → %d: one address holds more than its share (%d)", filesBefore, files, share)
 			}
 			// A silent stream ends 10 s after its start.
 			if _, err := streams[0].Recv(); status.Code(err) != codes.DeadlineExceeded || !strings.Contains(err.Error(), "no request within") {

@@ -505,9 +505,9 @@ func adsListener(addr string, creds credentials.TransportCredentials, service st
 }
 
 // adsListenerWithin is adsListener, failing unless it is done within
-// timeout.
-func adsListenerWithin(addr string, creds credentials.TransportCredentials, service string, timeout time.Duration) error {
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
+// timeout, its connection made with opts too.
+func adsListenerWithin(addr string, creds credentials.TransportCredentials, service string, timeout time.Duration, opts ...grpc.DialOption) error {
+	conn, err := grpc.NewClient(addr, append([]grpc.DialOption{grpc.WithTransportCredentials(creds)}, opts...)...)
 	if err != nil {
 		return err
 	}

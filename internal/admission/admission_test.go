@@ -50,6 +50,42 @@ func TestPool(t *testing.T) {
 	}
 }
 
+// Clients at 127.0.0.1 and ::1 take the Loopback places when the other
+// bounds refuse them, within their share; other loopback addresses do not.
+func TestPoolLoopback(t *testing.T) {
+	p := &Pool{What: "connections", Max: 2, Share: 3, Loopback: 3}
+	for _, a := range []string{"10.0.0.1:1", "127.0.0.1:1"} {
+		if _, err := p.Acquire(a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := p.Acquire("127.0.0.2:1"); err == nil {
+		t.Errorf("127.0.0.2 with every place taken: admitted, want refused")
+	}
+	var releases []func()
+	for _, a := range []string{"127.0.0.1:2", "[::1]:1", "[::ffff:127.0.0.1]:3"} {
+		r, err := p.Acquire(a)
+		if err != nil {
+			t.Errorf("%s with every place taken: %v, want a Loopback place", a, err)
+		}
+		releases = append(releases, r)
+	}
+	if _, err := p.Acquire("[::1]:2"); err == nil {
+		t.Errorf("::1 with every Loopback place taken: admitted, want refused")
+	}
+	if got := p.Held(); got != 5 {
+		t.Errorf("held %d, want 5 (2 and 3 Loopback places)", got)
+	}
+	releases[1]()
+	// 127.0.0.1 holds its share (3): no Loopback place is its.
+	if _, err := p.Acquire("127.0.0.1:4"); err == nil || !strings.Contains(err.Error(), "at most 3 connections") {
+		t.Errorf("127.0.0.1 beyond its share: %v, want its share named", err)
+	}
+	if p.Refused() != 3 {
+		t.Errorf("Refused = %d, want 3", p.Refused())
+	}
+}
+
 // IPv6 clients are grouped by /64, IPv4 ones by address or IPv4Bits.
 func TestGroup(t *testing.T) {
 	p := &Pool{}
@@ -67,5 +103,18 @@ func TestGroup(t *testing.T) {
 	p.IPv4Bits = 24
 	if got := p.Group("10.1.2.3:9"); got != "10.1.2.0/24" {
 		t.Errorf("IPv4Bits 24: %q, want 10.1.2.0/24", got)
+	}
+}
+
+// Split keeps wants within the file budget: as given when they fit, else
+// scaled down, each positive want to at least 1.
+func TestSplit(t *testing.T) {
+	if got := Split(16, 0, LoopbackPlaces); got[0] != 16 || got[1] != 0 || got[2] != LoopbackPlaces {
+		t.Errorf("Split(16, 0, %d) = %v, want it as given", LoopbackPlaces, got)
+	}
+	huge := 1 << 40
+	got := Split(huge, huge/4, LoopbackPlaces)
+	if budget := Connections(huge); got[0]+got[1]+got[2] > budget+2 || got[2] < 1 || got[1] < 1 {
+		t.Errorf("Split(%d, %d, %d) = %v: want a sum within the budget %d, each at least 1", huge, huge/4, LoopbackPlaces, got, budget)
 	}
 }

@@ -17,3 +17,33 @@ func Connections(want int) int {
 	}
 	return max(1, min(want, limit/listenerShareOfFiles))
 }
+
+// LoopbackPlaces is how many places beyond its bound a listener's
+// connection pool keeps for the host's own clients (Pool.Loopback): a
+// local health check, a local Prometheus, an operator's curl.
+const LoopbackPlaces = 8
+
+// Split returns the places of one listener's pools (its connections, the
+// handshakes in progress, the Loopback places: every one a file) within
+// the listener's file budget: wants as given when their sum is within
+// Connections(sum), else each scaled down in proportion, a positive want
+// to at least 1.
+func Split(wants ...int) []int {
+	const most = 1 << 30 // more places than any process has files
+	out := make([]int, len(wants))
+	sum := 0
+	for i, w := range wants {
+		out[i] = min(w, most)
+		sum += out[i]
+	}
+	budget := Connections(sum)
+	if budget >= sum {
+		return out
+	}
+	for i, w := range out {
+		if w > 0 {
+			out[i] = max(1, int(int64(w)*int64(budget)/int64(sum)))
+		}
+	}
+	return out
+}

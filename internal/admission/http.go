@@ -29,9 +29,10 @@ const (
 )
 
 // HTTP is an HTTP server for h on lis with the admission every Muster
-// HTTP listener has: its connections admitted by a Pool (at most 1,024,
-// or a quarter of the process's file-descriptor limit if that is less;
-// 64 per client group; the last 64 for clients that hold none), 5 s to
+// HTTP listener has: its connections admitted by a Pool (at most 1,024;
+// 64 per client group; the last 64 for clients that hold none; 8 more for
+// clients at 127.0.0.1 and ::1; all of them within a quarter of the
+// process's file-descriptor limit: Split), 5 s to
 // send a request's headers, 60 s idle between requests. Its Serve serves
 // Listener, not lis: use Serve, never the http.Server's own.
 type HTTP struct {
@@ -45,8 +46,8 @@ func NewHTTP(lis net.Listener, h http.Handler, log *slog.Logger) *HTTP {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	pool := &Pool{What: "connections", Max: Connections(httpConnections), Share: httpShare, Reserve: httpReserve}
-	pool.Reserve = min(pool.Reserve, pool.Max/4)
+	places := Split(httpConnections, LoopbackPlaces)
+	pool := &Pool{What: "connections", Max: places[0], Share: httpShare, Reserve: min(httpReserve, places[0]/4), Loopback: places[1]}
 	return &HTTP{
 		Server: &http.Server{
 			Handler:           h,
