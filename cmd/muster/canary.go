@@ -73,24 +73,23 @@ func parseCanary(color, percent string) (registry.Canary, error) {
 	return c, nil
 }
 
+// runCanary runs "muster canary" on the registry g names.
 func runCanary(ctx context.Context, g *globalOptions, args []string, stdout, stderr io.Writer) error {
-	st, err := openSettings(ctx, g, stderr)
+	s, err := g.connect(ctx, stderr)
 	if err != nil {
 		return err
 	}
-	defer st.close()
-	return runCanaryOn(ctx, st, args, stdout)
-}
-
-// runCanaryOn runs "muster canary" on st.
-func runCanaryOn(ctx context.Context, st settingStore, args []string, stdout io.Writer) error {
+	defer s.Close()
 	service := args[0]
 	var c registry.Canary
 	switch len(args) {
 	case 1:
-		got, ok, err := st.canary(ctx, service)
+		got, ok, err := s.admin.Canary(ctx, service)
+		if badValue(err) {
+			return fmt.Errorf("the canary of %s: %w", service, err)
+		}
 		if err != nil {
-			return err
+			return s.fail(ctx, "read the canary of "+service, err)
 		}
 		if !ok {
 			_, err := fmt.Fprintf(stdout, "%s: no canary\n", service)
@@ -98,17 +97,17 @@ func runCanaryOn(ctx context.Context, st settingStore, args []string, stdout io.
 		}
 		c = got
 	case 2:
-		if err := st.clearCanary(ctx, service); err != nil {
-			return err
+		if err := s.admin.ClearCanary(ctx, service); err != nil {
+			return s.fail(ctx, "clear the canary of "+service, err)
 		}
 		_, err := fmt.Fprintf(stdout, "%s: canary off\n", service)
 		return err
 	default:
 		c, _ = parseCanary(args[1], args[2]) // checked by canaryArgs
-		if err := st.setCanary(ctx, service, c); err != nil {
-			return err
+		if err := s.admin.SetCanary(ctx, service, c); err != nil {
+			return s.fail(ctx, "set the canary of "+service, err)
 		}
 	}
-	_, err := fmt.Fprintf(stdout, "%s: %v%% of uncolored calls to %s\n", service, c.Percent, c.Color)
+	_, err = fmt.Fprintf(stdout, "%s: %v%% of uncolored calls to %s\n", service, c.Percent, c.Color)
 	return err
 }

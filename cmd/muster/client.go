@@ -16,8 +16,10 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/musterhq/muster/internal/osuser"
 	"github.com/musterhq/muster/registry"
 	"github.com/musterhq/muster/registry/etcd"
+	"github.com/musterhq/muster/registry/zookeeper"
 )
 
 // reportGrace is how much longer than --timeout a command waits for its
@@ -30,17 +32,30 @@ const reportGrace = 250 * time.Millisecond
 // before it finished.
 var errInterrupted = errors.New("interrupted")
 
-// session is one command's connection to the registry: an etcd client and
-// a Discovery on it, configured from the etcd flags.
+// session is one command's connection to the registry: the Store the
+// flags name (etcd at --endpoints, or ZooKeeper with --registry zk://...),
+// whose Discovery the command reads and whose Admin it changes the
+// registry through; or, over several clusters (connectClusters), a
+// Discovery of them and no Store.
 type session struct {
-	g   *globalOptions
+	g *globalOptions
+	// store is the registry; nil over several clusters.
+	store registry.Store
+	// admin is store's Admin, its writes recorded as the command's.
+	admin registry.Admin
+	// cli is the etcd Store's client, through which the legacy layouts
+	// are read beside Muster's (mergeLegacy); nil on ZooKeeper and over
+	// several clusters.
 	cli *clientv3.Client
-	d   *etcd.Discovery
-	// opts are d's options.
+	// opts are the etcd Store's options.
 	opts []etcd.Option
-	// view is the Discovery the session reads services through: d, or
-	// d merged with legacy sources (mergeLegacy).
+	// servers are the ZooKeeper servers of --registry; nil on etcd.
+	servers []string
+	// view is the Discovery the session reads services through: the
+	// store's, or that merged with legacy sources (mergeLegacy).
 	view lister
+	// merged is true when view merges legacy sources.
+	merged bool
 	// closers close what mergeLegacy opened, in reverse order.
 	closers []func() error
 }
@@ -51,26 +66,52 @@ type lister interface {
 	registry.ServiceLister
 }
 
-// connect creates the session: the one place where the commands' etcd
-// client is made, with TLS (--cacert, --cert, --key) and credentials
-// (--user, --password) from the flags. Without credentials it does not
-// contact etcd; with them, the client logs in at once and connect fails if
-// etcd does not answer within --timeout or refuses the login. parent is the
-// command's context. The Discovery logs only errors (such as skipped bad
-// values) on stderr; opts are added to the ones taken from the flags.
-func (g *globalOptions) connect(parent context.Context, stderr io.Writer, opts ...etcd.Option) (*session, error) {
-	return g.connectLogging(parent, stderr, nil, opts...)
+// storeOptions are what a command adds to the Store the flags name.
+type storeOptions struct {
+	// etcd are added to the etcd Store's options (a layout, a progress
+	// interval, a Registrar's TTL).
+	etcd []etcd.Option
+	// zk are added to the ZooKeeper Store's options.
+	zk []zookeeper.Option
+	// clientLog receives the etcd client's own warnings and errors
+	// (etcd.ClientLogger); nil: none, as the short commands want.
+	clientLog *slog.Logger
 }
 
-// connectLogging is connect for the commands that run until stopped
-// (register, xds): the etcd client's own warnings and errors go to
-// clientLog (etcd.ClientLogger), which the short commands leave out.
-func (g *globalOptions) connectLogging(parent context.Context, stderr io.Writer, clientLog *slog.Logger, opts ...etcd.Option) (*session, error) {
+// connect creates the session over the Store the flags name. parent is
+// the command's context; opts are added to the etcd Store's options.
+func (g *globalOptions) connect(parent context.Context, stderr io.Writer, opts ...etcd.Option) (*session, error) {
+	return g.open(parent, stderr, storeOptions{etcd: opts})
+}
+
+// open creates the session: the one place where the command's Store is
+// made. With --registry zk://... it is ZooKeeper's, which connects in the
+// background. Else it is etcd's at --endpoints, with TLS (--cacert, --cert,
+// --key) and credentials (--user, --password) from the flags: without
+// credentials it does not contact etcd; with them, the client logs in at
+// once and open fails if etcd does not answer within --timeout or refuses
+// the login. Either Store logs only errors (such as skipped bad values) on
+// stderr.
+func (g *globalOptions) open(parent context.Context, stderr io.Writer, o storeOptions) (*session, error) {
+	log := g.log.logger(stderr, slog.LevelError)
+	servers, err := g.zkServers()
+	if err != nil {
+		return nil, err
+	}
+	s := &session{g: g, servers: servers}
+	if servers != nil {
+		st, err := zookeeper.Open(servers, append([]zookeeper.Option{zookeeper.WithRoot(g.prefix),
+			zookeeper.WithRequestTimeout(g.timeout), zookeeper.WithLogger(log)}, o.zk...)...)
+		if err != nil {
+			return nil, err
+		}
+		return s.use(st)
+	}
 	cfg, err := g.clientConfig()
 	if err != nil {
 		return nil, err
 	}
-	cfg.Logger = etcd.ClientLogger(clientLog)
+	cfg.Logger = etcd.ClientLogger(o.clientLog)
 	cli, err := clientv3.New(cfg)
 	if err != nil {
 		if cfg.Username != "" {
@@ -78,18 +119,64 @@ func (g *globalOptions) connectLogging(parent context.Context, stderr io.Writer,
 		}
 		return nil, fmt.Errorf("etcd client for %s: %w", strings.Join(g.endpoints, ","), err)
 	}
-	log := g.log.logger(stderr, slog.LevelError)
-	all := append([]etcd.Option{
+	s.opts = append([]etcd.Option{
 		etcd.WithPrefix(g.prefix),
 		etcd.WithRequestTimeout(g.timeout),
 		etcd.WithLogger(log),
-	}, opts...)
-	d, err := etcd.NewDiscovery(cli, all...)
+	}, o.etcd...)
+	st, err := etcd.NewStore(cli, s.opts...)
 	if err != nil {
 		cli.Close()
 		return nil, err
 	}
-	return &session{g: g, cli: cli, d: d, opts: all, view: d}, nil
+	s.cli = cli
+	return s.use(st)
+}
+
+// use makes st the session's Store.
+func (s *session) use(st registry.Store) (*session, error) {
+	s.store = st
+	s.admin = st.Admin(registry.Actor{Who: s.g.who(), Source: registry.SourceCommand})
+	view, ok := st.Discovery().(lister)
+	if !ok {
+		s.Close()
+		return nil, fmt.Errorf("%s: its Discovery does not list services", s.where())
+	}
+	s.view = view
+	return s, nil
+}
+
+// who is who the command's writes are recorded as made by: the etcd user
+// (--user), else the local user.
+func (g *globalOptions) who() string {
+	name := g.user
+	if name == "" {
+		name = osuser.Name()
+	}
+	return osuser.Clean(name)
+}
+
+// where names the registry, for messages: "etcd at ENDPOINTS" or
+// "ZooKeeper at SERVERS".
+func (s *session) where() string {
+	if s.servers != nil {
+		return "ZooKeeper at " + strings.Join(s.servers, ",")
+	}
+	return "etcd at " + strings.Join(s.g.endpoints, ",")
+}
+
+// fail turns the error of a request that ran under a context with the
+// --timeout deadline, child of parent, into the error the command
+// reports, naming what failed and, where the registry did not answer,
+// where it is.
+func (s *session) fail(parent context.Context, what string, err error) error {
+	if s.servers == nil {
+		return s.g.etcdError(parent, what, err)
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%s: %s did not answer within --timeout %v: %w", what, s.where(), s.g.timeout, err)
+	}
+	return fmt.Errorf("%s (%s): %w", what, s.where(), err)
 }
 
 // clientConfig is the etcd client configuration the flags ask for.
@@ -113,13 +200,16 @@ func (g *globalOptions) clientConfig() (clientv3.Config, error) {
 	return cfg, nil
 }
 
-// Close closes the Discoveries, then the client.
+// Close closes what mergeLegacy opened, then the Store, then the etcd
+// client.
 func (s *session) Close() {
 	for i := len(s.closers) - 1; i >= 0; i-- {
 		_ = s.closers[i]()
 	}
-	if s.d != nil { // nil for a session over several clusters
-		_ = s.d.Close()
+	if s.store != nil { // nil for a session over several clusters
+		_ = s.store.Close()
+	}
+	if s.cli != nil {
 		_ = s.cli.Close()
 	}
 }

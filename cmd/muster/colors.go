@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"io"
 	"strconv"
-	"strings"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
-	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/musterhq/muster/color"
 	"github.com/musterhq/muster/registry"
@@ -36,34 +34,39 @@ func canaryCell(c *registry.Canary) string {
 	return strconv.FormatFloat(c.Percent, 'f', -1, 64) + "% " + quoteIfNeeded(c.Color)
 }
 
-// canaries reads the canary settings of services, by service name (with
-// service "", of every service). A setting that does not decode is left
-// out, as clients read it as none. A user whose role does not cover the
-// canary keys (one limited to its services' instances) is not refused:
-// canaries returns no settings and notes it on stderr. parent is the
-// command's context, ctx the same with the --timeout deadline.
-func (s *session) canaries(parent, ctx context.Context, service string, stderr io.Writer) (map[string]*registry.Canary, error) {
-	key := registry.CanaryKey(s.g.prefix, service)
-	var opts []clientv3.OpOption
-	if service == "" {
-		opts = append(opts, clientv3.WithPrefix())
-	}
-	resp, err := s.cli.Get(ctx, key, opts...)
-	if errors.Is(err, rpctypes.ErrPermissionDenied) {
-		_, err = fmt.Fprintf(stderr, "canary: not shown: this user may not read %s\n", key)
-		return nil, err
-	}
-	if err != nil {
-		return nil, s.g.etcdError(parent, "read the canary settings", err)
+// canaries reads the canary settings of service (with service "", of
+// every service in names), by service name. A setting that does not
+// decode is left out, as clients read it as none. A user whose role does
+// not cover the canary keys (one limited to its services' instances) is
+// not refused: canaries returns no settings and notes it on stderr.
+// parent is the command's context, ctx the same with the --timeout
+// deadline.
+func (s *session) canaries(parent, ctx context.Context, stderr io.Writer, service string, names ...string) (map[string]*registry.Canary, error) {
+	if service != "" {
+		names = []string{service}
 	}
 	out := map[string]*registry.Canary{}
-	base := registry.CanaryKey(s.g.prefix, "")
-	for _, kv := range resp.Kvs {
-		c, err := registry.UnmarshalCanary(kv.Value)
-		if err != nil {
+	for _, name := range names {
+		c, ok, err := s.admin.Canary(ctx, name)
+		switch {
+		case errors.Is(err, rpctypes.ErrPermissionDenied):
+			_, err = fmt.Fprintf(stderr, "canary: not shown: this user may not read %s\n", registry.CanaryKey(s.g.prefix, service))
+			return nil, err
+		case badValue(err):
 			continue
+		case err != nil:
+			return nil, s.fail(parent, "read the canary settings", err)
+		case ok:
+			out[name] = &c
 		}
-		out[strings.TrimPrefix(string(kv.Key), base)] = &c
 	}
 	return out, nil
+}
+
+// badValue reports whether err is a stored value that does not decode or
+// validate, rather than a failed request.
+func badValue(err error) bool {
+	var fe *registry.FieldError
+	return errors.Is(err, registry.ErrMalformedValue) || errors.Is(err, registry.ErrUnsupportedVersion) ||
+		errors.Is(err, registry.ErrInvalidInstance) || errors.As(err, &fe)
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/musterhq/muster/registry"
-	"github.com/musterhq/muster/registry/etcd"
 )
 
 // tracedHelp ends the help of every command that makes an operator write.
@@ -78,9 +77,14 @@ func runHistory(ctx context.Context, g *globalOptions, output, service string, l
 		return err
 	}
 	defer s.Close()
-	recs, err := etcd.History(ctx, s.cli, service, limit, etcd.WithPrefix(g.prefix), etcd.WithRequestTimeout(g.timeout))
+	hr, ok := s.admin.(registry.HistoryReader)
+	if !ok {
+		return usageErrorf("--registry %s: history reads the journal of operator writes, which %s does not keep "+
+			"(its Admin is no registry.HistoryReader)", g.registry, s.where())
+	}
+	recs, err := hr.History(ctx, service, limit)
 	if err != nil {
-		return g.etcdError(ctx, "read the history of "+orAll(service), err)
+		return s.fail(ctx, "read the history of "+orAll(service), err)
 	}
 	if output == outputJSON {
 		if recs == nil {

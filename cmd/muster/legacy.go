@@ -54,6 +54,20 @@ func (f *layoutFlags) addLegacy(cmd *cobra.Command, prefix string) {
 	cmd.Flags().StringVar(&f.namespace, prefix+"kratos-namespace", legacy.DefaultKratosNamespace, "Kratos's key prefix, for kratos sources")
 }
 
+// onEtcd refuses --layout and --legacy with a registry other than etcd
+// (--registry): the layouts they read are etcd's.
+func (f *layoutFlags) onEtcd(g *globalOptions) error {
+	switch {
+	case g.registry == "":
+		return nil
+	case f.layout != layoutMuster:
+		return usageErrorf("--layout: not with --registry %s", g.registry)
+	case len(f.legacy) > 0:
+		return usageErrorf("%s: not with --registry %s", f.flag, g.registry)
+	}
+	return nil
+}
+
 // options returns the Discovery options reading service in the selected
 // layout: none for Muster's.
 func (f *layoutFlags) options(service string) ([]etcd.Option, error) {
@@ -164,6 +178,7 @@ func parseLegacy(v string) (service, layout, name string) {
 // mergeLegacy makes the session read services through a legacy.Merged
 // Discovery of Muster's registry and srcs, each read by a Discovery of its
 // own with the session's options and opts. Without srcs it does nothing.
+// The legacy layouts are etcd's (onEtcd).
 func (s *session) mergeLegacy(srcs []legacySource, opts ...etcd.Option) error {
 	if len(srcs) == 0 {
 		return nil
@@ -181,13 +196,13 @@ func (s *session) mergeLegacy(srcs []legacySource, opts ...etcd.Option) error {
 		}
 		parts = append(parts, part)
 	}
-	m, err := legacy.NewMerged(s.d, parts...)
+	m, err := legacy.NewMerged(s.store.Discovery(), parts...)
 	if err != nil {
 		return err
 	}
 	// Closed before the parts (closers run in reverse order).
 	s.closers = append(s.closers, m.Close)
-	s.view = m
+	s.view, s.merged = m, true
 	return nil
 }
 

@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/musterhq/muster/registry"
 	"github.com/musterhq/muster/registry/etcd"
@@ -85,6 +84,9 @@ are per cluster and not shown: list one cluster with --endpoints for them.`,
 				}
 				return runLsClusters(cmd.Context(), g, specs, output, service, cmd.OutOrStdout(), cmd.ErrOrStderr())
 			}
+			if err := layout.onEtcd(g); err != nil {
+				return err
+			}
 			opts, err := layout.options(service)
 			if err != nil {
 				return err
@@ -150,7 +152,7 @@ func runLs(ctx context.Context, g *globalOptions, output, service string, stdout
 		if overridden, err = s.overridden(ctx, tctx, service, snap.Revision); err != nil {
 			return err
 		}
-		if canary, err = s.canaries(ctx, tctx, service, stderr); err != nil {
+		if canary, err = s.canaries(ctx, tctx, stderr, service); err != nil {
 			return err
 		}
 		policy = s.policyNote(tctx, service, stderr)
@@ -173,7 +175,7 @@ func runLs(ctx context.Context, g *globalOptions, output, service string, stdout
 // policy), with its fields and who set it when, or "" when it has none. A policy that cannot
 // be read is told on stderr, and the listing goes on.
 func (s *session) policyNote(ctx context.Context, service string, stderr io.Writer) string {
-	info, ok, err := etcd.GetPolicyInfo(ctx, s.cli, service, etcd.WithPrefix(s.g.prefix))
+	info, ok, err := s.admin.Policy(ctx, service)
 	if err != nil {
 		fmt.Fprintf(stderr, "muster: cannot read the policy of %s: %v\n", service, err)
 		return ""
@@ -188,26 +190,31 @@ func (s *session) policyNote(ctx context.Context, service string, stderr io.Writ
 	return note
 }
 
+// overridesAt is implemented by an Admin that reads the overrides at a
+// revision of its snapshots (registry/etcd's), so that the instances of a
+// snapshot are marked by the overrides that went with them.
+type overridesAt interface {
+	OverridesAt(ctx context.Context, service string, rev int64) (map[string]registry.Override, error)
+}
+
 // overridden returns the IDs of service's instances whose weight an
-// operator's override sets, at revision rev (0: the latest). parent is the
-// command's context, ctx the same with the --timeout deadline.
+// operator's override sets, at revision rev (0: the latest) where the
+// Admin reads at a revision. parent is the command's context, ctx the
+// same with the --timeout deadline.
 func (s *session) overridden(parent, ctx context.Context, service string, rev int64) (map[string]bool, error) {
-	opts := []clientv3.OpOption{clientv3.WithPrefix()}
-	if rev > 0 {
-		opts = append(opts, clientv3.WithRev(rev))
+	var ov map[string]registry.Override
+	var err error
+	if at, ok := s.admin.(overridesAt); ok {
+		ov, err = at.OverridesAt(ctx, service, rev)
+	} else {
+		ov, err = s.admin.Overrides(ctx, service)
 	}
-	resp, err := s.cli.Get(ctx, registry.ServicePrefix(s.g.prefix, service), opts...)
 	if err != nil {
-		return nil, s.g.etcdError(parent, "read the overrides of "+service, err)
+		return nil, s.fail(parent, "read the overrides of "+service, err)
 	}
 	ids := map[string]bool{}
-	for _, kv := range resp.Kvs {
-		key, ok := registry.ParseOverrideKey(s.g.prefix, string(kv.Key))
-		if !ok {
-			continue
-		}
-		if o, err := registry.UnmarshalOverride(kv.Value); err == nil && o.Weight != nil {
-			_, id, _ := registry.ParseKey(s.g.prefix, key)
+	for id, o := range ov {
+		if o.Weight != nil {
 			ids[id] = true
 		}
 	}
@@ -225,7 +232,7 @@ func (s *session) snapshot(parent, ctx context.Context, service string) (registr
 	defer w.Close()
 	snap, err := waitLoaded(ctx, w)
 	if err != nil {
-		return registry.Snapshot{}, s.g.etcdError(parent, "read service "+service, err)
+		return registry.Snapshot{}, s.fail(parent, "read service "+service, err)
 	}
 	return snap, nil
 }
@@ -236,7 +243,7 @@ func (s *session) snapshot(parent, ctx context.Context, service string) (registr
 func (s *session) services(parent, ctx context.Context, stderr io.Writer) ([]serviceRow, error) {
 	names, err := s.view.Services(ctx)
 	if err != nil {
-		return nil, s.g.etcdError(parent, "list services under "+s.g.prefix, err)
+		return nil, s.fail(parent, "list services under "+s.g.prefix, err)
 	}
 	// Follow every service at once, then wait for each: the loads run in
 	// parallel.
@@ -252,14 +259,14 @@ func (s *session) services(parent, ctx context.Context, stderr io.Writer) ([]ser
 	for i, w := range watchers {
 		snap, err := waitLoaded(ctx, w)
 		if err != nil {
-			return nil, s.g.etcdError(parent, "read service "+names[i], err)
+			return nil, s.fail(parent, "read service "+names[i], err)
 		}
 		rows[i] = serviceRow{Name: names[i], Instances: len(snap.Instances)}
-		if s.view != lister(s.d) {
+		if s.merged {
 			rows[i].Sources = countSources(snap.Instances)
 		}
 	}
-	canaries, err := s.canaries(parent, ctx, "", stderr)
+	canaries, err := s.canaries(parent, ctx, stderr, "", names...)
 	if err != nil {
 		return nil, err
 	}

@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/musterhq/muster/registry"
 	"github.com/musterhq/muster/registry/etcd"
+	"github.com/musterhq/muster/registry/zookeeper"
 )
 
 // instanceArgs checks <service> <id> and, with extra, more arguments after
@@ -118,9 +118,9 @@ drain.
 			if err != nil {
 				return err
 			}
-			return c.mutate(cmd, "deregister", service, id, func(ctx context.Context, s *session, st instanceState) (string, error) {
-				live := liveLease(ctx, s, st.lease)
-				if err := etcd.Delete(ctx, s.cli, service, id, c.writeOpts()...); err != nil {
+			return c.mutate(cmd, "deregister", service, id, removes, func(ctx context.Context, s *session, _ instanceState) (string, error) {
+				live := liveLease(ctx, s, service, id)
+				if err := s.admin.(registry.InstanceRemover).RemoveInstance(ctx, service, id); err != nil {
 					return "", err
 				}
 				msg := "deleted"
@@ -136,17 +136,36 @@ drain.
 	return cmd
 }
 
-// liveLease returns how long lease has left, 0 if it is 0 (no lease), gone,
-// or cannot be read.
-func liveLease(ctx context.Context, s *session, lease int64) time.Duration {
-	if lease == 0 {
+// removes checks that the session's registry removes an instance another
+// process registered (registry.InstanceRemover), which deregister needs.
+func removes(s *session) error {
+	if _, ok := s.admin.(registry.InstanceRemover); ok {
+		return nil
+	}
+	return usageErrorf("--registry %s: deregister removes an instance another process registered, which %s cannot do "+
+		"(its Admin is no registry.InstanceRemover: an instance lives as long as its registrar's session); "+
+		"to take it out of traffic, use drain", s.g.registry, s.where())
+}
+
+// leaseReader is implemented by an Admin whose instances are bound to
+// leases another process keeps alive (registry/etcd's).
+type leaseReader interface {
+	LeaseLeft(ctx context.Context, service, id string) (time.Duration, error)
+}
+
+// liveLease returns how long the lease that holds the instance has left,
+// 0 if it has none (or a registry without leases), it is gone, or it
+// cannot be read.
+func liveLease(ctx context.Context, s *session, service, id string) time.Duration {
+	lr, ok := s.admin.(leaseReader)
+	if !ok {
 		return 0
 	}
-	ttl, err := s.cli.TimeToLive(ctx, clientv3.LeaseID(lease))
-	if err != nil || ttl.TTL <= 0 {
+	left, err := lr.LeaseLeft(ctx, service, id)
+	if err != nil {
 		return 0
 	}
-	return time.Duration(ttl.TTL) * time.Second
+	return left
 }
 
 // weightsHonoured says which clients follow an instance's weight, per path.
@@ -229,11 +248,11 @@ the instance is not registered, and says so when there is no override.
 			if err != nil {
 				return err
 			}
-			return c.mutate(cmd, "undrain", service, id, func(ctx context.Context, s *session, st instanceState) (string, error) {
+			return c.mutate(cmd, "undrain", service, id, nil, func(ctx context.Context, s *session, st instanceState) (string, error) {
 				if st.override == nil {
 					return "nothing to do: no override (weight " + st.registeredWeight() + " as registered)", nil
 				}
-				if err := etcd.ClearOverride(ctx, s.cli, service, id, c.writeOpts()...); err != nil {
+				if err := s.admin.ClearOverride(ctx, service, id); err != nil {
 					return "", err
 				}
 				return fmt.Sprintf("override removed, weight %d -> %s", *st.override.Weight, st.registeredWeight()), nil
@@ -277,26 +296,18 @@ get mark an overridden weight with "*", watch with "override".
 // setOverride makes w the override weight of the instance, and says
 // when it already is.
 func (g *globalOptions) setOverride(cmd *cobra.Command, verb, service, id string, w int) error {
-	return g.mutate(cmd, verb, service, id, func(ctx context.Context, s *session, st instanceState) (string, error) {
+	return g.mutate(cmd, verb, service, id, nil, func(ctx context.Context, s *session, st instanceState) (string, error) {
 		if st.override != nil && *st.override.Weight == w {
 			return fmt.Sprintf("nothing to do: the override already sets weight %d", w), nil
 		}
-		err := etcd.SetOverride(ctx, s.cli, service, id, registry.Override{Weight: &w}, g.writeOpts()...)
-		if err != nil {
+		if err := s.admin.SetOverride(ctx, service, id, registry.Override{Weight: &w}); err != nil {
 			return "", err
 		}
 		return fmt.Sprintf("done, weight %s -> %d", st.weight(), w), nil
 	})
 }
 
-// writeOpts are the options of the command's writes: the etcd flags, and
-// the command as where the journal records them made from. Who made them
-// is the library's default: the etcd user (--user), else the local user.
-func (g *globalOptions) writeOpts() []etcd.Option {
-	return []etcd.Option{etcd.WithPrefix(g.prefix), etcd.WithRequestTimeout(g.timeout), etcd.WithSource(registry.SourceCommand)}
-}
-
-// instanceState is what etcd holds for one instance.
+// instanceState is what the registry holds for one instance.
 type instanceState struct {
 	// in is the registered value; ok is false if it does not decode.
 	in registry.Instance
@@ -304,8 +315,6 @@ type instanceState struct {
 	// override is the operator's override, nil if none (or one that does
 	// not decode, or sets no weight).
 	override *registry.Override
-	// lease holds the instance's key; 0: none.
-	lease int64
 }
 
 // registeredWeight is the weight the instance was registered with, "?" if
@@ -333,43 +342,63 @@ func (e *noInstanceError) Error() string {
 	return fmt.Sprintf("no such instance: service %s has no instance %s (\"muster ls %s\" lists its instances)", e.service, quoteIfNeeded(e.id), e.service)
 }
 
-// Is makes a noInstanceError match etcd.ErrNoInstance.
-func (e *noInstanceError) Is(target error) bool { return target == etcd.ErrNoInstance }
+// Is makes a noInstanceError match registry.ErrNoInstance, and each
+// backend's (etcd.ErrNoInstance).
+func (e *noInstanceError) Is(target error) bool {
+	return target == registry.ErrNoInstance || target == etcd.ErrNoInstance || target == zookeeper.ErrNoInstance
+}
 
-// readInstance reads the instance's key and its override key. It fails
-// with a noInstanceError if the instance is not registered.
+// instanceReader is implemented by an Admin that reads one instance as
+// it was registered, without its override (registry/etcd's and
+// registry/zookeeper's): it fails with an error matching
+// registry.ErrNoInstance if there is none, and with the decoding error
+// if its value does not decode.
+type instanceReader interface {
+	Registered(ctx context.Context, service, id string) (registry.Instance, error)
+}
+
+// readInstance reads the instance as registered and its override. It
+// fails with a noInstanceError if the instance is not registered.
 func (s *session) readInstance(ctx context.Context, service, id string) (instanceState, error) {
-	key := registry.Key(s.g.prefix, service, id)
-	okey := registry.OverrideKey(s.g.prefix, service, id)
-	resp, err := s.cli.Txn(ctx).Then(clientv3.OpGet(key), clientv3.OpGet(okey)).Commit()
+	ir, ok := s.admin.(instanceReader)
+	if !ok {
+		return instanceState{}, fmt.Errorf("%s: its registry does not read one instance", s.where())
+	}
+	in, err := ir.Registered(ctx, service, id)
+	switch {
+	case errors.Is(err, registry.ErrNoInstance):
+		return instanceState{}, &noInstanceError{service: service, id: id}
+	case err != nil && !badValue(err):
+		return instanceState{}, err
+	}
+	st := instanceState{in: in, ok: err == nil}
+	ov, err := s.admin.Overrides(ctx, service)
 	if err != nil {
 		return instanceState{}, err
 	}
-	kvs := resp.Responses[0].GetResponseRange().GetKvs()
-	if len(kvs) == 0 {
-		return instanceState{}, &noInstanceError{service: service, id: id}
-	}
-	st := instanceState{lease: kvs[0].Lease}
-	st.in, err = registry.Unmarshal(kvs[0].Value)
-	st.ok = err == nil
-	if okvs := resp.Responses[1].GetResponseRange().GetKvs(); len(okvs) > 0 {
-		if o, err := registry.UnmarshalOverride(okvs[0].Value); err == nil && o.Weight != nil {
-			st.override = &o
-		}
+	if o, ok := ov[id]; ok && o.Weight != nil {
+		st.override = &o
 	}
 	return st, nil
 }
 
 // mutate reads the instance, runs one change against the registry and
 // prints "<verb> <service>/<id>: " and what change says it did. It fails if
-// the instance is not registered.
-func (g *globalOptions) mutate(cmd *cobra.Command, verb, service, id string, change func(context.Context, *session, instanceState) (string, error)) error {
+// the instance is not registered, or before reading it with check's error
+// when check (if not nil) says the registry cannot make the change.
+func (g *globalOptions) mutate(cmd *cobra.Command, verb, service, id string, check func(*session) error,
+	change func(context.Context, *session, instanceState) (string, error)) error {
 	ctx := cmd.Context()
 	s, err := g.connect(ctx, cmd.ErrOrStderr())
 	if err != nil {
 		return err
 	}
 	defer s.Close()
+	if check != nil {
+		if err := check(s); err != nil {
+			return err
+		}
+	}
 	what := verb + " " + service + "/" + id
 	if g.clusterName != "" {
 		what += " in cluster " + g.clusterName
@@ -385,10 +414,10 @@ func (g *globalOptions) mutate(cmd *cobra.Command, verb, service, id string, cha
 	case err == nil:
 		fmt.Fprintf(cmd.OutOrStdout(), "%s: %s\n", what, msg)
 		return nil
-	case errors.Is(err, etcd.ErrNoInstance):
+	case errors.Is(err, registry.ErrNoInstance):
 		// Gone between the read and the write, too.
 		return &noInstanceError{service: service, id: id}
 	default:
-		return g.etcdError(ctx, what, err)
+		return s.fail(ctx, what, err)
 	}
 }

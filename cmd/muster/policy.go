@@ -11,7 +11,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/musterhq/muster/internal/osuser"
 	"github.com/musterhq/muster/registry"
 )
 
@@ -197,22 +196,18 @@ func (pc policyCmd) merge(p registry.Policy) (registry.Policy, error) {
 	return p, nil
 }
 
+// runPolicy runs "muster policy" on the registry g names.
 func runPolicy(ctx context.Context, g *globalOptions, output string, pc policyCmd, stdout, stderr io.Writer) error {
-	st, err := openSettings(ctx, g, stderr)
+	s, err := g.connect(ctx, stderr)
 	if err != nil {
 		return err
 	}
-	defer st.close()
-	return runPolicyOn(ctx, st, g.setter(), output, pc, stdout, stderr)
-}
-
-// runPolicyOn runs "muster policy" on st; by is who a set records.
-func runPolicyOn(ctx context.Context, st settingStore, by, output string, pc policyCmd, stdout, stderr io.Writer) error {
+	defer s.Close()
 	service := pc.service
 	switch pc.verb {
 	case "clear":
-		if err := st.clearPolicy(ctx, service); err != nil {
-			return err
+		if err := s.admin.ClearPolicy(ctx, service); err != nil {
+			return s.fail(ctx, "clear the policy of "+service, err)
 		}
 		if output == outputJSON {
 			return writeJSON(stdout, nil)
@@ -222,51 +217,46 @@ func runPolicyOn(ctx context.Context, st settingStore, by, output string, pc pol
 	case "set":
 		// Read, merge, write: a set running at the same time as another
 		// one may undo it (the last write wins).
-		info, _, err := st.policy(ctx, service)
+		info, _, err := s.admin.Policy(ctx, service)
 		if err != nil {
-			return policyReadError(ctx, st, service, err)
+			return policyReadError(ctx, s, service, err)
 		}
 		p, err := pc.merge(info.Policy)
 		if err != nil {
 			return err
 		}
 		if p.IsZero() {
-			if err := st.clearPolicy(ctx, service); err != nil {
-				return err
+			if err := s.admin.ClearPolicy(ctx, service); err != nil {
+				return s.fail(ctx, "clear the policy of "+service, err)
 			}
 			return writePolicy(stdout, stderr, output, service, registry.PolicyInfo{}, false)
 		}
-		if err := st.setPolicy(ctx, service, p, by); err != nil {
-			return err
+		if err := s.admin.SetPolicy(ctx, service, p); err != nil {
+			return s.fail(ctx, "set the policy of "+service, err)
 		}
 		fallthrough // show what is stored now
 	default:
-		info, ok, err := st.policy(ctx, service)
+		info, ok, err := s.admin.Policy(ctx, service)
 		if err != nil {
-			return policyReadError(ctx, st, service, err)
+			return policyReadError(ctx, s, service, err)
 		}
 		return writePolicy(stdout, stderr, output, service, info, ok)
 	}
 }
 
-// setter is who "muster policy set" records as setting a policy: the etcd
-// user (--user), else the local user, as "alice (command)".
+// setter is who "muster policy set" records as setting a policy where
+// the registry records that: the command's Actor, as "alice (command)".
 func (g *globalOptions) setter() string {
-	name := g.user
-	if name == "" {
-		name = osuser.Name()
-	}
-	return osuser.Clean(name) + " (command)"
+	return g.who() + " (" + registry.SourceCommand + ")"
 }
 
-// policyReadError is the error of a failed etcd.GetPolicy: a stored value
-// that does not decode, or the request's error.
-func policyReadError(ctx context.Context, st settingStore, service string, err error) error {
-	if errors.Is(err, registry.ErrMalformedValue) || errors.Is(err, registry.ErrUnsupportedVersion) ||
-		errors.Is(err, registry.ErrInvalidInstance) {
+// policyReadError is the error of a failed read of a policy: a stored
+// value that does not decode, or the request's error.
+func policyReadError(ctx context.Context, s *session, service string, err error) error {
+	if badValue(err) {
 		return fmt.Errorf("the stored policy of %s: %w (\"muster policy %s clear\" removes it)", service, err, service)
 	}
-	return st.fail(ctx, "read the policy of "+service, err)
+	return s.fail(ctx, "read the policy of "+service, err)
 }
 
 // writePolicy writes the stored policy info of service (none if !ok): in

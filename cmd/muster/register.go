@@ -24,6 +24,7 @@ import (
 	"github.com/musterhq/muster/metrics"
 	"github.com/musterhq/muster/registry"
 	"github.com/musterhq/muster/registry/etcd"
+	"github.com/musterhq/muster/registry/zookeeper"
 )
 
 // registerOptions are the flags of muster register.
@@ -104,7 +105,7 @@ shares does not take every pod out of its load balancer at once
 		fmt.Sprintf("relative share of new calls, 0..%d; 0 registers the instance drained (no new calls)", registry.MaxWeight))
 	f.StringArrayVar(&o.meta, "meta", nil, "metadata key=value (repeatable)")
 	f.StringVar(&o.check, "check", "", "health check: grpc://host:port, http://host:port/path or tcp://host:port")
-	f.DurationVar(&o.ttl, "ttl", 10*time.Second, "lease TTL: how long the entry outlives this process if it is killed")
+	f.DurationVar(&o.ttl, "ttl", 10*time.Second, "lease TTL (on ZooKeeper: the session timeout): how long the entry outlives this process if it is killed")
 	f.DurationVar(&o.interval, "interval", 2*time.Second, "time between health checks")
 	f.IntVar(&o.failures, "failures", 3, "failed checks in a row before draining")
 	f.DurationVar(&o.warmup, "warmup", 0, "register, and undrain after failed checks, only once the health check has passed continuously for this long")
@@ -247,8 +248,10 @@ const (
 type sidecar struct {
 	g   *globalOptions
 	o   registerOptions
-	reg *etcd.Registrar
-	log *slog.Logger
+	reg statusRegistrar
+	// where names the registry, for messages (session's where).
+	where string
+	log   *slog.Logger
 	// watch is what the sidecar shows of itself: metrics and health.
 	watch *sidecarWatch
 	// state is what the instance should be.
@@ -270,20 +273,26 @@ type sidecar struct {
 	registered chan struct{}
 }
 
+// statusRegistrar is a Registrar that reports its state: every backend's.
+type statusRegistrar interface {
+	registry.Registrar
+	registry.StatusReporter
+}
+
 // runRegister keeps o.in registered while check passes, until ctx ends.
 // It logs on stderr: "registered" only once the instance is in etcd, a
 // warning every registerWarnEvery while etcd does not answer, and on exit
 // "deregistered" only if there was something to deregister.
 func runRegister(ctx context.Context, g *globalOptions, o registerOptions, check func(context.Context) error, stderr io.Writer) error {
-	s, err := g.connectLogging(ctx, stderr, g.log.logger(stderr, slog.LevelInfo))
+	s, err := g.open(ctx, stderr, storeOptions{etcd: []etcd.Option{etcd.WithTTL(o.ttl)},
+		zk: []zookeeper.Option{zookeeper.WithSessionTimeout(o.ttl)}, clientLog: g.log.logger(stderr, slog.LevelInfo)})
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	reg, err := etcd.NewRegistrar(s.cli, etcd.WithPrefix(g.prefix), etcd.WithTTL(o.ttl),
-		etcd.WithRequestTimeout(g.timeout), etcd.WithLogger(g.log.logger(stderr, slog.LevelError)))
-	if err != nil {
-		return err
+	reg, ok := s.store.Registrar().(statusRegistrar)
+	if !ok {
+		return fmt.Errorf("register: the Registrar of %s reports no status", s.where())
 	}
 	attrs := []any{"service", o.in.Name}
 	if id := o.in.Normalize().ID; id != o.in.Addr {
@@ -306,7 +315,7 @@ func runRegister(ctx context.Context, g *globalOptions, o registerOptions, check
 		defer l.stop()
 		log.Info("metrics on http://" + l.addr + "/metrics, health on http://" + l.addr + "/livez and /readyz")
 	}
-	sc := &sidecar{g: g, o: o, reg: reg, watch: watch, registered: make(chan struct{}, 1), log: log.With(attrs...)}
+	sc := &sidecar{g: g, o: o, reg: reg, where: s.where(), watch: watch, registered: make(chan struct{}, 1), log: log.With(attrs...)}
 	defer sc.close()
 
 	var wg sync.WaitGroup
@@ -452,7 +461,7 @@ func (sc *sidecar) follow() {
 func (sc *sidecar) warn(what string, st registry.RegistrarStatus) {
 	sc.lastWarn = time.Now()
 	sc.warnTick.Reset(registerWarnEvery)
-	why := "etcd at " + strings.Join(sc.g.endpoints, ",")
+	why := sc.where
 	if e := st.LastError; e == nil || unanswered(e) {
 		why += " does not answer"
 	} else {

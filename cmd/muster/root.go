@@ -63,6 +63,9 @@ func (g *globalOptions) validate() error {
 	if g.prefix == "" || g.prefix == "/" {
 		return usageErrorf("--prefix: must not be empty or \"/\"")
 	}
+	if g.clustered && g.registry != "" {
+		return usageErrorf("--cluster names etcd clusters: not with --registry %s", g.registry)
+	}
 	return g.validateSecurity()
 }
 
@@ -98,8 +101,10 @@ weight, canary, policy, register, xds, console, promsd, doctor) talk to the
 etcd given by
 --endpoints: over TLS for https:// endpoints (--cacert, --cert, --key), and
 as the etcd user given by --user when etcd has authentication enabled.
-With --registry zk://host:port,... ls, get, watch, drain, undrain and weight
-work on a ZooKeeper registry instead (--prefix is its root path).
+With --registry zk://host:port,... ls, get, watch, drain, undrain, weight,
+canary, policy, register and xds work on a ZooKeeper registry instead
+(--prefix is its root path); history and deregister say what ZooKeeper
+lacks for them.
 Serve runs an etcd; demo runs its own; version and xds-bootstrap need none.`,
 		// Cobra reports errors and usage itself unless told not to; execute
 		// does it, to choose the exit code.
@@ -133,27 +138,31 @@ Serve runs an etcd; demo runs its own; version and xds-bootstrap need none.`,
 		newXDSBootstrapCmd(),
 	)
 	// The commands that talk to a registry, and only they, take the etcd
-	// flags.
-	for _, cmd := range []*cobra.Command{
-		newLsCmd(g),
-		newGetCmd(g),
-		newWatchCmd(g),
-		newHistoryCmd(g),
-		newDeregisterCmd(g),
-		newDrainCmd(g),
-		newUndrainCmd(g),
-		newWeightCmd(g),
-		newCanaryCmd(g),
-		newPolicyCmd(g),
-		newRegisterCmd(g),
-		newXDSCmd(g),
-		newConsoleCmd(g),
-		newPromSDCmd(g),
-		newDoctorCmd(g),
+	// flags. Those that work on the Store the flags name take ZooKeeper
+	// too; the others (onStore false) work on etcd only.
+	for _, c := range []struct {
+		cmd     *cobra.Command
+		onStore bool
+	}{
+		{newLsCmd(g), true},
+		{newGetCmd(g), true},
+		{newWatchCmd(g), true},
+		{newHistoryCmd(g), true},
+		{newDeregisterCmd(g), true},
+		{newDrainCmd(g), true},
+		{newUndrainCmd(g), true},
+		{newWeightCmd(g), true},
+		{newCanaryCmd(g), true},
+		{newPolicyCmd(g), true},
+		{newRegisterCmd(g), true},
+		{newXDSCmd(g), true},
+		{newConsoleCmd(g), false},
+		{newPromSDCmd(g), false},
+		{newDoctorCmd(g), false},
 	} {
-		g.addFlags(cmd)
-		g.addRegistryFlag(cmd)
-		root.AddCommand(cmd)
+		g.addFlags(c.cmd)
+		g.addRegistryFlag(c.cmd, c.onStore)
+		root.AddCommand(c.cmd)
 	}
 	return root
 }

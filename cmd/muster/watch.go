@@ -88,6 +88,9 @@ If etcd does not answer within --timeout at the start, watch fails.`,
 			if len(specs) > 0 && (layout.layout != layoutMuster || len(layout.legacy) > 0) {
 				return usageErrorf("--cluster reads Muster's layout only: not with --layout or --legacy")
 			}
+			if err := layout.onEtcd(g); err != nil {
+				return err
+			}
 			opts, err := layout.options(args[0])
 			if err != nil {
 				return err
@@ -150,7 +153,7 @@ func runWatch(ctx context.Context, g *globalOptions, src watchSource, output, se
 		if ctx.Err() != nil {
 			return nil
 		}
-		return g.etcdError(ctx, "read service "+service, err)
+		return s.fail(ctx, "read service "+service, err)
 	}
 	// Overrides and the canary are read from Muster's own registry, in
 	// its layout; several clusters have a setting each, not followed.
@@ -172,17 +175,13 @@ func runWatch(ctx context.Context, g *globalOptions, src watchSource, output, se
 	var initial map[string]*registry.Canary
 	if settings {
 		rctx, cancel := context.WithTimeout(ctx, g.timeout)
-		initial, err = s.canaries(ctx, rctx, service, stderr)
+		initial, err = s.canaries(ctx, rctx, stderr, service)
 		cancel()
 		if err != nil {
 			return err
 		}
 	}
-	if initial != nil {
-		src, err := etcd.NewCanaries(s.cli, etcd.WithPrefix(g.prefix), etcd.WithRequestTimeout(g.timeout))
-		if err != nil {
-			return err
-		}
+	if src, ok := s.store.(registry.CanarySource); ok && initial != nil {
 		canaries = src.WatchCanary(ctx, service)
 	}
 

@@ -16,7 +16,6 @@ import (
 	"github.com/musterhq/muster/internal/health"
 	"github.com/musterhq/muster/metrics"
 	"github.com/musterhq/muster/registry"
-	"github.com/musterhq/muster/registry/etcd"
 	"github.com/musterhq/muster/xds"
 )
 
@@ -195,28 +194,27 @@ func runXDS(ctx context.Context, g *globalOptions, o xdsOptions, stderr io.Write
 		return runXDSClusters(ctx, g, o, specs, stderr)
 	}
 	log := g.log.logger(stderr, slog.LevelInfo)
-	s, err := g.connectLogging(ctx, stderr, log)
+	s, err := g.open(ctx, stderr, storeOptions{clientLog: log})
 	if err != nil {
 		return err
 	}
 	defer s.Close()
 	// Each service's canary setting (muster canary) splits its uncolored
 	// calls over xDS as it does for Muster's own balancers, and its call
-	// policy (muster policy) is published with its routes and clusters.
-	canaries, err := etcd.NewCanaries(s.cli, etcd.WithPrefix(g.prefix), etcd.WithLogger(log))
-	if err != nil {
-		return err
-	}
-	policies, err := etcd.NewPolicies(s.cli, etcd.WithPrefix(g.prefix), etcd.WithLogger(log))
-	if err != nil {
-		return err
-	}
-	d, state := xdsFollowing(s.d, o)
+	// policy (muster policy) is published with its routes and clusters:
+	// the Store follows both.
+	canaries, _ := s.store.(registry.CanarySource)
+	policies, _ := s.store.(registry.PolicySource)
+	d, state := xdsFollowing(s.view, o)
 	cp, stop, live, err := startXDS(d, canaries, policies, o, log)
 	if err != nil {
 		return err
 	}
-	return serveXDSUntil(ctx, o, cp, stop, health.New(live, state), log, metrics.Discovery(s.d, nil))
+	var collectors []prometheus.Collector
+	if sr, ok := s.view.(registry.StatsReporter); ok {
+		collectors = append(collectors, metrics.Discovery(sr, nil))
+	}
+	return serveXDSUntil(ctx, o, cp, stop, health.New(live, state), log, collectors...)
 }
 
 // xdsFollowing returns the Discovery the control plane of o follows

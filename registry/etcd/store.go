@@ -189,33 +189,7 @@ var (
 )
 
 func (a *admin) Overrides(ctx context.Context, service string) (map[string]registry.Override, error) {
-	if a.err != nil {
-		return nil, a.err
-	}
-	if err := registry.ValidateName(service); err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, a.s.o.requestTimeout)
-	defer cancel()
-	prefix := registry.ServicePrefix(a.s.o.prefix, service)
-	resp, err := a.s.cli.Get(ctx, prefix, clientv3.WithPrefix())
-	if err != nil {
-		return nil, fmt.Errorf("etcd: read the overrides under %s: %w", prefix, err)
-	}
-	out := map[string]registry.Override{}
-	for _, kv := range resp.Kvs {
-		key, ok := registry.ParseOverrideKey(a.s.o.prefix, string(kv.Key))
-		if !ok {
-			continue
-		}
-		o, err := registry.UnmarshalOverride(kv.Value)
-		if err != nil {
-			continue // as every Discovery reads it: no override
-		}
-		_, id, _ := registry.ParseKey(a.s.o.prefix, key)
-		out[id] = o
-	}
-	return out, nil
+	return a.OverridesAt(ctx, service, 0)
 }
 
 func (a *admin) SetOverride(ctx context.Context, service, id string, o registry.Override) error {

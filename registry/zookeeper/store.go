@@ -133,6 +133,15 @@ func (a *admin) Overrides(ctx context.Context, service string) (map[string]regis
 	return a.s.d.Overrides(ctx, service)
 }
 
+// Registered returns the value instance id of service was registered
+// with, without its override, as Discovery.Registered does.
+func (a *admin) Registered(ctx context.Context, service, id string) (registry.Instance, error) {
+	if a.err != nil {
+		return registry.Instance{}, a.err
+	}
+	return a.s.d.Registered(ctx, service, id)
+}
+
 func (a *admin) SetOverride(ctx context.Context, service, id string, o registry.Override) error {
 	if a.err != nil {
 		return a.err
