@@ -16,6 +16,8 @@ import (
 	"github.com/musterhq/muster/internal/health"
 	"github.com/musterhq/muster/metrics"
 	"github.com/musterhq/muster/registry"
+	"github.com/musterhq/muster/registry/etcd"
+	"github.com/musterhq/muster/registry/zookeeper"
 	"github.com/musterhq/muster/xds"
 )
 
@@ -194,7 +196,10 @@ func runXDS(ctx context.Context, g *globalOptions, o xdsOptions, stderr io.Write
 		return runXDSClusters(ctx, g, o, specs, stderr)
 	}
 	log := g.log.logger(stderr, slog.LevelInfo)
-	s, err := g.open(ctx, stderr, storeOptions{clientLog: log})
+	// The Store logs at the level of a process that runs until stopped,
+	// as its settings followers did: a follower reading again says so.
+	s, err := g.open(ctx, stderr, storeOptions{clientLog: log,
+		etcd: []etcd.Option{etcd.WithLogger(log)}, zk: []zookeeper.Option{zookeeper.WithLogger(log)}})
 	if err != nil {
 		return err
 	}
