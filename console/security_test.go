@@ -114,7 +114,7 @@ func TestHostAllowlist(t *testing.T) {
 			t.Errorf("GET /ui/api/session with Host %s: %d, want 200", host, code)
 		}
 	}
-	if _, err := console.New(f.cli, console.WithAllowedHosts("")); err == nil {
+	if _, err := console.New(etcdStore(t, f.cli), console.WithAllowedHosts("")); err == nil {
 		t.Error("WithAllowedHosts(\"\") accepted")
 	}
 }

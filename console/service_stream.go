@@ -7,10 +7,7 @@ import (
 	"sync"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-
 	"github.com/musterhq/muster/registry"
-	"github.com/musterhq/muster/registry/etcd"
 )
 
 // maxLeaseLookups bounds the leases whose time left one event looks up.
@@ -245,10 +242,20 @@ func (s *Server) followSettings(ctx context.Context, service string) (updates <-
 	var wg sync.WaitGroup
 	for _, p := range s.parts {
 		canaries := p.canaries.WatchCanary(ctx, service)
-		policies := p.policies.WatchPolicyInfo(ctx, service)
 		wg.Go(func() {
 			forward(ctx, canaries, out, func(c registry.Canary) settingUpdate { return settingUpdate{cluster: p.name, canary: &c} })
 		})
+		if p.policyInfos == nil {
+			// A store that records no setter: the policy alone.
+			policies := p.policies.WatchPolicy(ctx, service)
+			wg.Go(func() {
+				forward(ctx, policies, out, func(pol registry.Policy) settingUpdate {
+					return settingUpdate{cluster: p.name, policy: &registry.PolicyInfo{Policy: pol}}
+				})
+			})
+			continue
+		}
+		policies := p.policyInfos.WatchPolicyInfo(ctx, service)
 		wg.Go(func() {
 			forward(ctx, policies, out, func(pi registry.PolicyInfo) settingUpdate { return settingUpdate{cluster: p.name, policy: &pi} })
 		})
@@ -286,50 +293,37 @@ func (s *Server) streamContext(r *http.Request) (context.Context, context.Cancel
 	}
 }
 
-// details reads which instances of service have an override and when
-// their leases expire, by instance ID. It is best effort: what cannot be
-// read is left out.
+// details reads which instances of service have an override and, from a
+// store with leases, when their leases expire, by instance ID. It is best
+// effort: what cannot be read is left out.
 func (p *part) details(ctx context.Context, o options, service string) details {
-	det := details{overrides: map[string]bool{}}
-	leases := map[int64][]string{}
-	ctx, cancel := context.WithTimeout(ctx, o.requestTimeout)
-	defer cancel()
-	// Not WithKeysOnly: etcd 3.7 then reads keys from its index alone,
-	// without their leases.
-	resp, err := p.cli.Get(ctx, registry.ServicePrefix(o.prefix, service), clientv3.WithPrefix())
-	if err != nil {
-		o.log.Debug("console: read service keys", "service", service, "cluster", p.name, "error", err)
+	det := details{overrides: p.overrides(ctx, o, service, map[string]bool{})}
+	if p.leases == nil {
 		return det
 	}
-	for _, kv := range resp.Kvs {
-		key := string(kv.Key)
-		if id, ok := overrideID(o.prefix, key); ok {
-			det.overrides[id] = true
-			continue
-		}
-		if _, id, err := registry.ParseKey(o.prefix, key); err == nil && kv.Lease != 0 {
-			leases[kv.Lease] = append(leases[kv.Lease], id)
-		}
+	ctx, cancel := context.WithTimeout(ctx, o.requestTimeout)
+	defer cancel()
+	expires, err := p.leases.LeaseExpiry(ctx, service, maxLeaseLookups)
+	if err != nil {
+		o.log.Debug("console: read leases", "service", service, "cluster", p.name, "error", err)
 	}
-	det.expires = p.leaseExpiry(ctx, leases)
+	det.expires = expires
 	return det
 }
 
-// overrides lists the IDs of service's instances that have an override,
-// reading keys only; if etcd does not answer it returns old.
+// overrides lists the IDs of service's instances that have an override;
+// if the registry does not answer it returns old.
 func (p *part) overrides(ctx context.Context, o options, service string, old map[string]bool) map[string]bool {
 	ctx, cancel := context.WithTimeout(ctx, o.requestTimeout)
 	defer cancel()
-	resp, err := p.cli.Get(ctx, registry.ServicePrefix(o.prefix, service), clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	ovs, err := p.read.Overrides(ctx, service)
 	if err != nil {
-		o.log.Debug("console: read service keys", "service", service, "cluster", p.name, "error", err)
+		o.log.Debug("console: read overrides", "service", service, "cluster", p.name, "error", err)
 		return old
 	}
-	out := map[string]bool{}
-	for _, kv := range resp.Kvs {
-		if id, ok := overrideID(o.prefix, string(kv.Key)); ok {
-			out[id] = true
-		}
+	out := make(map[string]bool, len(ovs))
+	for id := range ovs {
+		out[id] = true
 	}
 	return out
 }
@@ -338,9 +332,15 @@ func (p *part) overrides(ctx context.Context, o options, service string, old map
 const maxHistoryShown = 20
 
 // history reads the newest records of service's journal in the cluster;
-// if etcd does not answer it returns old.
+// if the registry does not answer it returns old. A store that keeps no
+// journal has none.
 func (p *part) history(ctx context.Context, o options, service string, old []recordView) []recordView {
-	recs, err := etcd.History(ctx, p.cli, service, maxHistoryShown, etcd.WithPrefix(o.prefix), etcd.WithRequestTimeout(o.requestTimeout))
+	if p.journal == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.requestTimeout)
+	defer cancel()
+	recs, err := p.journal.History(ctx, service, maxHistoryShown)
 	if err != nil {
 		o.log.Debug("console: read the journal", "service", service, "cluster", p.name, "error", err)
 		return old
@@ -350,37 +350,6 @@ func (p *part) history(ctx context.Context, o options, service string, old []rec
 		rv := newRecordView(r)
 		rv.Cluster = p.name
 		out = append(out, rv)
-	}
-	return out
-}
-
-// overrideID returns the instance ID of an override key.
-func overrideID(prefix, key string) (string, bool) {
-	target, ok := registry.ParseOverrideKey(prefix, key)
-	if !ok {
-		return "", false
-	}
-	_, id, err := registry.ParseKey(prefix, target)
-	return id, err == nil
-}
-
-// leaseExpiry reads when each lease runs out unless renewed (at most
-// maxLeaseLookups of them) and returns it per instance ID.
-func (p *part) leaseExpiry(ctx context.Context, leases map[int64][]string) map[string]time.Time {
-	out := map[string]time.Time{}
-	n := 0
-	for lease, ids := range leases {
-		if n++; n > maxLeaseLookups {
-			break
-		}
-		ttl, err := p.cli.TimeToLive(ctx, clientv3.LeaseID(lease))
-		if err != nil || ttl.TTL < 0 {
-			continue
-		}
-		at := time.Now().Add(time.Duration(ttl.TTL) * time.Second)
-		for _, id := range ids {
-			out[id] = at
-		}
 	}
 	return out
 }
