@@ -228,14 +228,7 @@ func TestConsoleClustersWriteTheirCluster(t *testing.T) {
 	registerWith(t, f.euReg, registry.Instance{ID: "user-1", Name: "user", Addr: "10.0.0.1:9000"})
 	registerWith(t, f.usReg, registry.Instance{ID: "user-1", Name: "user", Addr: "10.1.0.1:9000"})
 	c := newClient(t, f.url)
-	code, body := c.post("login", map[string]string{"token": adminToken})
-	var info struct {
-		CSRF string `json:"csrf"`
-	}
-	if err := json.Unmarshal([]byte(body), &info); code != http.StatusOK || err != nil {
-		t.Fatalf("login: %d %s", code, body)
-	}
-	c.csrf = info.CSRF
+	c.loginWithToken()
 
 	drain := map[string]any{"action": "drain", "service": "user", "ids": []string{"user-1"}}
 	for _, tc := range []struct {
