@@ -84,8 +84,9 @@ func newPart(name, region string, store registry.Store) (*part, error) {
 }
 
 // NewClusters returns a console over several independent registries (etcd
-// clusters, ZooKeeper ensembles: any mix of Stores), read as clients' clusters.Discovery reads them: the pages show the union
-// of the clusters' instances, each with its cluster (a Cluster column and
+// clusters, ZooKeeper ensembles: any mix of Stores), read as clients'
+// clusters.Discovery reads them: the pages show the union of the
+// clusters' instances, each with its cluster (a Cluster column and
 // filter; an ID found in two clusters is two instances), the health of
 // each cluster (fresh, stale since when, unreachable) on the services page,
 // and each cluster's canary setting and call policy on a service's page.

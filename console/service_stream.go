@@ -164,13 +164,16 @@ func (st *serviceStream) publish(ctx context.Context, snap registry.Snapshot) er
 }
 
 // refreshLeases reads the leases again and sends when they run out, by
-// instance key (instanceKey).
+// instance key (instanceKey). Over stores without leases it sends
+// nothing.
 func (st *serviceStream) refreshLeases(ctx context.Context, snap registry.Snapshot) error {
-	if !st.sent {
+	if !st.sent || !st.s.leased() {
 		return nil
 	}
 	read := st.s.eachFresh(ctx, snap, func(ctx context.Context, p *part) {
-		st.parts[p.name].det = p.details(ctx, st.s.opts, st.name)
+		if p.leases != nil {
+			st.parts[p.name].det.expires = p.leaseTimes(ctx, st.s.opts, st.name)
+		}
 	})
 	if read == 0 {
 		return nil
@@ -297,9 +300,15 @@ func (s *Server) streamContext(r *http.Request) (context.Context, context.Cancel
 // store with leases, when their leases expire, by instance ID. It is best
 // effort: what cannot be read is left out.
 func (p *part) details(ctx context.Context, o options, service string) details {
-	det := details{overrides: p.overrides(ctx, o, service, map[string]bool{})}
+	return details{overrides: p.overrides(ctx, o, service, map[string]bool{}), expires: p.leaseTimes(ctx, o, service)}
+}
+
+// leaseTimes reads when the leases of service's instances run out (at
+// most maxLeaseLookups leases), by instance ID; none from a store without
+// leases or that does not answer.
+func (p *part) leaseTimes(ctx context.Context, o options, service string) map[string]time.Time {
 	if p.leases == nil {
-		return det
+		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.requestTimeout)
 	defer cancel()
@@ -307,8 +316,18 @@ func (p *part) details(ctx context.Context, o options, service string) details {
 	if err != nil {
 		o.log.Debug("console: read leases", "service", service, "cluster", p.name, "error", err)
 	}
-	det.expires = expires
-	return det
+	return expires
+}
+
+// leased reports whether some store the console reads holds instances by
+// leases (etcd.LeaseReader).
+func (s *Server) leased() bool {
+	for _, p := range s.parts {
+		if p.leases != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // overrides lists the IDs of service's instances that have an override;

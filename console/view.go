@@ -151,11 +151,10 @@ func (s *Server) newServiceView(snap registry.Snapshot, parts map[string]*partSt
 	v := serviceView{
 		Service: snap.Service, Revision: snap.Revision, Generation: snap.Generation,
 		Loaded: snap.Loaded, Stale: snap.Stale(), Instances: make([]instanceView, 0, len(snap.Instances)),
-		NoHistory: true, NoLeases: true,
+		NoHistory: true, NoLeases: !s.leased(),
 	}
 	for _, p := range s.parts {
 		v.NoHistory = v.NoHistory && p.journal == nil
-		v.NoLeases = v.NoLeases && p.leases == nil
 	}
 	if v.Stale {
 		t := snap.StaleSince
