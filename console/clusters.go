@@ -50,6 +50,9 @@ type part struct {
 	// leases reads when instances' leases run out; nil when the store's
 	// instances have no leases.
 	leases etcd.LeaseReader
+	// overrideReads shares the reads of the overrides of one state of a
+	// service among its pages.
+	overrideReads sharedReads[map[string]bool]
 }
 
 // policyInfoSource follows a service's policy with who set it and when

@@ -142,14 +142,15 @@ func (st *serviceStream) publish(ctx context.Context, snap registry.Snapshot) er
 	}
 	// A cluster that does not answer keeps what was read of it; the
 	// others are read at once, side by side.
+	at := st.s.stateOf(st.name, snap)
 	st.s.eachFresh(ctx, snap, func(ctx context.Context, p *part) {
 		ps := st.parts[p.name]
 		if !st.sent {
-			ps.det = p.details(ctx, st.s.opts, st.name)
+			ps.det = p.details(ctx, st.s, at)
 		} else {
 			// Leases are read again every leaseRefresh: a change reads
 			// only which overrides exist.
-			ps.det.overrides = p.overrides(ctx, st.s.opts, st.name, ps.det.overrides)
+			ps.det.overrides = p.overrides(ctx, st.s, at, ps.det.overrides)
 		}
 		// Every traced write changes what the page follows (an
 		// override, an instance, the canary, the policy), so the
@@ -186,6 +187,18 @@ func (st *serviceStream) refreshLeases(ctx context.Context, snap registry.Snapsh
 	}
 	// No id: the revision the page holds does not change.
 	return st.es.send("leases", 0, expires)
+}
+
+// stateOf names the state snap of service holds, for the reads of
+// overrides (which are in that state) that pages may share: none over
+// several clusters or with legacy sources, whose revisions are made of
+// several (a sum names no state), nor for a stale snapshot.
+func (s *Server) stateOf(service string, snap registry.Snapshot) stateKey {
+	at := stateKey{service: service}
+	if !s.several() && len(s.opts.legacy) == 0 && snap.Loaded && !snap.Stale() {
+		at.generation, at.revision = snap.Generation, snap.Revision
+	}
+	return at
 }
 
 // eachFresh calls read, side by side, for each cluster whose part of snap
@@ -299,8 +312,8 @@ func (s *Server) streamContext(r *http.Request) (context.Context, context.Cancel
 // details reads which instances of service have an override and, from a
 // store with leases, when their leases expire, by instance ID. It is best
 // effort: what cannot be read is left out.
-func (p *part) details(ctx context.Context, o options, service string) details {
-	return details{overrides: p.overrides(ctx, o, service, map[string]bool{}), expires: p.leaseTimes(ctx, o, service)}
+func (p *part) details(ctx context.Context, s *Server, at stateKey) details {
+	return details{overrides: p.overrides(ctx, s, at, map[string]bool{}), expires: p.leaseTimes(ctx, s.opts, at.service)}
 }
 
 // leaseTimes reads when the leases of service's instances run out (at
@@ -330,21 +343,26 @@ func (s *Server) leased() bool {
 	return false
 }
 
-// overrides lists the IDs of service's instances that have an override;
-// if the registry does not answer it returns old.
-func (p *part) overrides(ctx context.Context, o options, service string, old map[string]bool) map[string]bool {
-	ctx, cancel := context.WithTimeout(ctx, o.requestTimeout)
-	defer cancel()
-	ovs, err := p.read.Overrides(ctx, service)
+// overrides lists the IDs of the instances that have an override in the
+// state at of a service (read once for the pages of that state); if the
+// registry does not answer it returns old. The map is shared: read only.
+func (p *part) overrides(ctx context.Context, s *Server, at stateKey, old map[string]bool) map[string]bool {
+	ids, err := p.overrideReads.do(ctx, s.ctx, at, s.opts.requestTimeout, func(ctx context.Context) (map[string]bool, error) {
+		ovs, err := p.read.Overrides(ctx, at.service)
+		if err != nil {
+			return nil, err
+		}
+		out := make(map[string]bool, len(ovs))
+		for id := range ovs {
+			out[id] = true
+		}
+		return out, nil
+	})
 	if err != nil {
-		o.log.Debug("console: read overrides", "service", service, "cluster", p.name, "error", err)
+		s.opts.log.Debug("console: read overrides", "service", at.service, "cluster", p.name, "error", err)
 		return old
 	}
-	out := make(map[string]bool, len(ovs))
-	for id := range ovs {
-		out[id] = true
-	}
-	return out
+	return ids
 }
 
 // maxHistoryShown bounds the records of the journal a service page shows.
@@ -352,7 +370,9 @@ const maxHistoryShown = 20
 
 // history reads the newest records of service's journal in the cluster;
 // if the registry does not answer it returns old. A store that keeps no
-// journal has none.
+// journal has none. (Each page reads it: a canary or policy write is
+// journaled without changing the instances' revision, so a read is not
+// named by a snapshot's state.)
 func (p *part) history(ctx context.Context, o options, service string, old []recordView) []recordView {
 	if p.journal == nil {
 		return nil
