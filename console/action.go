@@ -1,12 +1,12 @@
 package console
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"time"
 
 	"github.com/musterhq/muster/registry"
-	"github.com/musterhq/muster/registry/etcd"
 )
 
 // maxActionInstances bounds the instances one action names.
@@ -79,11 +79,18 @@ func (s *Server) authorizeAction(w http.ResponseWriter, r *http.Request, what st
 	return who, sess, ok
 }
 
-// writeOpts are the options of the writes made in session s: the
-// console's prefix and timeout, and who makes them from the console.
-func (s *Server) writeOpts(sess adminSession) []etcd.Option {
-	return []etcd.Option{etcd.WithPrefix(s.opts.prefix), etcd.WithRequestTimeout(s.opts.requestTimeout),
-		etcd.WithBy(sess.who()), etcd.WithSource(registry.SourceConsole)}
+// writer is the Admin of p's store whose writes are recorded as made by
+// the user of session sess from the console: in the journal as
+// sess.who() from registry.SourceConsole, a policy as set by
+// "alice (console)" where the backend records who set it.
+func (p *part) writer(sess adminSession) registry.Admin {
+	return p.store.Admin(registry.Actor{Who: sess.who(), Source: registry.SourceConsole})
+}
+
+// request is ctx bounded by the console's request timeout
+// (WithRequestTimeout), for one request to a registry.
+func (s *Server) request(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, s.opts.requestTimeout)
 }
 
 // handleAction drains, undrains or weighs instances, for a logged-in admin
@@ -106,7 +113,7 @@ func (s *Server) handleAction(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "console: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	opts := s.writeOpts(sess)
+	admin := p.writer(sess)
 	var o registry.Override
 	switch req.Action {
 	case actionDrain:
@@ -117,12 +124,14 @@ func (s *Server) handleAction(w http.ResponseWriter, r *http.Request) {
 	}
 	var res actionResult
 	for _, id := range req.IDs {
+		ctx, cancel := s.request(r.Context())
 		var err error
 		if req.Action == actionUndrain {
-			err = etcd.ClearOverride(r.Context(), p.cli, req.Service, id, opts...)
+			err = admin.ClearOverride(ctx, req.Service, id)
 		} else {
-			err = etcd.SetOverride(r.Context(), p.cli, req.Service, id, o, opts...)
+			err = admin.SetOverride(ctx, req.Service, id, o)
 		}
+		cancel()
 		if err != nil {
 			res.Failed = append(res.Failed, failedAction{ID: id, Error: err.Error()})
 			continue

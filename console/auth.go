@@ -157,14 +157,9 @@ func (a *auth) authorize(r *http.Request, now time.Time) (who string, s adminSes
 	return describeSession(id, s.user) + " from " + r.RemoteAddr, s, true
 }
 
-// setter is who a change made in session s is recorded as having been made
-// by: "alice (console)", or "admin token (console)" for the admin token.
-func (s adminSession) setter() string {
-	return s.who() + " (console)"
-}
-
 // who is who a change made in session s is recorded as made by in the
-// journal: the user, or "admin token".
+// journal: the user, or "admin token"; a policy is recorded as set by it
+// "(console)" (registry.Store.Admin).
 func (s adminSession) who() string {
 	if s.user != "" {
 		return s.user

@@ -24,6 +24,7 @@ import (
 	"github.com/musterhq/muster/internal/testkit/browsertest"
 	"github.com/musterhq/muster/internal/testkit/etcdtest"
 	"github.com/musterhq/muster/registry"
+	"github.com/musterhq/muster/registry/etcd"
 )
 
 // putInstances writes n instances of service straight into etcd (without
@@ -168,7 +169,7 @@ func (g *revisionGate) reached(rev int64) bool {
 func BenchmarkConsoleFanout100(b *testing.B) {
 	f := newFixtureOn(b, etcdtest.Start(b, etcdtest.WithProcesses()))
 	ids := putInstances(b, f.cli, "payments", 20)
-	srv, err := console.New(f.cli, console.WithLogger(slog.New(slog.DiscardHandler)))
+	srv, err := console.New(etcdStore(b, f.cli, etcd.WithLogger(slog.New(slog.DiscardHandler))), console.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -7,14 +7,13 @@ import (
 	"slices"
 	"strings"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-
 	"github.com/musterhq/muster/registry"
 	"github.com/musterhq/muster/registry/clusters"
 	"github.com/musterhq/muster/registry/etcd"
 )
 
-// Cluster is one etcd cluster of a console over several (NewClusters).
+// Cluster is one registry of a console over several (NewClusters): an
+// etcd cluster, a ZooKeeper ensemble.
 type Cluster struct {
 	// Name names the cluster (a region or a data centre), as
 	// clusters.Cluster.Name: required, unique, letters, digits, '.', '_'
@@ -23,45 +22,74 @@ type Cluster struct {
 	// Region is set as the Region of the cluster's instances that set
 	// none. Optional.
 	Region string
-	// Client reaches the cluster. Required; it stays owned by the caller
-	// and must outlive the Server.
-	Client *clientv3.Client
+	// Store is the cluster's registry (etcd.NewStore, zookeeper.Open).
+	// Required; it stays owned by the caller and must outlive the Server.
+	Store registry.Store
 }
 
-// part is one etcd cluster the console reads and writes: the only one of
-// a console made by New (named ""), or one of NewClusters'.
+// part is one registry the console reads and writes: the only one of a
+// console made by New (named ""), or one of NewClusters'.
 type part struct {
 	name, region string
-	cli          *clientv3.Client
-	d            *etcd.Discovery
+	store        registry.Store
+	// d is the store's Discovery, which lists services.
+	d lister
 	// canaries and policies follow the services' canary settings and
 	// call policies for their pages.
-	canaries *etcd.Canaries
-	policies *etcd.Policies
+	canaries registry.CanarySource
+	policies registry.PolicySource
+	// policyInfos follows the policies with who set them and when; nil
+	// when the store records no setter.
+	policyInfos policyInfoSource
+	// read is the store's Admin for what the console reads (overrides,
+	// the journal); writes are made by each session's own.
+	read registry.Admin
+	// journal reads the history of operator writes; nil when the store
+	// keeps none.
+	journal registry.HistoryReader
+	// leases reads when instances' leases run out; nil when the store's
+	// instances have no leases.
+	leases etcd.LeaseReader
+	// overrideReads shares the reads of the overrides of one state of a
+	// service among its pages.
+	overrideReads sharedReads[map[string]bool]
 }
 
-// newPart follows the cluster cli reaches with the console's options.
-func newPart(name, region string, cli *clientv3.Client, o options) (*part, error) {
-	p := &part{name: name, region: region, cli: cli}
-	opts := []etcd.Option{etcd.WithPrefix(o.prefix), etcd.WithRequestTimeout(o.requestTimeout), etcd.WithLogger(o.log)}
-	var err error
-	if p.d, err = etcd.NewDiscovery(cli, opts...); err != nil {
-		return nil, err
+// policyInfoSource follows a service's policy with who set it and when
+// (the etcd Store's WatchPolicyInfo).
+type policyInfoSource interface {
+	WatchPolicyInfo(ctx context.Context, service string) <-chan registry.PolicyInfo
+}
+
+// newPart reads the registry of store. Its Discovery must list services
+// (registry.ServiceLister) and the store must follow canaries and
+// policies (registry.CanarySource, registry.PolicySource), as every
+// backend's Store does.
+func newPart(name, region string, store registry.Store) (*part, error) {
+	if store == nil {
+		return nil, errors.New("nil store")
 	}
-	if p.canaries, err = etcd.NewCanaries(cli, opts...); err != nil {
-		_ = p.d.Close()
-		return nil, err
+	p := &part{name: name, region: region, store: store, read: store.Admin(registry.Actor{Source: registry.SourceConsole})}
+	var ok bool
+	if p.d, ok = store.Discovery().(lister); !ok {
+		return nil, fmt.Errorf("the store's Discovery (%T) does not list services (registry.ServiceLister)", store.Discovery())
 	}
-	if p.policies, err = etcd.NewPolicies(cli, opts...); err != nil {
-		_ = p.d.Close()
-		return nil, err
+	if p.canaries, ok = store.(registry.CanarySource); !ok {
+		return nil, fmt.Errorf("the store (%T) does not follow canaries (registry.CanarySource)", store)
 	}
+	if p.policies, ok = store.(registry.PolicySource); !ok {
+		return nil, fmt.Errorf("the store (%T) does not follow policies (registry.PolicySource)", store)
+	}
+	p.policyInfos, _ = store.(policyInfoSource)
+	p.journal, _ = p.read.(registry.HistoryReader)
+	p.leases, _ = store.(etcd.LeaseReader)
 	return p, nil
 }
 
-// NewClusters returns a console over several independent etcd clusters,
-// read as clients' clusters.Discovery reads them: the pages show the union
-// of the clusters' instances, each with its cluster (a Cluster column and
+// NewClusters returns a console over several independent registries (etcd
+// clusters, ZooKeeper ensembles: any mix of Stores), read as clients'
+// clusters.Discovery reads them: the pages show the union of the
+// clusters' instances, each with its cluster (a Cluster column and
 // filter; an ID found in two clusters is two instances), the health of
 // each cluster (fresh, stale since when, unreachable) on the services page,
 // and each cluster's canary setting and call policy on a service's page.
@@ -70,10 +98,10 @@ func newPart(name, region string, cli *clientv3.Client, o options) (*part, error
 // staleness: one that does not answer leaves its instances shown as last
 // read, and the others' changes are shown as they come.
 //
-// No cluster, a cluster without a client, an empty, invalid or repeated
+// No cluster, a cluster without a store, an empty, invalid or repeated
 // name, or an invalid region is an error naming the cluster, as is
 // WithLegacy (legacy sources are read beside one cluster only). Like New,
-// it does not contact etcd until a page asks.
+// it reads no registry until a page asks, and closes no store.
 func NewClusters(cs []Cluster, opts ...Option) (*Server, error) {
 	o := buildOptions(opts)
 	if o.err != nil {
@@ -84,8 +112,8 @@ func NewClusters(cs []Cluster, opts ...Option) (*Server, error) {
 	}
 	members := make([]clusters.Cluster, 0, len(cs))
 	for i, c := range cs {
-		if c.Client == nil {
-			return nil, fmt.Errorf("console: NewClusters: cluster %d (%q): nil client", i, c.Name)
+		if c.Store == nil {
+			return nil, fmt.Errorf("console: NewClusters: cluster %d (%q): nil store", i, c.Name)
 		}
 		// Placeholders, to check the names and regions before anything
 		// is started.
@@ -99,15 +127,9 @@ func NewClusters(cs []Cluster, opts ...Option) (*Server, error) {
 	slices.SortFunc(cs, func(a, b Cluster) int { return strings.Compare(a.Name, b.Name) })
 	slices.SortFunc(members, func(a, b clusters.Cluster) int { return strings.Compare(a.Name, b.Name) })
 	parts := make([]*part, 0, len(cs))
-	closeAll := func() {
-		for _, p := range parts {
-			_ = p.d.Close()
-		}
-	}
 	for i, c := range cs {
-		p, err := newPart(c.Name, c.Region, c.Client, o)
+		p, err := newPart(c.Name, c.Region, c.Store)
 		if err != nil {
-			closeAll()
 			return nil, fmt.Errorf("console: cluster %s: %w", c.Name, err)
 		}
 		parts = append(parts, p)
@@ -115,7 +137,6 @@ func NewClusters(cs []Cluster, opts ...Option) (*Server, error) {
 	}
 	u, err := clusters.New(members...)
 	if err != nil {
-		closeAll()
 		return nil, fmt.Errorf("console: NewClusters: %w", err)
 	}
 	return newServer(parts, u, []func() error{u.Close}, o), nil
@@ -148,6 +169,8 @@ func (s *Server) listedInSome(ctx context.Context, service string) (bool, error)
 	answers := make(chan answer, len(s.parts))
 	for _, p := range s.parts {
 		go func() {
+			ctx, cancel := s.request(ctx)
+			defer cancel()
 			names, err := p.d.Services(ctx)
 			answers <- answer{p.name, names, err}
 		}()

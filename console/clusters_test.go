@@ -42,8 +42,8 @@ func newTwoClusters(t *testing.T, opts ...console.Option) *twoClusters {
 	opts = append([]console.Option{console.WithLogger(slog.New(slog.NewTextHandler(f.log, nil))),
 		console.WithRelistInterval(200 * time.Millisecond), console.WithAdminToken(adminToken)}, opts...)
 	srv, err := console.NewClusters([]console.Cluster{
-		{Name: "us", Client: f.usCli},
-		{Name: "eu", Region: "eu-1", Client: f.euCli},
+		{Name: "us", Store: etcdStore(t, f.usCli, etcd.WithLogger(slog.New(slog.NewTextHandler(f.log, nil))))},
+		{Name: "eu", Region: "eu-1", Store: etcdStore(t, f.euCli, etcd.WithLogger(slog.New(slog.NewTextHandler(f.log, nil))))},
 	}, opts...)
 	if err != nil {
 		t.Fatalf("console.NewClusters: %v", err)
@@ -228,14 +228,7 @@ func TestConsoleClustersWriteTheirCluster(t *testing.T) {
 	registerWith(t, f.euReg, registry.Instance{ID: "user-1", Name: "user", Addr: "10.0.0.1:9000"})
 	registerWith(t, f.usReg, registry.Instance{ID: "user-1", Name: "user", Addr: "10.1.0.1:9000"})
 	c := newClient(t, f.url)
-	code, body := c.post("login", map[string]string{"token": adminToken})
-	var info struct {
-		CSRF string `json:"csrf"`
-	}
-	if err := json.Unmarshal([]byte(body), &info); code != http.StatusOK || err != nil {
-		t.Fatalf("login: %d %s", code, body)
-	}
-	c.csrf = info.CSRF
+	c.loginWithToken()
 
 	drain := map[string]any{"action": "drain", "service": "user", "ids": []string{"user-1"}}
 	for _, tc := range []struct {
@@ -361,7 +354,7 @@ func TestConsoleClusterStaleAndUnreachable(t *testing.T) {
 
 	// A third console, with us refusing every connection from the start.
 	m.Reset()
-	srv, err := console.NewClusters([]console.Cluster{{Name: "eu", Client: f.euCli}, {Name: "us", Client: f.us.Client(t)}},
+	srv, err := console.NewClusters([]console.Cluster{{Name: "eu", Store: etcdStore(t, f.euCli, etcd.WithRequestTimeout(time.Second))}, {Name: "us", Store: etcdStore(t, f.us.Client(t), etcd.WithRequestTimeout(time.Second))}},
 		console.WithRelistInterval(200*time.Millisecond), console.WithRequestTimeout(time.Second), console.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)
@@ -380,7 +373,7 @@ func TestConsoleClusterStaleAndUnreachable(t *testing.T) {
 // NewClusters refuses what cannot work, naming it.
 func TestNewClustersErrors(t *testing.T) {
 	c := etcdtest.Start(t)
-	cli := c.Client(t)
+	store := etcdStore(t, c.Client(t))
 	gz, err := legacy.NewGoZero()
 	if err != nil {
 		t.Fatal(err)
@@ -391,10 +384,10 @@ func TestNewClustersErrors(t *testing.T) {
 		want     string
 	}{
 		{nil, nil, "no cluster given"},
-		{[]console.Cluster{{Name: "eu", Client: cli}, {Name: "eu", Client: cli}}, nil, `cluster name "eu" used twice`},
-		{[]console.Cluster{{Name: "", Client: cli}}, nil, "empty cluster name"},
-		{[]console.Cluster{{Name: "eu"}}, nil, `cluster 0 ("eu"): nil client`},
-		{[]console.Cluster{{Name: "eu", Client: cli}}, []console.Option{console.WithLegacy("go-zero", gz)}, "WithLegacy"},
+		{[]console.Cluster{{Name: "eu", Store: store}, {Name: "eu", Store: store}}, nil, `cluster name "eu" used twice`},
+		{[]console.Cluster{{Name: "", Store: store}}, nil, "empty cluster name"},
+		{[]console.Cluster{{Name: "eu"}}, nil, `cluster 0 ("eu"): nil store`},
+		{[]console.Cluster{{Name: "eu", Store: store}}, []console.Option{console.WithLegacy("go-zero", gz)}, "WithLegacy"},
 	} {
 		if _, err := console.NewClusters(tc.clusters, tc.opts...); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("NewClusters(%+v): %v, want an error with %q", tc.clusters, err, tc.want)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/musterhq/muster/console"
 	"github.com/musterhq/muster/internal/testkit/examplekit"
+	"github.com/musterhq/muster/registry/etcd"
 )
 
 // The console is an http.Handler for the paths under /ui/: mount it on a
@@ -22,7 +23,12 @@ func ExampleNew() {
 		log.Fatal(err)
 	}
 	defer stop()
-	ui, err := console.New(cli)
+	store, err := etcd.NewStore(cli) // the client stays the caller's
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+	ui, err := console.New(store)
 	if err != nil {
 		log.Fatal(err)
 	}

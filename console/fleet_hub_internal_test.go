@@ -120,7 +120,12 @@ func startFleetConsole(ctx context.Context, t *testing.T, instances ...registry.
 			t.Fatal(err)
 		}
 	}
-	s, err := New(c.Client(t), WithRelistInterval(100*time.Millisecond))
+	store, err := etcd.NewStore(c.Client(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	s, err := New(store, WithRelistInterval(100*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -78,7 +78,9 @@ func (f *fleet) startListing(ctx context.Context) {
 			l = f.s.view
 		}
 		f.wg.Go(func() {
-			names, err := l.Services(ctx)
+			lctx, cancel := f.s.request(ctx)
+			names, err := l.Services(lctx)
+			cancel()
 			select {
 			case f.listed <- partListed{part: i, names: names, err: err, at: time.Now()}:
 			case <-ctx.Done():

@@ -69,13 +69,26 @@ func newFixtureOn(t testing.TB, c *etcdtest.Cluster, opts ...console.Option) *fi
 	}
 	t.Cleanup(func() { _ = reg.Close() })
 	logs := &logBuffer{}
-	opts = append([]console.Option{console.WithLogger(slog.New(slog.NewTextHandler(logs, nil))),
+	log := slog.New(slog.NewTextHandler(logs, nil))
+	opts = append([]console.Option{console.WithLogger(log),
 		console.WithRelistInterval(200 * time.Millisecond)}, opts...)
-	srv, err := console.New(cli, opts...)
+	srv, err := console.New(etcdStore(t, cli, etcd.WithLogger(log)), opts...)
 	if err != nil {
 		t.Fatalf("console.New: %v", err)
 	}
 	return &fixture{t: t, cluster: c, cli: cli, reg: reg, url: serveConsole(t, srv), log: logs}
+}
+
+// etcdStore is the registry in the etcd cluster cli reaches, closed at the
+// end of the test (cli stays open).
+func etcdStore(t testing.TB, cli *clientv3.Client, opts ...etcd.Option) *etcd.Store {
+	t.Helper()
+	s, err := etcd.NewStore(cli, opts...)
+	if err != nil {
+		t.Fatalf("etcd.NewStore: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
 }
 
 // serveConsole serves srv under /ui/ over HTTP until the end of the test,

@@ -3,8 +3,6 @@ package console
 import (
 	"fmt"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-
 	"github.com/musterhq/muster/registry"
 	"github.com/musterhq/muster/registry/etcd"
 	"github.com/musterhq/muster/registry/legacy"
@@ -21,8 +19,9 @@ type legacySource struct {
 // as clients' legacy.Merged Discovery does: each instance is shown once per
 // address (Muster's winning) with where it was found, name for this
 // source (such as "go-zero"; "muster" for Muster's registry). The layout
-// (legacy.GoZero, legacy.Kratos, legacy.Naming) is read on the console's
-// etcd client; services limit it to those services, which the services page
+// (legacy.GoZero, legacy.Kratos, legacy.Naming) is read on the client of
+// the console's store, which must be an *etcd.Store (New fails
+// otherwise); services limit it to those services, which the services page
 // then lists even before they are in Muster's registry (none: every
 // service, by its Muster name). It may be given more than once. The
 // default is none: Muster's registry alone. An empty name or
@@ -54,12 +53,17 @@ type lister interface {
 	registry.ServiceLister
 }
 
-// newView returns the Discovery the console reads services through: d,
-// or d merged with the legacy sources of o, each read by a Discovery of its
-// own on cli with opts; closers close what it opened, in order.
-func newView(cli *clientv3.Client, d *etcd.Discovery, o options, opts []etcd.Option) (view lister, closers []func() error, err error) {
+// newView returns the Discovery the console reads services through: d
+// (store's), or d merged with the legacy sources of o, each read by a
+// Discovery of its own on the client of store, which must then be an
+// *etcd.Store; closers close what it opened, in order.
+func newView(store registry.Store, d lister, o options) (view lister, closers []func() error, err error) {
 	if len(o.legacy) == 0 {
 		return d, nil, nil
+	}
+	es, ok := store.(*etcd.Store)
+	if !ok {
+		return nil, nil, fmt.Errorf("console: WithLegacy reads etcd layouts: the store must be an *etcd.Store, not %T", store)
 	}
 	closeAll := func() {
 		for _, c := range closers {
@@ -68,7 +72,7 @@ func newView(cli *clientv3.Client, d *etcd.Discovery, o options, opts []etcd.Opt
 	}
 	parts := make([]legacy.Source, 0, len(o.legacy))
 	for _, l := range o.legacy {
-		ld, err := etcd.NewDiscovery(cli, append(opts[:len(opts):len(opts)], etcd.WithLayout(l.layout))...)
+		ld, err := etcd.NewDiscovery(es.Client(), etcd.WithLayout(l.layout), etcd.WithRequestTimeout(o.requestTimeout), etcd.WithLogger(o.log))
 		if err != nil {
 			closeAll()
 			return nil, nil, fmt.Errorf("console: %w", err)

@@ -67,7 +67,9 @@ func (s *Server) listed(r *http.Request, service string) (bool, error) {
 	if s.several() {
 		return s.listedInSome(r.Context(), service)
 	}
-	names, err := s.view.Services(r.Context())
+	ctx, cancel := s.request(r.Context())
+	defer cancel()
+	names, err := s.view.Services(ctx)
 	if err != nil {
 		return false, noAnswer{err}
 	}

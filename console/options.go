@@ -58,8 +58,11 @@ func (o *options) fail(err error) {
 	}
 }
 
-// WithPrefix sets the key prefix under which services live. The default is
-// registry.DefaultPrefix; an empty prefix or "/" is an error.
+// WithPrefix names the key prefix under which the store's services live,
+// for the muster commands the pages show (--prefix): the store reads and
+// writes under the prefix it was opened with (etcd.WithPrefix), which
+// this should name. The default is registry.DefaultPrefix; an empty
+// prefix or "/" is an error.
 func WithPrefix(prefix string) Option {
 	return func(o *options) {
 		if prefix == "" || prefix == "/" {
@@ -126,7 +129,7 @@ func WithAdminUsersFile(path string) Option {
 }
 
 // WithLogger sets the logger, which receives one line per action and per
-// login. The default is slog.Default(); nil is an error.
+// login (the store logs to its own). The default is slog.Default(); nil is an error.
 func WithLogger(l *slog.Logger) Option {
 	return func(o *options) {
 		if l == nil {
@@ -175,8 +178,11 @@ func WithSecureCookie() Option {
 	return func(o *options) { o.secureCookie = true }
 }
 
-// WithRequestTimeout bounds each etcd request the console makes. The
-// default is 5s; a non-positive value is an error.
+// WithRequestTimeout bounds each request the console makes to a registry
+// (a listing of services, a read or a write of its Admin); the store's
+// own timeout (etcd.WithRequestTimeout) bounds them too, and its
+// Discovery's watches. The default is 5s; a non-positive value is an
+// error.
 func WithRequestTimeout(d time.Duration) Option {
 	return positive("WithRequestTimeout", d, func(o *options) { o.requestTimeout = d })
 }

@@ -9,7 +9,7 @@ import (
 )
 
 func TestConsoleNewRejectsInvalidOptions(t *testing.T) {
-	cli := etcdtest.Start(t).Client(t)
+	store := etcdStore(t, etcdtest.Start(t).Client(t))
 	for name, opt := range map[string]console.Option{
 		"empty prefix":    console.WithPrefix(""),
 		"root prefix":     console.WithPrefix("/"),
@@ -18,7 +18,7 @@ func TestConsoleNewRejectsInvalidOptions(t *testing.T) {
 		"zero timeout":    console.WithRequestTimeout(0),
 		"negative relist": console.WithRelistInterval(-time.Second),
 	} {
-		if s, err := console.New(cli, opt); err == nil {
+		if s, err := console.New(store, opt); err == nil {
 			_ = s.Close()
 			t.Errorf("%s: New succeeded, want an error", name)
 		}
@@ -26,7 +26,7 @@ func TestConsoleNewRejectsInvalidOptions(t *testing.T) {
 	if _, err := console.New(nil); err == nil {
 		t.Error("New(nil) succeeded, want an error")
 	}
-	s, err := console.New(cli)
+	s, err := console.New(store)
 	if err != nil {
 		t.Fatalf("New with defaults: %v", err)
 	}

@@ -7,7 +7,6 @@ import (
 	"net/http"
 
 	"github.com/musterhq/muster/registry"
-	"github.com/musterhq/muster/registry/etcd"
 )
 
 // maxPolicyAssignments bounds the assignments of one policy edit: each
@@ -72,7 +71,8 @@ func (req policyRequest) validate() (registry.PolicyEdit, error) {
 // handlePolicy sets (merging FIELD=VALUE assignments into the stored
 // policy, as muster policy set does) or clears a service's call policy,
 // for a logged-in admin whose request carries the session's CSRF token. The
-// policy is recorded as set by the session's user (etcd.WithSetBy).
+// policy is recorded as set by the session's user, "alice (console)",
+// where the backend records who set it.
 func (s *Server) handlePolicy(w http.ResponseWriter, r *http.Request) {
 	who, sess, ok := s.authorizeAction(w, r, "policy")
 	if !ok {
@@ -92,17 +92,18 @@ func (s *Server) handlePolicy(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "console: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	opts := s.writeOpts(sess)
-	ctx := r.Context()
+	admin := part.writer(sess)
 	var p registry.Policy
 	if !req.Clear {
 		// Read, merge, write, as the command does: the last write wins.
-		old, _, err := etcd.GetPolicy(ctx, part.cli, req.Service, opts...)
+		ctx, cancel := s.request(r.Context())
+		old, _, err := admin.Policy(ctx, req.Service)
+		cancel()
 		if err != nil {
 			http.Error(w, "console: read the policy of "+req.Service+": "+err.Error(), http.StatusServiceUnavailable)
 			return
 		}
-		if p, err = edit.Apply(old); err != nil {
+		if p, err = edit.Apply(old.Policy); err != nil {
 			var fe *registry.FieldError
 			if errors.As(err, &fe) {
 				err = fmt.Errorf("%s: %s", fe.Field, fe.Reason)
@@ -111,11 +112,13 @@ func (s *Server) handlePolicy(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	ctx, cancel := s.request(r.Context())
 	if p.IsZero() {
-		err = etcd.ClearPolicy(ctx, part.cli, req.Service, opts...)
+		err = admin.ClearPolicy(ctx, req.Service)
 	} else {
-		err = etcd.SetPolicy(ctx, part.cli, req.Service, p, append(opts, etcd.WithSetBy(sess.setter()))...)
+		err = admin.SetPolicy(ctx, req.Service, p)
 	}
+	cancel()
 	if err != nil {
 		http.Error(w, "console: write the policy of "+req.Service+": "+err.Error(), http.StatusServiceUnavailable)
 		return
@@ -131,7 +134,9 @@ func (s *Server) handlePolicy(w http.ResponseWriter, r *http.Request) {
 	}
 	s.opts.log.Info("console: policy", attrs...)
 	res := policyResult{Policy: json.RawMessage("null")}
-	if info, ok, err := etcd.GetPolicyInfo(ctx, part.cli, req.Service, opts...); err == nil && ok {
+	ctx, cancel = s.request(r.Context())
+	defer cancel()
+	if info, ok, err := admin.Policy(ctx, req.Service); err == nil && ok {
 		if js, err := registry.MarshalPolicyInfo(info); err == nil {
 			res.Policy = js
 		}

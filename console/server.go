@@ -9,23 +9,22 @@ import (
 	"strings"
 	"sync"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-
 	"github.com/musterhq/muster/internal/hostguard"
-	"github.com/musterhq/muster/registry/etcd"
+	"github.com/musterhq/muster/registry"
 )
 
 var _ http.Handler = (*Server)(nil)
 
 // Server is the console: an http.Handler for the paths under /ui/.
 type Server struct {
-	// parts are the etcd clusters read: one named "" (New), or several
+	// parts are the registries read: one named "" (New), or several
 	// sorted by name (NewClusters).
 	parts []*part
 	// view is the one cluster's Discovery, merged with the WithLegacy
 	// sources if any, or the union of the clusters'.
 	view lister
-	// closers close what newView or NewClusters opened, in order.
+	// closers close what newView or NewClusters opened, in order (never
+	// a store).
 	closers []func() error
 	opts    options
 	// handler serves the pages and the API, behind the Host check.
@@ -47,25 +46,31 @@ type Server struct {
 	closeOnce sync.Once
 }
 
-// New returns a console over the registry that cli reaches. It does not
-// contact etcd until a page asks. cli stays owned by the caller and must
-// outlive the Server. NewClusters reads several clusters.
-func New(cli *clientv3.Client, opts ...Option) (*Server, error) {
-	if cli == nil {
-		return nil, errors.New("console: New: nil client")
+// New returns a console over the registry of store (etcd.NewStore,
+// zookeeper.Open). It reads the registry through the store's Discovery,
+// canaries and policies, and writes through its Admin (as each session's
+// user, from registry.SourceConsole). It does not read the registry until
+// a page asks. store stays owned by the caller: Close does not close it,
+// and it must outlive the Server. NewClusters reads several registries.
+//
+// What a backend lacks, the pages leave out: without a journal
+// (registry.HistoryReader) a service page says the registry keeps no
+// history; without leases (etcd.LeaseReader) it shows no lease times.
+// WithLegacy reads etcd layouts and needs an *etcd.Store.
+func New(store registry.Store, opts ...Option) (*Server, error) {
+	if store == nil {
+		return nil, errors.New("console: New: nil store")
 	}
 	o := buildOptions(opts)
 	if o.err != nil {
 		return nil, o.err
 	}
-	p, err := newPart("", "", cli, o)
+	p, err := newPart("", "", store)
 	if err != nil {
 		return nil, fmt.Errorf("console: %w", err)
 	}
-	dopts := []etcd.Option{etcd.WithPrefix(o.prefix), etcd.WithRequestTimeout(o.requestTimeout), etcd.WithLogger(o.log)}
-	view, closers, err := newView(cli, p.d, o, dopts)
+	view, closers, err := newView(store, p.d, o)
 	if err != nil {
-		_ = p.d.Close()
 		return nil, err
 	}
 	return newServer([]*part{p}, view, closers, o), nil
@@ -122,16 +127,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // Close ends every event stream and stops following the registry. It does
-// not close the etcd client. It is idempotent.
+// not close the stores. It is idempotent.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		s.cancel()
 		s.fleet.close()
 		for _, c := range s.closers {
 			_ = c()
-		}
-		for _, p := range s.parts {
-			_ = p.d.Close()
 		}
 	})
 	return nil

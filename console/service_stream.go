@@ -7,10 +7,7 @@ import (
 	"sync"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-
 	"github.com/musterhq/muster/registry"
-	"github.com/musterhq/muster/registry/etcd"
 )
 
 // maxLeaseLookups bounds the leases whose time left one event looks up.
@@ -145,14 +142,15 @@ func (st *serviceStream) publish(ctx context.Context, snap registry.Snapshot) er
 	}
 	// A cluster that does not answer keeps what was read of it; the
 	// others are read at once, side by side.
+	at := st.s.stateOf(st.name, snap)
 	st.s.eachFresh(ctx, snap, func(ctx context.Context, p *part) {
 		ps := st.parts[p.name]
 		if !st.sent {
-			ps.det = p.details(ctx, st.s.opts, st.name)
+			ps.det = p.details(ctx, st.s, at)
 		} else {
 			// Leases are read again every leaseRefresh: a change reads
 			// only which overrides exist.
-			ps.det.overrides = p.overrides(ctx, st.s.opts, st.name, ps.det.overrides)
+			ps.det.overrides = p.overrides(ctx, st.s, at, ps.det.overrides)
 		}
 		// Every traced write changes what the page follows (an
 		// override, an instance, the canary, the policy), so the
@@ -167,13 +165,16 @@ func (st *serviceStream) publish(ctx context.Context, snap registry.Snapshot) er
 }
 
 // refreshLeases reads the leases again and sends when they run out, by
-// instance key (instanceKey).
+// instance key (instanceKey). Over stores without leases it sends
+// nothing.
 func (st *serviceStream) refreshLeases(ctx context.Context, snap registry.Snapshot) error {
-	if !st.sent {
+	if !st.sent || !st.s.leased() {
 		return nil
 	}
 	read := st.s.eachFresh(ctx, snap, func(ctx context.Context, p *part) {
-		st.parts[p.name].det = p.details(ctx, st.s.opts, st.name)
+		if p.leases != nil {
+			st.parts[p.name].det.expires = p.leaseTimes(ctx, st.s.opts, st.name)
+		}
 	})
 	if read == 0 {
 		return nil
@@ -186,6 +187,18 @@ func (st *serviceStream) refreshLeases(ctx context.Context, snap registry.Snapsh
 	}
 	// No id: the revision the page holds does not change.
 	return st.es.send("leases", 0, expires)
+}
+
+// stateOf names the state snap of service holds, for the reads of
+// overrides (which are in that state) that pages may share: none over
+// several clusters or with legacy sources, whose revisions are made of
+// several (a sum names no state), nor for a stale snapshot.
+func (s *Server) stateOf(service string, snap registry.Snapshot) stateKey {
+	at := stateKey{service: service}
+	if !s.several() && len(s.opts.legacy) == 0 && snap.Loaded && !snap.Stale() {
+		at.generation, at.revision = snap.Generation, snap.Revision
+	}
+	return at
 }
 
 // eachFresh calls read, side by side, for each cluster whose part of snap
@@ -245,10 +258,20 @@ func (s *Server) followSettings(ctx context.Context, service string) (updates <-
 	var wg sync.WaitGroup
 	for _, p := range s.parts {
 		canaries := p.canaries.WatchCanary(ctx, service)
-		policies := p.policies.WatchPolicyInfo(ctx, service)
 		wg.Go(func() {
 			forward(ctx, canaries, out, func(c registry.Canary) settingUpdate { return settingUpdate{cluster: p.name, canary: &c} })
 		})
+		if p.policyInfos == nil {
+			// A store that records no setter: the policy alone.
+			policies := p.policies.WatchPolicy(ctx, service)
+			wg.Go(func() {
+				forward(ctx, policies, out, func(pol registry.Policy) settingUpdate {
+					return settingUpdate{cluster: p.name, policy: &registry.PolicyInfo{Policy: pol}}
+				})
+			})
+			continue
+		}
+		policies := p.policyInfos.WatchPolicyInfo(ctx, service)
 		wg.Go(func() {
 			forward(ctx, policies, out, func(pi registry.PolicyInfo) settingUpdate { return settingUpdate{cluster: p.name, policy: &pi} })
 		})
@@ -286,61 +309,77 @@ func (s *Server) streamContext(r *http.Request) (context.Context, context.Cancel
 	}
 }
 
-// details reads which instances of service have an override and when
-// their leases expire, by instance ID. It is best effort: what cannot be
-// read is left out.
-func (p *part) details(ctx context.Context, o options, service string) details {
-	det := details{overrides: map[string]bool{}}
-	leases := map[int64][]string{}
-	ctx, cancel := context.WithTimeout(ctx, o.requestTimeout)
-	defer cancel()
-	// Not WithKeysOnly: etcd 3.7 then reads keys from its index alone,
-	// without their leases.
-	resp, err := p.cli.Get(ctx, registry.ServicePrefix(o.prefix, service), clientv3.WithPrefix())
-	if err != nil {
-		o.log.Debug("console: read service keys", "service", service, "cluster", p.name, "error", err)
-		return det
-	}
-	for _, kv := range resp.Kvs {
-		key := string(kv.Key)
-		if id, ok := overrideID(o.prefix, key); ok {
-			det.overrides[id] = true
-			continue
-		}
-		if _, id, err := registry.ParseKey(o.prefix, key); err == nil && kv.Lease != 0 {
-			leases[kv.Lease] = append(leases[kv.Lease], id)
-		}
-	}
-	det.expires = p.leaseExpiry(ctx, leases)
-	return det
+// details reads which instances of service have an override and, from a
+// store with leases, when their leases expire, by instance ID. It is best
+// effort: what cannot be read is left out.
+func (p *part) details(ctx context.Context, s *Server, at stateKey) details {
+	return details{overrides: p.overrides(ctx, s, at, map[string]bool{}), expires: p.leaseTimes(ctx, s.opts, at.service)}
 }
 
-// overrides lists the IDs of service's instances that have an override,
-// reading keys only; if etcd does not answer it returns old.
-func (p *part) overrides(ctx context.Context, o options, service string, old map[string]bool) map[string]bool {
+// leaseTimes reads when the leases of service's instances run out (at
+// most maxLeaseLookups leases), by instance ID; none from a store without
+// leases or that does not answer.
+func (p *part) leaseTimes(ctx context.Context, o options, service string) map[string]time.Time {
+	if p.leases == nil {
+		return nil
+	}
 	ctx, cancel := context.WithTimeout(ctx, o.requestTimeout)
 	defer cancel()
-	resp, err := p.cli.Get(ctx, registry.ServicePrefix(o.prefix, service), clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	expires, err := p.leases.LeaseExpiry(ctx, service, maxLeaseLookups)
 	if err != nil {
-		o.log.Debug("console: read service keys", "service", service, "cluster", p.name, "error", err)
-		return old
+		o.log.Debug("console: read leases", "service", service, "cluster", p.name, "error", err)
 	}
-	out := map[string]bool{}
-	for _, kv := range resp.Kvs {
-		if id, ok := overrideID(o.prefix, string(kv.Key)); ok {
-			out[id] = true
+	return expires
+}
+
+// leased reports whether some store the console reads holds instances by
+// leases (etcd.LeaseReader).
+func (s *Server) leased() bool {
+	for _, p := range s.parts {
+		if p.leases != nil {
+			return true
 		}
 	}
-	return out
+	return false
+}
+
+// overrides lists the IDs of the instances that have an override in the
+// state at of a service (read once for the pages of that state); if the
+// registry does not answer it returns old. The map is shared: read only.
+func (p *part) overrides(ctx context.Context, s *Server, at stateKey, old map[string]bool) map[string]bool {
+	ids, err := p.overrideReads.do(ctx, s.ctx, at, s.opts.requestTimeout, func(ctx context.Context) (map[string]bool, error) {
+		ovs, err := p.read.Overrides(ctx, at.service)
+		if err != nil {
+			return nil, err
+		}
+		out := make(map[string]bool, len(ovs))
+		for id := range ovs {
+			out[id] = true
+		}
+		return out, nil
+	})
+	if err != nil {
+		s.opts.log.Debug("console: read overrides", "service", at.service, "cluster", p.name, "error", err)
+		return old
+	}
+	return ids
 }
 
 // maxHistoryShown bounds the records of the journal a service page shows.
 const maxHistoryShown = 20
 
 // history reads the newest records of service's journal in the cluster;
-// if etcd does not answer it returns old.
+// if the registry does not answer it returns old. A store that keeps no
+// journal has none. (Each page reads it: a canary or policy write is
+// journaled without changing the instances' revision, so a read is not
+// named by a snapshot's state.)
 func (p *part) history(ctx context.Context, o options, service string, old []recordView) []recordView {
-	recs, err := etcd.History(ctx, p.cli, service, maxHistoryShown, etcd.WithPrefix(o.prefix), etcd.WithRequestTimeout(o.requestTimeout))
+	if p.journal == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.requestTimeout)
+	defer cancel()
+	recs, err := p.journal.History(ctx, service, maxHistoryShown)
 	if err != nil {
 		o.log.Debug("console: read the journal", "service", service, "cluster", p.name, "error", err)
 		return old
@@ -350,37 +389,6 @@ func (p *part) history(ctx context.Context, o options, service string, old []rec
 		rv := newRecordView(r)
 		rv.Cluster = p.name
 		out = append(out, rv)
-	}
-	return out
-}
-
-// overrideID returns the instance ID of an override key.
-func overrideID(prefix, key string) (string, bool) {
-	target, ok := registry.ParseOverrideKey(prefix, key)
-	if !ok {
-		return "", false
-	}
-	_, id, err := registry.ParseKey(prefix, target)
-	return id, err == nil
-}
-
-// leaseExpiry reads when each lease runs out unless renewed (at most
-// maxLeaseLookups of them) and returns it per instance ID.
-func (p *part) leaseExpiry(ctx context.Context, leases map[int64][]string) map[string]time.Time {
-	out := map[string]time.Time{}
-	n := 0
-	for lease, ids := range leases {
-		if n++; n > maxLeaseLookups {
-			break
-		}
-		ttl, err := p.cli.TimeToLive(ctx, clientv3.LeaseID(lease))
-		if err != nil || ttl.TTL < 0 {
-			continue
-		}
-		at := time.Now().Add(time.Duration(ttl.TTL) * time.Second)
-		for _, id := range ids {
-			out[id] = at
-		}
 	}
 	return out
 }

@@ -186,14 +186,14 @@ func TestConsoleWithAdminUsersRejectsBadFiles(t *testing.T) {
 		"space in user":  "al ice:" + hash + "\n",
 		"twice":          "alice:" + hash + "\nalice:" + hash + "\n",
 	} {
-		if s, err := console.New(cli, console.WithAdminUsers(text)); err == nil {
+		if s, err := console.New(etcdStore(t, cli), console.WithAdminUsers(text)); err == nil {
 			_ = s.Close()
 			t.Errorf("%s: New succeeded, want an error", name)
 		} else if !strings.HasPrefix(err.Error(), "console: WithAdminUsers: ") {
 			t.Errorf("%s: error %q, want it prefixed with console: WithAdminUsers", name, err)
 		}
 	}
-	s, err := console.New(cli, console.WithAdminUsers(good))
+	s, err := console.New(etcdStore(t, cli), console.WithAdminUsers(good))
 	if err != nil {
 		t.Fatalf("New with a good file: %v", err)
 	}
@@ -210,7 +210,7 @@ func TestWeakHashesLogged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := console.New(c.Client(t), console.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))),
+	s, err := console.New(etcdStore(t, c.Client(t)), console.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))),
 		console.WithAdminUsers(htpasswd(t, "alice", "a")+"bob:"+string(strong)+"\n"))
 	if err != nil {
 		t.Fatal(err)

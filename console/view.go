@@ -81,6 +81,13 @@ type serviceView struct {
 	// history), newest first; empty when none. Over several clusters,
 	// the newest of every cluster's journal.
 	History []recordView `json:"history"`
+	// NoHistory is true when no registry the page reads keeps a journal
+	// (registry.HistoryReader: ZooKeeper keeps none); the page then says
+	// so instead of listing writes.
+	NoHistory bool `json:"noHistory,omitempty"`
+	// NoLeases is true when no registry the page reads holds instances by
+	// leases (etcd.LeaseReader); the page then shows no lease times.
+	NoLeases bool `json:"noLeases,omitempty"`
 	// Clusters is each cluster's part, by name, in a console over
 	// several (NewClusters), where Canary, Policy and PolicyFields are
 	// per cluster, there; absent otherwise.
@@ -144,6 +151,10 @@ func (s *Server) newServiceView(snap registry.Snapshot, parts map[string]*partSt
 	v := serviceView{
 		Service: snap.Service, Revision: snap.Revision, Generation: snap.Generation,
 		Loaded: snap.Loaded, Stale: snap.Stale(), Instances: make([]instanceView, 0, len(snap.Instances)),
+		NoHistory: true, NoLeases: !s.leased(),
+	}
+	for _, p := range s.parts {
+		v.NoHistory = v.NoHistory && p.journal == nil
 	}
 	if v.Stale {
 		t := snap.StaleSince

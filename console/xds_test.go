@@ -149,7 +149,7 @@ func TestConsoleNoXDS(t *testing.T) {
 	if resp.StatusCode != http.StatusNotFound {
 		t.Errorf("GET api/xds/events: %s, want 404", resp.Status)
 	}
-	if _, err := console.New(f.cli, console.WithXDS(nil)); err == nil {
+	if _, err := console.New(etcdStore(t, f.cli), console.WithXDS(nil)); err == nil {
 		t.Error("WithXDS(nil): no error")
 	}
 }

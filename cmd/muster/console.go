@@ -102,25 +102,26 @@ func (g *globalOptions) clusterConfigs(specs []clusterSpec) ([]consoleCluster, e
 	return out, nil
 }
 
-// openClusters makes a client for each cluster; closeAll closes them.
-func openClusters(cs []consoleCluster) (cls []console.Cluster, closeAll func(), err error) {
+// openClusters opens each cluster's registry (etcd.Open: a store with a
+// client of its own) with opts; closeAll closes them.
+func openClusters(cs []consoleCluster, opts ...etcd.Option) (cls []console.Cluster, closeAll func(), err error) {
 	closeAll = func() {
 		for _, c := range cls {
-			_ = c.Client.Close()
+			_ = c.Store.Close()
 		}
 	}
 	for _, c := range cs {
-		cli, err := clientv3.New(c.cfg)
+		store, err := etcd.Open(c.cfg, opts...)
 		if err != nil {
 			closeAll()
 			return nil, nil, fmt.Errorf("cluster %s: etcd client for %s: %w", c.name, strings.Join(c.cfg.Endpoints, ","), err)
 		}
-		cls = append(cls, console.Cluster{Name: c.name, Region: c.region, Client: cli})
+		cls = append(cls, console.Cluster{Name: c.name, Region: c.region, Store: store})
 	}
 	return cls, closeAll, nil
 }
 
-// startClusters runs a console over the clusters cls (whose clients stay
+// startClusters runs a console over the clusters cls (whose stores stay
 // the caller's) and returns its route and the function that stops it
 // (idempotent). extra are more console options.
 func (c *consoleFlags) startClusters(cls []console.Cluster, prefix string, timeout time.Duration, log *slog.Logger, extra ...console.Option) (route, func(), error) {
@@ -174,7 +175,7 @@ func (c *consoleFlags) consoleAndSD(g *globalOptions, own *consoleCluster, cfg c
 	if own != nil {
 		cs = append([]consoleCluster{*own}, cs...)
 	}
-	cls, closeClients, err := openClusters(cs)
+	cls, closeClients, err := openClusters(cs, consoleStoreOptions(g.prefix, g.timeout, log)...)
 	if err != nil {
 		return consoleServed{}, err
 	}
@@ -202,6 +203,14 @@ func (c *consoleFlags) serverOptions(prefix string, timeout time.Duration, log *
 	opts = append(opts, console.WithPrefix(prefix), console.WithRequestTimeout(timeout),
 		console.WithLogger(log.With("component", "muster.console")))
 	return append(opts, extra...), nil
+}
+
+// consoleStoreOptions are the options of the registry a console reads:
+// the prefix, the request timeout and the console's logger, as
+// serverOptions gives them to the console.
+func consoleStoreOptions(prefix string, timeout time.Duration, log *slog.Logger) []etcd.Option {
+	return []etcd.Option{etcd.WithPrefix(prefix), etcd.WithRequestTimeout(timeout),
+		etcd.WithLogger(log.With("component", "muster.console"))}
 }
 
 // options are the console options the flags ask for; reading the files'
@@ -253,13 +262,20 @@ func (c *consoleFlags) start(cfg clientv3.Config, prefix string, timeout time.Du
 	if err != nil {
 		return route{}, nil, fmt.Errorf("console: etcd client: %w", err)
 	}
-	srv, err := console.New(cli, opts...)
+	store, err := etcd.NewStore(cli, consoleStoreOptions(prefix, timeout, log)...)
 	if err != nil {
+		cli.Close()
+		return route{}, nil, fmt.Errorf("console: %w", err)
+	}
+	srv, err := console.New(store, opts...)
+	if err != nil {
+		_ = store.Close()
 		cli.Close()
 		return route{}, nil, err
 	}
 	stop := sync.OnceFunc(func() {
 		_ = srv.Close()
+		_ = store.Close()
 		_ = cli.Close()
 	})
 	return route{pattern: consolePath, handler: srv}, stop, nil

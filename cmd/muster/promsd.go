@@ -61,7 +61,8 @@ func startClustersPrometheusSD(cls []console.Cluster, prefix string, log *slog.L
 	}
 	members := make([]clusters.Cluster, 0, len(cls))
 	for _, c := range cls {
-		d, err := etcd.NewDiscovery(c.Client, etcd.WithPrefix(prefix), etcd.WithLogger(log))
+		// openClusters opens etcd stores.
+		d, err := etcd.NewDiscovery(c.Store.(*etcd.Store).Client(), etcd.WithPrefix(prefix), etcd.WithLogger(log))
 		if err != nil {
 			closeAll()
 			return route{}, nil, nil, fmt.Errorf("prometheus sd: cluster %s: %w", c.Name, err)

@@ -144,6 +144,9 @@
     const clusters = multi();
     const names = clusterNames();
     document.querySelectorAll('#service-view .cluster-col').forEach((e) => { e.hidden = !clusters; });
+    // No Lease column when the registry holds its instances by no leases
+    // (ZooKeeper's sessions).
+    document.querySelectorAll('#service-view .lease-col').forEach((e) => { e.hidden = !!state.noLeases; });
     fillSelect(fCluster, names);
     fillPolicyCluster(names);
     renderClusters();
@@ -263,8 +266,9 @@
     }
     tr.appendChild(md);
     tr.appendChild(ageCell(inst.registeredAt, now));
-    const ttl = el('td', '', 'ttl');
+    const ttl = el('td', '', 'ttl lease-col');
     if (inst.leaseExpires) ttl.dataset.until = inst.leaseExpires;
+    ttl.hidden = !!state.noLeases;
     tr.appendChild(ttl);
     if (admin) tr.appendChild(actionCell(inst));
     return tr;
@@ -481,7 +485,12 @@
     const recs = state.history || [];
     const clusters = multi();
     document.getElementById('history-name').textContent = name;
-    document.getElementById('no-history').hidden = recs.length > 0;
+    // A registry without a journal (ZooKeeper) says so, once.
+    const kept = !state.noHistory;
+    document.getElementById('history').hidden = !kept;
+    document.getElementById('history-note').hidden = !kept;
+    document.getElementById('no-journal').hidden = kept;
+    document.getElementById('no-history').hidden = !kept || recs.length > 0;
     const rows = recs.map((r) => {
       const tr = el('tr');
       tr.dataset.revision = String(r.revision);
