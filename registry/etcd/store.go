@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/musterhq/muster/internal/settingfeed"
+	"github.com/musterhq/muster/internal/storekit"
 	"github.com/musterhq/muster/registry"
 )
 
@@ -17,19 +17,12 @@ import (
 // one client. Open connects it, NewStore puts it over a client of the
 // caller's.
 type Store struct {
-	cli  *clientv3.Client
-	own  bool     // Close closes cli (Open)
-	opts []Option // given to Open, applied to every part
-	o    options
-	d    *Discovery
-	// canaries and policies follow the services' settings, one follower
-	// per service however many read it.
-	canaries settingfeed.Shared[registry.Canary]
-	policies settingfeed.Shared[registry.Policy]
-
-	mu     sync.Mutex
-	reg    *Registrar // nil until Registrar is called
-	closed bool
+	storekit.Base // the Discovery, the Registrar, the settings' followers
+	cli           *clientv3.Client
+	own           bool     // Close closes cli (Open)
+	opts          []Option // given to Open, applied to every part
+	o             options
+	policyInfos   settingfeed.Shared[registry.PolicyInfo] // with who set them, for views (WatchPolicyInfo)
 }
 
 var (
@@ -84,48 +77,20 @@ func newStore(cli *clientv3.Client, own bool, opts []Option) (*Store, error) {
 	// Neither fails: the client is not nil and the options are valid.
 	canaries, _ := NewCanaries(cli, opts...)
 	policies, _ := NewPolicies(cli, opts...)
-	s := &Store{cli: cli, own: own, opts: opts, o: o, d: d}
-	s.canaries.Follow, s.policies.Follow = canaries.WatchCanary, policies.WatchPolicy
+	s := &Store{cli: cli, own: own, opts: opts, o: o}
+	s.D = d
+	s.NewRegistrar = func() registry.Registrar {
+		r, _ := NewRegistrar(cli, opts...) // the options and the client were checked
+		return r
+	}
+	s.Canaries.Follow, s.Policies.Follow = canaries.WatchCanary, policies.WatchPolicy
+	s.policyInfos.Follow = policies.WatchPolicyInfo
 	return s, nil
 }
 
 // Client returns the etcd client the store reads and writes through, for
 // what only etcd has (leases, members, alarms).
 func (s *Store) Client() *clientv3.Client { return s.cli }
-
-// Discovery returns the store's Discovery.
-func (s *Store) Discovery() registry.Discovery { return s.d }
-
-// WatchCanary follows service's canary (registry.CanarySource), as
-// Canaries does, over one follower per service for every reader of the
-// store.
-func (s *Store) WatchCanary(ctx context.Context, service string) <-chan registry.Canary {
-	return s.canaries.Watch(ctx, service)
-}
-
-// WatchPolicy follows service's policy (registry.PolicySource), as
-// Policies does, over one follower per service for every reader of the
-// store.
-func (s *Store) WatchPolicy(ctx context.Context, service string) <-chan registry.Policy {
-	return s.policies.Watch(ctx, service)
-}
-
-// Registrar returns the store's Registrar, created at the first call. A
-// Registrar asked for after Close is closed: its Register returns
-// registry.ErrClosed.
-func (s *Store) Registrar() registry.Registrar {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.reg == nil {
-		// The options were checked by Open, and the client is not nil:
-		// NewRegistrar cannot fail.
-		s.reg, _ = NewRegistrar(s.cli, s.opts...)
-		if s.closed {
-			_ = s.reg.Close()
-		}
-	}
-	return s.reg
-}
 
 // Admin returns the operator's reads and writes, each write recorded in
 // the service's journal as made by who (WithBy and WithSource for the
@@ -152,25 +117,12 @@ func (s *Store) Admin(who registry.Actor) registry.Admin {
 
 // Close closes the Registrar, if one was created (its instances leave
 // etcd at once: its lease is revoked), then the Discovery, then the
-// client if Open made it. It is idempotent and returns the first error.
+// client if Open made it. It is idempotent.
 func (s *Store) Close() error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil
-	}
-	s.closed = true
-	reg := s.reg
-	s.mu.Unlock()
-	var errs []error
-	if reg != nil {
-		errs = append(errs, reg.Close())
-	}
-	errs = append(errs, s.d.Close())
 	if s.own {
-		errs = append(errs, s.cli.Close())
+		return s.Base.Close(s.cli.Close)
 	}
-	return errors.Join(errs...)
+	return s.Base.Close()
 }
 
 // admin is Store.Admin's registry.Admin: the package's functions with the

@@ -69,7 +69,8 @@ func (s *Store) LeaseExpiry(ctx context.Context, service string, limit int) (map
 }
 
 // WatchPolicyInfo follows service's policy with who set it and when, as
-// Policies.WatchPolicyInfo does, for a view of the registry (the console).
+// Policies.WatchPolicyInfo does, for a view of the registry (the console),
+// over one follower per service for every reader of the store.
 func (s *Store) WatchPolicyInfo(ctx context.Context, service string) <-chan registry.PolicyInfo {
-	return s.policies.WatchPolicyInfo(ctx, service)
+	return s.policyInfos.Watch(ctx, service)
 }

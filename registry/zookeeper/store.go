@@ -2,10 +2,8 @@ package zookeeper
 
 import (
 	"context"
-	"errors"
-	"sync"
 
-	"github.com/musterhq/muster/internal/settingfeed"
+	"github.com/musterhq/muster/internal/storekit"
 	"github.com/musterhq/muster/registry"
 )
 
@@ -19,17 +17,10 @@ import (
 // registered (registry.InstanceRemover): its instances are their
 // registrars' ephemeral nodes. A policy records no setter.
 type Store struct {
-	servers []string
-	opts    []Option
-	d       *Discovery
-	// canaries and policies follow the services' settings through d,
-	// one follower per service however many read it.
-	canaries settingfeed.Shared[registry.Canary]
-	policies settingfeed.Shared[registry.Policy]
-
-	mu     sync.Mutex
-	reg    *Registrar // nil until Registrar is called
-	closed bool
+	storekit.Base // the Discovery, the Registrar, the settings' followers
+	servers       []string
+	opts          []Option
+	d             *Discovery
 }
 
 var (
@@ -51,43 +42,18 @@ func Open(servers []string, opts ...Option) (*Store, error) {
 	canaries, _ := NewCanaries(d)
 	policies, _ := NewPolicies(d)
 	s := &Store{servers: servers, opts: opts, d: d}
-	s.canaries.Follow, s.policies.Follow = canaries.WatchCanary, policies.WatchPolicy
-	return s, nil
-}
-
-// Discovery returns the store's Discovery. Its Overrides and Registered
-// read the ensemble directly.
-func (s *Store) Discovery() registry.Discovery { return s.d }
-
-// WatchCanary follows service's canary (registry.CanarySource), as
-// Canaries does, over one follower per service for every reader of the
-// store.
-func (s *Store) WatchCanary(ctx context.Context, service string) <-chan registry.Canary {
-	return s.canaries.Watch(ctx, service)
-}
-
-// WatchPolicy follows service's policy (registry.PolicySource), as
-// Policies does, over one follower per service for every reader of the
-// store.
-func (s *Store) WatchPolicy(ctx context.Context, service string) <-chan registry.Policy {
-	return s.policies.Watch(ctx, service)
-}
-
-// Registrar returns the store's Registrar, created at the first call. A
-// Registrar asked for after Close is closed: its Register returns
-// registry.ErrClosed.
-func (s *Store) Registrar() registry.Registrar {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.reg == nil {
-		// Open checked the servers and the options: NewRegistrar cannot
-		// fail.
-		s.reg, _ = NewRegistrar(s.servers, s.opts...)
-		if s.closed {
-			_ = s.reg.Close()
+	s.D = d
+	s.NewRegistrar = func() registry.Registrar {
+		r, err := NewRegistrar(servers, opts...)
+		if err != nil {
+			// The Discovery dialled the same servers with the same
+			// options: a Registrar that cannot start says why at once.
+			return failed{err}
 		}
+		return r
 	}
-	return s.reg
+	s.Canaries.Follow, s.Policies.Follow = canaries.WatchCanary, policies.WatchPolicy
+	return s, nil
 }
 
 // Admin returns the operator's reads and writes. ZooKeeper records no
@@ -98,24 +64,15 @@ func (s *Store) Admin(who registry.Actor) registry.Admin {
 }
 
 // Close closes the Registrar, if one was created (its instances leave
-// at once: its session ends), then the Discovery. It is idempotent and
-// returns the first error.
-func (s *Store) Close() error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil
-	}
-	s.closed = true
-	reg := s.reg
-	s.mu.Unlock()
-	var errs []error
-	if reg != nil {
-		errs = append(errs, reg.Close())
-	}
-	errs = append(errs, s.d.Close())
-	return errors.Join(errs...)
-}
+// at once: its session ends), then the Discovery. It is idempotent.
+func (s *Store) Close() error { return s.Base.Close() }
+
+// failed is a Registrar that could not start: every call returns why.
+type failed struct{ err error }
+
+func (f failed) Register(context.Context, registry.Instance) error { return f.err }
+func (f failed) Deregister(context.Context, string, string) error  { return f.err }
+func (f failed) Close() error                                      { return nil }
 
 // admin is Store.Admin's registry.Admin: the package's functions with the
 // store's servers and options.
