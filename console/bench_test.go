@@ -179,7 +179,7 @@ func BenchmarkConsoleFanout100(b *testing.B) {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/ui/", srv)
-	hs := admission.NewHTTP(lis, mux, nil)
+	hs := admission.NewHTTP(lis, mux, nil, 0)
 	served := make(chan struct{})
 	go func() {
 		defer close(served)

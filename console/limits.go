@@ -26,10 +26,12 @@ type streamSlots struct {
 	signedIn *admission.Pool
 }
 
-func newStreamSlots() streamSlots {
+// newStreamSlots returns the bounds, grouping IPv4 clients by their first
+// ipv4Bits bits (admission.Pool.IPv4Bits).
+func newStreamSlots(ipv4Bits int) streamSlots {
 	return streamSlots{
-		anyone:   &admission.Pool{What: "event streams", Max: 512, Share: 32, Reserve: 64},
-		signedIn: &admission.Pool{What: "event streams of signed-in sessions", Max: 64, Share: 16},
+		anyone:   &admission.Pool{What: "event streams", Max: 512, Share: 32, Reserve: 64, IPv4Bits: ipv4Bits},
+		signedIn: &admission.Pool{What: "event streams of signed-in sessions", Max: 64, Share: 16, IPv4Bits: ipv4Bits},
 	}
 }
 
@@ -107,6 +109,7 @@ const (
 // loginThrottle limits login attempts per client and per user name, the
 // checks of each client, and the lines of refused logins.
 type loginThrottle struct {
+	ipv4Bits int // groups IPv4 clients (admission.Group)
 	mu       sync.Mutex
 	byClient map[string]*ratelimit.Bucket // attempts of each client
 	byUser   map[string]*ratelimit.Bucket // attempts of suspect clients, by the user name they give
@@ -115,8 +118,8 @@ type loginThrottle struct {
 	refusals *ratelimit.Bucket
 }
 
-func newLoginThrottle() *loginThrottle {
-	return &loginThrottle{byClient: map[string]*ratelimit.Bucket{}, byUser: map[string]*ratelimit.Bucket{},
+func newLoginThrottle(ipv4Bits int) *loginThrottle {
+	return &loginThrottle{ipv4Bits: ipv4Bits, byClient: map[string]*ratelimit.Bucket{}, byUser: map[string]*ratelimit.Bucket{},
 		failed: map[string]time.Time{}, checking: map[string]bool{},
 		refusals: &ratelimit.Bucket{Burst: loginBurst, Every: loginEvery}}
 }
@@ -149,7 +152,7 @@ func forgetOne[V any](m map[string]V) {
 // and records whether the login succeeded. It returns nil and why not
 // when the attempt is refused.
 func (lt *loginThrottle) admit(remoteAddr, user string, now time.Time) (done func(ok bool), why string) {
-	client := admission.Group(remoteAddr, 0)
+	client := admission.Group(remoteAddr, lt.ipv4Bits)
 	lt.mu.Lock()
 	defer lt.mu.Unlock()
 	if ok, _ := bucket(lt.byClient, client).Allow(now); !ok {

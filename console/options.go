@@ -36,6 +36,7 @@ type options struct {
 	legacy         []legacySource
 	hosts          []string // WithAllowedHosts, as given (checked by hostguard.New)
 	secureCookie   bool     // WithSecureCookie
+	ipv4Bits       int      // WithClientIPv4Prefix; 0: each address a client
 	err            error
 }
 
@@ -167,6 +168,22 @@ func WithAllowedHosts(hosts ...string) Option {
 			return
 		}
 		o.hosts = append(o.hosts, hosts...)
+	}
+}
+
+// WithClientIPv4Prefix groups IPv4 clients by their first bits (8..32)
+// for the limits per client: event streams and login attempts. With 24,
+// every address of a /24 is one client. The default, 32, makes each
+// address a client; IPv6 clients are always grouped by their /64. A value
+// out of 8..32 is an error. The HTTP listener's own shares of connections
+// are the listener's (muster console --client-ipv4-prefix sets both).
+func WithClientIPv4Prefix(bits int) Option {
+	return func(o *options) {
+		if bits < 8 || bits > 32 {
+			o.fail(fmt.Errorf("console: WithClientIPv4Prefix(%d): want 8..32", bits))
+			return
+		}
+		o.ipv4Bits = bits
 	}
 }
 

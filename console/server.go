@@ -86,8 +86,8 @@ func newServer(parts []*part, view lister, closers []func() error, o options) *S
 		o.log.Error(weakHashes, "users", strings.Join(weak, ", "))
 	}
 	s.fleet = newFleetHub(s)
-	s.logins = newLoginThrottle()
-	s.slots = newStreamSlots()
+	s.logins = newLoginThrottle(o.ipv4Bits)
+	s.slots = newStreamSlots(o.ipv4Bits)
 	mux := s.routes()
 	pages := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()

@@ -153,9 +153,9 @@ func (o *options) pools() (conns, handshakes, streams *admission.Pool) {
 		hs = maxHandshakes
 	}
 	places := admission.Split(o.maxConns, hs, admission.LoopbackPlaces)
-	conns = &admission.Pool{What: "connections", Max: places[0], Share: o.connShare, Reserve: places[0] / reserveFraction, Loopback: places[2]}
-	handshakes = &admission.Pool{What: "TLS handshakes in progress", Max: places[1], Share: handshakeShare, Reserve: places[1] / reserveFraction}
-	streams = &admission.Pool{What: "streams", Max: o.maxStreams, Share: o.streamShare, Reserve: o.maxStreams / reserveFraction}
+	conns = &admission.Pool{What: "connections", Max: places[0], Share: o.connShare, Reserve: places[0] / reserveFraction, Loopback: places[2], IPv4Bits: o.ipv4Bits}
+	handshakes = &admission.Pool{What: "TLS handshakes in progress", Max: places[1], Share: handshakeShare, Reserve: places[1] / reserveFraction, IPv4Bits: o.ipv4Bits}
+	streams = &admission.Pool{What: "streams", Max: o.maxStreams, Share: o.streamShare, Reserve: o.maxStreams / reserveFraction, IPv4Bits: o.ipv4Bits}
 	return conns, handshakes, streams
 }
 

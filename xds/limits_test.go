@@ -648,3 +648,23 @@ func runClients(js string) int {
 	_, _ = io.Copy(io.Discard, os.Stdin)
 	return 0
 }
+
+// With WithClientIPv4Prefix(24) the addresses of one /24 are one client:
+// they share one share of connections, which a lone address would have
+// to itself.
+func TestClientIPv4Prefix(t *testing.T) {
+	if _, err := xds.New(nil, xds.WithClientIPv4Prefix(7)); err == nil || !strings.Contains(err.Error(), "WithClientIPv4Prefix(7)") {
+		t.Errorf("WithClientIPv4Prefix(7): %v, want an error naming it", err)
+	}
+	e := newEnv(t, xds.WithServices("greeter"))
+	e.stopCP()
+	e.startControlPlane(t, xds.WithServices("greeter"), xds.WithClientShare(2, 3), xds.WithClientIPv4Prefix(24))
+	for _, src := range []string{"127.0.0.2", "127.0.0.3"} {
+		c := clientFrom(t, e.addr, src, insecure.NewCredentials())
+		c.Connect()
+		waitReady(t, c)
+	}
+	before := e.cp.Stats().RefusedConnections
+	clientFrom(t, e.addr, "127.0.0.4", insecure.NewCredentials()).Connect()
+	waitStats(t, e.cp, "a third address of the /24 refused: its two neighbours hold the share", func(st xds.Stats) bool { return st.RefusedConnections > before })
+}

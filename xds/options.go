@@ -43,6 +43,7 @@ type options struct {
 	maxStreams   int
 	connShare    int // WithClientShare
 	streamShare  int
+	ipv4Bits     int // WithClientIPv4Prefix; 0: each address a client
 	budget       int // WithSubscriptionBudget
 	metadata     bool
 	callPolicies bool // WithPolicies
@@ -247,6 +248,22 @@ func WithClientShare(conns, streams int) Option {
 	return func(o *options) {
 		o.setAtLeastOne("WithClientShare", conns, &o.connShare)
 		o.setAtLeastOne("WithClientShare", streams, &o.streamShare)
+	}
+}
+
+// WithClientIPv4Prefix groups IPv4 clients by their first bits (8..32) for
+// the shares of WithClientShare, the handshakes' and the places kept for
+// clients that hold none: with 24, every address of a /24 is one client,
+// for clients that draw their addresses from a range. The default, 32,
+// makes each address a client; IPv6 clients are always grouped by their
+// /64. A value out of 8..32 is an error.
+func WithClientIPv4Prefix(bits int) Option {
+	return func(o *options) {
+		if bits < 8 || bits > 32 {
+			o.invalid("WithClientIPv4Prefix(%d): want 8..32", bits)
+			return
+		}
+		o.ipv4Bits = bits
 	}
 }
 

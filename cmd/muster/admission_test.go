@@ -472,3 +472,20 @@ func silentStreams(t *testing.T, addr string, creds credentials.TransportCredent
 	}
 	return out
 }
+
+// Every command that opens a listener takes --client-ipv4-prefix, and
+// refuses a prefix out of 8..32 before it starts anything.
+func TestClientIPv4PrefixFlag(t *testing.T) {
+	for _, args := range [][]string{
+		{"serve"},
+		{"xds"},
+		{"console"},
+		{"promsd"},
+		{"register", "--name", "user", "--addr", "127.0.0.1:9000", "--check", "tcp://127.0.0.1:9000"},
+	} {
+		r := run(append(args, "--client-ipv4-prefix", "33")...)
+		if r.code != exitUsage || !strings.Contains(r.stderr, "--client-ipv4-prefix 33: want 8..32") {
+			t.Errorf("muster %s --client-ipv4-prefix 33: exit %d, stderr %q; want a usage error naming the flag", args[0], r.code, r.stderr)
+		}
+	}
+}

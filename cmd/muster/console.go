@@ -56,6 +56,9 @@ type consoleFlags struct {
 	// registry, named ownName).
 	clusters clusterFlags
 	ownName  string
+	// clients is --client-ipv4-prefix, for the console's limits per
+	// client and its listener's.
+	clients clientGrouping
 }
 
 func (c *consoleFlags) addFlags(cmd *cobra.Command) {
@@ -67,6 +70,7 @@ func (c *consoleFlags) addFlags(cmd *cobra.Command) {
 		"host names (or IP addresses) the web console answers to, beside loopback ones, comma-separated or repeated: the names users and proxies reach it by (others get 421, against DNS rebinding)")
 	cmd.Flags().BoolVar(&c.secureCookie, "console-secure-cookie", false,
 		"mark the console's session cookie Secure (HTTPS only), for a console behind a proxy that terminates TLS")
+	c.clients.addFlag(cmd)
 }
 
 // enabled reports whether an admin credential, a legacy source or
@@ -237,6 +241,9 @@ func (c *consoleFlags) options() ([]console.Option, error) {
 	if c.secureCookie {
 		opts = append(opts, console.WithSecureCookie())
 	}
+	if c.clients > 0 {
+		opts = append(opts, console.WithClientIPv4Prefix(int(c.clients)))
+	}
 	if c.usersFile != "" {
 		data, err := os.ReadFile(c.usersFile)
 		if err != nil {
@@ -330,6 +337,9 @@ JSON body rather than failing every replica at once (docs/HEALTH.md).`,
 			if _, _, err := net.SplitHostPort(o.listen); err != nil {
 				return usageErrorf("--listen %q: want host:port: %v", o.listen, err)
 			}
+			if err := o.clients.validate(); err != nil {
+				return err
+			}
 			return runConsole(cmd.Context(), g, o, cmd.ErrOrStderr(), nil)
 		},
 	}
@@ -359,8 +369,9 @@ func runConsole(ctx context.Context, g *globalOptions, o consoleOptions, stderr 
 	defer served.stop()
 	l, err := serveMetrics(httpServing{
 		addr: o.listen, hosts: hostFlag{"--console-host", o.hosts}, what: "muster: this console",
-		health: health.New(nil, served.listing.State),
-		routes: []route{served.ui, served.sd, {"GET /{$}", http.RedirectHandler(consolePath, http.StatusFound)}},
+		health:  health.New(nil, served.listing.State),
+		routes:  []route{served.ui, served.sd, {"GET /{$}", http.RedirectHandler(consolePath, http.StatusFound)}},
+		clients: o.clients,
 	}, log)
 	if err != nil {
 		return fmt.Errorf("console: --listen %s: %w", o.listen, err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
 
 	"github.com/musterhq/muster/internal/admission"
 	"github.com/musterhq/muster/internal/health"
@@ -23,15 +24,34 @@ type httpListener struct {
 	srv  *admission.HTTP
 }
 
-// serveHTTP serves h on addr. With reg, it registers there the gauge of
-// connections held and the counter of those refused, labelled with the
-// listener's address.
-func serveHTTP(addr string, h http.Handler, reg prometheus.Registerer, log *slog.Logger) (*httpListener, error) {
+// clientGrouping is --client-ipv4-prefix, which every command that opens
+// a listener has: how many first bits of an IPv4 address make one client
+// for the limits per client of each listener (connections, streams, event
+// streams, logins). 0 until the flag is added.
+type clientGrouping int
+
+func (c *clientGrouping) addFlag(cmd *cobra.Command) {
+	cmd.Flags().IntVar((*int)(c), "client-ipv4-prefix", 32,
+		"IPv4 clients count as one client per prefix of this many bits for the limits each listener sets per client (8..32; 24: one client per /24, for clients that draw their addresses from a range); IPv6 clients count per /64")
+}
+
+func (c clientGrouping) validate() error {
+	if c < 8 || c > 32 {
+		return usageErrorf("--client-ipv4-prefix %d: want 8..32", int(c))
+	}
+	return nil
+}
+
+// serveHTTP serves h on addr, grouping IPv4 clients by their first
+// ipv4Bits bits. With reg, it registers there the gauge of connections
+// held and the counter of those refused, labelled with the listener's
+// address.
+func serveHTTP(addr string, h http.Handler, reg prometheus.Registerer, log *slog.Logger, ipv4Bits clientGrouping) (*httpListener, error) {
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
-	l := &httpListener{addr: lis.Addr().String(), done: make(chan error, 1), srv: admission.NewHTTP(lis, h, log)}
+	l := &httpListener{addr: lis.Addr().String(), done: make(chan error, 1), srv: admission.NewHTTP(lis, h, log, int(ipv4Bits))}
 	if reg != nil {
 		pool, labels := l.srv.Listener.Pool(), prometheus.Labels{"listen": l.addr}
 		if err := errors.Join(
@@ -74,6 +94,8 @@ type httpServing struct {
 	health *health.Checker
 	// routes are more handlers.
 	routes []route
+	// clients is --client-ipv4-prefix.
+	clients clientGrouping
 }
 
 // serveMetrics serves the process's Prometheus metrics (the default
@@ -113,5 +135,5 @@ func serveMetrics(s httpServing, log *slog.Logger) (*httpListener, error) {
 	if what == "" {
 		what = "muster: this listener"
 	}
-	return serveHTTP(s.addr, guard.Handler(what, s.hosts.flag, mux), own, log)
+	return serveHTTP(s.addr, guard.Handler(what, s.hosts.flag, mux), own, log, s.clients)
 }

@@ -19,8 +19,9 @@ const defaultPromSDListen = "127.0.0.1:2382"
 
 // promSDOptions are the flags of muster promsd.
 type promSDOptions struct {
-	listen string
-	hosts  []string // --listen-host
+	listen  string
+	hosts   []string       // --listen-host
+	clients clientGrouping // --client-ipv4-prefix
 }
 
 func newPromSDCmd(g *globalOptions) *cobra.Command {
@@ -42,12 +43,16 @@ reach it, apart from a console that holds a user able to write.`,
 			if _, _, err := net.SplitHostPort(o.listen); err != nil {
 				return usageErrorf("--listen %q: want host:port: %v", o.listen, err)
 			}
+			if err := o.clients.validate(); err != nil {
+				return err
+			}
 			return runPromSD(cmd.Context(), g, o, cmd.ErrOrStderr())
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.listen, "listen", defaultPromSDListen, "host:port to serve /prometheus/sd, /metrics, /livez, /readyz and /healthz on")
 	f.StringSliceVar(&o.hosts, "listen-host", nil, "host names (or IP addresses) the listener answers to, beside loopback ones and its own address, comma-separated or repeated: the names Prometheus reaches it by (others get 421, against DNS rebinding)")
+	o.clients.addFlag(cmd)
 	return cmd
 }
 
@@ -67,8 +72,9 @@ func runPromSD(ctx context.Context, g *globalOptions, o promSDOptions, stderr io
 	defer stopSD()
 	l, err := serveMetrics(httpServing{
 		addr: o.listen, hosts: hostFlag{"--listen-host", o.hosts},
-		health: health.New(nil, listing.State),
-		routes: []route{sd},
+		health:  health.New(nil, listing.State),
+		routes:  []route{sd},
+		clients: o.clients,
 	}, log)
 	if err != nil {
 		return fmt.Errorf("promsd: --listen %s: %w", o.listen, err)

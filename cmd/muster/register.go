@@ -42,6 +42,8 @@ type registerOptions struct {
 	// answers to beside loopback and its own address.
 	metricsAddr  string
 	metricsHosts []string
+	// clients is --client-ipv4-prefix, for the metrics listener.
+	clients clientGrouping
 }
 
 func newRegisterCmd(g *globalOptions) *cobra.Command {
@@ -88,12 +90,16 @@ shares does not take every pod out of its load balancer at once
 					return usageErrorf("--metrics-listen %q: want host:port: %v", o.metricsAddr, err)
 				}
 			}
+			if err := o.clients.validate(); err != nil {
+				return err
+			}
 			return runRegister(cmd.Context(), g, o, check, cmd.ErrOrStderr())
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.metricsAddr, "metrics-listen", "", "host:port to serve Prometheus /metrics, /livez and /readyz on; empty to not serve them")
 	f.StringSliceVar(&o.metricsHosts, "metrics-host", nil, "host names (or IP addresses) the --metrics-listen listener answers to, beside loopback ones and its own address, comma-separated or repeated: the names Prometheus and probes reach it by (others get 421, against DNS rebinding)")
+	o.clients.addFlag(cmd)
 	f.StringVar(&o.in.Name, "name", "", "service name (required)")
 	f.StringVar(&o.in.Addr, "addr", "", "address clients dial, host:port (required)")
 	f.StringVar(&o.in.ID, "id", "", "instance ID (default: the address)")
@@ -306,7 +312,7 @@ func runRegister(ctx context.Context, g *globalOptions, o registerOptions, check
 	if o.metricsAddr != "" {
 		m := prometheus.NewRegistry()
 		m.MustRegister(metrics.Registrar(reg, nil), watch)
-		l, err := serveMetrics(httpServing{addr: o.metricsAddr, hosts: hostFlag{"--metrics-host", o.metricsHosts}, extra: m,
+		l, err := serveMetrics(httpServing{addr: o.metricsAddr, hosts: hostFlag{"--metrics-host", o.metricsHosts}, extra: m, clients: o.clients,
 			health: health.New(watch.live, watch.health)}, log)
 		if err != nil {
 			_ = reg.Close()

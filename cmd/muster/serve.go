@@ -130,6 +130,9 @@ func (o *serveOptions) validate(dataDirSet bool) error {
 	} else if o.xdsTLS.enabled() || o.xdsTLS.cacert != "" {
 		return usageErrorf("--xds-cert, --xds-key and --xds-cacert need --xds-listen")
 	}
+	if err := o.console.clients.validate(); err != nil {
+		return err
+	}
 	if o.console.enabled() && o.metricsAddr == "" {
 		return usageErrorf("--console-admin-token-file, --console-admin-basic-auth-file, --console-legacy and --console-cluster need --metrics-listen, where the console is served")
 	}
@@ -324,7 +327,7 @@ func runServe(ctx context.Context, o serveOptions, stderr io.Writer, ready func(
 	runMetrics.MustRegister(alarms)
 	var consoleOpts []console.Option // the xDS clients page, if the control plane runs
 	if o.xdsAddr != "" {
-		cp, stop, err := serveXDS(o.security.selfClient(srv), xdsOptions{listen: o.xdsAddr, policy: string(xds.RoundRobin), tls: o.xdsTLS, selfCheck: o.xdsSelfCheck}, runMetrics, log)
+		cp, stop, err := serveXDS(o.security.selfClient(srv), xdsOptions{listen: o.xdsAddr, policy: string(xds.RoundRobin), tls: o.xdsTLS, selfCheck: o.xdsSelfCheck, clients: o.console.clients}, runMetrics, log)
 		if err != nil {
 			return fmt.Errorf("serve: %w", err)
 		}
@@ -352,7 +355,7 @@ func runServe(ctx context.Context, o serveOptions, stderr io.Writer, ready func(
 			}
 		}
 		l, err := serveMetrics(httpServing{
-			addr: o.metricsAddr, hosts: hostFlag{"--console-host", o.console.hosts}, extra: runMetrics,
+			addr: o.metricsAddr, hosts: hostFlag{"--console-host", o.console.hosts}, extra: runMetrics, clients: o.console.clients,
 			healthz: func() error { return cmp.Or(stopped(), alarms.Err()) },
 			health:  health.New(stopped, func() health.State { return serveState(served.listing, alarms) }),
 			routes:  []route{served.ui, served.sd},

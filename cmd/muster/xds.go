@@ -37,7 +37,10 @@ type xdsOptions struct {
 	// beside loopback and its own address.
 	metricsAddr  string
 	metricsHosts []string
-	tls          xdsTLS
+	// clients is --client-ipv4-prefix (xds.WithClientIPv4Prefix and the
+	// metrics listener's); 0: each address a client.
+	clients clientGrouping
+	tls     xdsTLS
 	// forgetAfter is xds.WithForgetAfter's duration; 0: its default.
 	forgetAfter time.Duration
 	// endpointMetadata is xds.WithEndpointMetadata.
@@ -124,6 +127,7 @@ replica out of a load balancer at once (docs/HEALTH.md).`,
 	f.DurationVar(&o.slowStart, "slow-start", 0, "with --policy muster_p2c or muster_wrr: ramp an instance registered less than this ago (at most 1h) from --slow-start-min-weight-percent to its full share, by its registration time (Go clients on Muster's balancers; others give it its full share at once); 0 for off")
 	f.Float64Var(&o.slowAggression, "slow-start-aggression", 1, "shape of the --slow-start ramp, 0.1..10: 1 is linear, more gives a young instance more sooner")
 	f.Float64Var(&o.slowMinWeightPct, "slow-start-min-weight-percent", 10, "the share of its weight a ramping instance gets at least, 0..100")
+	o.clients.addFlag(cmd)
 	o.tls.addFlags(cmd)
 	o.clusters.add(cmd)
 	return cmd
@@ -157,6 +161,9 @@ func validateXDSFlags(o xdsOptions) error {
 	}
 	if o.clientStreams < 1 {
 		return usageErrorf("--client-streams %d: want at least 1", o.clientStreams)
+	}
+	if err := o.clients.validate(); err != nil {
+		return err
 	}
 	switch xds.LBPolicy(o.policy) {
 	case xds.RoundRobin, xds.RingHash, xds.LeastRequest, xds.MusterP2C, xds.MusterWRR:
@@ -241,7 +248,7 @@ func serveXDSUntil(ctx context.Context, o xdsOptions, cp *xds.Server, stop func(
 	if o.metricsAddr != "" {
 		reg := prometheus.NewRegistry()
 		reg.MustRegister(append([]prometheus.Collector{metrics.XDS(cp, nil)}, extra...)...)
-		l, err := serveMetrics(httpServing{addr: o.metricsAddr, hosts: hostFlag{"--metrics-host", o.metricsHosts}, extra: reg, health: hc}, log)
+		l, err := serveMetrics(httpServing{addr: o.metricsAddr, hosts: hostFlag{"--metrics-host", o.metricsHosts}, extra: reg, health: hc, clients: o.clients}, log)
 		if err != nil {
 			_ = stop()
 			return fmt.Errorf("xds: --metrics-listen %s: %w", o.metricsAddr, err)
@@ -284,6 +291,9 @@ func startXDS(d registry.Discovery, canaries registry.CanarySource, policies reg
 	}
 	if o.clientConns > 0 && o.clientStreams > 0 {
 		opts = append(opts, xds.WithClientShare(o.clientConns, o.clientStreams))
+	}
+	if o.clients > 0 {
+		opts = append(opts, xds.WithClientIPv4Prefix(int(o.clients)))
 	}
 	if o.slowStart != 0 {
 		opts = append(opts, xds.WithSlowStart(o.slowStart, o.slowAggression, o.slowMinWeightPct))

@@ -41,13 +41,14 @@ type HTTP struct {
 }
 
 // NewHTTP returns the server of h on lis, logging refused connections to
-// log.
-func NewHTTP(lis net.Listener, h http.Handler, log *slog.Logger) *HTTP {
+// log. ipv4Bits groups IPv4 clients by a prefix of that many bits, as
+// Pool.IPv4Bits does (0: each address is a client).
+func NewHTTP(lis net.Listener, h http.Handler, log *slog.Logger, ipv4Bits int) *HTTP {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	places := Split(httpConnections, LoopbackPlaces)
-	pool := &Pool{What: "connections", Max: places[0], Share: httpShare, Reserve: min(httpReserve, places[0]/4), Loopback: places[1]}
+	pool := &Pool{What: "connections", Max: places[0], Share: httpShare, Reserve: min(httpReserve, places[0]/4), Loopback: places[1], IPv4Bits: ipv4Bits}
 	return &HTTP{
 		Server: &http.Server{
 			Handler:           h,

@@ -24,7 +24,7 @@ func TestHTTPLoopbackPlaces(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := NewHTTP(lis, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") }), nil)
+	srv := NewHTTP(lis, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") }), nil, 0)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve() }()
 	t.Cleanup(func() {
