@@ -56,7 +56,25 @@ type child struct {
 
 // startChild runs muster serve with extra flags as a child process,
 // waits until it is ready and stops it (SIGTERM) at the end of the test.
+// Its ports were free a moment before it starts: when another process
+// took one meanwhile (an outgoing connection's port), it starts again on
+// others.
 func startChild(t *testing.T, extra ...string) *child {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		c, err := tryChild(t, extra)
+		if err == nil {
+			return c
+		}
+		if attempt == 3 || !strings.Contains(err.Error(), "address already in use") {
+			t.Fatal(err)
+		}
+		t.Logf("attempt %d: %v; again on other ports", attempt, err)
+	}
+}
+
+// tryChild is one attempt of startChild.
+func tryChild(t *testing.T, extra []string) (*child, error) {
 	t.Helper()
 	urls := freeLoopbackURLs(t, 4)
 	c := &child{endpoint: urls[0], http: strings.TrimPrefix(urls[2], "http://"), xds: strings.TrimPrefix(urls[3], "http://"),
@@ -99,11 +117,11 @@ func startChild(t *testing.T, extra ...string) *child {
 	select {
 	case <-ready:
 	case <-c.exited:
-		t.Fatalf("muster serve exited before it was ready:\n%s", c.stderr)
+		return nil, fmt.Errorf("muster serve exited before it was ready:\n%s", c.stderr)
 	case <-time.After(waitTimeout):
 		t.Fatalf("muster serve not ready within %v:\n%s", waitTimeout, c.stderr)
 	}
-	return c
+	return c, nil
 }
 
 // pid is the serve process's (prlimit execs it).

@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"os"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -51,19 +53,46 @@ type testServer struct {
 }
 
 // freeLoopbackURLs returns n http URLs on distinct loopback ports that were
-// free a moment ago.
+// free a moment ago, below the kernel's range of ephemeral ports where it
+// can read it: the ports of outgoing connections (the attack tests open
+// thousands) then never take one before the process that is handed it
+// listens there.
 func freeLoopbackURLs(t *testing.T, n int) []string {
 	t.Helper()
 	var urls []string
 	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatalf("reserve a port: %v", err)
-		}
+		ln := reservePort(t)
 		defer ln.Close()
 		urls = append(urls, "http://"+ln.Addr().String())
 	}
 	return urls
+}
+
+// reservePort listens on a free loopback port, below the ephemeral range
+// (/proc/sys/net/ipv4/ip_local_port_range) when that leaves room, else
+// on one the kernel chooses.
+func reservePort(t *testing.T) net.Listener {
+	t.Helper()
+	const lowest = 10000
+	var low int
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			low, _ = strconv.Atoi(f[0])
+		}
+	}
+	for range 100 {
+		if low <= lowest+1000 {
+			break
+		}
+		if ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(lowest+rand.IntN(low-lowest))); err == nil {
+			return ln
+		}
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("reserve a port: %v", err)
+	}
+	return ln
 }
 
 // startServe runs serve on dir with free loopback ports and waits until it
