@@ -35,8 +35,10 @@ func (c *clientGrouping) addFlag(cmd *cobra.Command) {
 		"IPv4 clients count as one client per prefix of this many bits for the limits each listener sets per client (8..32; 24: one client per /24, for clients that draw their addresses from a range); IPv6 clients count per /64")
 }
 
+// validate checks the flag's value; 0 (options made without the flag)
+// means each address is a client, as 32 does.
 func (c clientGrouping) validate() error {
-	if c < 8 || c > 32 {
+	if c != 0 && (c < 8 || c > 32) {
 		return usageErrorf("--client-ipv4-prefix %d: want 8..32", int(c))
 	}
 	return nil
