@@ -21,8 +21,8 @@ const roleEnv = "MUSTER_FLEET_ROLE"
 
 // roleConfig is what a child process is started with.
 type roleConfig struct {
-	Role      string // "registrars", "clients" or "xds"
-	Endpoints []string
+	Role    string     // "registrars", "clients" or "xds"
+	Regions [][]string // each region's etcd cluster: its endpoints
 
 	// registrars: processes [First, First+Count), each with Instances
 	// instances in Spread of Services services, on leases of TTL.
@@ -31,10 +31,11 @@ type roleConfig struct {
 	Naming                                    bool // also write etcd naming's copy
 
 	// clients: channels on Followed (channel j follows Followed[j%len]),
-	// Expect[s] instances each at the start.
+	// Expect[s] instances each at the start (ExpectFirst[s] in the first
+	// region, all etcd:/// channels follow).
 	Followed                 []string
 	Channels, NamingChannels int
-	Expect                   map[string]int
+	Expect, ExpectFirst      map[string]int
 }
 
 // runRoleIfChild runs the child's role and exits, if the process is a

@@ -24,8 +24,7 @@ const (
 // last step is still under way when its turn comes skips it (counted as
 // late).
 type churn struct {
-	reg      registry.Registrar
-	admin    registry.OverrideAdmin
+	regions  []registry.Store // where slot i rolls: regions[i % len]
 	m        *matcher
 	followed []string
 
@@ -40,13 +39,18 @@ type churn struct {
 // churnSlot is one instance being rolled.
 type churnSlot struct {
 	busy    atomic.Bool
+	region  int
 	step    int // the next kind of change
 	service string
 	in      registry.Instance
 }
 
-func newChurn(reg registry.Registrar, admin registry.OverrideAdmin, m *matcher, followed []string) *churn {
-	return &churn{reg: reg, admin: admin, m: m, followed: followed, slots: make([]churnSlot, 2*len(followed))}
+func newChurn(regions []registry.Store, m *matcher, followed []string) *churn {
+	c := &churn{regions: regions, m: m, followed: followed, slots: make([]churnSlot, 2*len(followed)*len(regions))}
+	for i := range c.slots {
+		c.slots[i].region = i % len(regions)
+	}
+	return c
 }
 
 // run makes changes at rate a second until ctx ends, and returns once the
@@ -82,7 +86,7 @@ func (c *churn) turn() {
 			Addr: fmt.Sprintf("127.3.%d.%d:%d", c.seq/40000/256, c.seq/40000%256, 20000+c.seq%40000),
 		}
 	}
-	ch := &change{kind: s.step, service: s.service, addr: s.in.Addr}
+	ch := &change{kind: s.step, region: s.region, service: s.service, addr: s.in.Addr}
 	switch s.step {
 	case kindRegister:
 		ch.want = rollWeight
@@ -112,13 +116,14 @@ func (c *churn) apply(ch *change, in registry.Instance) error {
 	defer cancel()
 	ch.at = time.Now()
 	c.m.made(ch)
+	st := c.regions[ch.region]
 	switch ch.kind {
 	case kindRegister:
-		return c.reg.Register(ctx, in)
+		return st.Registrar().Register(ctx, in)
 	case kindWeight, kindDrain:
 		w := ch.want
-		return c.admin.SetOverride(ctx, in.Name, in.ID, registry.Override{Weight: &w})
+		return st.Admin(registry.Actor{Who: "fleet"}).SetOverride(ctx, in.Name, in.ID, registry.Override{Weight: &w})
 	default:
-		return c.reg.Deregister(ctx, in.Name, in.ID)
+		return st.Registrar().Deregister(ctx, in.Name, in.ID)
 	}
 }

@@ -3,9 +3,11 @@ package fleet_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"runtime"
 	"runtime/debug"
 	rtmetrics "runtime/metrics"
+	"slices"
 	"sync"
 	"time"
 
@@ -16,6 +18,8 @@ import (
 	grpcresolver "google.golang.org/grpc/resolver"
 
 	"github.com/musterhq/muster/internal/testkit/resolvertest"
+	"github.com/musterhq/muster/registry"
+	"github.com/musterhq/muster/registry/clusters"
 	"github.com/musterhq/muster/registry/etcd"
 	"github.com/musterhq/muster/resolver"
 )
@@ -41,7 +45,7 @@ func adsObserver(j int) string    { return fmt.Sprintf("x%d", j) }
 // ..." for the etcd:/// channels, then a diffLine for every change a
 // channel is handed, until ctx ends.
 func runClients(ctx context.Context, cfg roleConfig, out *lineWriter) error {
-	d, closeDiscovery, err := openDiscovery(cfg.Endpoints)
+	d, closeDiscovery, err := openDiscovery(cfg.Regions)
 	if err != nil {
 		return err
 	}
@@ -57,10 +61,17 @@ func runClients(ctx context.Context, cfg roleConfig, out *lineWriter) error {
 	// and the etcd:/// channels run it as their default service config, so
 	// that the two tiers differ by their resolvers only.
 	p2c := grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"muster_p2c":{}}]}`)
-	open := func(id, target, service string, b grpcresolver.Builder) (*grpc.ClientConn, error) {
-		v := &view{expect: cfg.Expect[service]}
+	open := func(id, target string, expect int, b grpcresolver.Builder) (*grpc.ClientConn, error) {
+		v := &view{expect: expect}
 		var mu sync.Mutex
-		waiting.Add(1)
+		if expect == 0 {
+			// A resolver may hand no state for an empty prefix: the
+			// view is complete as it is.
+			v.ready = true
+			out.printf("ready %s", id)
+		} else {
+			waiting.Add(1)
+		}
 		rec := resolvertest.RecordingBuilder{Builder: b, OnState: func(s grpcresolver.State, at time.Time) {
 			now := stateView(s)
 			mu.Lock()
@@ -85,25 +96,25 @@ func runClients(ctx context.Context, cfg roleConfig, out *lineWriter) error {
 	}
 	// channelInstances is how many instances n channels over the
 	// followed services are handed in all.
-	channelInstances := func(n int) int {
+	channelInstances := func(n int, expect map[string]int) int {
 		total := 0
 		for j := range n {
-			total += cfg.Expect[cfg.Followed[j%len(cfg.Followed)]]
+			total += expect[cfg.Followed[j%len(cfg.Followed)]]
 		}
 		return total
 	}
 	for j := range cfg.Channels {
 		s := cfg.Followed[j%len(cfg.Followed)]
-		conn, err := open(musterObserver(j), "muster:///"+s, s, rb)
+		conn, err := open(musterObserver(j), "muster:///"+s, cfg.Expect[s], rb)
 		if err != nil {
 			return err
 		}
 		defer conn.Close()
 	}
 	waiting.Wait()
-	out.printf("heap muster %d %d", liveHeap(), channelInstances(cfg.Channels))
+	out.printf("heap muster %d %d", liveHeap(), channelInstances(cfg.Channels, cfg.Expect))
 	if cfg.NamingChannels > 0 {
-		ncli, err := clientv3.New(etcd.ClientConfig(cfg.Endpoints...))
+		ncli, err := clientv3.New(etcd.ClientConfig(cfg.Regions[0]...))
 		if err != nil {
 			return err
 		}
@@ -114,7 +125,7 @@ func runClients(ctx context.Context, cfg roleConfig, out *lineWriter) error {
 		}
 		for j := range cfg.NamingChannels {
 			s := cfg.Followed[j%len(cfg.Followed)]
-			conn, err := open(namingObserver(j), "etcd:///"+s, s, nb)
+			conn, err := open(namingObserver(j), "etcd:///"+s, cfg.ExpectFirst[s], nb)
 			if err != nil {
 				return err
 			}
@@ -122,7 +133,7 @@ func runClients(ctx context.Context, cfg roleConfig, out *lineWriter) error {
 		}
 		waiting.Wait()
 	}
-	out.printf("heap naming %d %d", liveHeap(), channelInstances(cfg.NamingChannels))
+	out.printf("heap naming %d %d", liveHeap(), channelInstances(cfg.NamingChannels, cfg.ExpectFirst))
 	<-ctx.Done()
 	return nil
 }
@@ -161,20 +172,41 @@ func liveHeap() uint64 {
 	return s[0].Value.Uint64()
 }
 
-// openDiscovery opens a Discovery on an etcd client of its own, as a
-// process has; closing closes both.
-func openDiscovery(endpoints []string) (*etcd.Discovery, func(), error) {
-	cli, err := clientv3.New(etcd.ClientConfig(endpoints...))
+// openDiscovery opens a Discovery of each region on an etcd client of its
+// own, as a process has, and with several regions their union
+// (registry/clusters, each region's instances in region "rN"); closing
+// closes them all.
+func openDiscovery(regions [][]string) (registry.Discovery, func(), error) {
+	var closers []io.Closer
+	closeAll := func() {
+		for _, c := range slices.Backward(closers) {
+			_ = c.Close()
+		}
+	}
+	var parts []clusters.Cluster
+	for r, endpoints := range regions {
+		cli, err := clientv3.New(etcd.ClientConfig(endpoints...))
+		if err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		closers = append(closers, cli)
+		d, err := etcd.NewDiscovery(cli, etcd.WithLogger(quiet))
+		if err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		closers = append(closers, d)
+		parts = append(parts, clusters.Cluster{Name: fmt.Sprintf("r%d", r), Region: fmt.Sprintf("r%d", r), Discovery: d})
+	}
+	if len(parts) == 1 {
+		return parts[0].Discovery, closeAll, nil
+	}
+	u, err := clusters.New(parts...)
 	if err != nil {
+		closeAll()
 		return nil, nil, err
 	}
-	d, err := etcd.NewDiscovery(cli, etcd.WithLogger(quiet))
-	if err != nil {
-		_ = cli.Close()
-		return nil, nil, err
-	}
-	return d, func() {
-		_ = d.Close()
-		_ = cli.Close()
-	}, nil
+	closers = append(closers, u)
+	return u, closeAll, nil
 }

@@ -16,10 +16,6 @@ import (
 	"github.com/musterhq/muster/registry/etcd"
 )
 
-// setupTimeout bounds each phase of the setup (registering the fleet,
-// loading every channel and stream).
-const setupTimeout = 15 * time.Minute
-
 // BenchmarkFleet runs a fleet (package doc) for each combination of
 // -fleet.processes and -fleet.ttl: renewals only for -fleet.quiet, then
 // under churn for -fleet.duration, and reports per run the lease renewals
@@ -150,9 +146,16 @@ func runFleet(b *testing.B, p int, ttl time.Duration) {
 	nInst, nServices := *flagInstances, *flagServices
 	nFollowed := min(*flagFollowed, nServices)
 	spread := min(max(*flagSpread, 1), nInst)
-	c := etcdtest.Start(b, etcdtest.WithProcesses(), etcdtest.WithSize(*flagMembers))
-	endpoints := c.DirectEndpoints()
-	procs := &fleetProcs{members: c.Members()}
+	nRegions := max(*flagRegions, 1)
+	procs := &fleetProcs{}
+	var regions [][]string
+	var cs []*etcdtest.Cluster
+	for range nRegions {
+		c := etcdtest.Start(b, etcdtest.WithProcesses(), etcdtest.WithSize(*flagMembers))
+		cs = append(cs, c)
+		regions = append(regions, c.DirectEndpoints())
+		procs.members = append(procs.members, c.Members()...)
+	}
 
 	// The registrar processes, spread over the hosts.
 	start := time.Now()
@@ -161,7 +164,7 @@ func runFleet(b *testing.B, p int, ttl time.Duration) {
 	for h := range nHosts {
 		first, count := h*p/nHosts, (h+1)*p/nHosts-h*p/nHosts
 		procs.hosts = append(procs.hosts, startRole(b, roleConfig{
-			Role: "registrars", Endpoints: endpoints, First: first, Count: count,
+			Role: "registrars", Regions: regions, First: first, Count: count,
 			Instances: nInst, Services: nServices, Spread: spread, TTL: ttl, Naming: *flagNaming > 0,
 		}, func(line string) { ready <- line }))
 	}
@@ -175,36 +178,40 @@ func runFleet(b *testing.B, p int, ttl time.Duration) {
 	registered := time.Since(start)
 
 	followed := make([]string, nFollowed)
-	expect := map[string]int{}
+	expect, expectFirst := map[string]int{}, map[string]int{}
 	for s := range nFollowed {
 		followed[s] = serviceName(s)
 	}
 	for q := range p {
 		for i := range nInst {
-			expect[fleetInstance(q, i, nInst, nServices, spread).Name]++
+			name := fleetInstance(q, i, nInst, nServices, spread).Name
+			expect[name]++
+			if regionOf(q, nServices, nRegions) == 0 {
+				expectFirst[name]++
+			}
 		}
 	}
 
 	// The control plane.
 	xdsLines := make(chan string, 1)
-	procs.xds = startRole(b, roleConfig{Role: "xds", Endpoints: endpoints}, func(line string) { xdsLines <- line })
+	procs.xds = startRole(b, roleConfig{Role: "xds", Regions: regions}, func(line string) { xdsLines <- line })
 	xdsAddr := strings.TrimPrefix(awaitLine(b, xdsLines, "addr ", procs.xds), "addr ")
 
 	// The client process and the ADS streams, observed by the matcher.
 	m := newMatcher()
 	for j := range *flagChannels {
-		m.observe(musterObserver(j), observer{tierMuster, followed[j%nFollowed]})
+		m.observe(musterObserver(j), observer{tierMuster, followed[j%nFollowed], anyRegion})
 	}
 	for j := range *flagNaming {
-		m.observe(namingObserver(j), observer{tierNaming, followed[j%nFollowed]})
+		m.observe(namingObserver(j), observer{tierNaming, followed[j%nFollowed], 0})
 	}
 	for j := range *flagStreams {
-		m.observe(adsObserver(j), observer{tierADS, followed[j%nFollowed]})
+		m.observe(adsObserver(j), observer{tierADS, followed[j%nFollowed], anyRegion})
 	}
 	clientLines := make(chan string, 16)
 	procs.clients = startRole(b, roleConfig{
-		Role: "clients", Endpoints: endpoints, Followed: followed,
-		Channels: *flagChannels, NamingChannels: *flagNaming, Expect: expect,
+		Role: "clients", Regions: regions, Followed: followed,
+		Channels: *flagChannels, NamingChannels: *flagNaming, Expect: expect, ExpectFirst: expectFirst,
 	}, func(line string) {
 		if strings.HasPrefix(line, "d ") {
 			id, d, at, err := parseDiffLine(line)
@@ -237,17 +244,20 @@ func runFleet(b *testing.B, p int, ttl time.Duration) {
 	s0 := procs.sample(b)
 	time.Sleep(*flagQuiet) // the window measured: nothing to await
 	s1 := procs.sample(b)
-	cli := c.Client(b, endpoints...)
 	opts, err := registrarOptions(ttl, *flagNaming > 0)
 	if err != nil {
 		b.Fatal(err)
 	}
-	store, err := etcd.NewStore(cli, opts...)
-	if err != nil {
-		b.Fatal(err)
+	var stores []registry.Store
+	for _, c := range cs {
+		store, err := etcd.NewStore(c.Client(b, c.DirectEndpoints()...), opts...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = store.Close() })
+		stores = append(stores, store)
 	}
-	b.Cleanup(func() { _ = store.Close() })
-	ch := newChurn(store.Registrar(), store.Admin(registry.Actor{Who: "fleet"}), m, followed)
+	ch := newChurn(stores, m, followed)
 	cctx, stop := context.WithTimeout(ctx, *flagDuration)
 	ch.run(cctx, *flagChurn)
 	stop()
@@ -326,8 +336,8 @@ func runFleet(b *testing.B, p int, ttl time.Duration) {
 	rep.add("setup-loaded-s", loaded.Seconds())
 	b.ReportMetric(0, "ns/op")
 	b.Logf("etcd messages a second by method, quiet: %s; under churn: %s", rates(q.byMethod), rates(w.byMethod))
-	b.Logf("processes %d × %d instances (in %d services each) over %d services, TTL %v, %d member(s); %d channels, %d etcd-naming channels, %d ADS streams on %d services; churn %.0f/s for %v:\n%s",
-		p, nInst, spread, nServices, ttl, *flagMembers, *flagChannels, *flagNaming, *flagStreams, nFollowed, *flagChurn, *flagDuration, rep.String())
+	b.Logf("processes %d × %d instances (in %d services each) over %d services, TTL %v, %d region(s) of %d member(s); %d channels, %d etcd-naming channels, %d ADS streams on %d services; churn %.0f/s for %v:\n%s",
+		p, nInst, spread, nServices, ttl, nRegions, *flagMembers, *flagChannels, *flagNaming, *flagStreams, nFollowed, *flagChurn, *flagDuration, rep.String())
 }
 
 // report collects a run's figures: each is a benchmark metric and a line
@@ -363,9 +373,9 @@ func rates(byMethod map[string]float64) string {
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // awaitLine waits for a line starting with prefix on lines, failing b if
-// one of the children ends first or it does not come within setupTimeout.
+// one of the children ends first or it does not come within -fleet.setup.
 func awaitLine(b *testing.B, lines <-chan string, prefix string, children ...*child) string {
-	timeout := time.After(setupTimeout)
+	timeout := time.After(*flagSetup)
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -381,12 +391,12 @@ func awaitLine(b *testing.B, lines <-chan string, prefix string, children ...*ch
 				}
 			}
 		case <-timeout:
-			b.Fatalf("no %q line within %v", prefix, setupTimeout)
+			b.Fatalf("no %q line within %v", prefix, *flagSetup)
 		}
 	}
 }
 
-// waitGroup waits for wg, failing b after setupTimeout.
+// waitGroup waits for wg, failing b after -fleet.setup.
 func waitGroup(b *testing.B, wg *sync.WaitGroup, what string) {
 	done := make(chan struct{})
 	go func() {
@@ -395,7 +405,7 @@ func waitGroup(b *testing.B, wg *sync.WaitGroup, what string) {
 	}()
 	select {
 	case <-done:
-	case <-time.After(setupTimeout):
-		b.Fatalf("%s not within %v", what, setupTimeout)
+	case <-time.After(*flagSetup):
+		b.Fatalf("%s not within %v", what, *flagSetup)
 	}
 }

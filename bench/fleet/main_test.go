@@ -21,7 +21,8 @@ func TestMain(m *testing.M) {
 // The fleet's parameters. Lists (processes, ttl) are swept: one
 // sub-benchmark per combination.
 var (
-	flagMembers   = flag.Int("fleet.members", 1, "etcd members in the cluster (1 or 3)")
+	flagMembers   = flag.Int("fleet.members", 1, "etcd members in each cluster (1 or 3)")
+	flagRegions   = flag.Int("fleet.regions", 1, "regions, each an etcd cluster of its own with its share of the registrar processes; clients and the control plane follow all (registry/clusters)")
 	flagProcesses = flag.String("fleet.processes", "200", "registrar processes (one lease each), a comma-separated list to sweep")
 	flagHosts     = flag.Int("fleet.hosts", 2, "child processes the registrar processes are spread over (each simulated process has its own etcd client, connection and lease)")
 	flagInstances = flag.Int("fleet.instances", 5, "instances per registrar process")
@@ -35,6 +36,7 @@ var (
 	flagChurn     = flag.Float64("fleet.churn", 10, "changes per second made by the churn driver (register, weight, drain, deregister in turn)")
 	flagQuiet     = flag.Duration("fleet.quiet", 10*time.Second, "window measured before the churn: renewals only")
 	flagDuration  = flag.Duration("fleet.duration", 30*time.Second, "window measured under churn")
+	flagSetup     = flag.Duration("fleet.setup", 15*time.Minute, "bound on each phase of the setup (registering the fleet, loading every channel and stream)")
 )
 
 // quiet discards the library's logs; the benchmark reports what it sees.

@@ -84,6 +84,7 @@ var kindNames = [kinds]string{"register", "weight", "drain", "deregister"}
 // what a view shows once it has it (want: the weight, 0 drained, absent).
 type change struct {
 	kind    int
+	region  int
 	service string
 	addr    string
 	want    int
@@ -100,10 +101,15 @@ func (c *change) matches(w int) bool {
 }
 
 // observer is one channel or stream: its tier ("muster", "etcd-naming",
-// "ads") and the service it follows.
+// "ads"), the service it follows, and the region it follows (anyRegion:
+// all of them).
 type observer struct {
 	tier, service string
+	region        int
 }
+
+// anyRegion is the region of an observer that follows every region.
+const anyRegion = -1
 
 // matcher pairs the churn's changes with what each observer saw: the time
 // from each change to each observer of its service.
@@ -139,12 +145,17 @@ func (m *matcher) observe(id string, o observer) {
 }
 
 // made records a change, before it is made, for every observer of its
-// service that can show it (etcd's naming layout has no weights).
+// service and region that can show it (etcd's naming layout has no
+// weights).
 func (m *matcher) made(c *change) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, id := range m.byService[c.service] {
-		tier := m.observers[id].tier
+		o := m.observers[id]
+		if o.region != anyRegion && o.region != c.region {
+			continue
+		}
+		tier := o.tier
 		if tier == tierNaming && (c.kind == kindWeight || c.kind == kindDrain) {
 			m.skipped[tier]++
 			continue

@@ -30,8 +30,9 @@ func TestViewReportsChangesAfterTheFirstFullList(t *testing.T) {
 // same instance count as shown then, and a change is timed per tier.
 func TestMatcherTimesEachChangeAtTheViewThatShowsIt(t *testing.T) {
 	m := newMatcher()
-	m.observe("m0", observer{tierMuster, "s"})
-	m.observe("n0", observer{tierNaming, "s"})
+	m.observe("m0", observer{tierMuster, "s", anyRegion})
+	m.observe("n0", observer{tierNaming, "s", 0})
+	m.observe("n1", observer{tierNaming, "s", 1}) // sees none of region 0's changes
 	t0 := time.Unix(100, 0)
 	for i, c := range []*change{
 		{kind: kindRegister, service: "s", addr: "a", want: rollWeight},

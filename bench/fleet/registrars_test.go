@@ -31,6 +31,11 @@ func fleetInstance(p, i, instances, services, spread int) registry.Instance {
 	}
 }
 
+// regionOf is the region of registrar process p: the processes of each
+// service take the regions in turn (process p serves service p mod
+// services first, see fleetInstance).
+func regionOf(p, services, regions int) int { return p / services % regions }
+
 // runRegistrars is a registrar host: cfg.Count registrar processes, each
 // with an etcd client and a Registrar of its own, registering their
 // instances; it prints "ready <heap before> <heap after>" once all are
@@ -74,7 +79,7 @@ func runRegistrars(ctx context.Context, cfg roleConfig, out *lineWriter) error {
 // startProcess is registrar process p: its etcd client and Registrar,
 // with its instances registered. Both live until the host exits.
 func startProcess(ctx context.Context, cfg roleConfig, p int, opts []etcd.Option) error {
-	cli, err := clientv3.New(etcd.ClientConfig(cfg.Endpoints...))
+	cli, err := clientv3.New(etcd.ClientConfig(cfg.Regions[regionOf(p, cfg.Services, len(cfg.Regions))]...))
 	if err != nil {
 		return err
 	}

@@ -24,7 +24,7 @@ import (
 // port it prints ("addr <host:port>"), until ctx ends. Every stream comes
 // from 127.0.0.1, so one client may hold every connection and stream.
 func runXDS(ctx context.Context, cfg roleConfig, out *lineWriter) error {
-	d, closeDiscovery, err := openDiscovery(cfg.Endpoints)
+	d, closeDiscovery, err := openDiscovery(cfg.Regions)
 	if err != nil {
 		return err
 	}
