@@ -14,6 +14,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	etcdnaming "go.etcd.io/etcd/client/v3/naming/resolver"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	grpcresolver "google.golang.org/grpc/resolver"
 
@@ -103,6 +104,7 @@ func runClients(ctx context.Context, cfg roleConfig, out *lineWriter) error {
 		}
 		return total
 	}
+	var conns []*grpc.ClientConn
 	for j := range cfg.Channels {
 		s := cfg.Followed[j%len(cfg.Followed)]
 		conn, err := open(musterObserver(j), "muster:///"+s, cfg.Expect[s], rb)
@@ -110,8 +112,10 @@ func runClients(ctx context.Context, cfg roleConfig, out *lineWriter) error {
 			return err
 		}
 		defer conn.Close()
+		conns = append(conns, conn)
 	}
 	waiting.Wait()
+	settle(ctx, conns)
 	out.printf("heap muster %d %d", liveHeap(), channelInstances(cfg.Channels, cfg.Expect))
 	if cfg.NamingChannels > 0 {
 		ncli, err := clientv3.New(etcd.ClientConfig(cfg.Regions[0]...))
@@ -130,12 +134,29 @@ func runClients(ctx context.Context, cfg roleConfig, out *lineWriter) error {
 				return err
 			}
 			defer conn.Close()
+			conns = append(conns, conn)
 		}
 		waiting.Wait()
+		settle(ctx, conns[cfg.Channels:])
 	}
 	out.printf("heap naming %d %d", liveHeap(), channelInstances(cfg.NamingChannels, cfg.ExpectFirst))
 	<-ctx.Done()
 	return nil
+}
+
+// settle waits until every channel has tried every address and failed
+// (nothing listens on them), so that the heap is measured without
+// connection attempts in flight; at most 10 seconds.
+func settle(ctx context.Context, conns []*grpc.ClientConn) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for _, c := range conns {
+		for st := c.GetState(); st != connectivity.TransientFailure; st = c.GetState() {
+			if !c.WaitForStateChange(ctx, st) {
+				return
+			}
+		}
+	}
 }
 
 // stateView is a channel's state as a view: weight by address, 0 for a

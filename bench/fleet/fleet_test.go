@@ -274,10 +274,15 @@ func runFleet(b *testing.B, p int, ttl time.Duration) {
 	rep := report{b: b}
 	rep.add("renewals/s", all.renewals)
 	rep.add("renewals-due/s", float64(p)*3/ttl.Seconds()) // a renewal every TTL/3
-	var watchers float64
-	for _, ms := range s2.members {
+	var watchers, renewed, expired float64
+	for i, ms := range s2.members {
 		watchers += ms["etcd_debugging_mvcc_watcher_total"]
+		// Renewals as the leader applies them; expiries since the start.
+		renewed += ms["etcd_debugging_lease_renewed_total"] - s0.members[i]["etcd_debugging_lease_renewed_total"]
+		expired += ms["etcd_debugging_server_lease_expired_total"]
 	}
+	rep.add("renewals-leader/s", renewed/all.secs)
+	rep.add("leases-expired", expired)
 	rep.add("etcd-watchers", watchers)
 	rep.add("audits/s", all.audits)
 	rep.add("etcd-requests/s", all.requests)
