@@ -286,6 +286,13 @@ func runFleet(b *testing.B, p int, ttl time.Duration) {
 	rep.add("etcd-watchers", watchers)
 	rep.add("audits/s", all.audits)
 	rep.add("etcd-requests/s", all.requests)
+	var quietCPU float64
+	for _, c := range q.memberCPU {
+		quietCPU += c
+	}
+	if q.requests > 0 {
+		rep.add("etcd-cpu-µs/message-quiet", 1e6*quietCPU/q.requests) // with the members' idle cost
+	}
 	for i := range procs.members {
 		rep.add(fmt.Sprintf("etcd%d-cpu%%-quiet", i), 100*q.memberCPU[i])
 		rep.add(fmt.Sprintf("etcd%d-cpu%%-churn", i), 100*w.memberCPU[i])
