@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -83,6 +84,8 @@ func (f *fleetProcs) sample(b *testing.B) sample {
 	}
 	s.cpu["xds"] = mustCPU(b, f.xds.pid())
 	s.cpu["clients"] = mustCPU(b, f.clients.pid())
+	// This process: the ADS streams' clients and the churn driver.
+	s.cpu["bench"] = mustCPU(b, os.Getpid())
 	return s
 }
 
@@ -319,6 +322,7 @@ func runFleet(b *testing.B, p int, ttl time.Duration) {
 	rep.add("xds-rss-MB", mustRSS(b, procs.xds.pid())/1e6)
 	rep.add("clients-cpu%-churn", 100*w.processCPU["clients"])
 	rep.add("clients-rss-MB", mustRSS(b, procs.clients.pid())/1e6)
+	rep.add("ads-clients-cpu%-churn", 100*w.processCPU["bench"])
 	heap := func(line string) (bytes, instances float64) {
 		f := strings.Fields(line)
 		bytes, _ = strconv.ParseFloat(f[2], 64)
