@@ -46,7 +46,8 @@
 // RunMemberIfChild first), so that Member.Freeze stops it with SIGSTOP (its
 // connections stay open and nothing answers, while the other members go
 // on), Member.Thaw resumes it with SIGCONT, Member.Kill sends SIGKILL and
-// Member.Stop SIGTERM. Children die with the test process (stdin closed,
+// Member.Stop SIGTERM; Member.Pid gives the child's process ID (to read its
+// CPU and memory). Children die with the test process (stdin closed,
 // and Pdeathsig on Linux). Member.Etcd and Cluster.RPCStats need
 // in-process members and panic otherwise; WithAuth is not supported.
 //

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -213,7 +214,10 @@ func TestProcessMembers(t *testing.T) {
 	ms := c.Members()
 	var pids []int
 	for _, m := range ms {
-		pids = append(pids, etcdtest.PID(m))
+		pids = append(pids, m.Pid())
+	}
+	if slices.Contains(pids, 0) {
+		t.Fatalf("Pid() of running process members: %v, want each one's process", pids)
 	}
 	cli := c.Client(t)
 	if err := put(cli, "k", "v1"); err != nil {
@@ -256,8 +260,8 @@ func TestProcessMembers(t *testing.T) {
 	victim := frozen
 	id := victim.ID()
 	victim.Kill(t)
-	if victim.Running() {
-		t.Fatalf("member running after Kill")
+	if victim.Running() || victim.Pid() != 0 {
+		t.Fatalf("member running (pid %d) after Kill", victim.Pid())
 	}
 	if _, err := get(fcli, "k"); !isOutage(err) {
 		t.Fatalf("get from the killed member: %v, want an outage", err)
@@ -277,7 +281,7 @@ func TestProcessMembers(t *testing.T) {
 		victim.Etcd()
 	}()
 
-	pids = append(pids, etcdtest.PID(victim))
+	pids = append(pids, victim.Pid())
 	c.Close()
 	for _, pid := range pids {
 		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {

@@ -238,6 +238,18 @@ func (m *Member) Frozen() bool {
 	return m.proc != nil && m.proc.frozen
 }
 
+// Pid returns the process ID of a process member's running server
+// (WithProcesses), for a test or benchmark that reads its CPU and memory
+// from /proc; 0 for an in-process member or one that is stopped.
+func (m *Member) Pid() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.proc == nil {
+		return 0
+	}
+	return m.proc.cmd.Process.Pid
+}
+
 // Restart starts the member's server again on the same ports and data
 // directory, so it keeps its data and, in a three-member cluster, rejoins
 // as an existing member. It waits until the member is ready and serves a
