@@ -9,6 +9,7 @@ import (
 	"github.com/musterhq/muster/balancer/p2c"
 	"github.com/musterhq/muster/balancer/wrr"
 	"github.com/musterhq/muster/internal/lbattr"
+	"github.com/musterhq/muster/internal/served"
 )
 
 // DefaultBalancer is the balancer of a channel that chooses none: the
@@ -98,9 +99,9 @@ func (b *Builder) channelBalancer(targetLB string, bo grpcresolver.BuildOptions)
 // channel runs gRPC's pick_first, or a balancer of gRPC's that the user
 // chose (the resolver cannot tell them apart): from now on it is handed
 // DefaultBalancer, which replaces that choice, and the Builder says so once
-// in its log. Called with r.mu held.
-func (r *musterResolver) decideDefault(st grpcresolver.State) {
-	sc := r.serviceConfig()
+// in its log.
+func (r *musterResolver) decideDefault(st grpcresolver.State, l served.List) {
+	sc := r.serviceConfig(l)
 	r.byDefault = false
 	if sc == nil {
 		r.lbConfig = "" // a ClientConn that parses no service config

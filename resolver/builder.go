@@ -1,15 +1,14 @@
 package resolver
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 
 	grpcresolver "google.golang.org/grpc/resolver"
 
+	"github.com/musterhq/muster/internal/served"
 	"github.com/musterhq/muster/registry"
 )
 
@@ -31,22 +30,16 @@ var (
 // and may serve any number of channels; all channels of a service share the
 // Discovery's one watch.
 type Builder struct {
-	d     registry.Discovery
-	opts  options
-	log   *slog.Logger
-	snaps *snapshotStore
-	// states are shared by the channels of a target.
-	states sharedStates
-	// settings are followed once per service for its channels.
-	settings settingsHub
+	d    registry.Discovery
+	opts options
+	log  *slog.Logger
+	// p makes what every channel of the Builder is served: one watcher
+	// and feed per target, one follower of the settings per service.
+	p *served.Pipeline
 
 	// defaultNotice logs once that channels get DefaultBalancer
 	// (decideDefault).
 	defaultNotice sync.Once
-
-	updates   atomic.Uint64
-	protected atomic.Uint64
-	held      atomic.Uint64
 }
 
 // Stats are a Builder's counters.
@@ -91,9 +84,9 @@ func NewBuilder(d registry.Discovery, opts ...Option) *Builder {
 func newBuilder(d registry.Discovery, opts []Option) *Builder {
 	o := buildOptions(opts)
 	b := &Builder{d: d, opts: o, log: o.logger.With("component", "muster.resolver")}
-	if o.snapshotDir != "" {
-		b.snaps = &snapshotStore{dir: o.snapshotDir, written: map[string]savedList{}}
-	}
+	cfg := o.served
+	cfg.Logger, cfg.Build = b.log, buildEndpoints
+	b.p = served.New(d, cfg)
 	return b
 }
 
@@ -102,7 +95,8 @@ func (b *Builder) Scheme() string { return b.opts.scheme }
 
 // Stats returns the Builder's counters.
 func (b *Builder) Stats() Stats {
-	return Stats{Updates: b.updates.Load(), Protected: b.protected.Load(), Held: b.held.Load()}
+	s := b.p.Stats()
+	return Stats{Updates: s.Updates, Protected: s.Protected, Held: s.Held}
 }
 
 // Build starts resolving target for cc. It never blocks on the registry:
@@ -113,9 +107,9 @@ func (b *Builder) Stats() Stats {
 // once the service's settings are read too, within the same timeout. gRPC
 // calls Build for a channel; a program that wants the states a channel
 // would get (after protection and the target's filters) may call it with a
-// ClientConn of its own, as the xds package does: UpdateState and
-// ReportError are then called one at a time, from the resolver's goroutines
-// (the target's and the channel's own), and count in Stats; they should
+// ClientConn of its own: UpdateState and ReportError are then called one
+// at a time, from the resolver's goroutines (the target's and the
+// channel's own), and count in Stats; they should
 // return promptly, since the other channels of the target wait meanwhile.
 // Such a ClientConn gets the channel's service config (see Balancing in
 // the package documentation) when its ParseServiceConfig accepts it; pass
@@ -128,39 +122,26 @@ func (b *Builder) Build(target grpcresolver.Target, cc grpcresolver.ClientConn, 
 	if err != nil {
 		return nil, err
 	}
-	if q.zone == "" {
-		q.zone = b.opts.zone
+	if q.Zone == "" {
+		q.Zone = b.opts.zone
 	}
-	if q.region == "" {
-		q.region = b.opts.region
+	if q.Region == "" {
+		q.Region = b.opts.region
 	}
-	followsSettings := b.opts.policies != nil || b.opts.canaries != nil
 	lb, byDefault := b.channelBalancer(q.lb, bo)
-	ctx, cancel := context.WithCancel(context.Background())
 	r := &musterResolver{
 		b:         b,
 		cc:        cc,
 		q:         q,
-		cancel:    cancel,
-		done:      make(chan struct{}),
-		rearm:     make(chan struct{}, 1),
-		log:       b.log.With("service", q.service),
-		protect:   newProtection(b.opts.protectFraction, b.opts.protectWindow),
-		grace:     grace{period: b.opts.deletionGrace},
+		log:       b.log.With("service", q.Service),
 		lbConfig:  lb,
 		byDefault: byDefault,
-		// Set before the feed can see r: its first state waits for the
-		// settings (run).
-		holding: followsSettings,
 	}
-	if err := b.states.join(b, r); err != nil {
-		cancel()
-		return nil, err
+	f, err := b.p.Follow(q.Target, r)
+	if err != nil {
+		return nil, fmt.Errorf("resolver: %w", err)
 	}
-	if followsSettings {
-		r.settings, r.settingsReady = b.settings.join(b, q.service, r)
-	}
-	go r.run(ctx)
+	r.f = f
 	return r, nil
 }
 

@@ -16,7 +16,7 @@ import (
 // not one per channel). nil (the default) follows none: the
 // balancers then send no uncolored call to a color.
 func WithCanaries(src registry.CanarySource) Option {
-	return func(o *options) { o.canaries = src }
+	return func(o *options) { o.served.Canaries = src }
 }
 
 // CanaryOf returns the canary setting a state carries (see WithCanaries),

@@ -87,7 +87,10 @@
 // timeout: past it, the channel gets the list without them and the
 // settings in a later state.
 //
-// Each Discovery snapshot becomes one UpdateState: endpoints sorted by
+// What a channel is served (protection, the deletion grace, filters,
+// subsetting, settings) is made by the pipeline Muster's xDS control plane
+// uses too, so both serve the same instances under the same faults. Each
+// Discovery snapshot becomes one UpdateState: endpoints sorted by
 // instance ID, each carrying its registry.Instance as a comparable
 // attribute (InstanceOf reads it), with the same endpoints in Addresses for
 // address-based balancers (grpc's balancer/base). The channels of a

@@ -3,6 +3,8 @@ package resolver
 import (
 	"sync"
 	"time"
+
+	"github.com/musterhq/muster/internal/served"
 )
 
 // FakeClock is a clock for tests: its time moves only with Advance, which
@@ -18,7 +20,7 @@ func NewFakeClock(t time.Time) *FakeClock { return &FakeClock{t: t} }
 
 // WithFakeClock makes the Builder's resolvers read protection's time from
 // c and wait for its lifts on c's timers.
-func WithFakeClock(c *FakeClock) Option { return func(o *options) { o.clock = c } }
+func WithFakeClock(c *FakeClock) Option { return func(o *options) { o.served.Clock = c } }
 
 // Advance moves c's time on by d and fires the timers due by then.
 func (c *FakeClock) Advance(d time.Duration) {
@@ -30,13 +32,13 @@ func (c *FakeClock) Advance(d time.Duration) {
 	}
 }
 
-func (c *FakeClock) now() time.Time {
+func (c *FakeClock) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.t
 }
 
-func (c *FakeClock) newTimer() liftTimer {
+func (c *FakeClock) NewTimer() served.Timer {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	t := &fakeTimer{clk: c, ch: make(chan time.Time, 1)}
@@ -63,16 +65,16 @@ type fakeTimer struct {
 	armed bool      // guarded by clk.mu
 }
 
-func (t *fakeTimer) c() <-chan time.Time { return t.ch }
+func (t *fakeTimer) C() <-chan time.Time { return t.ch }
 
-func (t *fakeTimer) reset(d time.Duration) {
+func (t *fakeTimer) Reset(d time.Duration) {
 	t.clk.mu.Lock()
 	defer t.clk.mu.Unlock()
 	t.at, t.armed = t.clk.t.Add(d), true
 	t.clk.fireLocked(t)
 }
 
-func (t *fakeTimer) stop() {
+func (t *fakeTimer) Stop() {
 	t.clk.mu.Lock()
 	defer t.clk.mu.Unlock()
 	t.armed = false

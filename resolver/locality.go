@@ -5,6 +5,7 @@ import (
 	grpcresolver "google.golang.org/grpc/resolver"
 
 	"github.com/musterhq/muster/internal/lbattr"
+	"github.com/musterhq/muster/internal/served"
 	"github.com/musterhq/muster/registry"
 )
 
@@ -21,12 +22,12 @@ func LocalityOf(s grpcresolver.State) (l Locality, ok bool) {
 	return lbattr.LocalityOf(s)
 }
 
-// stateAttributes returns the attributes of the states r pushes: the
+// stateAttributes returns the attributes of the state r makes of l: the
 // canary setting, the call policy and the client's locality, when there
 // are any.
-func (r *musterResolver) stateAttributes() *attributes.Attributes {
-	withLocality := r.b.opts.zoneFallback && (r.q.zone != "" || r.q.region != "")
-	return lbattr.StateAttributes(nil, r.canary, r.policy, Locality{Region: r.q.region, Zone: r.q.zone}, withLocality)
+func (r *musterResolver) stateAttributes(l served.List) *attributes.Attributes {
+	withLocality := r.b.opts.served.ZoneFallback && (r.q.Zone != "" || r.q.Region != "")
+	return lbattr.StateAttributes(nil, l.Canary, l.Policy, Locality{Region: r.q.Region, Zone: r.q.Zone}, withLocality)
 }
 
 // StateWithLocality returns s carrying l, as the states of a channel with

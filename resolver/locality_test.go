@@ -6,6 +6,7 @@ import (
 
 	grpcresolver "google.golang.org/grpc/resolver"
 
+	"github.com/musterhq/muster/internal/served"
 	"github.com/musterhq/muster/registry"
 )
 
@@ -21,16 +22,16 @@ func TestStatesCarryTheLocality(t *testing.T) {
 		want     Locality
 		ok       bool
 	}{
-		{"zone", query{zone: "z1"}, true, Locality{Zone: "z1"}, true},
-		{"region and zone", query{region: "r1", zone: "z1"}, true, Locality{Region: "r1", Zone: "z1"}, true},
-		{"region", query{region: "r1"}, true, Locality{Region: "r1"}, true},
+		{"zone", query{Target: served.Target{Zone: "z1"}}, true, Locality{Zone: "z1"}, true},
+		{"region and zone", query{Target: served.Target{Region: "r1", Zone: "z1"}}, true, Locality{Region: "r1", Zone: "z1"}, true},
+		{"region", query{Target: served.Target{Region: "r1"}}, true, Locality{Region: "r1"}, true},
 		{"none", query{}, true, Locality{}, false},
-		{"no fallback", query{zone: "z1"}, false, Locality{}, false},
+		{"no fallback", query{Target: served.Target{Zone: "z1"}}, false, Locality{}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := &musterResolver{b: &Builder{opts: options{zoneFallback: tc.fallback}}, q: tc.q,
-				canary: registry.Canary{Color: "blue", Percent: 5}}
-			st := grpcresolver.State{Attributes: r.stateAttributes()}
+			r := &musterResolver{b: &Builder{opts: options{served: served.Config{ZoneFallback: tc.fallback}}}, q: tc.q}
+			l := served.List{Canary: registry.Canary{Color: "blue", Percent: 5}}
+			st := grpcresolver.State{Attributes: r.stateAttributes(l)}
 			got, ok := LocalityOf(st)
 			if got != tc.want || ok != tc.ok {
 				t.Errorf("LocalityOf = %+v, %v; want %+v, %v", got, ok, tc.want, tc.ok)
@@ -46,9 +47,9 @@ func TestStatesCarryTheLocality(t *testing.T) {
 // that sets nothing is not carried.
 func TestStatesCarryThePolicy(t *testing.T) {
 	p := (registry.Policy{Timeout: 800_000_000, Retry: registry.RetryPolicy{MaxAttempts: 2, Codes: []string{"UNAVAILABLE"}}}).Normalize()
-	r := &musterResolver{b: &Builder{opts: options{zoneFallback: true}}, q: query{zone: "z1"},
-		canary: registry.Canary{Color: "blue", Percent: 5}, policy: p}
-	st := grpcresolver.State{Attributes: r.stateAttributes()}
+	r := &musterResolver{b: &Builder{opts: options{served: served.Config{ZoneFallback: true}}}, q: query{Target: served.Target{Zone: "z1"}}}
+	l := served.List{Canary: registry.Canary{Color: "blue", Percent: 5}, Policy: p}
+	st := grpcresolver.State{Attributes: r.stateAttributes(l)}
 	if got, ok := PolicyOf(st); !ok || !reflect.DeepEqual(got, p) {
 		t.Errorf("PolicyOf = %+v, %v; want %+v", got, ok, p)
 	}
@@ -58,12 +59,12 @@ func TestStatesCarryThePolicy(t *testing.T) {
 	if _, ok := CanaryOf(st); !ok {
 		t.Error("the canary is lost")
 	}
-	r.policy = registry.Policy{}
-	if _, ok := PolicyOf(grpcresolver.State{Attributes: r.stateAttributes()}); ok {
+	l.Policy = registry.Policy{}
+	if _, ok := PolicyOf(grpcresolver.State{Attributes: r.stateAttributes(l)}); ok {
 		t.Error("a zero policy is carried")
 	}
 	// Equal states compare equal (gRPC compares attributes).
-	a, b := r.stateAttributes(), r.stateAttributes()
+	a, b := r.stateAttributes(l), r.stateAttributes(l)
 	if !a.Equal(b) {
 		t.Error("equal attributes differ")
 	}

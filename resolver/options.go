@@ -4,44 +4,33 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"time"
 
-	"github.com/musterhq/muster/registry"
+	"github.com/musterhq/muster/internal/served"
 )
 
 // Defaults used when an option is not given.
 const (
 	// DefaultScheme is the URI scheme of targets a Builder resolves.
-	DefaultScheme          = "muster"
-	defaultFirstState      = 500 * time.Millisecond
-	defaultProtectFraction = 0.5
-	defaultProtectWindow   = 30 * time.Second
+	DefaultScheme = "muster"
 	// DefaultDeletionGrace is how long a channel keeps serving an
 	// instance that vanished from the registry while it served
 	// (WithDeletionGrace).
-	DefaultDeletionGrace = 3 * time.Second
+	DefaultDeletionGrace = served.DefaultDeletionGrace
 )
 
 type options struct {
-	scheme          string
-	zone            string
-	region          string
-	zoneFallback    bool
-	firstState      time.Duration
-	protectFraction float64
-	protectWindow   time.Duration
-	deletionGrace   time.Duration
-	snapshotDir     string
-	subsetSize      int
-	clientID        string
-	logger          *slog.Logger
-	canaries        registry.CanarySource
-	policies        registry.PolicySource
-	policyLB        string // WithPolicyServiceConfig's loadBalancingConfig; "" for none
-	lb              string // WithBalancer's name; "" for none
-	lbSet           bool   // WithBalancer was given
-	clock           clock  // protection's time; realClock but in tests
+	scheme string
+	zone   string
+	region string
+	// served is what the channels' pipeline applies: filters' fallback,
+	// first-state timeout, protection, deletion grace, disk snapshots,
+	// subsetting, settings.
+	served   served.Config
+	logger   *slog.Logger
+	policyLB string // WithPolicyServiceConfig's loadBalancingConfig; "" for none
+	lb       string // WithBalancer's name; "" for none
+	lbSet    bool   // WithBalancer was given
 	// err collects the invalid options: New fails with it, and a
 	// NewBuilder's Build.
 	err error
@@ -49,24 +38,15 @@ type options struct {
 
 func buildOptions(opts []Option) options {
 	o := options{
-		scheme:          DefaultScheme,
-		zoneFallback:    true,
-		firstState:      defaultFirstState,
-		protectFraction: defaultProtectFraction,
-		protectWindow:   defaultProtectWindow,
-		deletionGrace:   DefaultDeletionGrace,
-		logger:          slog.Default(),
-		clock:           realClock{},
+		scheme: DefaultScheme,
+		served: served.Defaults(),
+		logger: slog.Default(),
 	}
 	for _, opt := range opts {
 		opt(&o)
 	}
 	if o.lbSet && o.policyLB != "" {
 		o.invalid("WithBalancer and WithPolicyServiceConfig both choose the channels' balancer: give one")
-	}
-	if o.clientID == "" {
-		host, _ := os.Hostname()
-		o.clientID = fmt.Sprintf("%s:%d", host, os.Getpid())
 	}
 	return o
 }
@@ -114,7 +94,7 @@ func WithRegion(region string) Option {
 // (of the region, for a channel with a region and no zone), so that calls
 // fail instead of crossing zones (false).
 func WithZoneFallback(fallback bool) Option {
-	return func(o *options) { o.zoneFallback = fallback }
+	return func(o *options) { o.served.ZoneFallback = fallback }
 }
 
 // WithFirstStateTimeout bounds how long a new channel waits for the first
@@ -131,7 +111,7 @@ func WithFirstStateTimeout(d time.Duration) Option {
 			o.invalid("WithFirstStateTimeout(%v): the timeout must be positive", d)
 			return
 		}
-		o.firstState = d
+		o.served.FirstState = d
 	}
 }
 
@@ -163,8 +143,8 @@ func WithProtection(fraction float64, window time.Duration) Option {
 			o.invalid("WithProtection(%v, %v): want a fraction in 0..1 and a positive window", fraction, window)
 			return
 		}
-		o.protectFraction = fraction
-		o.protectWindow = window
+		o.served.ProtectFraction = fraction
+		o.served.ProtectWindow = window
 	}
 }
 
@@ -188,7 +168,7 @@ func WithProtection(fraction float64, window time.Duration) Option {
 func WithDeletionGrace(d time.Duration) Option {
 	return func(o *options) {
 		if d >= 0 {
-			o.deletionGrace = d
+			o.served.DeletionGrace = d
 		}
 	}
 }
@@ -201,7 +181,7 @@ func WithDeletionGrace(d time.Duration) Option {
 // foreign file is ignored with a logged error. The default is no
 // snapshots.
 func WithSnapshotDir(dir string) Option {
-	return func(o *options) { o.snapshotDir = dir }
+	return func(o *options) { o.served.SnapshotDir = dir }
 }
 
 // WithSubset makes each channel connect to at most size instances of its
@@ -218,7 +198,7 @@ func WithSubset(size int) Option {
 			o.invalid("WithSubset(%d): the size must not be negative (0 is no subsetting)", size)
 			return
 		}
-		o.subsetSize = size
+		o.served.SubsetSize = size
 	}
 }
 
@@ -232,7 +212,7 @@ func WithClientID(id string) Option {
 			o.invalid("WithClientID(\"\"): the ID must not be empty")
 			return
 		}
-		o.clientID = id
+		o.served.ClientID = id
 	}
 }
 

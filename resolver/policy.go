@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/serviceconfig"
 
 	"github.com/musterhq/muster/internal/lbattr"
+	"github.com/musterhq/muster/internal/served"
 	"github.com/musterhq/muster/registry"
 )
 
@@ -21,7 +22,7 @@ import (
 // publishes it to its clients (see docs/POLICY.md for what each client
 // applies). nil (the default) follows none.
 func WithPolicies(src registry.PolicySource) Option {
-	return func(o *options) { o.policies = src }
+	return func(o *options) { o.served.Policies = src }
 }
 
 // PolicyOf returns the call policy a state carries (see WithPolicies); ok
@@ -102,20 +103,19 @@ func protoDuration(d time.Duration) string {
 	return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + "s"
 }
 
-// serviceConfig returns the service config handed to the channel: its
-// loadBalancingConfig (channelBalancer) and, with WithPolicyServiceConfig,
-// the method config of the call policy; nil for none. Called with r.mu
-// held; it is made and parsed again only after the policy changed
-// (scStale).
-func (r *musterResolver) serviceConfig() *serviceconfig.ParseResult {
+// serviceConfig returns the service config handed to the channel with l:
+// its loadBalancingConfig (channelBalancer) and, with
+// WithPolicyServiceConfig, the method config of l's call policy; nil for
+// none. It is made and parsed again only after the settings changed.
+func (r *musterResolver) serviceConfig(l served.List) *serviceconfig.ParseResult {
 	if r.lbConfig == "" {
 		return nil
 	}
-	if r.sc == nil || r.scStale {
-		r.scStale = false
+	if r.sc == nil || r.scFor != l.Settings {
+		r.scFor = l.Settings
 		var p registry.Policy
 		if r.b.opts.policyLB != "" {
-			p = r.policy
+			p = l.Policy
 		}
 		if js := policyServiceConfig(p, r.lbConfig); js == "" {
 			r.sc = &serviceconfig.ParseResult{Err: errors.New("no service config")}

@@ -1,186 +1,127 @@
 package resolver
 
 import (
-	"maps"
-	"slices"
-	"strconv"
-	"strings"
 	"sync"
 
 	grpcresolver "google.golang.org/grpc/resolver"
 
+	"github.com/musterhq/muster/internal/served"
 	"github.com/musterhq/muster/registry"
 )
 
-// sharedStates lets the channels of a Builder that resolve the same target
-// (service and filters) share the states they are sent: the first channel
-// to serve a list chooses its instances (filters, subsetting) and builds
-// its endpoints and addresses; every other channel serving the same list
-// hands gRPC the same arrays. A change to a service of n instances watched
-// by c channels then costs one list's endpoints, not c, and the channels
-// keep no arrays of their own. Arrays are never written once built, so
-// sharing them among channels (and keeping them in gRPC and balancers) is
-// safe.
-type sharedStates struct {
-	mu      sync.Mutex
-	targets map[string]*targetStates
+// endpoints are a chosen list's form for gRPC (its served.Chosen's Built):
+// made once per target and list by the pipeline (buildEndpoints), and
+// handed to every channel serving that list, so that a change to a service
+// of n instances followed by c channels costs one list's endpoints, not c,
+// and the channels keep no arrays of their own. The arrays are never
+// written once built, so sharing them among channels (and keeping them in
+// gRPC and balancers) is safe.
+type endpoints struct {
+	eps   []grpcresolver.Endpoint
+	addrs []grpcresolver.Address
+
+	mu    sync.Mutex
+	next  stateArrays // the arrays of the list after this one (prepare)
+	taken bool        // next was handed to that list
 }
 
-// targetStates holds, for one target, the watcher and feed its channels
-// share and the latest states built for it.
-type targetStates struct {
-	// chans are the channels resolving the target; guarded by
-	// sharedStates.mu, replaced (never written) when one joins or leaves,
-	// so that the feed takes it under the lock and walks it without.
-	chans []*musterResolver
-	feed  *feed
-
-	mu sync.Mutex
-	// recent are the states built last, newest first: two, so that
-	// channels whose protection serves the previous list while others
-	// serve the live one do not rebuild at each change.
-	recent [2]*builtState
-	spare  stateArrays
-	// gone memoizes the last departures asked for (the deletion grace),
-	// which every channel of the target asks for the same two lists.
-	gone struct{ prev, live, out []*registry.Instance }
+// buildEndpoints is the pipeline's Build: the endpoints and addresses of
+// list, reusing those of prev's unchanged instances, in the arrays
+// prepared after prev was pushed when they are large enough.
+func buildEndpoints(list []*registry.Instance, prev *served.Chosen) any {
+	var prevList []*registry.Instance
+	var prevEPs []grpcresolver.Endpoint
+	var spare stateArrays
+	if prev != nil {
+		if pe, ok := prev.Built.(*endpoints); ok {
+			prevList, prevEPs = prev.Instances, pe.eps
+			spare = pe.takeNext()
+		}
+	}
+	e := &endpoints{}
+	e.eps, e.addrs = spare.take(len(list))
+	reuseEndpoints(e.eps, e.addrs, list, prevList, prevEPs)
+	return e
 }
 
-// builtState is the state made for one served list. It is never written
-// once built.
-type builtState struct {
-	from  []*registry.Instance // the served list it was chosen from
-	list  []*registry.Instance // the chosen instances, sorted by ID
+// takeNext returns the arrays prepared for the next list, once.
+func (e *endpoints) takeNext() stateArrays {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.taken = true
+	next := e.next
+	e.next = stateArrays{}
+	return next
+}
+
+// prepare allocates the arrays of the list after this one, after it was
+// handed to gRPC, unless they are ready or taken: allocating and zeroing
+// them (and, while the garbage collector runs, paying its assist for them)
+// is then off the path from a change to the channel.
+func (e *endpoints) prepare() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.taken || e.next.eps != nil {
+		return
+	}
+	e.next.prepare(len(e.eps))
+}
+
+// stateArrays holds the arrays of the next state. They are fresh arrays,
+// never handed to gRPC before, since gRPC and balancers may keep the
+// previous state.
+type stateArrays struct {
 	eps   []grpcresolver.Endpoint
 	addrs []grpcresolver.Address
 }
 
-// join adds r to the channels of its target, starting the target's feed
-// (one Discovery watcher) with the first one, and sets r's target and
-// watcher.
-func (s *sharedStates) join(b *Builder, r *musterResolver) error {
-	key := r.q.key()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.targets == nil {
-		s.targets = map[string]*targetStates{}
+// take returns arrays of n endpoints and addresses: the prepared ones if
+// they are large enough, else new ones. They are not handed out again.
+func (a *stateArrays) take(n int) ([]grpcresolver.Endpoint, []grpcresolver.Address) {
+	eps, addrs := a.eps, a.addrs
+	a.eps, a.addrs = nil, nil
+	if cap(eps) < n || cap(addrs) < n {
+		return make([]grpcresolver.Endpoint, n), make([]grpcresolver.Address, n)
 	}
-	t := s.targets[key]
-	if t == nil {
-		t = &targetStates{}
-		f, err := startFeed(b, s, t, r.q.service)
-		if err != nil {
-			return err
+	// Capped at n, so that an append by the receiver copies.
+	return eps[:n:n], addrs[:n:n]
+}
+
+// prepare allocates the arrays of the next state for about n instances,
+// with room for some growth.
+func (a *stateArrays) prepare(n int) {
+	size := n + n/8 + 4
+	a.eps = make([]grpcresolver.Endpoint, size)
+	a.addrs = make([]grpcresolver.Address, size)
+}
+
+// reuseEndpoints fills eps and addrs (of len(list)) with the endpoints of
+// list and their addresses (for balancers that read only addresses, such
+// as balancer/base), reusing those built for prev (whose endpoints are
+// prevEPs) for unchanged instances. Both lists are sorted by ID, so one
+// merge pass finds them, and an unchanged instance is the same pointer in
+// both: an update touching a few instances of a large service builds only
+// those, and the rest of the pass is the copy gRPC requires.
+func reuseEndpoints(eps []grpcresolver.Endpoint, addrs []grpcresolver.Address, list, prev []*registry.Instance, prevEPs []grpcresolver.Endpoint) {
+	j := 0
+	for i, in := range list {
+		switch {
+		case j < len(prev) && prev[j] == in:
+			eps[i] = prevEPs[j] // the common case: no string compared
+			j++
+		default:
+			for j < len(prev) && prev[j].ID < in.ID {
+				j++
+			}
+			if j < len(prev) && prev[j].ID == in.ID && (prev[j] == in || prev[j].Equal(*in)) {
+				// Back in step after an instance left or joined: the
+				// ones after it take the common case again.
+				eps[i] = prevEPs[j]
+				j++
+			} else {
+				eps[i] = endpointOf(in)
+			}
 		}
-		t.feed = f
-		s.targets[key] = t
+		addrs[i] = eps[i].Addresses[0]
 	}
-	// Set before the feed can see r (it reads chans under s.mu).
-	r.states, r.w = t, t.feed.w
-	t.chans = append(slices.Clip(t.chans), r)
-	return nil
-}
-
-// leave removes r from the channels of its target; the last one stops the
-// target's feed and closes its watcher.
-func (s *sharedStates) leave(r *musterResolver) {
-	key := r.q.key()
-	s.mu.Lock()
-	t := s.targets[key]
-	if t == nil || t != r.states {
-		s.mu.Unlock()
-		return
-	}
-	t.chans = slices.DeleteFunc(slices.Clone(t.chans), func(c *musterResolver) bool { return c == r })
-	last := len(t.chans) == 0
-	if last {
-		delete(s.targets, key)
-	}
-	s.mu.Unlock()
-	if last {
-		t.feed.stop()
-	}
-}
-
-// channels returns the target's channels, a slice never written.
-func (s *sharedStates) channels(t *targetStates) []*musterResolver {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return t.chans
-}
-
-// state returns the state for the served list from: a recent one built
-// from the same list, else a new one of the instances choose picks from it.
-// An unchanged choice keeps the previous state's list and arrays, so that
-// a channel recognises it by identity (sameList); otherwise the
-// endpoints of instances unchanged since the previous state are reused,
-// and only those of changed instances are made.
-func (t *targetStates) state(from []*registry.Instance, choose func([]*registry.Instance) []*registry.Instance) *builtState {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for _, st := range t.recent {
-		if st != nil && sameList(st.from, from) {
-			return st
-		}
-	}
-	list := choose(from)
-	st := &builtState{from: from, list: list}
-	prev := t.recent[0]
-	if prev != nil && registry.EqualInstances(list, prev.list) {
-		st.list, st.eps, st.addrs = prev.list, prev.eps, prev.addrs
-	} else {
-		st.eps, st.addrs = t.spare.take(len(list))
-		var prevList []*registry.Instance
-		var prevEPs []grpcresolver.Endpoint
-		if prev != nil {
-			prevList, prevEPs = prev.list, prev.eps
-		}
-		reuseEndpoints(st.eps, st.addrs, list, prevList, prevEPs)
-	}
-	t.recent[1], t.recent[0] = prev, st
-	return st
-}
-
-// departures returns the instances of prev missing from live (departed),
-// computed once for the target's channels, which go from the same list to
-// the same next one.
-func (t *targetStates) departures(prev, live []*registry.Instance) []*registry.Instance {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if g := &t.gone; !sameList(g.prev, prev) || !sameList(g.live, live) {
-		g.prev, g.live, g.out = prev, live, departed(prev, live)
-	}
-	return t.gone.out
-}
-
-// prepare allocates the arrays of the next state, after a state was
-// handed to gRPC, unless they are ready.
-func (t *targetStates) prepare() {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.spare.eps != nil || t.recent[0] == nil {
-		return
-	}
-	t.spare.prepare(len(t.recent[0].list))
-}
-
-// sameList reports whether a and b are the same slice of a snapshot (or
-// both empty). Snapshots' lists are never written, so the same slice holds
-// the same instances.
-func sameList(a, b []*registry.Instance) bool {
-	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
-}
-
-// key names the target: the channels of a Builder with equal keys are
-// sent the same lists.
-func (q query) key() string {
-	parts := []string{q.service, q.version, q.region, q.zone}
-	for _, k := range slices.Sorted(maps.Keys(q.metadata)) {
-		parts = append(parts, k, q.metadata[k])
-	}
-	var b strings.Builder
-	for _, p := range parts {
-		b.WriteString(strconv.Quote(p)) // unambiguous, whatever the parts hold
-	}
-	return b.String()
 }

@@ -6,82 +6,56 @@ import (
 	"log/slog"
 	"slices"
 	"testing"
-	"time"
 
 	grpcresolver "google.golang.org/grpc/resolver"
 
+	"github.com/musterhq/muster/internal/served"
+	"github.com/musterhq/muster/internal/testkit/registrytest"
 	"github.com/musterhq/muster/registry"
 )
-
-type fixedWatcher struct{ snap registry.Snapshot }
-
-func (w *fixedWatcher) Updates() <-chan struct{}    { return nil }
-func (w *fixedWatcher) Snapshot() registry.Snapshot { return w.snap }
-func (w *fixedWatcher) Close() error                { return nil }
 
 type discardCC struct{ grpcresolver.ClientConn }
 
 func (discardCC) UpdateState(grpcresolver.State) error { return nil }
 
-// BenchmarkResolverUpdate measures a resolver's work for one snapshot of a
-// service of n instances that differs from the previous one by one
-// instance (alternately added and removed): protection, filters, endpoint
-// reuse and the state handed to the channel (here one that discards it).
-// "100-channels" is the same change delivered to 100 channels of one
-// target (as the target's feed does). Beside them, in the same run,
-// "copy" is the part gRPC requires: fresh
-// arrays of n endpoints and n addresses filled from endpoints already
-// made (allocation, zeroing, copy), as a state handed to a channel must not
-// be written again.
+// BenchmarkResolverUpdate measures the resolver's own work for one list of
+// a service of n instances that differs from the previous one by one
+// instance (alternately added and removed): "build" makes the list's
+// endpoints from the previous list's (once per target, however many
+// channels follow it), "state" hands a built list to a channel (here one
+// that discards it), once per channel. Beside them, in the same run,
+// "copy" is the part gRPC requires: fresh arrays of n endpoints and n
+// addresses filled from endpoints already made (allocation, zeroing,
+// copy), as a state handed to a channel must not be written again. The
+// pipeline's part (protection, grace, filters, subsetting) is
+// internal/served's BenchmarkFollowerUpdate.
 func BenchmarkResolverUpdate(b *testing.B) {
 	for _, n := range []int{150, 1000, 10000, 20000} {
-		all := make([]*registry.Instance, n+1)
-		for i := range all {
-			all[i] = &registry.Instance{Name: "svc", ID: fmt.Sprintf("%06d", i), Addr: fmt.Sprintf("127.0.0.1:%d", 20000+i%40000),
-				Weight: 100, Version: fmt.Sprintf("v%d", i%2)}
+		all := registrytest.Numbered(n)
+		// Each list is one of its own, as the Discovery publishes (the
+		// unchanged instances are the same pointers): four in turn.
+		var lists [4][]*registry.Instance
+		for k := range lists {
+			lists[k] = slices.Clone(all[:n+k%2])
 		}
-		// "resolver" adds and removes the last instance, "resolver-middle"
-		// the one in the middle (the instances after it must still be
-		// matched by pointer, not compared field by field);
-		// "resolver-filtered" is "resolver" on a target with a version
-		// filter that half the instances match, "resolver-subset" with
-		// subsetting to 25 instances: the passes that are still O(n) per
-		// change (once per target, however many channels follow it).
-		for _, where := range []string{"resolver", "resolver-middle", "resolver-filtered", "resolver-subset"} {
-			b.Run(fmt.Sprintf("instances=%d/%s", n, where), func(b *testing.B) {
-				var q query
-				var opts []Option
-				switch where {
-				case "resolver-filtered":
-					q.version = "v0"
-				case "resolver-subset":
-					opts = append(opts, WithSubset(25), WithClientID("bench-client"))
-				}
-				benchOneChannel(b, all, n, where == "resolver-middle", q, opts...)
-			})
-		}
-		b.Run(fmt.Sprintf("instances=%d/100-channels", n), func(b *testing.B) {
-			w := &fixedWatcher{}
+		b.Run(fmt.Sprintf("instances=%d/build", n), func(b *testing.B) {
+			prev := &served.Chosen{Instances: lists[3], Built: buildEndpoints(lists[3], nil)}
+			for i := 0; b.Loop(); i++ {
+				l := lists[i%len(lists)]
+				c := &served.Chosen{Instances: l, Built: buildEndpoints(l, prev)}
+				c.Built.(*endpoints).prepare() // as the first channel's push does
+				prev = c
+			}
+		})
+		b.Run(fmt.Sprintf("instances=%d/state", n), func(b *testing.B) {
 			bld := NewBuilder(nil, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
-			t := &targetStates{}
-			chans := make([]*musterResolver, 100)
-			for k := range chans {
-				chans[k] = &musterResolver{b: bld, cc: discardCC{}, w: w, log: bld.log, states: t,
-					protect: newProtection(bld.opts.protectFraction, bld.opts.protectWindow)}
-			}
-			var lists [4][]*registry.Instance
-			for k := range lists {
-				lists[k] = slices.Clone(all[:n+k%2])
-			}
-			w.snap = registry.Snapshot{Loaded: true, Instances: lists[len(lists)-1]}
-			for _, r := range chans {
-				r.update(time.Now(), w.snap) // the endpoints are made before the loop
+			r := &musterResolver{b: bld, cc: discardCC{}, log: bld.log}
+			var built [4]served.List
+			for k, l := range lists {
+				built[k] = served.List{Chosen: &served.Chosen{Instances: l, Built: buildEndpoints(l, nil)}}
 			}
 			for i := 0; b.Loop(); i++ {
-				w.snap = registry.Snapshot{Loaded: true, Revision: int64(i + 1), Instances: lists[i%len(lists)]}
-				for _, r := range chans {
-					r.update(time.Now(), w.snap)
-				}
+				r.Serve(built[i%len(built)])
 			}
 		})
 		b.Run(fmt.Sprintf("instances=%d/copy", n), func(b *testing.B) {
@@ -101,35 +75,6 @@ func BenchmarkResolverUpdate(b *testing.B) {
 				_ = cc.UpdateState(grpcresolver.State{Endpoints: eps, Addresses: addrs})
 			}
 		})
-	}
-}
-
-// benchOneChannel is one channel's work per change: n instances, one
-// more or one fewer, at the end or in the middle, on target q.
-func benchOneChannel(b *testing.B, all []*registry.Instance, n int, middle bool, q query, opts ...Option) {
-	w := &fixedWatcher{}
-	bld := NewBuilder(nil, append([]Option{WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))}, opts...)...)
-	r := &musterResolver{b: bld, cc: discardCC{}, w: w, log: bld.log, states: &targetStates{}, q: q,
-		protect: newProtection(bld.opts.protectFraction, bld.opts.protectWindow)}
-	// Each snapshot is a list of its own, as the Discovery publishes
-	// (the unchanged instances are the same pointers): four in turn, so
-	// that no state built before is found again.
-	var lists [4][]*registry.Instance
-	for k := range lists {
-		switch {
-		case k%2 == 0:
-			lists[k] = slices.Clone(all[:n])
-		case middle:
-			lists[k] = slices.Concat(all[:n/2], all[n/2+1:n+1])
-		default:
-			lists[k] = slices.Clone(all[:n+1])
-		}
-	}
-	w.snap = registry.Snapshot{Loaded: true, Instances: lists[len(lists)-1]}
-	r.update(time.Now(), w.snap) // the endpoints are made before the loop
-	for i := 0; b.Loop(); i++ {
-		w.snap = registry.Snapshot{Loaded: true, Revision: int64(i + 1), Instances: lists[i%len(lists)]}
-		r.update(time.Now(), w.snap)
 	}
 }
 
@@ -154,10 +99,13 @@ func TestStatesHandedOverAreNeverReused(t *testing.T) {
 	}
 	cc := &keepingCC{}
 	bld := NewBuilder(nil, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
-	r := &musterResolver{b: bld, cc: cc, log: bld.log, states: &targetStates{}}
+	r := &musterResolver{b: bld, cc: cc, log: bld.log}
 	lists := [][]*registry.Instance{all[:10], all[:11], all[5:11], all[:40], all[:3], all[:3:3], all[1:4]}
+	var prev *served.Chosen
 	for _, l := range lists {
-		r.push(r.states.state(l, r.choose))
+		c := &served.Chosen{From: l, Instances: l, Built: buildEndpoints(l, prev)}
+		r.Serve(served.List{Chosen: c})
+		prev = c
 	}
 	for i, s := range cc.states {
 		l := lists[i]
@@ -172,7 +120,7 @@ func TestStatesHandedOverAreNeverReused(t *testing.T) {
 			}
 		}
 		for k := 0; k < i; k++ {
-			if !sameList(lists[k], l) && len(l) > 0 && len(lists[k]) > 0 &&
+			if !(len(lists[k]) == len(l) && len(l) > 0 && &lists[k][0] == &l[0]) && len(l) > 0 && len(lists[k]) > 0 &&
 				(&s.Endpoints[0] == &cc.states[k].Endpoints[0] || &s.Addresses[0] == &cc.states[k].Addresses[0]) {
 				t.Fatalf("states %d and %d share an array", k, i)
 			}

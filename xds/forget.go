@@ -28,7 +28,7 @@ func (s *Server) forgetGone(listed []string, now time.Time) {
 	}
 	s.mu.Unlock()
 	for _, f := range gone {
-		f.r.Close()
+		f.f.Close()
 		if err := s.c.removeService(f.service); err != nil {
 			s.log.Error("xds: cannot unpublish a service gone from the registry", "service", f.service, "error", err)
 			continue

@@ -10,8 +10,8 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/musterhq/muster/internal/served"
 	"github.com/musterhq/muster/registry"
-	"github.com/musterhq/muster/resolver"
 )
 
 // Defaults of the options.
@@ -35,7 +35,7 @@ type options struct {
 	policies     map[string]LBPolicy
 	slowStart    slowStart            // WithSlowStart of every service; off for none
 	slowStarts   map[string]slowStart // WithSlowStart of named services
-	resolverOpts []resolver.Option
+	served       served.Config        // what each service's list goes through: protection, deletion grace, settings
 	log          *slog.Logger
 	listInterval time.Duration
 	maxZones     int
@@ -94,6 +94,7 @@ func defaultOptions() options {
 		streamShare:  defaultStreamShare,
 		budget:       defaultSubscriptionBudget,
 		forgetAfter:  defaultForgetAfter,
+		served:       served.Defaults(),
 	}
 }
 
@@ -145,7 +146,7 @@ func WithProtection(fraction float64, window time.Duration) Option {
 			o.invalid("WithProtection(%v, %v): want a fraction in 0..1 and a positive window", fraction, window)
 			return
 		}
-		o.resolverOpts = append(o.resolverOpts, resolver.WithProtection(fraction, window))
+		o.served.ProtectFraction, o.served.ProtectWindow = fraction, window
 	}
 }
 
@@ -290,7 +291,7 @@ func WithCanaries(src registry.CanarySource) Option {
 			o.invalid("WithCanaries: nil source")
 			return
 		}
-		o.resolverOpts = append(o.resolverOpts, resolver.WithCanaries(src))
+		o.served.Canaries = src
 	}
 }
 
@@ -306,7 +307,7 @@ func WithPolicies(src registry.PolicySource) Option {
 			o.invalid("WithPolicies: nil source")
 			return
 		}
-		o.resolverOpts = append(o.resolverOpts, resolver.WithPolicies(src))
+		o.served.Policies = src
 		o.callPolicies = true
 	}
 }
@@ -332,4 +333,12 @@ func WithGRPCServerOptions(opts ...grpc.ServerOption) Option {
 // and every test of the control plane runs with it.
 func WithSelfCheck() Option {
 	return func(o *options) { o.selfCheck = true }
+}
+
+// pipelineConfig is what each service's list goes through, logged with the
+// Server's logger.
+func (o *options) pipelineConfig() served.Config {
+	cfg := o.served
+	cfg.Logger = o.log
+	return cfg
 }

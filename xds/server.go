@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,14 +15,11 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/attributes"
-	grpcresolver "google.golang.org/grpc/resolver"
-	"google.golang.org/grpc/serviceconfig"
 
 	"github.com/musterhq/muster/internal/admission"
+	"github.com/musterhq/muster/internal/served"
 	"github.com/musterhq/muster/internal/xdscheck"
 	"github.com/musterhq/muster/registry"
-	"github.com/musterhq/muster/resolver"
 )
 
 // Errors of the Server.
@@ -43,7 +39,7 @@ var (
 // A Server is safe for concurrent use.
 type Server struct {
 	opts  options
-	b     *resolver.Builder
+	p     *served.Pipeline // each service's list: the same as a muster:/// channel's
 	c     *caches
 	ads   discoveryv3.AggregatedDiscoveryServiceServer // go-control-plane's, each stream's first request on a deadline
 	stats *stats
@@ -88,7 +84,7 @@ func New(d registry.Discovery, opts ...Option) (*Server, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
 		opts:    o,
-		b:       resolver.NewBuilder(d, append([]resolver.Option{resolver.WithLogger(o.log)}, o.resolverOpts...)...),
+		p:       served.New(d, o.pipelineConfig()),
 		c:       newCaches(strconv.FormatInt(time.Now().UnixNano(), 36)+"-", o.maxZones, o.metadata, o.callPolicies, o.log),
 		stats:   st,
 		log:     o.log,
@@ -224,7 +220,7 @@ func (s *Server) Close() error {
 	}
 	s.wg.Wait()
 	for _, f := range feeds {
-		f.r.Close()
+		f.f.Close()
 	}
 	return nil
 }
@@ -251,14 +247,14 @@ func (s *Server) follow(service string) error {
 		return nil
 	}
 	f := &feed{s: s, service: service, policy: s.opts.policyOf(service), slowStart: s.opts.slowStartOf(service), logged: map[skipped]bool{}}
-	// The resolver's Builder is the one place that applies empty-list
-	// protection; feeding from it gives the xDS clients exactly what a
-	// muster:/// channel would get.
-	r, err := s.b.Build(grpcresolver.Target{URL: url.URL{Scheme: "muster", Path: "/" + service}}, f, grpcresolver.BuildOptions{})
+	// The pipeline is the one place that applies empty-list protection,
+	// the deletion grace and the settings: following the service through
+	// it gives the xDS clients exactly what a muster:/// channel gets.
+	fl, err := s.p.Follow(served.Target{Service: service}, f)
 	if err != nil {
 		return fmt.Errorf("xds: follow %s: %w", service, err)
 	}
-	f.r = r
+	f.f = fl
 	s.feeds[service] = f
 	return nil
 }
@@ -306,50 +302,52 @@ func (s *Server) listLoop(l registry.ServiceLister) {
 	}
 }
 
-// feed receives one service's instances from the resolver (it is the
-// resolver's ClientConn) and publishes them.
+// feed receives one service's lists from the pipeline (it is the
+// follower's consumer) and publishes them.
 type feed struct {
 	s         *Server
 	service   string
 	policy    LBPolicy
 	slowStart slowStart // off for none
-	r         grpcresolver.Resolver
+	f         *served.Follower
 
-	// Written by the resolver's goroutine, which makes every call, and
-	// read by the list loop (forgetGone).
+	// Written by the follower, which makes every call, and read by the
+	// list loop (forgetGone).
 	mu         sync.Mutex
 	published  bool
-	prepared   map[*attributes.Attributes]*preparedInstance // by the attributes of the endpoints of the last state
-	logged     map[skipped]bool                             // bad instances already logged
-	emptySince time.Time                                    // when an empty list was published; zero while not empty
-	gone       bool                                         // forgotten: publishes nothing more
+	prepared   map[*registry.Instance]*preparedInstance // the instances of the last list, each read and checked once
+	logged     map[skipped]bool                         // bad instances already logged
+	emptySince time.Time                                // when an empty list was published; zero while not empty
+	gone       bool                                     // forgotten: publishes nothing more
 }
 
-var _ grpcresolver.ClientConn = (*feed)(nil)
+var _ served.Consumer = (*feed)(nil)
 
-// UpdateState publishes the service's instances, after empty-list
-// protection.
-func (f *feed) UpdateState(st grpcresolver.State) error {
+// Serve publishes the service's instances.
+func (f *feed) Serve(l served.List) {
+	if err := f.publish(l.Instances, l.Canary, l.Policy); err != nil {
+		f.s.log.Error("xds: cannot publish service", "service", f.service, "error", err)
+	}
+}
+
+// publish publishes instances with the service's settings.
+func (f *feed) publish(instances []*registry.Instance, canary registry.Canary, call registry.Policy) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.gone {
 		return nil
 	}
-	// Muster's resolver hands over the same endpoint (the same attributes)
-	// for an instance that did not change, so each instance is read and
-	// checked once, not on every change of its service.
-	list := make([]*preparedInstance, 0, len(st.Endpoints))
-	prepared := make(map[*attributes.Attributes]*preparedInstance, len(st.Endpoints))
-	for _, ep := range st.Endpoints {
-		p, ok := f.prepared[ep.Attributes]
-		if !ok || ep.Attributes == nil {
-			in, isInstance := resolver.InstanceOf(ep)
-			if !isInstance {
-				continue
-			}
-			p = prepare(in)
+	// The pipeline hands over the same instance (the same pointer) for one
+	// that did not change, so each instance is read and checked once, not
+	// on every change of its service.
+	list := make([]*preparedInstance, 0, len(instances))
+	prepared := make(map[*registry.Instance]*preparedInstance, len(instances))
+	for _, in := range instances {
+		p, ok := f.prepared[in]
+		if !ok {
+			p = prepare(*in)
 		}
-		prepared[ep.Attributes] = p
+		prepared[in] = p
 		list = append(list, p)
 	}
 	f.prepared = prepared
@@ -364,10 +362,7 @@ func (f *feed) UpdateState(st grpcresolver.State) error {
 		}
 	}
 	f.logged = now
-	canary, _ := resolver.CanaryOf(st)
-	call, _ := resolver.PolicyOf(st)
 	if err := f.s.c.setService(f.service, f.policy, f.slowStart, ok, canary, call, !f.published); err != nil {
-		f.s.log.Error("xds: cannot publish service", "service", f.service, "error", err)
 		return err
 	}
 	f.published = true
@@ -380,16 +375,8 @@ func (f *feed) UpdateState(st grpcresolver.State) error {
 	return nil
 }
 
-// ReportError logs that the service's list is not known yet; nothing is
+// Fail logs that the service's list is not known yet; nothing is
 // published for it until it is.
-func (f *feed) ReportError(err error) {
+func (f *feed) Fail(err error) {
 	f.s.log.Warn("xds: service not loaded yet", "service", f.service, "error", err)
-}
-
-// NewAddress is not used by the resolver.
-func (f *feed) NewAddress([]grpcresolver.Address) {}
-
-// ParseServiceConfig is not used by the resolver.
-func (f *feed) ParseServiceConfig(string) *serviceconfig.ParseResult {
-	return &serviceconfig.ParseResult{Err: errors.New("xds: no service config")}
 }

@@ -103,7 +103,7 @@ func (p Pushes) Total() uint64 { return p.Listeners + p.Routes + p.Clusters + p.
 // Stats returns the Server's counters. It does not block on I/O.
 func (s *Server) Stats() Stats {
 	st := s.stats.snapshot()
-	st.Protected = s.b.Stats().Protected
+	st.Protected = s.p.Stats().Protected
 	st.Services = s.c.published()
 	st.Zones = s.c.zones()
 	st.RefusedConnections = s.stats.conns.Refused()

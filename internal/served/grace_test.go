@@ -1,4 +1,4 @@
-package resolver
+package served
 
 import (
 	"math/rand/v2"

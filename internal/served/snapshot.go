@@ -1,4 +1,4 @@
-package resolver
+package served
 
 import (
 	"encoding/json"
@@ -41,8 +41,8 @@ func positionOf(s registry.Snapshot) position {
 	return position{gen: s.Generation, rev: s.Revision}
 }
 
-// snapshotStore writes and reads the disk snapshots of a Builder. Writes of
-// one service are deduplicated by position, so many channels of a service
+// snapshotStore writes and reads the disk snapshots of a Pipeline. Writes
+// of one service are deduplicated by position, so many followers of a service
 // write its file once per change.
 type snapshotStore struct {
 	dir string
@@ -75,16 +75,16 @@ func (s *snapshotStore) save(service string, at position, list []*registry.Insta
 	for _, in := range list {
 		v, err := registry.Marshal(*in)
 		if err != nil {
-			return fmt.Errorf("resolver: snapshot of %s: %w", service, err)
+			return fmt.Errorf("served: snapshot of %s: %w", service, err)
 		}
 		f.Instances = append(f.Instances, v)
 	}
 	data, err := json.Marshal(f)
 	if err != nil {
-		return fmt.Errorf("resolver: snapshot of %s: %w", service, err)
+		return fmt.Errorf("served: snapshot of %s: %w", service, err)
 	}
 	if err := writeAtomic(s.dir, s.path(service), data); err != nil {
-		return fmt.Errorf("resolver: snapshot of %s: %w", service, err)
+		return fmt.Errorf("served: snapshot of %s: %w", service, err)
 	}
 	s.written[service] = savedList{at: at, list: list}
 	return nil
@@ -96,8 +96,8 @@ func (s *snapshotStore) save(service string, at position, list []*registry.Insta
 // Another generation is another history: its revisions say nothing about
 // the file's, so it is written (and becomes what later positions compare
 // with). Within a generation, a higher revision is written, and the same
-// revision with the same list is not (another channel of the service
-// wrote it). A lower revision comes either from a channel behind the
+// revision with the same list is not (another follower of the service
+// wrote it). A lower revision comes either from a follower behind the
 // others, which gets the newer list in its next update, or from a rewind
 // the backend did not flag (etcd restarted empty, a backend that sets no
 // generation): refusing it would freeze the file in the old history. The
@@ -144,7 +144,7 @@ func writeAtomic(dir, path string, data []byte) error {
 }
 
 // errNoSnapshot reports that no snapshot file exists for a service.
-var errNoSnapshot = errors.New("resolver: no snapshot")
+var errNoSnapshot = errors.New("served: no snapshot")
 
 // load reads the snapshot of service. A missing file is errNoSnapshot; a
 // corrupt file, another version or another service's file is an error
@@ -155,26 +155,26 @@ func (s *snapshotStore) load(service string) ([]*registry.Instance, time.Time, e
 		return nil, time.Time{}, errNoSnapshot
 	}
 	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("resolver: read snapshot: %w", err)
+		return nil, time.Time{}, fmt.Errorf("served: read snapshot: %w", err)
 	}
 	var f snapshotFile
 	if err := json.Unmarshal(data, &f); err != nil {
-		return nil, time.Time{}, fmt.Errorf("resolver: snapshot %s is corrupt: %w", s.path(service), err)
+		return nil, time.Time{}, fmt.Errorf("served: snapshot %s is corrupt: %w", s.path(service), err)
 	}
 	if f.V != snapshotVersion {
-		return nil, time.Time{}, fmt.Errorf("resolver: snapshot %s has version %d, want %d", s.path(service), f.V, snapshotVersion)
+		return nil, time.Time{}, fmt.Errorf("served: snapshot %s has version %d, want %d", s.path(service), f.V, snapshotVersion)
 	}
 	if f.Service != service {
-		return nil, time.Time{}, fmt.Errorf("resolver: snapshot %s is of service %q, not %q", s.path(service), f.Service, service)
+		return nil, time.Time{}, fmt.Errorf("served: snapshot %s is of service %q, not %q", s.path(service), f.Service, service)
 	}
 	list := make([]*registry.Instance, 0, len(f.Instances))
 	for i, raw := range f.Instances {
 		in, err := registry.Unmarshal(raw)
 		if err != nil {
-			return nil, time.Time{}, fmt.Errorf("resolver: snapshot %s: instance %d: %w", s.path(service), i, err)
+			return nil, time.Time{}, fmt.Errorf("served: snapshot %s: instance %d: %w", s.path(service), i, err)
 		}
 		if in.Name != service {
-			return nil, time.Time{}, fmt.Errorf("resolver: snapshot %s: instance %d is of service %q", s.path(service), i, in.Name)
+			return nil, time.Time{}, fmt.Errorf("served: snapshot %s: instance %d is of service %q", s.path(service), i, in.Name)
 		}
 		list = append(list, &in)
 	}

@@ -1,4 +1,4 @@
-package resolver
+package served
 
 import (
 	"context"
@@ -8,16 +8,16 @@ import (
 )
 
 // settingsHub follows each service's canary setting and call policy
-// (WithCanaries, WithPolicies) once per Builder, for every channel of the
-// Builder that resolves the service, whatever its target's filters: the
-// first channel of a service starts one follower of each, the last one to
-// close stops them. The zero value is ready.
+// (Config.Canaries, Config.Policies) once per Pipeline, for every follower
+// of the service, whatever its target's filters: the first follower of a
+// service starts one reader of each, the last one to close stops them. The
+// zero value is ready.
 type settingsHub struct {
 	mu       sync.Mutex
 	services map[string]*serviceSettings
 }
 
-// serviceSettings is one service's settings and the channels that follow
+// serviceSettings is one service's settings and the followers that read
 // them; guarded by settingsHub.mu.
 type serviceSettings struct {
 	canary registry.Canary
@@ -27,16 +27,16 @@ type serviceSettings struct {
 	// arrived; ready is closed when it reaches 0.
 	unread int
 	ready  chan struct{}
-	subs   map[*musterResolver]chan struct{}
+	subs   map[*Follower]chan struct{}
 	cancel context.CancelFunc
 }
 
-// join makes r follow service's settings and returns the channel that is
+// join makes r read service's settings and returns the channel that is
 // signalled (coalescing) when they change, signalled at once when they are
 // known already, and the channel closed once each source's first value
-// has arrived (a new channel's first state waits for it: run). The first
-// channel of the service starts the followers of b's sources.
-func (h *settingsHub) join(b *Builder, service string, r *musterResolver) (changed, ready <-chan struct{}) {
+// has arrived (a new follower's first list waits for it: run). The first
+// follower of the service starts the readers of p's sources.
+func (h *settingsHub) join(p *Pipeline, service string, r *Follower) (changed, ready <-chan struct{}) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.services == nil {
@@ -45,18 +45,18 @@ func (h *settingsHub) join(b *Builder, service string, r *musterResolver) (chang
 	s := h.services[service]
 	if s == nil {
 		ctx, cancel := context.WithCancel(context.Background())
-		s = &serviceSettings{subs: map[*musterResolver]chan struct{}{}, cancel: cancel, ready: make(chan struct{})}
-		if b.opts.canaries != nil {
+		s = &serviceSettings{subs: map[*Follower]chan struct{}{}, cancel: cancel, ready: make(chan struct{})}
+		if p.cfg.Canaries != nil {
 			s.unread++
 		}
-		if b.opts.policies != nil {
+		if p.cfg.Policies != nil {
 			s.unread++
 		}
 		if s.unread == 0 {
 			close(s.ready)
 		}
 		h.services[service] = s
-		go h.follow(ctx, b, service, s)
+		go h.follow(ctx, p, service, s)
 	}
 	ch := make(chan struct{}, 1)
 	s.subs[r] = ch
@@ -66,9 +66,9 @@ func (h *settingsHub) join(b *Builder, service string, r *musterResolver) (chang
 	return ch, s.ready
 }
 
-// leave ends r's following of service; the last channel stops the
-// followers.
-func (h *settingsHub) leave(service string, r *musterResolver) {
+// leave ends r's reading of service's settings; the last follower stops
+// the readers.
+func (h *settingsHub) leave(service string, r *Follower) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	s := h.services[service]
@@ -93,15 +93,15 @@ func (h *settingsHub) current(service string) (registry.Canary, registry.Policy)
 }
 
 // follow runs the followers of service's settings until ctx ends, and
-// signals the service's channels after each change.
-func (h *settingsHub) follow(ctx context.Context, b *Builder, service string, s *serviceSettings) {
+// signals the service's followers after each change.
+func (h *settingsHub) follow(ctx context.Context, p *Pipeline, service string, s *serviceSettings) {
 	var canaries <-chan registry.Canary
 	var policies <-chan registry.Policy
-	if b.opts.canaries != nil {
-		canaries = b.opts.canaries.WatchCanary(ctx, service)
+	if p.cfg.Canaries != nil {
+		canaries = p.cfg.Canaries.WatchCanary(ctx, service)
 	}
-	if b.opts.policies != nil {
-		policies = b.opts.policies.WatchPolicy(ctx, service)
+	if p.cfg.Policies != nil {
+		policies = p.cfg.Policies.WatchPolicy(ctx, service)
 	}
 	// first[i] is true until source i's first value arrives, or its
 	// channel closes without one: either ends the wait for it.
@@ -126,7 +126,7 @@ func (h *settingsHub) follow(ctx context.Context, b *Builder, service string, s 
 	}
 }
 
-// set applies a change (nil: none) to s and signals its channels; *first
+// set applies a change (nil: none) to s and signals its followers; *first
 // tells that it is the source's first value (or its end before one), which
 // may make s ready.
 func (h *settingsHub) set(s *serviceSettings, change func(), first *bool) {
@@ -146,7 +146,7 @@ func (h *settingsHub) set(s *serviceSettings, change func(), first *bool) {
 	for _, ch := range s.subs {
 		select {
 		case ch <- struct{}{}:
-		default: // already signalled: the channel reads the latest
+		default: // already signalled: the follower reads the latest
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package resolver
+package served
 
 import (
 	"sort"
@@ -7,7 +7,7 @@ import (
 	"github.com/musterhq/muster/registry"
 )
 
-// protector implements empty-list protection for one channel.
+// protector implements empty-list protection for one follower.
 //
 // A list is accepted unless it is smaller than fraction times the reference
 // size; then the last accepted list keeps being served. The reference is the

@@ -1,4 +1,4 @@
-package resolver
+package served
 
 import (
 	"time"
@@ -6,7 +6,7 @@ import (
 	"github.com/musterhq/muster/registry"
 )
 
-// protection is one channel's empty-list protection. A snapshot of one
+// protection is one follower's empty-list protection. A snapshot of one
 // registry is judged whole, by one protector. A snapshot of several
 // independent clusters (Snapshot.Clusters) is judged cluster by cluster,
 // each part by a protector of its own: one cluster's mass expiry is

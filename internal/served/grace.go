@@ -1,4 +1,4 @@
-package resolver
+package served
 
 import (
 	"slices"
@@ -8,7 +8,7 @@ import (
 	"github.com/musterhq/muster/registry"
 )
 
-// grace keeps, for one channel, an instance that vanished from the
+// grace keeps, for one follower, an instance that vanished from the
 // registry while it served: etcd revokes live leases after a paused leader
 // resumes (docs/RELIABILITY.md), and the instance's registrar writes it
 // again under a new lease within milliseconds. Believing such a deletion
@@ -58,7 +58,7 @@ type graceEvents struct {
 // serves for live (both sorted by ID), given the IDs the registry retired,
 // at now. Without a hold it is serve itself. departures returns the
 // instances of one live list missing from the next (departed, or a memo of
-// it shared by the target's channels, which see the same lists): an
+// it shared by the target's followers, which see the same lists): an
 // unchanged or grown list costs no pass over it here.
 func (g *grace) apply(now time.Time, live, serve []*registry.Instance, retired []string,
 	departures func(prev, live []*registry.Instance) []*registry.Instance) ([]*registry.Instance, graceEvents) {
