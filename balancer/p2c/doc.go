@@ -4,8 +4,8 @@
 //
 // # Use
 //
-// Importing the package registers the policy with gRPC under Name (in
-// init, grpc-go's only mechanism); select it in the service config:
+// Importing the package registers the policy with gRPC under Name; select
+// it in the service config:
 //
 //	import _ "github.com/musterhq/muster/balancer/p2c"
 //
