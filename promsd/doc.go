@@ -22,9 +22,7 @@
 // __meta_muster_metadata_<key> for each metadata key, with every character
 // outside [a-zA-Z0-9_] replaced by '_' (docs/PROMETHEUS.md). A key that
 // does not start with a letter, or is "job" or "instance", is left out and
-// counted (Stats.SkippedLabels): relabelled onto a label of its own, it
-// could move the scrape to another host or path, or forge another
-// service's series (SafeKey).
+// counted (Stats.SkippedLabels; SafeKey says why).
 //
 // The query parameter service filters the answer by service name; it may be
 // repeated or hold a comma-separated list. An invalid name is answered with

@@ -23,37 +23,24 @@
 // Serve starts serving, warms up (WithWarmup), sets the health status to
 // SERVING and only then registers the instance; a registry that does not
 // answer does not stop the server from serving (the registrar registers it
-// when the registry answers). Shutdown reverses it: NOT_SERVING, deregister, wait the drain
-// delay while still serving, end open streams, GracefulStop, and Stop if
-// its context ends first. See Shutdown for the exact contract.
+// when the registry answers). Shutdown reverses it step by step: see
+// Shutdown for the steps and what it returns.
 //
-// # Warm-up
+// # Warm-up and health
 //
 // WithWarmup runs a function after the server serves and before anyone
-// can find it: no client of the registry sees the instance, and its health
-// says NOT_SERVING, until the function returns nil. It may call the server
-// itself (load caches, compile templates, open pools). A warm-up that
-// fails, after the attempts WithWarmupRetry allows, makes Serve (and Run)
-// return an error wrapping it, with nothing registered:
+// can find it (load caches, compile templates, open pools); the instance
+// is registered only once it returns nil, so its registration time, from
+// which a balancer's slow start ramps it, is when it is ready:
 //
 //	s, _ := server.New(reg, in,
 //		server.WithWarmup(func(ctx context.Context) error { return cache.Load(ctx) }),
 //		server.WithWarmupRetry(5, time.Second))
 //
-// The instance's registration time is when the warm-up ended, so a
-// balancer's slow start ("slowStart" in the muster_p2c and muster_wrr
-// config) ramps it from when it is ready.
-//
-// # Health in the registry
-//
-// While the server runs, its overall health status (Health, service "")
-// reaches the registry: when it is anything but SERVING the instance is
-// registered Draining (weight 0), so clients balancing on the registry
-// stop sending it new calls within their convergence time (milliseconds
-// on a local network) whether or not they check health themselves; when
-// it is SERVING again the instance is registered as it was, keeping its
-// registration time. An operator's drain (muster drain, a separate
-// override) is never undone by this.
+// While the server runs, its overall health status reaches the registry
+// (see Health): an instance that is not SERVING is registered Draining, so
+// clients balancing on the registry stop sending it new calls whether or
+// not they check health themselves.
 //
 //	s.Health().SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING) // drained
 //	s.Health().SetServingStatus("", healthpb.HealthCheckResponse_SERVING)     // undrained
@@ -77,12 +64,10 @@
 //
 // # Colors along the call chain
 //
-// New installs color.UnaryServerInterceptor and
-// color.StreamServerInterceptor first: a handler's context carries the
-// color of the call it handles (header x-muster-color), so the calls it
-// makes with that context reach the same color of the next service where
-// one is deployed (blue-green and canary releases; see package color and
-// docs/RELEASES.md). WithoutColorPropagation leaves them out.
+// New installs the server interceptors of package color, so that the calls
+// a handler makes with its context carry on the color of the call it
+// handles (blue-green and canary releases; docs/RELEASES.md).
+// WithoutColorPropagation leaves them out.
 //
 // A Server is safe for concurrent use; it serves once.
 package server

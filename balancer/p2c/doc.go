@@ -4,8 +4,8 @@
 //
 // # Use
 //
-// Importing the package registers the policy with gRPC under Name (in
-// init, grpc-go's only mechanism); select it in the service config:
+// Importing the package registers the policy with gRPC under Name; select
+// it in the service config:
 //
 //	import _ "github.com/musterhq/muster/balancer/p2c"
 //
@@ -58,13 +58,12 @@
 // an endpoint of twice the weight is preferred until its cost × calls in
 // flight is twice as high.
 //
-// The balancer keeps each endpoint's statistics across pickers and for a
-// retention time after the endpoint leaves the resolver state, so a
-// reconnect or a resolver update loses nothing. The pick path takes no lock
-// and does not allocate. Above about 100,000 calls a second per channel,
-// only a random share of the calls is timed; the in-flight counts and the
-// calls metric are then unbiased estimates, and every failure still counts
-// at once.
+// An endpoint's statistics are kept as its ejection state is (across
+// pickers and reconnects, and for a while after it leaves the resolver
+// state: docs/BALANCERS.md). The pick path takes no lock and does not
+// allocate. Above about 100,000 calls a second per channel, only a random
+// share of the calls is timed; the in-flight counts and the calls metric
+// are then unbiased estimates, and every failure still counts at once.
 //
 // # Ejection, affinity, slow start
 //

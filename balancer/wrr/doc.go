@@ -4,8 +4,8 @@
 //
 // # Use
 //
-// Importing the package registers the policy with gRPC under Name (in
-// init, grpc-go's only mechanism); select it in the service config:
+// Importing the package registers the policy with gRPC under Name; select
+// it in the service config:
 //
 //	import _ "github.com/musterhq/muster/balancer/wrr"
 //
@@ -23,9 +23,9 @@
 // common fields and its errors) is described once, in docs/BALANCERS.md;
 // this documentation gives what is muster_wrr's own. Measurements are in
 // docs/BENCHMARKS.md ("Balancers: pick cost and tail latency", "Slow start
-// shares", "Rolling deploy"). Without an
-// "endpointWeights" table, endpoints of other resolvers than Muster's all
-// weigh registry.DefaultWeight, which makes the policy a plain round robin.
+// shares", "Rolling deploy"). Without an "endpointWeights" table,
+// endpoints of other resolvers than Muster's all weigh
+// registry.DefaultWeight, which makes the policy a plain round robin.
 //
 // # Order
 //
@@ -34,12 +34,10 @@
 // current weight, takes the endpoint with the largest (the first one on a
 // tie, in address order), and subtracts the total weight from the winner's.
 // Weights 5, 1, 1 give a, a, b, a, c, a, a rather than a, a, a, a, a, b, c.
-// The picker computes one period of that sequence when it is built (the
-// weights divided by their greatest common divisor, and scaled down when
-// the period would exceed 16384 picks, which keeps each share within one
-// percent) and then only advances an atomic counter, starting at a random
-// point so that clients do not move in step. The pick path takes no lock
-// and does not allocate.
+// The picker computes one period of that sequence when it is built and
+// then only advances an atomic counter, starting at a random point so that
+// clients do not move in step. The pick path takes no lock and does not
+// allocate.
 //
 // # Ejection, slow start
 //
@@ -49,11 +47,9 @@
 // ejected endpoint's share is spread over the others in proportion to
 // their weights; when none of them is admissible, the pick passes on. With
 // slow start the ramped weights make the sequence, which follows them
-// exactly. For a p99 to hold during a rolling deploy, a cold backend must
-// take less than 1 % of the calls while it is cold: choose a window longer
-// than the cold period and a ramp that starts low (e.g. window 20s,
-// aggression 0.5, minWeightPercent 0; docs/BENCHMARKS.md, "Rolling
-// deploy").
+// exactly; to keep cold backends out of the tail latency during a rolling
+// deploy, start the ramp low (docs/BENCHMARKS.md, "Rolling deploy", has a
+// setting that holds the p99).
 //
 // # Config
 //

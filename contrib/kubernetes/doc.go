@@ -16,21 +16,13 @@
 // events makes one snapshot. The first snapshot is Loaded once the
 // informer has listed the slices.
 //
-// Endpoints map to instances as follows (docs/KUBERNETES.md has the table):
-//   - conditions: ready (nil means true) takes calls with the default
-//     weight; not ready, serving and terminating drains (Draining, weight
-//     0: no new calls); anything else is left out;
-//   - Addr: the endpoint's first address with the slice's port chosen by
-//     WithPort (default: the slice's only port);
-//   - ID: the targetRef's name (the pod), or the address when there is
-//     none, or when one pod has several addresses (dual stack);
-//   - Zone: the endpoint's zone; Version: the slice's label chosen by
-//     WithVersionLabel (default none); Metadata: MetaNamespace, MetaPod,
-//     MetaNode; Weight: the default (Kubernetes has no weights);
-//   - an address in several slices (a slice being replaced) is listed
-//     once, ready preferred over draining;
-//   - an endpoint that maps to no valid instance is skipped, logged and
-//     counted (Stats.SkippedEndpoints); the others are served.
+// Each ready endpoint is an instance that takes calls with the default
+// weight (Kubernetes has no weights); one not ready but still serving
+// while it terminates is Draining; any other is left out. The ID is the
+// pod's name (the address without one), the Addr the endpoint's first
+// address with the port WithPort names, and an endpoint that maps to no
+// valid instance is skipped, logged and counted (Stats.SkippedEndpoints)
+// while the others are served. docs/KUBERNETES.md has the whole mapping.
 //
 // While list or watch requests fail, the snapshot keeps the last known
 // instances and is stale (StaleSince, Err) until a request succeeds; the

@@ -1,11 +1,12 @@
 // Package embedetcd runs a single-node etcd server inside the process, as
-// Muster's built-in registry (muster serve, and later muster demo).
+// Muster's built-in registry (muster serve, muster demo) and the runnable
+// examples' etcd.
 //
 // Start returns once the server serves clients; Close stops it. Close does
 // not wait for long-lived client streams (watches, lease keep-alives) to
 // end on their own: it ends them at once with codes.Unavailable, which etcd
-// clients treat like a lost connection, so a stop takes well under a second
-// instead of etcd's request timeout (over five seconds) per open stream.
+// clients treat like a lost connection, so a stop does not wait etcd's
+// request timeout for each open stream.
 //
 // # Concurrency
 //

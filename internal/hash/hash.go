@@ -1,7 +1,7 @@
 // Package hash has the string hash Muster uses where a choice must depend
-// on a key alone (rendezvous subsetting, sticky canary draws): FNV-1a,
-// then a finalizer that spreads its weak low bits. It allocates nothing
-// and has no state.
+// on a key alone (rendezvous subsetting, call affinity, sticky canary
+// draws): FNV-1a, then a finalizer that spreads its weak low bits. It
+// allocates nothing and has no state.
 package hash
 
 // Offset64 is FNV-1a's 64-bit offset basis: the hash of the empty string,

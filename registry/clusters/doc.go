@@ -23,18 +23,14 @@
 //   - The union is Loaded as soon as one cluster is: a cluster unreachable
 //     at start never holds back the others; its instances join when it
 //     answers.
-//   - The resolver's empty-list protection judges each cluster's part on
-//     its own (registry.Snapshot.Clusters): one cluster's mass expiry is
-//     withheld while the other clusters' changes pass, and the size of
-//     another cluster neither masks nor triggers it.
-//   - The deliberate departures the clusters record (registry.Snapshot's
-//     Retired: an etcd Registrar's Deregister) are the union's, so the
-//     resolver's deletion grace holds a revocation in any cluster and
-//     releases a deregistered instance at once. Retired holds IDs: an ID
-//     retired in one cluster also releases the hold of the same ID in
-//     another.
+//   - The snapshot carries what the resolver needs to treat each cluster
+//     on its own: its empty-list protection judges each cluster's part
+//     (one cluster's mass expiry is withheld while the others' changes
+//     pass), and the union's Retired holds the deliberate departures of
+//     every cluster, by ID (docs/CLUSTERS.md has the table of what works
+//     how across clusters).
 //
-// Registrars write to their own cluster only (an etcd.Registrar on that
+// Registrars write to their own cluster only (a Registrar on that
 // cluster's client); so do operators' settings (drain, weight, canary,
 // policy): they are per cluster. Nothing is copied between clusters.
 //

@@ -4,7 +4,10 @@
 //	<root>/<service>       persistent node; its value holds the operators' overrides
 //	<root>/<service>/<id>  ephemeral node of the registrar's session; value registry.Marshal(instance)
 //
-// The root defaults to registry.DefaultPrefix ("/muster/services").
+// The root defaults to registry.DefaultPrefix ("/muster/services"). Open
+// returns the registry in one ensemble as a Store (registry.Store); its
+// Admin lacks what the etcd backend's has beyond registry.Admin (see
+// Store), and docs/ZOOKEEPER.md lists every difference.
 //
 // A Registrar's ZooKeeper session plays the part of the etcd lease: every
 // instance node is ephemeral and belongs to it, Close ends the session (all
@@ -15,10 +18,12 @@
 // retrying with backoff until Close; a node still held by the old session
 // is deleted and written again, so there is exactly one node per instance.
 // The registrar owns its nodes: a watch on each one, and an audit every
-// audit interval, write again a node deleted or changed by hand.
+// audit interval, write again a node deleted or changed by hand. Deregister
+// writes a serving instance Draining before it deletes its node, so that
+// the departure is recorded as deliberate (registry.Snapshot's Retired)
+// and clients release the instance at once.
 //
-// A Discovery follows each service with one goroutine (and up to 64
-// short-lived ones while it reads many nodes at once) and one set of
+// A Discovery follows each service with one goroutine and one set of
 // watches shared by all of its watchers: a children watch and a data watch
 // on the service's node and a data watch on each instance node. A changed
 // instance is read alone; the whole service is read again only after a

@@ -47,20 +47,19 @@
 // connections stay open and nothing answers, while the other members go
 // on), Member.Thaw resumes it with SIGCONT, Member.Kill sends SIGKILL and
 // Member.Stop SIGTERM; Member.Pid gives the child's process ID (to read its
-// CPU and memory). Children die with the test process (stdin closed,
-// and Pdeathsig on Linux). Member.Etcd and Cluster.RPCStats need
-// in-process members and panic otherwise; WithAuth is not supported.
+// CPU and memory). Children die with the test process. Member.Etcd and
+// Cluster.RPCStats need in-process members and panic otherwise.
+// WithBinary runs another etcd server binary (the versions people deploy)
+// the same way.
 //
 // # Identities and rewinds
 //
 // Member.ID is the etcd member ID, as in response headers' MemberId;
-// Cluster.MemberByID finds the member that served a response.
-// Member.DataDir is the member's data directory. For a single-member
-// cluster, Cluster.Backup copies the data directory (after a short graceful
-// stop) and Cluster.Restore puts such a copy back: revisions go back, the
-// cluster ID and member ID stay. Cluster.Wipe restarts any cluster empty,
-// as a new cluster on the same ports: revisions start again from 1, and
-// the cluster ID and member IDs change.
+// Cluster.MemberByID finds the member that served a response. Rewinds of
+// etcd's history: Cluster.Backup and Cluster.Restore put a single member
+// back to an older copy of its data (revisions go back, the cluster ID
+// stays), and Cluster.Wipe restarts any cluster empty, as a new cluster
+// on the same ports.
 //
 // A typical test:
 //
@@ -81,22 +80,11 @@
 //
 // # TLS and authentication
 //
-// WithTLS generates a CA, a server certificate for the loopback addresses and
-// a client certificate for the cluster (Cluster.TLS gives their PEM files and
-// a client *tls.Config); members then serve clients over TLS only, require a
-// client certificate, and Endpoints start with "https://". The proxies
-// forward TCP, so TLS runs end to end and the faults above work unchanged.
-// GenerateTLS makes another, unrelated set: its CA is a wrong CA for the
-// cluster.
-//
-// WithAuth(password, ttl) creates the user RootUser with the root role and
-// enables authentication, with etcd's simple tokens expiring ttl after their
-// last use. Cluster.Client and Cluster.ClientConfig log in as RootUser (and
-// present the client certificate WithTLS); Cluster.UserClient logs in as
-// another user, created by the test with the usual etcd calls (RoleAdd,
-// RoleGrantPermission, UserAdd, UserGrantRole). A test that enables
-// authentication itself (an etcdctl recipe) starts the cluster with
-// WithCheapPasswords instead, and logs in with UserClient.
+// WithTLS serves clients over TLS only, with certificates generated for
+// the cluster; the proxies forward TCP, so TLS runs end to end and the
+// faults above work unchanged. WithAuth enables authentication with the
+// user RootUser, as whom Cluster.Client and Cluster.ClientConfig log in;
+// Cluster.UserClient logs in as a user the test creates.
 //
 // Cluster.RPCStats counts the requests the cluster's members served, by
 // method and by error message: logins, requests refused for an expired

@@ -54,9 +54,8 @@ const LogDirEnv = "MUSTER_ETCDTEST_LOGDIR"
 // uses WithProcesses must call RunMemberIfChild first. Members behave as
 // in-process ones otherwise (same settings, ports, proxies and faults),
 // except that Member.Etcd and Cluster.RPCStats are not available (they
-// panic), WithLogger does not reach the children (they log errors to their
-// stderr, which appears in the error of a failed start), and WithAuth is
-// not supported (Start fails the test).
+// panic), and WithLogger does not reach the children (they log errors to
+// their stderr, which appears in the error of a failed start).
 func WithProcesses() Option {
 	return func(o *options) { o.processes = true }
 }
