@@ -140,6 +140,17 @@ type (
 	writeOnly     struct{ setter }
 )
 
+// An Option is an option of every group; a WatchOption is a Registrar's
+// and a Discovery's.
+var (
+	_ WatchOption     = Option(nil)
+	_ WriteOption     = Option(nil)
+	_ WatchOption     = watchOnly{}
+	_ RegistrarOption = registrarOnly{}
+	_ DiscoveryOption = discoveryOnly{}
+	_ WriteOption     = writeOnly{}
+)
+
 func (registrarOnly) registrarOption() {}
 func (discoveryOnly) discoveryOption() {}
 func (watchOnly) registrarOption()     {}
