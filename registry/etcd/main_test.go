@@ -54,12 +54,12 @@ func watching(prefix string, extra ...etcd.WatchOption) []etcd.WatchOption {
 // at returns the options of a read (GetPolicy, GetPolicyInfo, History) for
 // tests, under prefix.
 func at(prefix string) []etcd.Option {
-	return []etcd.Option{etcd.WithPrefix(prefix), etcd.WithRequestTimeout(2 * time.Second)}
+	return etcdopts.Read(etcd.WithPrefix(prefix))
 }
 
 // writes returns an operator write's options for tests, under prefix.
 func writes(prefix string, extra ...etcd.WriteOption) []etcd.WriteOption {
-	return append([]etcd.WriteOption{etcd.WithPrefix(prefix), etcd.WithRequestTimeout(2 * time.Second)}, extra...)
+	return etcdopts.Write(append([]etcd.WriteOption{etcd.WithPrefix(prefix)}, extra...)...)
 }
 
 func newRegistrar(t *testing.T, cli *clientv3.Client, opts ...etcd.RegistrarOption) *etcd.Registrar {

@@ -12,15 +12,17 @@ import (
 	"github.com/musterhq/muster/registry/etcd"
 )
 
-// ttl is the lease TTL of Fast and Registrar.
-const ttl = 2 * time.Second
+const (
+	ttl            = 2 * time.Second // the lease TTL of Fast and Registrar
+	requestTimeout = 2 * time.Second // every etcd request's bound
+)
 
 // watch returns the options of everything that watches etcd: backoff 50ms
 // to 500ms, request timeout 2s, progress interval 200ms, logs discarded.
 func watch() []etcd.WatchOption {
 	return []etcd.WatchOption{
 		etcd.WithBackoff(50*time.Millisecond, 500*time.Millisecond),
-		etcd.WithRequestTimeout(2 * time.Second),
+		etcd.WithRequestTimeout(requestTimeout),
 		etcd.WithProgressInterval(200 * time.Millisecond),
 		etcd.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
 	}
@@ -65,5 +67,11 @@ func Watch(extra ...etcd.WatchOption) []etcd.WatchOption {
 // etcd.SetCanary, etcd.SetPolicy and the others) for tests: request
 // timeout 2s, followed by extra.
 func Write(extra ...etcd.WriteOption) []etcd.WriteOption {
-	return append([]etcd.WriteOption{etcd.WithRequestTimeout(2 * time.Second)}, extra...)
+	return append([]etcd.WriteOption{etcd.WithRequestTimeout(requestTimeout)}, extra...)
+}
+
+// Read returns the options of a read (etcd.GetPolicy, etcd.GetPolicyInfo,
+// etcd.History) for tests: request timeout 2s, followed by extra.
+func Read(extra ...etcd.Option) []etcd.Option {
+	return append([]etcd.Option{etcd.WithRequestTimeout(requestTimeout)}, extra...)
 }
