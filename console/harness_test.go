@@ -81,7 +81,7 @@ func newFixtureOn(t testing.TB, c *etcdtest.Cluster, opts ...console.Option) *fi
 
 // etcdStore is the registry in the etcd cluster cli reaches, closed at the
 // end of the test (cli stays open).
-func etcdStore(t testing.TB, cli *clientv3.Client, opts ...etcd.Option) *etcd.Store {
+func etcdStore(t testing.TB, cli *clientv3.Client, opts ...etcd.StoreOption) *etcd.Store {
 	t.Helper()
 	s, err := etcd.NewStore(cli, opts...)
 	if err != nil {

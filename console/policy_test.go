@@ -243,7 +243,7 @@ func TestConsoleServicePageEditsThePolicy(t *testing.T) {
 	// Set elsewhere (the command), the policy and its setter follow.
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
-	if err := etcd.SetPolicy(ctx, f.cli, "payments", registry.Policy{MaxConcurrent: 7}, etcd.WithSetBy("bob (command)")); err != nil {
+	if err := etcd.SetPolicy(ctx, f.cli, "payments", registry.Policy{MaxConcurrent: 7}, etcd.WithBy("bob"), etcd.WithSource(registry.SourceCommand)); err != nil {
 		t.Fatal(err)
 	}
 	b.Do(browsertest.Timeout, "the command's policy shows without reload",

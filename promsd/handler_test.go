@@ -38,12 +38,12 @@ func newEnv(t testing.TB, opts ...promsd.Option) *env {
 	t.Helper()
 	c := etcdtest.Start(t)
 	cli := c.Client(t)
-	reg, err := etcd.NewRegistrar(cli, etcdopts.Fast()...)
+	reg, err := etcd.NewRegistrar(cli, etcdopts.Registrar()...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = reg.Close() })
-	d, err := etcd.NewDiscovery(cli, etcdopts.Fast()...)
+	d, err := etcd.NewDiscovery(cli, etcdopts.Discovery()...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +204,7 @@ func TestFollowsRegistryWithoutReadingPerRequest(t *testing.T) {
 
 func TestOptionsAreValidated(t *testing.T) {
 	c := etcdtest.Start(t)
-	d, err := etcd.NewDiscovery(c.Client(t), etcdopts.Fast()...)
+	d, err := etcd.NewDiscovery(c.Client(t), etcdopts.Discovery()...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -284,7 +284,7 @@ type wireOutlier struct {
 const MaxSetByLen = 256
 
 // PolicyInfo is a stored Policy with who set it and when, as SetPolicy
-// records them (registry/etcd's WithSetBy). Clients read the Policy alone:
+// records them (registry/etcd's WithBy). Clients read the Policy alone:
 // a change of SetBy or SetAt is no change of the policy.
 type PolicyInfo struct {
 	Policy Policy

@@ -7,6 +7,7 @@ import (
 
 	grpcresolver "google.golang.org/grpc/resolver"
 
+	"github.com/musterhq/muster/internal/testkit/etcdopts"
 	"github.com/musterhq/muster/registry"
 	"github.com/musterhq/muster/registry/etcd"
 	"github.com/musterhq/muster/resolver"
@@ -27,7 +28,7 @@ func (c statesCC) UpdateState(s grpcresolver.State) error {
 // endpoints again, with the new setting as a state attribute.
 func TestCanaryChangesReachTheState(t *testing.T) {
 	e := newEnv(t)
-	cs, err := etcd.NewCanaries(e.cli, etcdOpts()...)
+	cs, err := etcd.NewCanaries(e.cli, etcdopts.Watch()...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,14 +62,14 @@ func TestCanaryChangesReachTheState(t *testing.T) {
 		return onlyA(s) && !ok
 	})
 	want := registry.Canary{Color: "blue", Percent: 5}
-	if err := etcd.SetCanary(ctxFor(t, 5*time.Second), e.cli, "greeter", want, etcdOpts()...); err != nil {
+	if err := etcd.SetCanary(ctxFor(t, 5*time.Second), e.cli, "greeter", want, etcdopts.Write()...); err != nil {
 		t.Fatal(err)
 	}
 	await("with a and the canary", func(s grpcresolver.State) bool {
 		c, ok := resolver.CanaryOf(s)
 		return onlyA(s) && ok && c == want
 	})
-	if err := etcd.ClearCanary(ctxFor(t, 5*time.Second), e.cli, "greeter", etcdOpts()...); err != nil {
+	if err := etcd.ClearCanary(ctxFor(t, 5*time.Second), e.cli, "greeter", etcdopts.Write()...); err != nil {
 		t.Fatal(err)
 	}
 	await("with a and the canary cleared", func(s grpcresolver.State) bool {

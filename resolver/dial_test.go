@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/musterhq/muster/internal/testkit/etcdopts"
 	"github.com/musterhq/muster/internal/testkit/etcdtest"
 	"github.com/musterhq/muster/internal/testkit/registrytest"
 	"github.com/musterhq/muster/internal/testkit/testbackend"
@@ -26,7 +27,7 @@ var plainText = grpc.WithTransportCredentials(insecure.NewCredentials())
 func openStore(t *testing.T) *etcd.Store {
 	t.Helper()
 	c := etcdtest.Start(t)
-	store, err := etcd.Open(etcd.ClientConfig(c.Endpoints()[0]), etcdOpts()...)
+	store, err := etcd.Open(etcd.ClientConfig(c.Endpoints()[0]), etcdopts.Fast()...)
 	if err != nil {
 		t.Fatal(err)
 	}

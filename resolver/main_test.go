@@ -49,18 +49,16 @@ type env struct {
 	b    *resolver.Builder
 }
 
-func etcdOpts(extra ...etcd.Option) []etcd.Option { return etcdopts.Fast(extra...) }
-
 func newEnv(t *testing.T, ropts ...resolver.Option) *env {
 	t.Helper()
 	c := etcdtest.Start(t)
 	e := &env{c: c, cli: c.Client(t)}
 	var err error
-	if e.reg, err = etcd.NewRegistrar(e.cli, etcdOpts()...); err != nil {
+	if e.reg, err = etcd.NewRegistrar(e.cli, etcdopts.Registrar()...); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = e.reg.Close() })
-	if e.disc, err = etcd.NewDiscovery(e.cli, etcdOpts()...); err != nil {
+	if e.disc, err = etcd.NewDiscovery(e.cli, etcdopts.Discovery()...); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = e.disc.Close() })

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/musterhq/muster/internal/testkit/etcdopts"
 	"github.com/musterhq/muster/internal/testkit/testbackend"
 	"github.com/musterhq/muster/registry"
 	"github.com/musterhq/muster/registry/etcd"
@@ -24,7 +25,7 @@ import (
 func TestPolicyServiceConfig(t *testing.T) {
 	e := newEnv(t)
 	bad, good := e.serve(t, "bad", "v1", ""), e.serve(t, "good", "v1", "")
-	ps, err := etcd.NewPolicies(e.cli, etcdOpts()...)
+	ps, err := etcd.NewPolicies(e.cli, etcdopts.Watch()...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +50,7 @@ func TestPolicyServiceConfig(t *testing.T) {
 	}
 	set := func(p registry.Policy) {
 		t.Helper()
-		if err := etcd.SetPolicy(ctxFor(t, 10*time.Second), e.cli, "greeter", p, etcdOpts()...); err != nil {
+		if err := etcd.SetPolicy(ctxFor(t, 10*time.Second), e.cli, "greeter", p, etcdopts.Write()...); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -90,7 +91,7 @@ func TestPolicyServiceConfig(t *testing.T) {
 	}
 	bad.SetDelay(0)
 	good.SetDelay(0)
-	if err := etcd.ClearPolicy(ctxFor(t, 10*time.Second), e.cli, "greeter", etcdOpts()...); err != nil {
+	if err := etcd.ClearPolicy(ctxFor(t, 10*time.Second), e.cli, "greeter", etcdopts.Write()...); err != nil {
 		t.Fatal(err)
 	}
 	bad.SetDelay(500 * time.Millisecond)

@@ -8,6 +8,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 
+	"github.com/musterhq/muster/internal/testkit/etcdopts"
 	"github.com/musterhq/muster/internal/testkit/testbackend"
 	"github.com/musterhq/muster/registry"
 	"github.com/musterhq/muster/registry/etcd"
@@ -22,11 +23,11 @@ const (
 // cutOffRegistrar returns a registrar on an etcd client of its own. Closing
 // that client models servers that can no longer reach etcd: they cannot
 // renew their lease nor re-register, and their keys expire after the TTL
-// (2s, etcdOpts).
+// (2s, etcdopts.Registrar).
 func (e *env) cutOffRegistrar(t *testing.T) (*etcd.Registrar, *clientv3.Client) {
 	t.Helper()
 	cli := e.c.Client(t)
-	reg, err := etcd.NewRegistrar(cli, etcdOpts()...)
+	reg, err := etcd.NewRegistrar(cli, etcdopts.Registrar()...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	grpcresolver "google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/status"
 
+	"github.com/musterhq/muster/internal/testkit/etcdopts"
 	"github.com/musterhq/muster/internal/testkit/registrytest"
 	"github.com/musterhq/muster/internal/testkit/resolvertest"
 	"github.com/musterhq/muster/internal/testkit/testbackend"
@@ -101,7 +102,7 @@ func TestChannelBuiltWhileEtcdIsDownStartsFromDiskSnapshot(t *testing.T) {
 	e.c.Members()[0].Stop(t)
 	// A new process: its own Discovery and Builder, the same snapshot
 	// directory, etcd unreachable.
-	disc, err := etcd.NewDiscovery(e.cli, etcdOpts()...)
+	disc, err := etcd.NewDiscovery(e.cli, etcdopts.Discovery()...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -315,7 +316,7 @@ func TestBadTargetsAndSchemeRegistration(t *testing.T) {
 
 func TestIdleChannelWakesOnTheSharedWatch(t *testing.T) {
 	c := newEnv(t)
-	disc, err := etcd.NewDiscovery(c.cli, etcdOpts(etcd.WithLinger(time.Minute))...)
+	disc, err := etcd.NewDiscovery(c.cli, etcdopts.Discovery(etcd.WithLinger(time.Minute))...)
 	if err != nil {
 		t.Fatal(err)
 	}

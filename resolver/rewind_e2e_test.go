@@ -12,6 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 
+	"github.com/musterhq/muster/internal/testkit/etcdopts"
 	"github.com/musterhq/muster/internal/testkit/etcdtest"
 	"github.com/musterhq/muster/internal/testkit/registrytest"
 	"github.com/musterhq/muster/internal/testkit/testbackend"
@@ -74,14 +75,14 @@ func waitDiskSnapshot(t *testing.T, dir, service, what string, d time.Duration, 
 // and a Builder writing disk snapshots to dir; the function returned
 // registers a new greeter backend as id (waiting out registry.ErrPending
 // while etcd comes back) and returns its address.
-func snapshotSetup(t *testing.T, cli *clientv3.Client, dir string, regOpts ...etcd.Option) (*etcd.Discovery, *resolver.Builder, func(id string) string) {
+func snapshotSetup(t *testing.T, cli *clientv3.Client, dir string, regOpts ...etcd.RegistrarOption) (*etcd.Discovery, *resolver.Builder, func(id string) string) {
 	t.Helper()
 	reg, err := etcd.NewRegistrar(cli, regOpts...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = reg.Close() })
-	disc, err := etcd.NewDiscovery(cli, etcdOpts()...)
+	disc, err := etcd.NewDiscovery(cli, etcdopts.Discovery()...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +106,7 @@ func TestSnapshotFollowsAnEtcdRestartedEmpty(t *testing.T) {
 	dir := t.TempDir()
 	old := etcdtest.Start(t)
 	cli := old.Client(t)
-	_, bld, serve := snapshotSetup(t, cli, dir, etcdOpts()...)
+	_, bld, serve := snapshotSetup(t, cli, dir, etcdopts.Registrar()...)
 
 	// A history with some past: other keys written before the servers.
 	for i := range 30 {
@@ -140,7 +141,7 @@ func TestSnapshotFollowsAnEtcdRestartedEmpty(t *testing.T) {
 
 	// A later outage; a new process starts from the disk snapshot.
 	fresh.Members()[0].Stop(t)
-	disc2, err := etcd.NewDiscovery(fresh.Client(t), etcdOpts()...)
+	disc2, err := etcd.NewDiscovery(fresh.Client(t), etcdopts.Discovery()...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +163,7 @@ func TestSnapshotFollowsARestoreOfTheSameCluster(t *testing.T) {
 	dir := t.TempDir()
 	c := etcdtest.Start(t)
 	cli := c.Client(t)
-	disc, bld, serve := snapshotSetup(t, cli, dir, etcdOpts(etcd.WithTTL(10*time.Second), etcd.WithAuditInterval(200*time.Millisecond))...)
+	disc, bld, serve := snapshotSetup(t, cli, dir, etcdopts.Registrar(etcd.WithTTL(10*time.Second), etcd.WithAuditInterval(200*time.Millisecond))...)
 	a := serve("a")
 	backup := c.Backup(t) // etcd holds a
 	b, cc := serve("b"), serve("c")

@@ -7,6 +7,7 @@ import (
 
 	grpcresolver "google.golang.org/grpc/resolver"
 
+	"github.com/musterhq/muster/internal/testkit/etcdopts"
 	"github.com/musterhq/muster/internal/testkit/registrytest"
 	"github.com/musterhq/muster/internal/testkit/testbackend"
 	"github.com/musterhq/muster/registry"
@@ -25,32 +26,32 @@ func TestFirstStateWaitsForTheSettings(t *testing.T) {
 	// The registry, the discovery and the canaries talk to the member
 	// directly; the policies through its proxy, which the test stalls.
 	direct := e.c.Client(t, e.c.DirectEndpoints()...)
-	reg, err := etcd.NewRegistrar(direct, etcdOpts()...)
+	reg, err := etcd.NewRegistrar(direct, etcdopts.Registrar()...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = reg.Close() })
-	disc, err := etcd.NewDiscovery(direct, etcdOpts()...)
+	disc, err := etcd.NewDiscovery(direct, etcdopts.Discovery()...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = disc.Close() })
-	cs, err := etcd.NewCanaries(direct, etcdOpts()...)
+	cs, err := etcd.NewCanaries(direct, etcdopts.Watch()...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ps, err := etcd.NewPolicies(e.cli, etcdOpts()...)
+	ps, err := etcd.NewPolicies(e.cli, etcdopts.Watch()...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	be := testbackend.Start(t)
 	registrytest.RegisterEventually(t, reg, registry.Instance{Name: "greeter", ID: "a", Addr: be.Addr})
 	policy := registry.Policy{Timeout: 200 * time.Millisecond}
-	if err := etcd.SetPolicy(ctxFor(t, 10*time.Second), e.cli, "greeter", policy, etcdOpts()...); err != nil {
+	if err := etcd.SetPolicy(ctxFor(t, 10*time.Second), e.cli, "greeter", policy, etcdopts.Write()...); err != nil {
 		t.Fatal(err)
 	}
 	canary := registry.Canary{Color: "blue", Percent: 5}
-	if err := etcd.SetCanary(ctxFor(t, 10*time.Second), e.cli, "greeter", canary, etcdOpts()...); err != nil {
+	if err := etcd.SetCanary(ctxFor(t, 10*time.Second), e.cli, "greeter", canary, etcdopts.Write()...); err != nil {
 		t.Fatal(err)
 	}
 	m.Stall()

@@ -8,6 +8,7 @@ import (
 
 	grpcresolver "google.golang.org/grpc/resolver"
 
+	"github.com/musterhq/muster/internal/testkit/etcdopts"
 	"github.com/musterhq/muster/internal/testkit/etcdtest"
 	"github.com/musterhq/muster/registry"
 	"github.com/musterhq/muster/registry/etcd"
@@ -34,11 +35,11 @@ func (c lastStateCC) UpdateState(s grpcresolver.State) error {
 // the watches end.
 func TestSettingsFollowedOncePerService(t *testing.T) {
 	e := newEnv(t)
-	cs, err := etcd.NewCanaries(e.cli, etcdOpts()...)
+	cs, err := etcd.NewCanaries(e.cli, etcdopts.Watch()...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ps, err := etcd.NewPolicies(e.cli, etcdOpts()...)
+	ps, err := etcd.NewPolicies(e.cli, etcdopts.Watch()...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,10 +72,10 @@ func TestSettingsFollowedOncePerService(t *testing.T) {
 		}
 	}
 	defer closeAll()
-	if err := etcd.SetCanary(ctxFor(t, 10*time.Second), e.cli, "greeter", registry.Canary{Color: "blue", Percent: 5}, etcdOpts()...); err != nil {
+	if err := etcd.SetCanary(ctxFor(t, 10*time.Second), e.cli, "greeter", registry.Canary{Color: "blue", Percent: 5}, etcdopts.Write()...); err != nil {
 		t.Fatal(err)
 	}
-	if err := etcd.SetPolicy(ctxFor(t, 10*time.Second), e.cli, "greeter", registry.Policy{MaxConcurrent: 7}, etcdOpts()...); err != nil {
+	if err := etcd.SetPolicy(ctxFor(t, 10*time.Second), e.cli, "greeter", registry.Policy{MaxConcurrent: 7}, etcdopts.Write()...); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(20 * time.Second)

@@ -64,8 +64,7 @@ func BenchmarkDeregistrationReachesClients(b *testing.B) {
 	const clients = 10
 	c := etcdtest.Start(b)
 	cli := c.Client(b, c.DirectEndpoints()...)
-	quietOpts := []etcd.Option{etcd.WithLogger(quiet)}
-	reg, err := etcd.NewRegistrar(cli, quietOpts...)
+	reg, err := etcd.NewRegistrar(cli, etcd.WithLogger(quiet))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -79,7 +78,7 @@ func BenchmarkDeregistrationReachesClients(b *testing.B) {
 	states := make([]*channelState, clients)
 	for i := range states {
 		states[i] = &channelState{changed: make(chan struct{}, 1)}
-		disc, err := etcd.NewDiscovery(c.Client(b, c.DirectEndpoints()...), quietOpts...)
+		disc, err := etcd.NewDiscovery(c.Client(b, c.DirectEndpoints()...), etcd.WithLogger(quiet))
 		if err != nil {
 			b.Fatal(err)
 		}

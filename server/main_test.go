@@ -109,8 +109,6 @@ func startChild(t *testing.T, env, endpoint string) (*exec.Cmd, string) {
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-func etcdOpts(extra ...etcd.Option) []etcd.Option { return etcdopts.Fast(extra...) }
-
 type env struct {
 	c    *etcdtest.Cluster
 	cli  *clientv3.Client
@@ -123,7 +121,7 @@ func newEnv(t *testing.T) *env {
 	c := etcdtest.Start(t)
 	e := &env{c: c, cli: c.Client(t)}
 	var err error
-	if e.disc, err = etcd.NewDiscovery(e.cli, etcdOpts()...); err != nil {
+	if e.disc, err = etcd.NewDiscovery(e.cli, etcdopts.Discovery()...); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = e.disc.Close() })
@@ -163,7 +161,7 @@ func (e *env) startInstance(t *testing.T, in registry.Instance, setup func(*grpc
 // returns at once, without waiting for Ready.
 func (e *env) launch(t *testing.T, in registry.Instance, setup func(*grpc.Server), lis net.Listener, opts ...server.Option) *backend {
 	t.Helper()
-	reg, err := etcd.NewRegistrar(e.cli, etcdOpts()...)
+	reg, err := etcd.NewRegistrar(e.cli, etcdopts.Registrar()...)
 	if err != nil {
 		t.Fatal(err)
 	}

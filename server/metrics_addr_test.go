@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/musterhq/muster/internal/testkit/etcdopts"
 	"github.com/musterhq/muster/promsd"
 	"github.com/musterhq/muster/registry"
 	"github.com/musterhq/muster/registry/etcd"
@@ -48,7 +49,7 @@ func TestWithMetricsAddrDeclaresTheMetricsListener(t *testing.T) {
 
 func TestWithMetricsAddrRejectsABadAddress(t *testing.T) {
 	e := newEnv(t)
-	reg, err := etcd.NewRegistrar(e.cli, etcdOpts()...)
+	reg, err := etcd.NewRegistrar(e.cli, etcdopts.Registrar()...)
 	if err != nil {
 		t.Fatal(err)
 	}

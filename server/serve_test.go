@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/musterhq/muster/internal/testkit/etcdopts"
 	"github.com/musterhq/muster/internal/testkit/testbackend"
 	"github.com/musterhq/muster/registry"
 	"github.com/musterhq/muster/registry/etcd"
@@ -50,7 +51,7 @@ func runServeChild(endpoint string) int {
 // openStore opens a Store on the test's etcd, closed at cleanup.
 func openStore(t *testing.T, e *env) *etcd.Store {
 	t.Helper()
-	store, err := etcd.Open(etcd.ClientConfig(e.c.Endpoints()[0]), etcdOpts()...)
+	store, err := etcd.Open(etcd.ClientConfig(e.c.Endpoints()[0]), etcdopts.Fast()...)
 	if err != nil {
 		t.Fatal(err)
 	}

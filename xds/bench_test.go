@@ -154,14 +154,13 @@ func BenchmarkConvergence(b *testing.B) {
 // end.
 func benchRegistry(b *testing.B) (*etcd.Registrar, func() *etcd.Discovery) {
 	c := etcdtest.Start(b)
-	opts := []etcd.Option{etcd.WithLogger(quiet)}
-	reg, err := etcd.NewRegistrar(c.Client(b), opts...)
+	reg, err := etcd.NewRegistrar(c.Client(b), etcd.WithLogger(quiet))
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = reg.Close() })
 	return reg, func() *etcd.Discovery {
-		d, err := etcd.NewDiscovery(c.Client(b), opts...)
+		d, err := etcd.NewDiscovery(c.Client(b), etcd.WithLogger(quiet))
 		if err != nil {
 			b.Fatal(err)
 		}

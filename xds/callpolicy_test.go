@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/musterhq/muster/internal/testkit/etcdopts"
 	"github.com/musterhq/muster/internal/testkit/testbackend"
 	"github.com/musterhq/muster/registry"
 	"github.com/musterhq/muster/registry/etcd"
@@ -20,7 +21,7 @@ func newPolicyEnv(t *testing.T) *env {
 	t.Helper()
 	e := newEnv(t, xds.WithServices("greeter"))
 	e.stopCP()
-	ps, err := etcd.NewPolicies(e.cli, etcdOpts()...)
+	ps, err := etcd.NewPolicies(e.cli, etcdopts.Watch()...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +31,7 @@ func newPolicyEnv(t *testing.T) *env {
 
 func (e *env) setPolicy(t *testing.T, p registry.Policy) {
 	t.Helper()
-	if err := etcd.SetPolicy(ctxFor(t, 10*time.Second), e.cli, "greeter", p, etcdOpts()...); err != nil {
+	if err := etcd.SetPolicy(ctxFor(t, 10*time.Second), e.cli, "greeter", p, etcdopts.Write()...); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/musterhq/muster/color"
+	"github.com/musterhq/muster/internal/testkit/etcdopts"
 	"github.com/musterhq/muster/internal/testkit/testbackend"
 	"github.com/musterhq/muster/registry"
 	"github.com/musterhq/muster/registry/etcd"
@@ -50,7 +51,7 @@ func newCanaryEnv(t *testing.T) *env {
 	t.Helper()
 	e := newEnv(t, xds.WithServices("greeter"))
 	e.stopCP()
-	canaries, err := etcd.NewCanaries(e.cli, etcdOpts()...)
+	canaries, err := etcd.NewCanaries(e.cli, etcdopts.Watch()...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +145,7 @@ func TestColorCanary(t *testing.T) {
 	// client's ACK of it; nothing else of greeter nor of greeter~blue.
 	prev := e.cp.Stats()
 	if err := etcd.SetCanary(ctxFor(t, 10*time.Second), e.cli, "greeter",
-		registry.Canary{Color: "blue", Percent: 20}, etcdOpts()...); err != nil {
+		registry.Canary{Color: "blue", Percent: 20}, etcdopts.Write()...); err != nil {
 		t.Fatal(err)
 	}
 	st := waitStats(t, e.cp, "the canary's route sent and acknowledged", func(st xds.Stats) bool {
@@ -174,7 +175,7 @@ func TestColorCanary(t *testing.T) {
 		t.Errorf("green calls under the canary: %v, want all to the base", got)
 	}
 
-	if err := etcd.ClearCanary(ctxFor(t, 10*time.Second), e.cli, "greeter", etcdOpts()...); err != nil {
+	if err := etcd.ClearCanary(ctxFor(t, 10*time.Second), e.cli, "greeter", etcdopts.Write()...); err != nil {
 		t.Fatal(err)
 	}
 	missUntil(t, conn, blue.Addr, 200)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/musterhq/muster/balancer/p2c"
 	"github.com/musterhq/muster/balancer/wrr"
+	"github.com/musterhq/muster/internal/testkit/etcdopts"
 	"github.com/musterhq/muster/internal/testkit/etcdtest"
 	"github.com/musterhq/muster/internal/testkit/testbackend"
 	"github.com/musterhq/muster/registry"
@@ -38,12 +39,12 @@ import (
 func BenchmarkLocalityFailover(b *testing.B) {
 	c := etcdtest.Start(b)
 	cli := c.Client(b)
-	reg, err := etcd.NewRegistrar(cli, etcdOpts()...)
+	reg, err := etcd.NewRegistrar(cli, etcdopts.Registrar()...)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = reg.Close() })
-	disc, err := etcd.NewDiscovery(cli, etcdOpts()...)
+	disc, err := etcd.NewDiscovery(cli, etcdopts.Discovery()...)
 	if err != nil {
 		b.Fatal(err)
 	}

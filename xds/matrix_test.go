@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/musterhq/muster/color"
+	"github.com/musterhq/muster/internal/testkit/etcdopts"
 	"github.com/musterhq/muster/internal/testkit/etcdtest"
 	"github.com/musterhq/muster/internal/testkit/registrytest"
 	"github.com/musterhq/muster/registry"
@@ -305,7 +306,7 @@ func scenarioCanary(t *testing.T, cl xdsClient) string {
 	e.register(t, "greeter", "a", a.Addr, "", 0, false)
 	e.registerColored(t, "greeter", "blue", blue.Addr, "blue")
 	if err := etcd.SetCanary(ctxFor(t, 10*time.Second), e.cli, "greeter",
-		registry.Canary{Color: "blue", Percent: 20}, etcdOpts()...); err != nil {
+		registry.Canary{Color: "blue", Percent: 20}, etcdopts.Write()...); err != nil {
 		t.Fatal(err)
 	}
 	c := cl.startIn(t, e, "canary", "")
@@ -346,7 +347,7 @@ func scenarioZonedCanary(t *testing.T, cl xdsClient) string {
 		t.Fatal(err)
 	}
 	if err := etcd.SetCanary(ctxFor(t, 10*time.Second), e.cli, "greeter",
-		registry.Canary{Color: "blue", Percent: 20}, etcdOpts()...); err != nil {
+		registry.Canary{Color: "blue", Percent: 20}, etcdopts.Write()...); err != nil {
 		t.Fatal(err)
 	}
 	c := cl.start(t, bootstrapIn(e.addr, "zoned-canary", "r1", "z1"), callEvery, nil)
@@ -813,7 +814,7 @@ func scenarioPolicyOutlier(t *testing.T, cl xdsClient) string {
 func scenarioPolicyAffinity(t *testing.T, cl xdsClient) string {
 	e := newPolicyEnv(t)
 	e.stopCP()
-	ps, err := etcd.NewPolicies(e.cli, etcdOpts()...)
+	ps, err := etcd.NewPolicies(e.cli, etcdopts.Watch()...)
 	if err != nil {
 		t.Fatal(err)
 	}

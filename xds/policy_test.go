@@ -11,6 +11,7 @@ import (
 
 	_ "github.com/musterhq/muster/balancer/p2c" // registers muster_p2c
 	_ "github.com/musterhq/muster/balancer/wrr" // registers muster_wrr
+	"github.com/musterhq/muster/internal/testkit/etcdopts"
 	"github.com/musterhq/muster/internal/testkit/testbackend"
 	"github.com/musterhq/muster/metrics"
 	"github.com/musterhq/muster/registry"
@@ -135,7 +136,7 @@ func TestMusterPolicyWeights(t *testing.T) {
 	pushed := e.cp.Stats().Pushes["greeter"]
 	w := 400
 	changed := time.Now()
-	if err := etcd.SetOverride(ctxFor(t, 10*time.Second), e.cli, "greeter", "a", registry.Override{Weight: &w}, etcdOpts()...); err != nil {
+	if err := etcd.SetOverride(ctxFor(t, 10*time.Second), e.cli, "greeter", "a", registry.Override{Weight: &w}, etcdopts.Write()...); err != nil {
 		t.Fatal(err)
 	}
 	after := []share{{a.Addr, 4.0 / 7}, {b.Addr, 1.0 / 7}, {c.Addr, 2.0 / 7}}

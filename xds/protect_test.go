@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/musterhq/muster/internal/testkit/etcdopts"
 	"github.com/musterhq/muster/internal/testkit/testbackend"
 	"github.com/musterhq/muster/registry"
 	"github.com/musterhq/muster/registry/etcd"
@@ -25,7 +26,7 @@ func TestProtection(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, append([]xds.Option{xds.WithServices("greeter")}, tc.opts...)...)
-			other, err := etcd.NewRegistrar(e.cli, etcdOpts()...)
+			other, err := etcd.NewRegistrar(e.cli, etcdopts.Registrar()...)
 			if err != nil {
 				t.Fatal(err)
 			}

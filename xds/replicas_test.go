@@ -25,6 +25,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/musterhq/muster/internal/testkit/dnstest"
+	"github.com/musterhq/muster/internal/testkit/etcdopts"
 	"github.com/musterhq/muster/internal/testkit/etcdtest"
 	"github.com/musterhq/muster/internal/testkit/proctest"
 	"github.com/musterhq/muster/internal/xdsbootstrap"
@@ -58,7 +59,7 @@ func runControlPlane(spec string) int {
 	if err != nil {
 		return fail("etcd client", err)
 	}
-	disc, err := etcd.NewDiscovery(cli, etcdOpts()...)
+	disc, err := etcd.NewDiscovery(cli, etcdopts.Discovery()...)
 	if err != nil {
 		return fail("discovery", err)
 	}
@@ -277,7 +278,7 @@ func waitReached(t *testing.T, tallies []*tally, addr string, since time.Time, w
 func replicaRegistry(t *testing.T) (*etcdtest.Cluster, func(id, addr string) time.Time) {
 	t.Helper()
 	c := etcdtest.Start(t)
-	reg, err := etcd.NewRegistrar(c.Client(t), etcdOpts()...)
+	reg, err := etcd.NewRegistrar(c.Client(t), etcdopts.Registrar()...)
 	if err != nil {
 		t.Fatal(err)
 	}

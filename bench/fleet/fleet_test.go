@@ -251,9 +251,13 @@ func runFleet(b *testing.B, p int, ttl time.Duration) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	storeOpts := make([]etcd.StoreOption, 0, len(opts))
+	for _, o := range opts {
+		storeOpts = append(storeOpts, o)
+	}
 	var stores []registry.Store
 	for _, c := range cs {
-		store, err := etcd.NewStore(c.Client(b, c.DirectEndpoints()...), opts...)
+		store, err := etcd.NewStore(c.Client(b, c.DirectEndpoints()...), storeOpts...)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -83,7 +83,7 @@ func runRegistrars(ctx context.Context, cfg roleConfig, out *lineWriter) error {
 // once) goes on in the background, as in a real process: the process is
 // ready once the registrar has written them all. Both live until the host
 // exits.
-func startProcess(ctx context.Context, cfg roleConfig, p int, opts []etcd.Option) error {
+func startProcess(ctx context.Context, cfg roleConfig, p int, opts []etcd.RegistrarOption) error {
 	cli, err := clientv3.New(etcd.ClientConfig(cfg.Regions[regionOf(p, cfg.Services, len(cfg.Regions))]...))
 	if err != nil {
 		return err
@@ -104,8 +104,8 @@ func startProcess(ctx context.Context, cfg roleConfig, p int, opts []etcd.Option
 // registrarOptions are the options of every registrar of the fleet: its
 // TTL, and the etcd-naming copy of each instance when naming channels
 // follow the fleet.
-func registrarOptions(ttl time.Duration, naming bool) ([]etcd.Option, error) {
-	opts := []etcd.Option{etcd.WithTTL(ttl), etcd.WithLogger(quiet)}
+func registrarOptions(ttl time.Duration, naming bool) ([]etcd.RegistrarOption, error) {
+	opts := []etcd.RegistrarOption{etcd.WithTTL(ttl), etcd.WithLogger(quiet)}
 	if naming {
 		n, err := legacy.NewNaming()
 		if err != nil {

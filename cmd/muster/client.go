@@ -47,8 +47,9 @@ type session struct {
 	// are read beside Muster's (mergeLegacy); nil on ZooKeeper and over
 	// several clusters.
 	cli *clientv3.Client
-	// opts are the etcd Store's options.
-	opts []etcd.Option
+	// opts are the options of the etcd Store's Discovery, which the
+	// session's other Discoveries take too (mergeLegacy).
+	opts []etcd.DiscoveryOption
 	// servers are the ZooKeeper servers of --registry; nil on etcd.
 	servers []string
 	// view is the Discovery the session reads services through: the
@@ -68,9 +69,12 @@ type lister interface {
 
 // storeOptions are what a command adds to the Store the flags name.
 type storeOptions struct {
-	// etcd are added to the etcd Store's options (a layout, a progress
-	// interval, a Registrar's TTL).
-	etcd []etcd.Option
+	// discovery are added to the etcd Store's options and to those of
+	// the session's other Discoveries (a layout, a progress interval).
+	discovery []etcd.DiscoveryOption
+	// etcd are added to the etcd Store's options only (a Registrar's TTL,
+	// a logger).
+	etcd []etcd.StoreOption
 	// zk are added to the ZooKeeper Store's options.
 	zk []zookeeper.Option
 	// clientLog receives the etcd client's own warnings and errors
@@ -79,9 +83,10 @@ type storeOptions struct {
 }
 
 // connect creates the session over the Store the flags name. parent is
-// the command's context; opts are added to the etcd Store's options.
-func (g *globalOptions) connect(parent context.Context, stderr io.Writer, opts ...etcd.Option) (*session, error) {
-	return g.open(parent, stderr, storeOptions{etcd: opts})
+// the command's context; opts are added to the etcd Store's Discovery's
+// options.
+func (g *globalOptions) connect(parent context.Context, stderr io.Writer, opts ...etcd.DiscoveryOption) (*session, error) {
+	return g.open(parent, stderr, storeOptions{discovery: opts})
 }
 
 // open creates the session: the one place where the command's Store is
@@ -119,12 +124,16 @@ func (g *globalOptions) open(parent context.Context, stderr io.Writer, o storeOp
 		}
 		return nil, fmt.Errorf("etcd client for %s: %w", strings.Join(g.endpoints, ","), err)
 	}
-	s.opts = append([]etcd.Option{
+	s.opts = append([]etcd.DiscoveryOption{
 		etcd.WithPrefix(g.prefix),
 		etcd.WithRequestTimeout(g.timeout),
 		etcd.WithLogger(log),
-	}, o.etcd...)
-	st, err := etcd.NewStore(cli, s.opts...)
+	}, o.discovery...)
+	opts := make([]etcd.StoreOption, 0, len(s.opts)+len(o.etcd))
+	for _, opt := range s.opts {
+		opts = append(opts, opt)
+	}
+	st, err := etcd.NewStore(cli, append(opts, o.etcd...)...)
 	if err != nil {
 		cli.Close()
 		return nil, err

@@ -169,10 +169,10 @@ func (g *globalOptions) clusterClientConfig(spec clusterSpec) (clientv3.Config, 
 // client of its own: settings (overrides, canaries, policies) are per
 // cluster and not read. Like connect, a client without credentials does
 // not contact etcd; a cluster that does not answer does not fail it.
-func (g *globalOptions) connectClusters(stderr io.Writer, specs []clusterSpec, opts ...etcd.Option) (*session, error) {
+func (g *globalOptions) connectClusters(stderr io.Writer, specs []clusterSpec, opts ...etcd.DiscoveryOption) (*session, error) {
 	s := &session{g: g}
 	log := g.log.logger(stderr, slog.LevelError)
-	s.opts = append([]etcd.Option{etcd.WithPrefix(g.prefix), etcd.WithRequestTimeout(g.timeout), etcd.WithLogger(log)}, opts...)
+	s.opts = append([]etcd.DiscoveryOption{etcd.WithPrefix(g.prefix), etcd.WithRequestTimeout(g.timeout), etcd.WithLogger(log)}, opts...)
 	cs, err := g.clusterConfigs(specs)
 	if err != nil {
 		return nil, err

@@ -108,7 +108,7 @@ func (g *globalOptions) clusterConfigs(specs []clusterSpec) ([]consoleCluster, e
 
 // openClusters opens each cluster's registry (etcd.Open: a store with a
 // client of its own) with opts; closeAll closes them.
-func openClusters(cs []consoleCluster, opts ...etcd.Option) (cls []console.Cluster, closeAll func(), err error) {
+func openClusters(cs []consoleCluster, opts ...etcd.StoreOption) (cls []console.Cluster, closeAll func(), err error) {
 	closeAll = func() {
 		for _, c := range cls {
 			_ = c.Store.Close()
@@ -212,8 +212,8 @@ func (c *consoleFlags) serverOptions(prefix string, timeout time.Duration, log *
 // consoleStoreOptions are the options of the registry a console reads:
 // the prefix, the request timeout and the console's logger, as
 // serverOptions gives them to the console.
-func consoleStoreOptions(prefix string, timeout time.Duration, log *slog.Logger) []etcd.Option {
-	return []etcd.Option{etcd.WithPrefix(prefix), etcd.WithRequestTimeout(timeout),
+func consoleStoreOptions(prefix string, timeout time.Duration, log *slog.Logger) []etcd.StoreOption {
+	return []etcd.StoreOption{etcd.WithPrefix(prefix), etcd.WithRequestTimeout(timeout),
 		etcd.WithLogger(log.With("component", "muster.console"))}
 }
 

@@ -70,7 +70,7 @@ func (f *layoutFlags) onEtcd(g *globalOptions) error {
 
 // options returns the Discovery options reading service in the selected
 // layout: none for Muster's.
-func (f *layoutFlags) options(service string) ([]etcd.Option, error) {
+func (f *layoutFlags) options(service string) ([]etcd.DiscoveryOption, error) {
 	if f.layout != layoutMuster && service == "" {
 		example := "muster ls user --layout " + f.layout
 		if f.legacyName != "" {
@@ -96,7 +96,7 @@ func (f *layoutFlags) options(service string) ([]etcd.Option, error) {
 		return nil, err
 	}
 	f.read = l
-	return []etcd.Option{etcd.WithLayout(l)}, nil
+	return []etcd.DiscoveryOption{etcd.WithLayout(l)}, nil
 }
 
 // newLayout returns the legacy layout named name (a --layout or --legacy
@@ -179,7 +179,7 @@ func parseLegacy(v string) (service, layout, name string) {
 // Discovery of Muster's registry and srcs, each read by a Discovery of its
 // own with the session's options and opts. Without srcs it does nothing.
 // The legacy layouts are etcd's (onEtcd).
-func (s *session) mergeLegacy(srcs []legacySource, opts ...etcd.Option) error {
+func (s *session) mergeLegacy(srcs []legacySource, opts ...etcd.DiscoveryOption) error {
 	if len(srcs) == 0 {
 		return nil
 	}

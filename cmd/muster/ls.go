@@ -123,7 +123,7 @@ type serviceRow struct {
 // g.timeout. srcs are merged with Muster's registry (--legacy); opts
 // select another layout than Muster's (--layout).
 func runLs(ctx context.Context, g *globalOptions, output, service string, stdout, stderr io.Writer, srcs []legacySource, layout *layoutFlags,
-	opts ...etcd.Option) error {
+	opts ...etcd.DiscoveryOption) error {
 	s, err := g.connect(ctx, stderr, opts...)
 	if err != nil {
 		return err

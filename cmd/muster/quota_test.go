@@ -81,9 +81,9 @@ func serviceUser(t *testing.T, root *clientv3.Client, endpoint, svc string) *cli
 }
 
 // registrarOn returns a Registrar on cli, closed at the end of the test.
-func registrarOn(t *testing.T, cli *clientv3.Client, opts ...etcd.Option) *etcd.Registrar {
+func registrarOn(t *testing.T, cli *clientv3.Client, opts ...etcd.RegistrarOption) *etcd.Registrar {
 	t.Helper()
-	r, err := etcd.NewRegistrar(cli, append([]etcd.Option{etcd.WithLogger(slog.New(slog.DiscardHandler))}, opts...)...)
+	r, err := etcd.NewRegistrar(cli, append([]etcd.RegistrarOption{etcd.WithLogger(slog.New(slog.DiscardHandler))}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -290,7 +290,7 @@ type statusRegistrar interface {
 // warning every registerWarnEvery while etcd does not answer, and on exit
 // "deregistered" only if there was something to deregister.
 func runRegister(ctx context.Context, g *globalOptions, o registerOptions, check func(context.Context) error, stderr io.Writer) error {
-	s, err := g.open(ctx, stderr, storeOptions{etcd: []etcd.Option{etcd.WithTTL(o.ttl)},
+	s, err := g.open(ctx, stderr, storeOptions{etcd: []etcd.StoreOption{etcd.WithTTL(o.ttl)},
 		zk: []zookeeper.Option{zookeeper.WithSessionTimeout(o.ttl)}, clientLog: g.log.logger(stderr, slog.LevelInfo)})
 	if err != nil {
 		return err

@@ -114,7 +114,7 @@ If etcd does not answer within --timeout at the start, watch fails.`,
 type watchSource struct {
 	specs []clusterSpec
 	srcs  []legacySource
-	opts  []etcd.Option
+	opts  []etcd.DiscoveryOption
 }
 
 // runWatch prints service's instances and then its changes to stdout
@@ -128,7 +128,7 @@ func runWatch(ctx context.Context, g *globalOptions, src watchSource, output, se
 	if len(src.specs) > 0 {
 		s, err = g.connectClusters(stderr, src.specs, progress)
 	} else {
-		s, err = g.connect(ctx, stderr, append([]etcd.Option{progress}, src.opts...)...)
+		s, err = g.connect(ctx, stderr, append([]etcd.DiscoveryOption{progress}, src.opts...)...)
 	}
 	if err != nil {
 		return err

@@ -206,7 +206,7 @@ func runXDS(ctx context.Context, g *globalOptions, o xdsOptions, stderr io.Write
 	// The Store logs at the level of a process that runs until stopped,
 	// as its settings followers did: a follower reading again says so.
 	s, err := g.open(ctx, stderr, storeOptions{clientLog: log,
-		etcd: []etcd.Option{etcd.WithLogger(log)}, zk: []zookeeper.Option{zookeeper.WithLogger(log)}})
+		etcd: []etcd.StoreOption{etcd.WithLogger(log)}, zk: []zookeeper.Option{zookeeper.WithLogger(log)}})
 	if err != nil {
 		return err
 	}

@@ -39,9 +39,9 @@ func layout(t *testing.T) *legacy.GoZero {
 	return g
 }
 
-func registrar(t *testing.T, cli *clientv3.Client, opts ...etcd.Option) *etcd.Registrar {
+func registrar(t *testing.T, cli *clientv3.Client, opts ...etcd.RegistrarOption) *etcd.Registrar {
 	t.Helper()
-	r, err := etcd.NewRegistrar(cli, etcdopts.Fast(opts...)...)
+	r, err := etcd.NewRegistrar(cli, etcdopts.Registrar(opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,9 +49,9 @@ func registrar(t *testing.T, cli *clientv3.Client, opts ...etcd.Option) *etcd.Re
 	return r
 }
 
-func discovery(t *testing.T, cli *clientv3.Client, opts ...etcd.Option) *etcd.Discovery {
+func discovery(t *testing.T, cli *clientv3.Client, opts ...etcd.DiscoveryOption) *etcd.Discovery {
 	t.Helper()
-	d, err := etcd.NewDiscovery(cli, etcdopts.Fast(opts...)...)
+	d, err := etcd.NewDiscovery(cli, etcdopts.Discovery(opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

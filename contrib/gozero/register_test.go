@@ -78,7 +78,7 @@ func runZRPCChild(spec string) int {
 		return fail(err)
 	}
 	defer cli.Close()
-	reg, err := etcd.NewRegistrar(cli, etcdopts.Fast()...)
+	reg, err := etcd.NewRegistrar(cli, etcdopts.Registrar()...)
 	if err != nil {
 		return fail(err)
 	}

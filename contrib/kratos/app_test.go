@@ -26,12 +26,12 @@ func TestKratosAppWithMusterRegistry(t *testing.T) {
 	cli := c.Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	r, err := etcd.NewRegistrar(cli, etcdopts.Fast()...)
+	r, err := etcd.NewRegistrar(cli, etcdopts.Registrar()...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	d, err := etcd.NewDiscovery(cli, etcdopts.Fast()...)
+	d, err := etcd.NewDiscovery(cli, etcdopts.Discovery()...)
 	if err != nil {
 		t.Fatal(err)
 	}

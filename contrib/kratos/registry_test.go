@@ -14,7 +14,7 @@ import (
 
 func TestRegisterNeedsAGRPCEndpoint(t *testing.T) {
 	c := etcdtest.Start(t)
-	r, err := etcd.NewRegistrar(c.Client(t), etcdopts.Fast()...)
+	r, err := etcd.NewRegistrar(c.Client(t), etcdopts.Registrar()...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,9 +16,9 @@ import (
 
 // directRegistrar writes through the members themselves, bypassing the
 // proxies, so that a fault injected in a proxy affects only the client side.
-func (w *world) directRegistrar(t *testing.T, extra ...etcd.Option) *etcd.Registrar {
+func (w *world) directRegistrar(t *testing.T, extra ...etcd.RegistrarOption) *etcd.Registrar {
 	t.Helper()
-	reg, err := etcd.NewRegistrar(w.c.Client(t, w.c.DirectEndpoints()...), opts(extra...)...)
+	reg, err := etcd.NewRegistrar(w.c.Client(t, w.c.DirectEndpoints()...), regOpts(extra...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

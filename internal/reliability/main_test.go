@@ -36,10 +36,15 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 const ttl = 2 * time.Second
 
-// opts are the library options of the suite: short timers so that faults
-// play out in seconds.
-func opts(extra ...etcd.Option) []etcd.Option {
-	return etcdopts.Fast(append([]etcd.Option{etcd.WithTTL(ttl), etcd.WithRequestTimeout(time.Second)}, extra...)...)
+// regOpts are the Registrar options of the suite: short timers so that
+// faults play out in seconds.
+func regOpts(extra ...etcd.RegistrarOption) []etcd.RegistrarOption {
+	return etcdopts.Registrar(append([]etcd.RegistrarOption{etcd.WithTTL(ttl), etcd.WithRequestTimeout(time.Second)}, extra...)...)
+}
+
+// discOpts are the Discovery options of the suite, with regOpts' timers.
+func discOpts() []etcd.DiscoveryOption {
+	return etcdopts.Discovery(etcd.WithRequestTimeout(time.Second))
 }
 
 // world is a 3-member cluster, a client side (discovery, resolver,
@@ -57,7 +62,7 @@ func newWorld(t *testing.T, extra ...etcdtest.Option) *world {
 	c := etcdtest.Start(t, append([]etcdtest.Option{etcdtest.WithSize(3)}, extra...)...)
 	w := &world{c: c, cli: c.Client(t)}
 	var err error
-	if w.disc, err = etcd.NewDiscovery(c.Client(t), opts()...); err != nil {
+	if w.disc, err = etcd.NewDiscovery(c.Client(t), discOpts()...); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = w.disc.Close() })
@@ -81,7 +86,7 @@ func (w *world) startBackend(t *testing.T, id string) *backend {
 // startBackendWith is startBackend with the registrar on cli.
 func (w *world) startBackendWith(t *testing.T, cli *clientv3.Client, id string) *backend {
 	t.Helper()
-	reg, err := etcd.NewRegistrar(cli, opts()...)
+	reg, err := etcd.NewRegistrar(cli, regOpts()...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -131,11 +131,11 @@ func runVersionCell(t *testing.T, srv etcdServer, mode authMode) {
 	c.grantService(t)
 	c.plain = c.client(t, &c.sent, &c.log)
 	var err error
-	if c.reg, err = etcd.NewRegistrar(c.client(t, nil, nil), opts()...); err != nil {
+	if c.reg, err = etcd.NewRegistrar(c.client(t, nil, nil), regOpts()...); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.reg.Close() })
-	d, err := etcd.NewDiscovery(c.client(t, nil, nil), opts()...)
+	d, err := etcd.NewDiscovery(c.client(t, nil, nil), discOpts()...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,7 +46,7 @@ func startRegion(t *testing.T, name string, s regionSetup) *region {
 	c := etcdtest.Start(t, s.etcd...)
 	r := &region{name: name, c: c}
 	var err error
-	if r.reg, err = etcd.NewRegistrar(c.Client(t), etcdopts.Fast()...); err != nil {
+	if r.reg, err = etcd.NewRegistrar(c.Client(t), etcdopts.Registrar()...); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = r.reg.Close() })
@@ -54,7 +54,7 @@ func startRegion(t *testing.T, name string, s regionSetup) *region {
 	if s.discoveryDirect {
 		dcli = c.Client(t, c.DirectEndpoints()...)
 	}
-	if r.disc, err = etcd.NewDiscovery(dcli, etcdopts.Fast()...); err != nil {
+	if r.disc, err = etcd.NewDiscovery(dcli, etcdopts.Discovery()...); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = r.disc.Close() })

@@ -15,9 +15,8 @@ import (
 // follows it (resolver.WithCanaries) go to the instances of c.Color. The
 // setting is bound to no lease: it stays until ClearCanary. The write is
 // traced: its registry.Record lands in the service's journal in the same
-// transaction (see History). Of the options only WithPrefix,
-// WithRequestTimeout, WithBy, WithSource and WithJournalSize apply.
-func SetCanary(ctx context.Context, cli *clientv3.Client, service string, c registry.Canary, opts ...Option) error {
+// transaction (see History).
+func SetCanary(ctx context.Context, cli *clientv3.Client, service string, c registry.Canary, opts ...WriteOption) error {
 	val, err := registry.MarshalCanary(c)
 	if err != nil {
 		return err
@@ -34,13 +33,12 @@ func SetCanary(ctx context.Context, cli *clientv3.Client, service string, c regi
 
 // ClearCanary removes the canary setting of service, if any: its uncolored
 // calls all go to the base again. It is traced as SetCanary is; without a
-// canary it writes nothing. Of the options only WithPrefix,
-// WithRequestTimeout, WithBy, WithSource and WithJournalSize apply.
-func ClearCanary(ctx context.Context, cli *clientv3.Client, service string, opts ...Option) error {
+// canary it writes nothing.
+func ClearCanary(ctx context.Context, cli *clientv3.Client, service string, opts ...WriteOption) error {
 	return clearSetting(ctx, cli, "canary", registry.ActionCanaryOff, registry.CanaryKey, service, opts)
 }
 
-func canaryKey(opts []Option, service string) (options, string, error) {
+func canaryKey[O StoreOption](opts []O, service string) (options, string, error) {
 	return settingKey(opts, registry.CanaryKey, service)
 }
 
@@ -55,10 +53,8 @@ type Canaries struct {
 
 var _ registry.CanarySource = (*Canaries)(nil)
 
-// NewCanaries returns a Canaries over cli. Of the options WithPrefix,
-// WithRequestTimeout, WithBackoff, WithProgressInterval and WithLogger
-// apply; an invalid one is an error.
-func NewCanaries(cli *clientv3.Client, opts ...Option) (*Canaries, error) {
+// NewCanaries returns a Canaries over cli. An invalid option is an error.
+func NewCanaries(cli *clientv3.Client, opts ...WatchOption) (*Canaries, error) {
 	o := buildOptions(opts)
 	if o.err != nil {
 		return nil, o.err

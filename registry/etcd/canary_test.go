@@ -17,11 +17,10 @@ func TestCanariesFollowTheSetting(t *testing.T) {
 	c := etcdtest.Start(t)
 	cli := c.Client(t)
 	ctx := ctxFor(t, 30*time.Second)
-	opts := fast("/p")
-	if err := etcd.SetCanary(ctx, cli, "svc", registry.Canary{Color: "blue", Percent: 5}, opts...); err != nil {
+	if err := etcd.SetCanary(ctx, cli, "svc", registry.Canary{Color: "blue", Percent: 5}, writes("/p")...); err != nil {
 		t.Fatal(err)
 	}
-	cs, err := etcd.NewCanaries(cli, opts...)
+	cs, err := etcd.NewCanaries(cli, watching("/p")...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +38,7 @@ func TestCanariesFollowTheSetting(t *testing.T) {
 		}
 	}
 	next(registry.Canary{Color: "blue", Percent: 5})
-	if err := etcd.SetCanary(ctx, cli, "svc", registry.Canary{Color: "blue", Percent: 50}, opts...); err != nil {
+	if err := etcd.SetCanary(ctx, cli, "svc", registry.Canary{Color: "blue", Percent: 50}, writes("/p")...); err != nil {
 		t.Fatal(err)
 	}
 	next(registry.Canary{Color: "blue", Percent: 50})
@@ -47,7 +46,7 @@ func TestCanariesFollowTheSetting(t *testing.T) {
 		t.Fatal(err)
 	}
 	next(registry.Canary{}) // a bad value counts as none
-	if err := etcd.ClearCanary(ctx, cli, "svc", opts...); err != nil {
+	if err := etcd.ClearCanary(ctx, cli, "svc", writes("/p")...); err != nil {
 		t.Fatal(err)
 	}
 	next(registry.Canary{})

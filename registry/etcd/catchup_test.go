@@ -27,7 +27,7 @@ func TestQueuedWatchResponsesArePublishedTogether(t *testing.T) {
 	cli := c.Client(t)
 	gate := newGate()
 	t.Cleanup(gate.open)
-	d := newDiscovery(t, cli, fast("/p", etcd.WithLogger(slog.New(gate)))...)
+	d := newDiscovery(t, cli, disc("/p", etcd.WithLogger(slog.New(gate)))...)
 	ctx := ctxFor(t, 90*time.Second)
 	putInstance(t, cli, "/p", instance("svc", "first", 9000))
 	w, err := d.Watch(ctx, "svc")

@@ -20,7 +20,7 @@ import (
 func BenchmarkWatchEventToSnapshot(b *testing.B) {
 	for _, n := range []int{150, 1000, 10000} {
 		b.Run(fmt.Sprintf("instances=%d", n), func(b *testing.B) {
-			o := buildOptions([]Option{WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))})
+			o := buildOptions([]DiscoveryOption{WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))})
 			d := &Discovery{opts: o, log: o.logger}
 			s := &service{d: d, name: "svc", prefix: registry.ServicePrefix(o.prefix, "svc"), log: d.log,
 				hub: watchhub.New("svc", nil), cache: newCache(o.prefix, "svc", nil)}

@@ -40,7 +40,7 @@ func TestCompactedWatchReloads(t *testing.T) {
 	// A long progress interval: the silence limit (2.5 intervals) is far
 	// beyond the outage, so only the compaction can end the watch.
 	const every = 6 * time.Second
-	d := newDiscovery(t, c.Client(t, x.Endpoint()), fast("/p", etcd.WithProgressInterval(every))...)
+	d := newDiscovery(t, c.Client(t, x.Endpoint()), disc("/p", etcd.WithProgressInterval(every))...)
 	ctx := ctxFor(t, 60*time.Second)
 
 	putInstance(t, writer, "/p", instance("svc", "a", 9000))

@@ -16,9 +16,9 @@ func TestConformance(t *testing.T) {
 		prefix := "/conformance/" + strings.ReplaceAll(t.Name(), "/", "_")
 		return registrytest.Backend{
 			NewRegistrar: func(t *testing.T) registry.Registrar {
-				return newRegistrar(t, cli, fast(prefix)...)
+				return newRegistrar(t, cli, reg(prefix)...)
 			},
-			Discovery: newDiscovery(t, cli, fast(prefix)...),
+			Discovery: newDiscovery(t, cli, disc(prefix)...),
 			Raw: func(t *testing.T, service string) []string {
 				keys, _ := rawKeys(t, cli, registry.ServicePrefix(prefix, service))
 				return keys
@@ -35,10 +35,10 @@ func TestReadOnlyConformance(t *testing.T) {
 	cli := c.Client(t)
 	registrytest.RunReadOnly(t, func(t *testing.T) registrytest.ReadOnlyBackend {
 		prefix := "/conformance-ro/" + strings.ReplaceAll(t.Name(), "/", "_")
-		r := newRegistrar(t, cli, fast(prefix)...)
+		r := newRegistrar(t, cli, reg(prefix)...)
 		published := map[string]map[string]registry.Instance{}
 		return registrytest.ReadOnlyBackend{
-			Discovery: newDiscovery(t, cli, fast(prefix)...),
+			Discovery: newDiscovery(t, cli, disc(prefix)...),
 			Publish: func(t *testing.T, service string, ins ...registry.Instance) {
 				old, next := published[service], map[string]registry.Instance{}
 				for _, in := range ins {

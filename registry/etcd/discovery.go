@@ -116,7 +116,7 @@ type ServiceStats struct {
 // NewDiscovery returns a Discovery that uses cli. It does not contact etcd
 // until the first Watch. cli stays owned by the caller and must outlive the
 // Discovery.
-func NewDiscovery(cli *clientv3.Client, opts ...Option) (*Discovery, error) {
+func NewDiscovery(cli *clientv3.Client, opts ...DiscoveryOption) (*Discovery, error) {
 	if cli == nil {
 		return nil, errors.New("etcd: NewDiscovery: nil client")
 	}

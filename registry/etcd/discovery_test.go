@@ -24,8 +24,8 @@ func TestStalledDiscoveryReconcilesAfterCompaction(t *testing.T) {
 	// proxy that is stalled (a partition between it and etcd).
 	direct := c.Client(t, c.DirectEndpoints()...)
 	viaProxy := c.Client(t)
-	r := newRegistrar(t, direct, fast("/p", etcd.WithTTL(30*time.Second))...)
-	d := newDiscovery(t, viaProxy, fast("/p")...)
+	r := newRegistrar(t, direct, reg("/p", etcd.WithTTL(30*time.Second))...)
+	d := newDiscovery(t, viaProxy, disc("/p")...)
 	ctx := ctxFor(t, 60*time.Second)
 	for _, id := range []string{"a", "b"} {
 		if err := r.Register(ctx, instance("svc", id, 9000)); err != nil {
@@ -75,8 +75,8 @@ func TestHundredWatchersShareOneEtcdWatch(t *testing.T) {
 	c := etcdtest.Start(t)
 	cli := c.Client(t)
 	base := etcdtest.WatcherCount(t)
-	d := newDiscovery(t, cli, fast("/p")...)
-	r := newRegistrar(t, cli, fast("/p")...)
+	d := newDiscovery(t, cli, disc("/p")...)
+	r := newRegistrar(t, cli, reg("/p")...)
 	ctx := ctxFor(t, 30*time.Second)
 	var ws []registry.Watcher
 	for i := 0; i < 100; i++ {
@@ -137,8 +137,8 @@ func TestMalformedValuesAreSkippedOneByOne(t *testing.T) {
 	c := etcdtest.Start(t)
 	cli := c.Client(t)
 	logs := &lockedBuffer{}
-	d := newDiscovery(t, cli, fast("/p", etcd.WithLogger(slog.New(slog.NewTextHandler(logs, nil))))...)
-	r := newRegistrar(t, cli, fast("/p")...)
+	d := newDiscovery(t, cli, disc("/p", etcd.WithLogger(slog.New(slog.NewTextHandler(logs, nil))))...)
+	r := newRegistrar(t, cli, reg("/p")...)
 	ctx := ctxFor(t, 30*time.Second)
 	if err := r.Register(ctx, instance("svc", "good", 9000)); err != nil {
 		t.Fatal(err)
@@ -195,7 +195,7 @@ func TestWatchAfterCloseAndLinger(t *testing.T) {
 	c := etcdtest.Start(t)
 	cli := c.Client(t)
 	base := etcdtest.WatcherCount(t)
-	d := newDiscovery(t, cli, fast("/p", etcd.WithLinger(time.Hour))...)
+	d := newDiscovery(t, cli, disc("/p", etcd.WithLinger(time.Hour))...)
 	ctx := ctxFor(t, 30*time.Second)
 	w, err := d.Watch(ctx, "svc")
 	if err != nil {
@@ -239,8 +239,8 @@ func TestWatchAfterCloseAndLinger(t *testing.T) {
 func TestUnchangedInstancesKeepTheirPointers(t *testing.T) {
 	c := etcdtest.Start(t)
 	cli := c.Client(t)
-	r := newRegistrar(t, cli, fast("/p")...)
-	d := newDiscovery(t, cli, fast("/p")...)
+	r := newRegistrar(t, cli, reg("/p")...)
+	d := newDiscovery(t, cli, disc("/p")...)
 	ctx := ctxFor(t, 30*time.Second)
 	register := func(id string) {
 		t.Helper()

@@ -105,7 +105,8 @@
 // without its change; a concurrent write makes them read again, and one
 // whose keys keep changing fails with ErrContended. The journal keeps
 // WithJournalSize records per service, bound to no lease; History reads
-// it, newest first. WithBy and WithSource name who and from where. A write
+// it, newest first. WithBy and WithSource name who and from where; a
+// policy set WithBy also records them, as "alice (console)". A write
 // made with another etcd client directly leaves no record.
 //
 // # Other layouts
@@ -117,6 +118,25 @@
 // are the same. WithMirror makes a Registrar also write each instance in
 // such layouts, in the same transaction and under the same lease as its own
 // key, so that clients still on the old framework find it.
+//
+// # Options
+//
+// Each constructor and function takes the options that mean something to
+// it, and no other: an option only another part reads does not compile
+// there. An invalid option makes it fail with an error naming the option.
+//
+//	Open, NewStore                     StoreOption: every option
+//	NewRegistrar                       RegistrarOption
+//	NewDiscovery                       DiscoveryOption
+//	NewCanaries, NewPolicies           WatchOption
+//	SetOverride, ClearOverride, Delete,
+//	SetCanary, ClearCanary,
+//	SetPolicy, ClearPolicy             WriteOption
+//	GetPolicy, GetPolicyInfo, History  Option
+//
+// An Option (WithPrefix, WithRequestTimeout) is each of these; a
+// WatchOption (WithBackoff, WithProgressInterval, WithLogger) is a
+// RegistrarOption and a DiscoveryOption.
 //
 // All types are safe for concurrent use.
 package etcd

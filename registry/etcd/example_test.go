@@ -61,7 +61,7 @@ func ExampleHistory() {
 	}
 	defer stop()
 	ctx := context.Background()
-	by := []etcd.Option{etcd.WithBy("alice"), etcd.WithSource("runbook")}
+	by := []etcd.WriteOption{etcd.WithBy("alice"), etcd.WithSource("runbook")}
 	if err := etcd.SetCanary(ctx, cli, "greeter", registry.Canary{Color: "blue", Percent: 5}, by...); err != nil {
 		log.Fatal(err)
 	}

@@ -16,7 +16,7 @@ func TestHistorySkipsRecordsOfAnotherVersion(t *testing.T) {
 	c := etcdtest.Start(t)
 	cli := c.Client(t)
 	ctx := ctxFor(t, 30*time.Second)
-	if err := etcd.SetCanary(ctx, cli, "svc", registry.Canary{Color: "blue", Percent: 5}, fast("/p", etcd.WithBy("alice"))...); err != nil {
+	if err := etcd.SetCanary(ctx, cli, "svc", registry.Canary{Color: "blue", Percent: 5}, writes("/p", etcd.WithBy("alice"))...); err != nil {
 		t.Fatal(err)
 	}
 	later := `{"v":2,"seq":1,"time":"2026-12-04T02:30:00Z","who":"bob","source":"command","action":"canary",` +
@@ -24,7 +24,7 @@ func TestHistorySkipsRecordsOfAnotherVersion(t *testing.T) {
 	if _, err := cli.Put(ctx, registry.JournalSlotKey("/p", "svc", 1), later); err != nil {
 		t.Fatal(err)
 	}
-	recs, err := etcd.History(ctx, cli, "svc", 0, fast("/p")...)
+	recs, err := etcd.History(ctx, cli, "svc", 0, at("/p")...)
 	if err != nil {
 		t.Fatal(err)
 	}

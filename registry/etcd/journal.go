@@ -151,8 +151,7 @@ func valueOf(kv *mvccpb.KeyValue) []byte {
 // service's when service is "", newest first: at most limit records (0:
 // all, which is at most the journal's size per service). A stored record
 // that does not decode is left out. Writes made with etcdctl or any other
-// etcd client directly leave no record. Of the options only WithPrefix and
-// WithRequestTimeout apply.
+// etcd client directly leave no record.
 func History(ctx context.Context, cli *clientv3.Client, service string, limit int, opts ...Option) ([]registry.Record, error) {
 	o := buildOptions(opts)
 	if o.err != nil {

@@ -81,41 +81,41 @@ func TestEveryOperatorWriteIsTracedInItsTransaction(t *testing.T) {
 	c := etcdtest.Start(t)
 	cli := c.Client(t)
 	const p = "/p"
-	r := newRegistrar(t, cli, fast(p)...)
+	r := newRegistrar(t, cli, reg(p)...)
 	ctx := ctxFor(t, 30*time.Second)
 	if err := r.Register(ctx, instance("svc", "a", 9001)); err != nil {
 		t.Fatal(err)
 	}
-	alice := []etcd.Option{etcd.WithPrefix(p), etcd.WithBy("alice"), etcd.WithSource(registry.SourceConsole)}
-	lib := []etcd.Option{etcd.WithPrefix(p)}
+	alice := []etcd.WriteOption{etcd.WithPrefix(p), etcd.WithBy("alice"), etcd.WithSource(registry.SourceConsole)}
+	lib := []etcd.WriteOption{etcd.WithPrefix(p)}
 	zero, fifty := 0, 50
 	steps := []struct {
 		action string
-		opts   []etcd.Option
-		write  func(opts []etcd.Option) error
+		opts   []etcd.WriteOption
+		write  func(opts []etcd.WriteOption) error
 	}{
-		{registry.ActionDrain, alice, func(o []etcd.Option) error {
+		{registry.ActionDrain, alice, func(o []etcd.WriteOption) error {
 			return etcd.SetOverride(ctx, cli, "svc", "a", registry.Override{Weight: &zero}, o...)
 		}},
-		{registry.ActionWeight, lib, func(o []etcd.Option) error {
+		{registry.ActionWeight, lib, func(o []etcd.WriteOption) error {
 			return etcd.SetOverride(ctx, cli, "svc", "a", registry.Override{Weight: &fifty}, o...)
 		}},
-		{registry.ActionUndrain, alice, func(o []etcd.Option) error { return etcd.ClearOverride(ctx, cli, "svc", "a", o...) }},
-		{"", alice, func(o []etcd.Option) error { return etcd.ClearOverride(ctx, cli, "svc", "a", o...) }}, // nothing to clear
-		{registry.ActionCanary, alice, func(o []etcd.Option) error {
+		{registry.ActionUndrain, alice, func(o []etcd.WriteOption) error { return etcd.ClearOverride(ctx, cli, "svc", "a", o...) }},
+		{"", alice, func(o []etcd.WriteOption) error { return etcd.ClearOverride(ctx, cli, "svc", "a", o...) }}, // nothing to clear
+		{registry.ActionCanary, alice, func(o []etcd.WriteOption) error {
 			return etcd.SetCanary(ctx, cli, "svc", registry.Canary{Color: "blue", Percent: 5}, o...)
 		}},
-		{registry.ActionCanary, lib, func(o []etcd.Option) error {
+		{registry.ActionCanary, lib, func(o []etcd.WriteOption) error {
 			return etcd.SetCanary(ctx, cli, "svc", registry.Canary{Color: "blue", Percent: 20}, o...)
 		}},
-		{registry.ActionCanaryOff, alice, func(o []etcd.Option) error { return etcd.ClearCanary(ctx, cli, "svc", o...) }},
-		{"", alice, func(o []etcd.Option) error { return etcd.ClearCanary(ctx, cli, "svc", o...) }},
-		{registry.ActionPolicySet, alice, func(o []etcd.Option) error {
+		{registry.ActionCanaryOff, alice, func(o []etcd.WriteOption) error { return etcd.ClearCanary(ctx, cli, "svc", o...) }},
+		{"", alice, func(o []etcd.WriteOption) error { return etcd.ClearCanary(ctx, cli, "svc", o...) }},
+		{registry.ActionPolicySet, alice, func(o []etcd.WriteOption) error {
 			return etcd.SetPolicy(ctx, cli, "svc", registry.Policy{Timeout: time.Second}, o...)
 		}},
-		{registry.ActionPolicyClear, lib, func(o []etcd.Option) error { return etcd.ClearPolicy(ctx, cli, "svc", o...) }},
-		{"", lib, func(o []etcd.Option) error { return etcd.ClearPolicy(ctx, cli, "svc", o...) }},
-		{registry.ActionDeregister, alice, func(o []etcd.Option) error { return etcd.Delete(ctx, cli, "svc", "a", o...) }},
+		{registry.ActionPolicyClear, lib, func(o []etcd.WriteOption) error { return etcd.ClearPolicy(ctx, cli, "svc", o...) }},
+		{"", lib, func(o []etcd.WriteOption) error { return etcd.ClearPolicy(ctx, cli, "svc", o...) }},
+		{registry.ActionDeregister, alice, func(o []etcd.WriteOption) error { return etcd.Delete(ctx, cli, "svc", "a", o...) }},
 	}
 	var want []string // the actions recorded, oldest first
 	for _, s := range steps {
@@ -208,7 +208,7 @@ func TestJournalConcurrentWriters(t *testing.T) {
 	// maxWriteAttempts (32).
 	const p, canaries, policies, direct = "/p", 15, 12, 12
 	ctx := ctxFor(t, 60*time.Second)
-	opts := []etcd.Option{etcd.WithPrefix(p)}
+	opts := []etcd.WriteOption{etcd.WithPrefix(p)}
 	var wg sync.WaitGroup
 	errs := make(chan error, 3)
 	writer := func(n int, write func(cli *clientv3.Client, i int) error) {
@@ -237,7 +237,7 @@ func TestJournalConcurrentWriters(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	recs, err := etcd.History(ctx, cli, "svc", 0, opts...)
+	recs, err := etcd.History(ctx, cli, "svc", 0, etcd.WithPrefix(p))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,7 +278,7 @@ func TestJournalStaysBounded(t *testing.T) {
 	}
 	// 10,000 writes took 3.7 to 7.7 s plain: ten times that.
 	ctx := ctxFor(t, 60*time.Second)
-	opts := []etcd.Option{etcd.WithPrefix(p), etcd.WithJournalSize(size)}
+	opts := []etcd.WriteOption{etcd.WithPrefix(p), etcd.WithJournalSize(size)}
 	start := time.Now()
 	var wg sync.WaitGroup
 	errs := make(chan error, services)
@@ -330,7 +330,7 @@ func TestJournalOptionsRejected(t *testing.T) {
 	cli := c.Client(t)
 	ctx := ctxFor(t, 10*time.Second)
 	for _, tc := range []struct {
-		opt  etcd.Option
+		opt  etcd.WriteOption
 		name string
 	}{
 		{etcd.WithJournalSize(0), "WithJournalSize(0)"},

@@ -42,15 +42,16 @@ var ErrNotInstance = errors.New("etcd: not an instance of the service")
 // (WithPrefix is not used) and each value is read by layout.Decode; there
 // are no operators' overrides. Services, which lists Muster's layout, is an
 // error. The default is Muster's layout; a nil layout is an error.
-// Registrars ignore this option.
-func WithLayout(layout Layout) Option {
-	return func(o *options) {
+// NewDiscovery, Open and NewStore take it (a Store's Registrar writes
+// Muster's layout: WithMirror writes others).
+func WithLayout(layout Layout) DiscoveryOption {
+	return discoveryOnly{func(o *options) {
 		if layout == nil {
 			o.invalid("WithLayout(nil): the layout must not be nil")
 			return
 		}
 		o.layout = layout
-	}
+	}}
 }
 
 // decodeLayout turns a key-value into an instance through the cache's

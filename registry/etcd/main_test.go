@@ -27,12 +27,42 @@ func TestMain(m *testing.M) {
 // quiet discards the library's logs; failures are reported by assertions.
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-// fast returns options with short timers for tests, under prefix.
-func fast(prefix string, extra ...etcd.Option) []etcd.Option {
-	return etcdopts.Fast(append([]etcd.Option{etcd.WithPrefix(prefix)}, extra...)...)
+// fast returns a Store's options with short timers for tests, under
+// prefix.
+func fast(prefix string, extra ...etcd.StoreOption) []etcd.StoreOption {
+	return etcdopts.Fast(append([]etcd.StoreOption{etcd.WithPrefix(prefix)}, extra...)...)
 }
 
-func newRegistrar(t *testing.T, cli *clientv3.Client, opts ...etcd.Option) *etcd.Registrar {
+// reg returns a Registrar's options with short timers for tests, under
+// prefix.
+func reg(prefix string, extra ...etcd.RegistrarOption) []etcd.RegistrarOption {
+	return etcdopts.Registrar(append([]etcd.RegistrarOption{etcd.WithPrefix(prefix)}, extra...)...)
+}
+
+// disc returns a Discovery's options with short timers for tests, under
+// prefix.
+func disc(prefix string, extra ...etcd.DiscoveryOption) []etcd.DiscoveryOption {
+	return etcdopts.Discovery(append([]etcd.DiscoveryOption{etcd.WithPrefix(prefix)}, extra...)...)
+}
+
+// watching returns the options of the settings' followers (NewCanaries,
+// NewPolicies) with short timers for tests, under prefix.
+func watching(prefix string, extra ...etcd.WatchOption) []etcd.WatchOption {
+	return etcdopts.Watch(append([]etcd.WatchOption{etcd.WithPrefix(prefix)}, extra...)...)
+}
+
+// at returns the options of a read (GetPolicy, GetPolicyInfo, History) for
+// tests, under prefix.
+func at(prefix string) []etcd.Option {
+	return etcdopts.Read(etcd.WithPrefix(prefix))
+}
+
+// writes returns an operator write's options for tests, under prefix.
+func writes(prefix string, extra ...etcd.WriteOption) []etcd.WriteOption {
+	return etcdopts.Write(append([]etcd.WriteOption{etcd.WithPrefix(prefix)}, extra...)...)
+}
+
+func newRegistrar(t *testing.T, cli *clientv3.Client, opts ...etcd.RegistrarOption) *etcd.Registrar {
 	t.Helper()
 	r, err := etcd.NewRegistrar(cli, opts...)
 	if err != nil {
@@ -42,7 +72,7 @@ func newRegistrar(t *testing.T, cli *clientv3.Client, opts ...etcd.Option) *etcd
 	return r
 }
 
-func newDiscovery(t *testing.T, cli *clientv3.Client, opts ...etcd.Option) *etcd.Discovery {
+func newDiscovery(t *testing.T, cli *clientv3.Client, opts ...etcd.DiscoveryOption) *etcd.Discovery {
 	t.Helper()
 	d, err := etcd.NewDiscovery(cli, opts...)
 	if err != nil {

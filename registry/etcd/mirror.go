@@ -25,9 +25,9 @@ type Mirror interface {
 // Deregister, and gone with the lease on Close or expiry. The audit
 // (WithAuditInterval) writes an instance again when one of its copies is
 // missing. By default nothing is mirrored; a nil mirror is an error.
-// Discoveries ignore this option.
-func WithMirror(mirrors ...Mirror) Option {
-	return func(o *options) {
+// NewRegistrar, Open and NewStore take it.
+func WithMirror(mirrors ...Mirror) RegistrarOption {
+	return registrarOnly{func(o *options) {
 		for _, m := range mirrors {
 			if m == nil {
 				o.invalid("WithMirror: a mirror must not be nil")
@@ -35,7 +35,7 @@ func WithMirror(mirrors ...Mirror) Option {
 			}
 		}
 		o.mirrors = append(o.mirrors, mirrors...)
-	}
+	}}
 }
 
 // mirrored is one copy of an entry in another layout.

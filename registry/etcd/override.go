@@ -25,7 +25,7 @@ var ErrNoInstance = fmt.Errorf("etcd: %w", registry.ErrNoInstance)
 // only WithPrefix, WithRequestTimeout, WithBy, WithSource and
 // WithJournalSize apply. It fails with ErrNoInstance if the instance is not
 // registered.
-func SetOverride(ctx context.Context, cli *clientv3.Client, service, id string, o registry.Override, opts ...Option) error {
+func SetOverride(ctx context.Context, cli *clientv3.Client, service, id string, o registry.Override, opts ...WriteOption) error {
 	val, err := registry.MarshalOverride(o)
 	if err != nil {
 		return err
@@ -63,9 +63,8 @@ func SetOverride(ctx context.Context, cli *clientv3.Client, service, id string, 
 
 // ClearOverride removes an operator's override of an instance, if any,
 // traced as SetOverride is (action undrain); without an override it
-// writes nothing. Of the options only WithPrefix, WithRequestTimeout,
-// WithBy, WithSource and WithJournalSize apply.
-func ClearOverride(ctx context.Context, cli *clientv3.Client, service, id string, opts ...Option) error {
+// writes nothing.
+func ClearOverride(ctx context.Context, cli *clientv3.Client, service, id string, opts ...WriteOption) error {
 	op := buildOptions(opts)
 	if op.err != nil {
 		return op.err
@@ -105,11 +104,10 @@ func instanceKey(o options, service, id string) (string, error) {
 // is alive, owns the key and writes it again within about a second (see
 // Registrar): to take a live instance out of traffic, drain it with
 // SetOverride instead. The removal is traced as SetOverride is (action
-// deregister, the instance's value before). Of the options only WithPrefix,
-// WithRequestTimeout, WithBy, WithSource and WithJournalSize apply.
+// deregister, the instance's value before).
 // Deleting an instance that is not registered is not an error, and writes
 // nothing.
-func Delete(ctx context.Context, cli *clientv3.Client, service, id string, opts ...Option) error {
+func Delete(ctx context.Context, cli *clientv3.Client, service, id string, opts ...WriteOption) error {
 	op := buildOptions(opts)
 	if op.err != nil {
 		return op.err

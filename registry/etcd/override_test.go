@@ -16,8 +16,8 @@ import (
 func TestOverridesAreMergedKeptAndLeaveWithTheInstance(t *testing.T) {
 	c := etcdtest.Start(t)
 	cli := c.Client(t)
-	r := newRegistrar(t, cli, fast("/p")...)
-	d := newDiscovery(t, cli, fast("/p")...)
+	r := newRegistrar(t, cli, reg("/p")...)
+	d := newDiscovery(t, cli, disc("/p")...)
 	ctx := ctxFor(t, 30*time.Second)
 	for _, id := range []string{"a", "b"} {
 		if err := r.Register(ctx, instance("svc", id, 9000)); err != nil {

@@ -16,6 +16,8 @@ import (
 	"github.com/musterhq/muster/registry/etcd"
 )
 
+// An invalid option makes every constructor and function that takes it
+// fail with an error naming it.
 func TestInvalidOptionsAreErrors(t *testing.T) {
 	cli, err := clientv3.New(etcd.ClientConfig("http://127.0.0.1:1"))
 	if err != nil {
@@ -24,7 +26,7 @@ func TestInvalidOptionsAreErrors(t *testing.T) {
 	defer cli.Close()
 	for _, tc := range []struct {
 		name string
-		opt  etcd.Option
+		opt  etcd.StoreOption
 		want string
 	}{
 		{"sub-second TTL", etcd.WithTTL(500 * time.Millisecond), "WithTTL(500ms)"},
@@ -41,23 +43,40 @@ func TestInvalidOptionsAreErrors(t *testing.T) {
 		{"root prefix", etcd.WithPrefix("/"), `WithPrefix("/")`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r, err := etcd.NewRegistrar(cli, tc.opt)
-			if err == nil {
-				_ = r.Close()
-				t.Fatalf("NewRegistrar with %s: no error", tc.want)
-			}
-			if !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("NewRegistrar with %s: error %q does not name the option", tc.want, err)
-			}
-			if d, err := etcd.NewDiscovery(cli, tc.opt); err == nil || !strings.Contains(err.Error(), tc.want) {
-				if d != nil {
-					_ = d.Close()
+			if s, err := etcd.NewStore(cli, tc.opt); err == nil || !strings.Contains(err.Error(), tc.want) {
+				if s != nil {
+					_ = s.Close()
 				}
-				t.Fatalf("NewDiscovery with %s: error %v, want one naming the option", tc.want, err)
+				t.Fatalf("NewStore with %s: error %v, want one naming the option", tc.want, err)
 			}
-			err = etcd.Delete(context.Background(), cli, "svc", "a", tc.opt)
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("Delete with %s: error %v, want one naming the option", tc.want, err)
+			if opt, ok := tc.opt.(etcd.RegistrarOption); ok {
+				r, err := etcd.NewRegistrar(cli, opt)
+				if err == nil {
+					_ = r.Close()
+					t.Fatalf("NewRegistrar with %s: no error", tc.want)
+				}
+				if !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("NewRegistrar with %s: error %q does not name the option", tc.want, err)
+				}
+			}
+			if opt, ok := tc.opt.(etcd.DiscoveryOption); ok {
+				if d, err := etcd.NewDiscovery(cli, opt); err == nil || !strings.Contains(err.Error(), tc.want) {
+					if d != nil {
+						_ = d.Close()
+					}
+					t.Fatalf("NewDiscovery with %s: error %v, want one naming the option", tc.want, err)
+				}
+			}
+			if opt, ok := tc.opt.(etcd.WatchOption); ok {
+				if _, err := etcd.NewCanaries(cli, opt); err == nil || !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("NewCanaries with %s: error %v, want one naming the option", tc.want, err)
+				}
+			}
+			if opt, ok := tc.opt.(etcd.WriteOption); ok {
+				err := etcd.Delete(context.Background(), cli, "svc", "a", opt)
+				if err == nil || !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("Delete with %s: error %v, want one naming the option", tc.want, err)
+				}
 			}
 		})
 	}
@@ -76,7 +95,7 @@ func TestKeyDeletedByHandIsWrittenAgain(t *testing.T) {
 	cli := c.Client(t)
 	// The audit, which would also find the key missing, runs far less
 	// often than the bound: the repair is the watch's.
-	r := newRegistrar(t, cli, fast("/p", etcd.WithAuditInterval(time.Hour))...)
+	r := newRegistrar(t, cli, reg("/p", etcd.WithAuditInterval(time.Hour))...)
 	ctx := ctxFor(t, 20*time.Second)
 	for _, id := range []string{"a", "b"} {
 		if err := r.Register(ctx, instance("svc", id, 9000)); err != nil {
@@ -114,7 +133,7 @@ func TestOverwrittenKeyIsTakenBackByTheAudit(t *testing.T) {
 	c := etcdtest.Start(t)
 	cli := c.Client(t)
 	const audit = 300 * time.Millisecond
-	r := newRegistrar(t, cli, fast("/p", etcd.WithAuditInterval(audit))...)
+	r := newRegistrar(t, cli, reg("/p", etcd.WithAuditInterval(audit))...)
 	ctx := ctxFor(t, 20*time.Second)
 	if err := r.Register(ctx, instance("svc", "a", 9000)); err != nil {
 		t.Fatal(err)
@@ -148,7 +167,7 @@ func TestRegisterReportsPendingAtOnceWhileEtcdIsUnreachable(t *testing.T) {
 	c := etcdtest.Start(t)
 	cli := c.Client(t)
 	const timeout = 3 * time.Second
-	r := newRegistrar(t, cli, fast("/p", etcd.WithRequestTimeout(timeout))...)
+	r := newRegistrar(t, cli, reg("/p", etcd.WithRequestTimeout(timeout))...)
 	ctx := ctxFor(t, 60*time.Second)
 	if err := r.Register(ctx, instance("svc", "a", 9000)); err != nil {
 		t.Fatal(err)
@@ -194,7 +213,7 @@ func TestStalledKeepAliveMemberCostsNoKey(t *testing.T) {
 	cli := c.Client(t)
 	var logs lockedBuffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	r := newRegistrar(t, cli, fast("/p", etcd.WithTTL(ttl), etcd.WithLogger(log))...)
+	r := newRegistrar(t, cli, reg("/p", etcd.WithTTL(ttl), etcd.WithLogger(log))...)
 	ctx := ctxFor(t, 2*time.Minute)
 	var want []string
 	for i := 0; i < 5; i++ {
@@ -276,7 +295,7 @@ func TestSlowAnswersKeepTheLease(t *testing.T) {
 	c := etcdtest.Start(t)
 	const ttl = 3 * time.Second
 	cli := c.Client(t)
-	r := newRegistrar(t, cli, fast("/p", etcd.WithTTL(ttl))...)
+	r := newRegistrar(t, cli, reg("/p", etcd.WithTTL(ttl))...)
 	ctx := ctxFor(t, time.Minute)
 	if err := r.Register(ctx, instance("svc", "a", 9000)); err != nil {
 		t.Fatal(err)
@@ -308,7 +327,7 @@ func TestRestoreFromBackupIsRepairedByTheAudit(t *testing.T) {
 	const audit = 500 * time.Millisecond
 	// A TTL long enough that the keepalive survives the restore's
 	// outage: the repair must be the audit's, not a re-registration.
-	r := newRegistrar(t, cli, fast("/p", etcd.WithTTL(30*time.Second), etcd.WithAuditInterval(audit))...)
+	r := newRegistrar(t, cli, reg("/p", etcd.WithTTL(30*time.Second), etcd.WithAuditInterval(audit))...)
 	ctx := ctxFor(t, time.Minute)
 	a := instance("svc", "a", 9000)
 	if err := r.Register(ctx, a); err != nil {

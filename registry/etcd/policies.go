@@ -22,10 +22,8 @@ type Policies struct {
 
 var _ registry.PolicySource = (*Policies)(nil)
 
-// NewPolicies returns a Policies over cli. Of the options WithPrefix,
-// WithRequestTimeout, WithBackoff, WithProgressInterval and WithLogger
-// apply; an invalid one is an error.
-func NewPolicies(cli *clientv3.Client, opts ...Option) (*Policies, error) {
+// NewPolicies returns a Policies over cli. An invalid option is an error.
+func NewPolicies(cli *clientv3.Client, opts ...WatchOption) (*Policies, error) {
 	o := buildOptions(opts)
 	if o.err != nil {
 		return nil, o.err
@@ -39,7 +37,7 @@ func NewPolicies(cli *clientv3.Client, opts ...Option) (*Policies, error) {
 // WatchPolicy implements registry.PolicySource, as Canaries.WatchCanary
 // does for canaries: a Get, then a watch, read again after the watch ends.
 // A value that does not decode is logged and read as no policy. A stored
-// value that changes only who set the policy and when (WithSetBy) is no
+// value that changes only who set the policy and when (WithBy) is no
 // change: it is not sent.
 func (p *Policies) WatchPolicy(ctx context.Context, service string) <-chan registry.Policy {
 	ch := make(chan registry.Policy, 1)

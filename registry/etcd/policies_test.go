@@ -18,12 +18,11 @@ func TestPoliciesFollowThePolicy(t *testing.T) {
 	c := etcdtest.Start(t)
 	cli := c.Client(t)
 	ctx := ctxFor(t, 30*time.Second)
-	opts := fast("/p")
 	first := registry.Policy{Timeout: 800 * time.Millisecond}
-	if err := etcd.SetPolicy(ctx, cli, "svc", first, opts...); err != nil {
+	if err := etcd.SetPolicy(ctx, cli, "svc", first, writes("/p")...); err != nil {
 		t.Fatal(err)
 	}
-	ps, err := etcd.NewPolicies(cli, opts...)
+	ps, err := etcd.NewPolicies(cli, watching("/p")...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +34,7 @@ func TestPoliciesFollowThePolicy(t *testing.T) {
 	}
 	next(first)
 	retry := registry.Policy{Retry: registry.RetryPolicy{MaxAttempts: 2, Codes: []string{"UNAVAILABLE"}}}
-	if err := etcd.SetPolicy(ctx, cli, "svc", retry, opts...); err != nil {
+	if err := etcd.SetPolicy(ctx, cli, "svc", retry, writes("/p")...); err != nil {
 		t.Fatal(err)
 	}
 	next(retry.Normalize())
@@ -43,7 +42,7 @@ func TestPoliciesFollowThePolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	next(registry.Policy{}) // a bad value counts as none
-	if err := etcd.ClearPolicy(ctx, cli, "svc", opts...); err != nil {
+	if err := etcd.ClearPolicy(ctx, cli, "svc", writes("/p")...); err != nil {
 		t.Fatal(err)
 	}
 	next(registry.Policy{})
@@ -77,19 +76,18 @@ func TestWatchPolicyIgnoresWhoSetIt(t *testing.T) {
 	c := etcdtest.Start(t)
 	cli := c.Client(t)
 	ctx := ctxFor(t, 30*time.Second)
-	opts := fast("/p")
-	ps, err := etcd.NewPolicies(cli, opts...)
+	ps, err := etcd.NewPolicies(cli, watching("/p")...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	set := func(p registry.Policy, who string) {
+	set := func(p registry.Policy, who, source string) {
 		t.Helper()
-		if err := etcd.SetPolicy(ctx, cli, "svc", p, append(opts, etcd.WithSetBy(who))...); err != nil {
+		if err := etcd.SetPolicy(ctx, cli, "svc", p, writes("/p", etcd.WithBy(who), etcd.WithSource(source))...); err != nil {
 			t.Fatal(err)
 		}
 	}
 	first, second := registry.Policy{Timeout: time.Second}, registry.Policy{Timeout: 2 * time.Second}
-	set(first, "alice (console)")
+	set(first, "alice", registry.SourceConsole)
 	wctx, stop := context.WithCancel(ctx)
 	ch := make(chan registry.Policy)
 	done := make(chan struct{})
@@ -98,8 +96,8 @@ func TestWatchPolicyIgnoresWhoSetIt(t *testing.T) {
 		etcd.FollowPolicy(ps, wctx, "svc", ch)
 	}()
 	nextPolicy(t, ch, first)
-	set(first, "bob (command)") // the same policy, another setter
-	set(second, "bob (command)")
+	set(first, "bob", registry.SourceCommand) // the same policy, another setter
+	set(second, "bob", registry.SourceCommand)
 	nextPolicy(t, ch, second)
 	stop()
 	for range ch {
@@ -107,22 +105,21 @@ func TestWatchPolicyIgnoresWhoSetIt(t *testing.T) {
 	<-done
 }
 
-// WithSetBy records who set a policy and when; GetPolicyInfo and
+// WithBy records who set a policy, from where, and when; GetPolicyInfo and
 // WatchPolicyInfo read them, GetPolicy and clients do not; a bad name is
 // refused and writes nothing.
 func TestPolicySetByIsRecorded(t *testing.T) {
 	c := etcdtest.Start(t)
 	cli := c.Client(t)
 	ctx := ctxFor(t, 30*time.Second)
-	opts := fast("/p")
 	p := registry.Policy{Timeout: 800 * time.Millisecond}
-	if err := etcd.SetPolicy(ctx, cli, "svc", p, opts...); err != nil {
+	if err := etcd.SetPolicy(ctx, cli, "svc", p, writes("/p")...); err != nil {
 		t.Fatal(err)
 	}
-	if info, ok, err := etcd.GetPolicyInfo(ctx, cli, "svc", opts...); err != nil || !ok || info.SetBy != "" || !info.SetAt.IsZero() {
-		t.Fatalf("GetPolicyInfo of a policy set without WithSetBy = %+v, %v, %v; want nobody, no time", info, ok, err)
+	if info, ok, err := etcd.GetPolicyInfo(ctx, cli, "svc", at("/p")...); err != nil || !ok || info.SetBy != "" || !info.SetAt.IsZero() {
+		t.Fatalf("GetPolicyInfo of a policy set without WithBy = %+v, %v, %v; want nobody, no time", info, ok, err)
 	}
-	ps, err := etcd.NewPolicies(cli, opts...)
+	ps, err := etcd.NewPolicies(cli, watching("/p")...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,11 +138,11 @@ func TestPolicySetByIsRecorded(t *testing.T) {
 		t.Fatalf("first info %+v", info)
 	}
 	before := time.Now().UTC()
-	if err := etcd.SetPolicy(ctx, cli, "svc", p, append(opts, etcd.WithSetBy("alice (console)"))...); err != nil {
+	if err := etcd.SetPolicy(ctx, cli, "svc", p, writes("/p", etcd.WithBy("alice"), etcd.WithSource(registry.SourceConsole))...); err != nil {
 		t.Fatal(err)
 	}
 	after := time.Now().UTC()
-	info, ok, err := etcd.GetPolicyInfo(ctx, cli, "svc", opts...)
+	info, ok, err := etcd.GetPolicyInfo(ctx, cli, "svc", at("/p")...)
 	if err != nil || !ok || info.SetBy != "alice (console)" || info.SetAt.Before(before.Truncate(time.Second)) || info.SetAt.After(after) ||
 		info.SetAt.Location() != time.UTC || !info.Policy.Equal(p) {
 		t.Fatalf("GetPolicyInfo = %+v, %v, %v; want alice between %v and %v", info, ok, err, before, after)
@@ -153,16 +150,16 @@ func TestPolicySetByIsRecorded(t *testing.T) {
 	if got := next(); got.SetBy != "alice (console)" || !got.SetAt.Equal(info.SetAt) {
 		t.Fatalf("WatchPolicyInfo after a set by alice: %+v", got)
 	}
-	if got, _, err := etcd.GetPolicy(ctx, cli, "svc", opts...); err != nil || !got.Equal(p) {
+	if got, _, err := etcd.GetPolicy(ctx, cli, "svc", at("/p")...); err != nil || !got.Equal(p) {
 		t.Fatalf("GetPolicy = %+v, %v", got, err)
 	}
 	for _, who := range []string{"", "a\tb", strings.Repeat("x", registry.MaxSetByLen+1)} {
-		err := etcd.SetPolicy(ctx, cli, "svc", registry.Policy{MaxConcurrent: 1}, append(opts, etcd.WithSetBy(who))...)
-		if err == nil || !strings.Contains(err.Error(), "WithSetBy") {
-			t.Errorf("WithSetBy(%q): %v, want an error naming it", who, err)
+		err := etcd.SetPolicy(ctx, cli, "svc", registry.Policy{MaxConcurrent: 1}, writes("/p", etcd.WithBy(who))...)
+		if err == nil || !strings.Contains(err.Error(), "WithBy") {
+			t.Errorf("WithBy(%q): %v, want an error naming it", who, err)
 		}
 	}
-	if got, _, _ := etcd.GetPolicyInfo(ctx, cli, "svc", opts...); !reflect.DeepEqual(got, info) {
+	if got, _, _ := etcd.GetPolicyInfo(ctx, cli, "svc", at("/p")...); !reflect.DeepEqual(got, info) {
 		t.Fatalf("a refused SetPolicy wrote %+v", got)
 	}
 }

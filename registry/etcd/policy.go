@@ -15,13 +15,13 @@ import (
 // field out of its range is a *registry.FieldError naming it, and the zero
 // Policy, which sets nothing, is an error (ClearPolicy removes a policy).
 // The stored value is normalized (the defaults of the fields p uses filled
-// in). With WithSetBy it also records who set it and now, in UTC
-// (registry.PolicyInfo), which clients ignore. The policy is bound to no
-// lease: it stays until ClearPolicy. The write is traced: its
+// in). With WithBy it also records who set it, from where (WithSource),
+// as "alice (console)", and now, in UTC (registry.PolicyInfo), which
+// clients ignore; without WithBy it records neither. The policy is bound
+// to no lease: it stays until ClearPolicy. The write is traced: its
 // registry.Record lands in the service's journal in the same transaction
-// (see History). Of the options only WithPrefix, WithRequestTimeout,
-// WithSetBy, WithBy, WithSource and WithJournalSize apply.
-func SetPolicy(ctx context.Context, cli *clientv3.Client, service string, p registry.Policy, opts ...Option) error {
+// (see History).
+func SetPolicy(ctx context.Context, cli *clientv3.Client, service string, p registry.Policy, opts ...WriteOption) error {
 	if p.IsZero() {
 		return fmt.Errorf("etcd: set policy of %s: the zero Policy sets nothing; use ClearPolicy to remove a policy", service)
 	}
@@ -29,9 +29,9 @@ func SetPolicy(ctx context.Context, cli *clientv3.Client, service string, p regi
 	if err != nil {
 		return err
 	}
-	info := registry.PolicyInfo{Policy: p, SetBy: op.setBy}
-	if op.setBy != "" {
-		info.SetAt = time.Now().UTC()
+	info := registry.PolicyInfo{Policy: p}
+	if op.by != "" {
+		info.SetBy, info.SetAt = op.by+" ("+op.source+")", time.Now().UTC()
 	}
 	val, err := registry.MarshalPolicyInfo(info)
 	if err != nil {
@@ -47,8 +47,7 @@ func SetPolicy(ctx context.Context, cli *clientv3.Client, service string, p regi
 // zero Policy, when none is stored. A stored value that does not decode is
 // an error matching what registry.UnmarshalPolicy returns
 // (registry.ErrMalformedValue, registry.ErrUnsupportedVersion or
-// registry.ErrInvalidInstance). Of the options only WithPrefix and
-// WithRequestTimeout apply.
+// registry.ErrInvalidInstance).
 func GetPolicy(ctx context.Context, cli *clientv3.Client, service string, opts ...Option) (registry.Policy, bool, error) {
 	val, ok, err := getPolicy(ctx, cli, service, opts)
 	if err != nil || !ok {
@@ -62,8 +61,8 @@ func GetPolicy(ctx context.Context, cli *clientv3.Client, service string, opts .
 }
 
 // GetPolicyInfo is GetPolicy with who set the policy and when, as
-// WithSetBy recorded them (empty when it was set without): for operators'
-// views. A stored value that does not decode is an error matching what
+// SetPolicy recorded them with WithBy (empty when it was set without): for
+// operators' views. A stored value that does not decode is an error matching what
 // registry.UnmarshalPolicyInfo returns.
 func GetPolicyInfo(ctx context.Context, cli *clientv3.Client, service string, opts ...Option) (registry.PolicyInfo, bool, error) {
 	val, ok, err := getPolicy(ctx, cli, service, opts)
@@ -103,12 +102,11 @@ func getPolicy(ctx context.Context, cli *clientv3.Client, service string, opts [
 
 // ClearPolicy removes the call policy of service, if any: clients keep
 // their own defaults again. It is traced as SetPolicy is; without a policy
-// it writes nothing. Of the options only WithPrefix, WithRequestTimeout,
-// WithBy, WithSource and WithJournalSize apply.
-func ClearPolicy(ctx context.Context, cli *clientv3.Client, service string, opts ...Option) error {
+// it writes nothing.
+func ClearPolicy(ctx context.Context, cli *clientv3.Client, service string, opts ...WriteOption) error {
 	return clearSetting(ctx, cli, "policy", registry.ActionPolicyClear, registry.PolicyKey, service, opts)
 }
 
-func policyKey(opts []Option, service string) (options, string, error) {
+func policyKey[O StoreOption](opts []O, service string) (options, string, error) {
 	return settingKey(opts, registry.PolicyKey, service)
 }

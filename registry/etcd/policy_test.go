@@ -20,13 +20,12 @@ func TestPolicySetGetClear(t *testing.T) {
 	c := etcdtest.Start(t)
 	cli := c.Client(t)
 	ctx := ctxFor(t, 30*time.Second)
-	opts := fast("/p")
 
-	if p, ok, err := etcd.GetPolicy(ctx, cli, "svc", opts...); err != nil || ok || !reflect.DeepEqual(p, registry.Policy{}) {
+	if p, ok, err := etcd.GetPolicy(ctx, cli, "svc", at("/p")...); err != nil || ok || !reflect.DeepEqual(p, registry.Policy{}) {
 		t.Fatalf("GetPolicy with none stored = %+v, %v, %v; want the zero Policy, false, nil", p, ok, err)
 	}
 	set := registry.Policy{Timeout: 800 * time.Millisecond, Retry: registry.RetryPolicy{MaxAttempts: 2, Codes: []string{"unavailable"}}}
-	if err := etcd.SetPolicy(ctx, cli, "svc", set, opts...); err != nil {
+	if err := etcd.SetPolicy(ctx, cli, "svc", set, writes("/p")...); err != nil {
 		t.Fatal(err)
 	}
 	keys, leases := rawKeys(t, cli, "/p")
@@ -37,7 +36,7 @@ func TestPolicySetGetClear(t *testing.T) {
 	if l := leases["/p.policy/svc"]; l != 0 {
 		t.Fatalf("the policy is bound to lease %x, want none", l)
 	}
-	got, ok, err := etcd.GetPolicy(ctx, cli, "svc", opts...)
+	got, ok, err := etcd.GetPolicy(ctx, cli, "svc", at("/p")...)
 	if err != nil || !ok {
 		t.Fatalf("GetPolicy = %v, %v; want the policy", ok, err)
 	}
@@ -49,27 +48,27 @@ func TestPolicySetGetClear(t *testing.T) {
 	}
 
 	// Another Set replaces the whole policy.
-	if err := etcd.SetPolicy(ctx, cli, "svc", registry.Policy{MaxConcurrent: 10}, opts...); err != nil {
+	if err := etcd.SetPolicy(ctx, cli, "svc", registry.Policy{MaxConcurrent: 10}, writes("/p")...); err != nil {
 		t.Fatal(err)
 	}
-	if got, _, err := etcd.GetPolicy(ctx, cli, "svc", opts...); err != nil || !reflect.DeepEqual(got, registry.Policy{MaxConcurrent: 10}) {
+	if got, _, err := etcd.GetPolicy(ctx, cli, "svc", at("/p")...); err != nil || !reflect.DeepEqual(got, registry.Policy{MaxConcurrent: 10}) {
 		t.Fatalf("GetPolicy after a second SetPolicy = %+v, %v; want only maxConcurrent 10", got, err)
 	}
 	// Under another prefix, there is none.
-	if _, ok, err := etcd.GetPolicy(ctx, cli, "svc", fast("/q")...); err != nil || ok {
+	if _, ok, err := etcd.GetPolicy(ctx, cli, "svc", at("/q")...); err != nil || ok {
 		t.Fatalf("GetPolicy under another prefix = %v, %v; want none", ok, err)
 	}
 
 	// No Discovery of the prefix sees it as a service or an instance.
-	d := newDiscovery(t, cli, opts...)
+	d := newDiscovery(t, cli, disc("/p")...)
 	if svcs, err := d.Services(ctx); err != nil || len(svcs) != 0 {
 		t.Fatalf("Services with only a policy stored = %v, %v; want none", svcs, err)
 	}
 
-	if err := etcd.ClearPolicy(ctx, cli, "svc", opts...); err != nil {
+	if err := etcd.ClearPolicy(ctx, cli, "svc", writes("/p")...); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok, err := etcd.GetPolicy(ctx, cli, "svc", opts...); err != nil || ok {
+	if _, ok, err := etcd.GetPolicy(ctx, cli, "svc", at("/p")...); err != nil || ok {
 		t.Fatalf("GetPolicy after ClearPolicy = %v, %v; want none", ok, err)
 	}
 	// Nothing but the journal of the three writes.
@@ -77,7 +76,7 @@ func TestPolicySetGetClear(t *testing.T) {
 		t.Fatalf("keys after ClearPolicy: %q", keys)
 	}
 	// Clearing what is not there is no error.
-	if err := etcd.ClearPolicy(ctx, cli, "svc", opts...); err != nil {
+	if err := etcd.ClearPolicy(ctx, cli, "svc", writes("/p")...); err != nil {
 		t.Fatalf("ClearPolicy of no policy: %v", err)
 	}
 }
@@ -96,7 +95,7 @@ func TestGetPolicyOfABadValue(t *testing.T) {
 		if _, err := cli.Put(ctx, registry.PolicyKey("/p", "svc"), val); err != nil {
 			t.Fatal(err)
 		}
-		p, ok, err := etcd.GetPolicy(ctx, cli, "svc", fast("/p")...)
+		p, ok, err := etcd.GetPolicy(ctx, cli, "svc", at("/p")...)
 		if !errors.Is(err, want) || ok || !reflect.DeepEqual(p, registry.Policy{}) {
 			t.Errorf("GetPolicy of %s = %+v, %v, %v; want %v", val, p, ok, err, want)
 		}

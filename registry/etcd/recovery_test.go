@@ -25,8 +25,8 @@ func TestRecoveryIsLoggedOnceWithTheOutage(t *testing.T) {
 	c := etcdtest.Start(t)
 	cli := c.Client(t)
 	regLogs, discLogs := &lockedBuffer{}, &lockedBuffer{}
-	r := newRegistrar(t, cli, fast("/p", etcd.WithLogger(slog.New(slog.NewTextHandler(regLogs, nil))))...)
-	d := newDiscovery(t, cli, fast("/p", etcd.WithLogger(slog.New(slog.NewTextHandler(discLogs, nil))))...)
+	r := newRegistrar(t, cli, reg("/p", etcd.WithLogger(slog.New(slog.NewTextHandler(regLogs, nil))))...)
+	d := newDiscovery(t, cli, disc("/p", etcd.WithLogger(slog.New(slog.NewTextHandler(discLogs, nil))))...)
 	ctx := ctxFor(t, 60*time.Second)
 	w := registerAndWatch(t, ctx, r, d)
 

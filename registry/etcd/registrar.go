@@ -80,7 +80,7 @@ func (c *call) gaveUp(now time.Time) bool {
 // it works while etcd is unreachable and registers as soon as etcd answers.
 // The lease is granted when the first instance is registered. cli stays
 // owned by the caller and must outlive the Registrar.
-func NewRegistrar(cli *clientv3.Client, opts ...Option) (*Registrar, error) {
+func NewRegistrar(cli *clientv3.Client, opts ...RegistrarOption) (*Registrar, error) {
 	if cli == nil {
 		return nil, errors.New("etcd: NewRegistrar: nil client")
 	}

@@ -33,15 +33,15 @@ const (
 // lease, the read of its override count one each). The default is 128,
 // etcd's default --max-txn-ops; n below 1 is an error. A transaction etcd
 // refuses as too large is split, and the registrar keeps to half the
-// refused size from then on. A Discovery ignores this option.
-func WithMaxTxnOps(n int) Option {
-	return func(o *options) {
+// refused size from then on. NewRegistrar, Open and NewStore take it.
+func WithMaxTxnOps(n int) RegistrarOption {
+	return registrarOnly{func(o *options) {
 		if n < 1 {
 			o.invalid("WithMaxTxnOps(%d): a transaction must hold at least 1 operation", n)
 			return
 		}
 		o.maxTxnOps = n
-	}
+	}}
 }
 
 // txnCost is what one item (an instance to put, a key to delete) adds to a

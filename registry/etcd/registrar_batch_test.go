@@ -98,7 +98,7 @@ func requireBoundTo(t *testing.T, cli *clientv3.Client, prefix string, want int,
 func TestRegistrarWritesManyInstancesPerTransaction(t *testing.T) {
 	c := etcdtest.Start(t)
 	cli := c.Client(t)
-	r := newRegistrar(t, cli, fast("/p")...)
+	r := newRegistrar(t, cli, reg("/p")...)
 	ctx := ctxFor(t, 60*time.Second)
 	const n = 1000
 	before := c.RPCStats().Calls
@@ -124,7 +124,7 @@ func TestRegistrarSplitsTransactionsEtcdRefusesAsTooLarge(t *testing.T) {
 	cli := c.Client(t)
 	// Two operations per instance (its key and its copy): the default
 	// of 128 operations is 16 times what this etcd takes.
-	r := newRegistrar(t, cli, fast("/p", etcd.WithMirror(copyUnder("/copy")))...)
+	r := newRegistrar(t, cli, reg("/p", etcd.WithMirror(copyUnder("/copy")))...)
 	ctx := ctxFor(t, 60*time.Second)
 	requireNoErrors(t, registerConcurrently(t, ctx, r, 100))
 	lease := r.Status().Session
@@ -168,7 +168,7 @@ func TestInstanceRefusedForItsOwnReasonDoesNotHoldBackOthers(t *testing.T) {
 		}
 		return "/copy/" + in.Name + "/" + in.ID, []byte(in.Addr), nil
 	})
-	r := newRegistrar(t, cli, fast("/p", etcd.WithMirror(mirror))...)
+	r := newRegistrar(t, cli, reg("/p", etcd.WithMirror(mirror))...)
 	ctx := ctxFor(t, 60*time.Second)
 	badErr := make(chan error, 1)
 	go func() { badErr <- r.Register(ctx, instance("svc", "bad", 9999)) }()
@@ -196,7 +196,7 @@ func TestInstanceRefusedForItsOwnReasonDoesNotHoldBackOthers(t *testing.T) {
 func TestTransactionsStayUnderServesRequestLimit(t *testing.T) {
 	c := etcdtest.Start(t, etcdtest.WithMaxRequestBytes(embedetcd.MaxRequestBytes))
 	cli := c.Client(t)
-	r := newRegistrar(t, cli, fast("/p")...)
+	r := newRegistrar(t, cli, reg("/p")...)
 	ctx := ctxFor(t, 60*time.Second)
 	const n = 8
 	for i := range n {
@@ -218,7 +218,7 @@ func TestTransactionsStayUnderServesRequestLimit(t *testing.T) {
 	}
 	t.Logf("%d instances of %d bytes in %d transactions", n, len(mustMarshal(t, registrytest.LargestInstance("svc", 0))), stats.Calls[methodTxn])
 
-	twice := newRegistrar(t, cli, fast("/p", etcd.WithMirror(copyUnder("/a"), mirrorFunc(func(in registry.Instance) (string, []byte, error) {
+	twice := newRegistrar(t, cli, reg("/p", etcd.WithMirror(copyUnder("/a"), mirrorFunc(func(in registry.Instance) (string, []byte, error) {
 		v, err := registry.Marshal(in)
 		return "/b/" + in.Name + "/" + in.ID, v, err
 	}), mirrorFunc(func(in registry.Instance) (string, []byte, error) {
@@ -247,7 +247,7 @@ func TestLeaseLossRewritesEveryInstanceInTransactions(t *testing.T) {
 	c := etcdtest.Start(t)
 	cli := c.Client(t)
 	logs := &lockedBuffer{}
-	r := newRegistrar(t, cli, fast("/p", etcd.WithMirror(copyUnder("/copy")),
+	r := newRegistrar(t, cli, reg("/p", etcd.WithMirror(copyUnder("/copy")),
 		etcd.WithLogger(slog.New(slog.NewTextHandler(logs, nil))))...)
 	ctx := ctxFor(t, 60*time.Second)
 	const n = 500
@@ -295,7 +295,7 @@ func TestLeaseLossRewritesEveryInstanceInTransactions(t *testing.T) {
 func TestDeregisterWhileATransactionIsInFlight(t *testing.T) {
 	c := etcdtest.Start(t)
 	cli := c.Client(t)
-	r := newRegistrar(t, cli, fast("/p", etcd.WithMirror(copyUnder("/copy")), etcd.WithRequestTimeout(10*time.Second))...)
+	r := newRegistrar(t, cli, reg("/p", etcd.WithMirror(copyUnder("/copy")), etcd.WithRequestTimeout(10*time.Second))...)
 	ctx := ctxFor(t, 60*time.Second)
 	// Every request takes 100ms longer: the Deregisters arrive while the
 	// registrar's transactions are on their way.
@@ -404,7 +404,7 @@ func TestDeletionEtcdRefusesHoldsBackNoRegistration(t *testing.T) {
 	for i := range 7 {
 		mirrors = append(mirrors, copyUnder(fmt.Sprintf("/copy%d", i)))
 	}
-	r := newRegistrar(t, cli, fast("/p", etcd.WithMirror(mirrors...))...)
+	r := newRegistrar(t, cli, reg("/p", etcd.WithMirror(mirrors...))...)
 	ctx := ctxFor(t, 60*time.Second)
 	if err := r.Register(ctx, instance("svc", "a", 9000)); err != nil {
 		t.Fatal(err)
@@ -442,7 +442,7 @@ func TestDeregisterReturnsWhenTheLeaseGoesWithItsKey(t *testing.T) {
 		mirrors = append(mirrors, copyUnder(fmt.Sprintf("/copy%d", i)))
 	}
 	const timeout = 10 * time.Second
-	r := newRegistrar(t, cli, fast("/p", etcd.WithMirror(mirrors...), etcd.WithRequestTimeout(timeout))...)
+	r := newRegistrar(t, cli, reg("/p", etcd.WithMirror(mirrors...), etcd.WithRequestTimeout(timeout))...)
 	ctx := ctxFor(t, 60*time.Second)
 	if err := r.Register(ctx, instance("svc", "a", 9000)); err != nil {
 		t.Fatal(err)
@@ -501,7 +501,7 @@ func TestDeregisterWakesWhenARefusedWriteLands(t *testing.T) {
 	// transaction was on its way.
 	logs := &lockedBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelError}))
-	r := newRegistrar(t, cli, fast("/p", etcd.WithMirror(mirror), etcd.WithTTL(30*time.Second), etcd.WithLogger(log))...)
+	r := newRegistrar(t, cli, reg("/p", etcd.WithMirror(mirror), etcd.WithTTL(30*time.Second), etcd.WithLogger(log))...)
 	ctx := ctxFor(t, 60*time.Second)
 	queueInstances(t, ctx, r, 1) // the lease is granted
 	// Answers take 300ms to come back: a Deregister called once etcd has
@@ -559,7 +559,7 @@ func TestInstanceOverGRPCLimitRefused(t *testing.T) {
 			return root + in.Name + "/" + in.ID, v, err
 		})
 	}
-	r := newRegistrar(t, cli, fast("/p", etcd.WithMirror(copyAs("/a/"), copyAs("/b/"), copyAs("/c/")))...)
+	r := newRegistrar(t, cli, reg("/p", etcd.WithMirror(copyAs("/a/"), copyAs("/b/"), copyAs("/c/")))...)
 	ctx := ctxFor(t, 30*time.Second)
 	err := r.Register(ctx, registrytest.LargestInstance("big", 0))
 	if status.Code(err) != codes.ResourceExhausted || !regexp.MustCompile(`larger than max.* are \d+ bytes`).MatchString(err.Error()) {

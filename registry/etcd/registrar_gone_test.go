@@ -36,11 +36,11 @@ func queueInstances(t *testing.T, ctx context.Context, r *etcd.Registrar, n int)
 // patientRegistrar starts etcd and a Registrar under /p with a lease TTL
 // and a request timeout of 30s (no fault of a test outlasts them), and
 // registers n instances with it.
-func patientRegistrar(t *testing.T, n int, opts ...etcd.Option) (*etcdtest.Cluster, *clientv3.Client, *etcd.Registrar, context.Context) {
+func patientRegistrar(t *testing.T, n int, opts ...etcd.RegistrarOption) (*etcdtest.Cluster, *clientv3.Client, *etcd.Registrar, context.Context) {
 	t.Helper()
 	c := etcdtest.Start(t)
 	cli := c.Client(t)
-	r := newRegistrar(t, cli, fast("/p", append([]etcd.Option{etcd.WithRequestTimeout(30 * time.Second), etcd.WithTTL(30 * time.Second)}, opts...)...)...)
+	r := newRegistrar(t, cli, reg("/p", append([]etcd.RegistrarOption{etcd.WithRequestTimeout(30 * time.Second), etcd.WithTTL(30 * time.Second)}, opts...)...)...)
 	ctx := ctxFor(t, 60*time.Second)
 	queueInstances(t, ctx, r, n)
 	return c, cli, r, ctx
@@ -169,7 +169,7 @@ func TestKeyOfATimedOutPutIsDeletedAfterDeregister(t *testing.T) {
 	cli := c.Client(t)
 	direct := c.Client(t, c.DirectEndpoints()...)
 	// Requests time out after 450ms; the lease needs no answer for 5s.
-	r := newRegistrar(t, cli, fast("/p", etcd.WithRequestTimeout(500*time.Millisecond), etcd.WithTTL(30*time.Second))...)
+	r := newRegistrar(t, cli, reg("/p", etcd.WithRequestTimeout(500*time.Millisecond), etcd.WithTTL(30*time.Second))...)
 	ctx := ctxFor(t, 60*time.Second)
 	if err := r.Register(ctx, instance("svc", "a", 9000)); err != nil {
 		t.Fatal(err)

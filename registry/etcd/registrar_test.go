@@ -19,7 +19,7 @@ import (
 func TestFiftyInstancesShareOneLease(t *testing.T) {
 	c := etcdtest.Start(t)
 	cli := c.Client(t)
-	r := newRegistrar(t, cli, fast("/p")...)
+	r := newRegistrar(t, cli, reg("/p")...)
 	ctx := ctxFor(t, 20*time.Second)
 	for i := 0; i < 50; i++ {
 		if err := r.Register(ctx, instance("svc", fmt.Sprintf("i%02d", i), 10000+i)); err != nil {
@@ -54,7 +54,7 @@ func TestLeaseRevokedFromOutsideIsReRegistered(t *testing.T) {
 	cli := c.Client(t)
 	// Backoff cap 500ms, TTL 2s: the keepalive notices a revoked lease
 	// within TTL/3 and the first retry is immediate.
-	r := newRegistrar(t, cli, fast("/p")...)
+	r := newRegistrar(t, cli, reg("/p")...)
 	ctx := ctxFor(t, 30*time.Second)
 	for i := 0; i < 3; i++ {
 		if err := r.Register(ctx, instance("svc", fmt.Sprintf("i%d", i), 9000+i)); err != nil {
@@ -106,9 +106,9 @@ func TestLeaseRevokedFromOutsideIsReRegistered(t *testing.T) {
 func TestMemberRestartKeepsRegistrationAndDiscovery(t *testing.T) {
 	c := etcdtest.Start(t)
 	cli := c.Client(t)
-	r := newRegistrar(t, cli, fast("/p")...)
+	r := newRegistrar(t, cli, reg("/p")...)
 	// A long request timeout: recovery must not wait for it.
-	d := newDiscovery(t, cli, fast("/p", etcd.WithRequestTimeout(10*time.Second))...)
+	d := newDiscovery(t, cli, disc("/p", etcd.WithRequestTimeout(10*time.Second))...)
 	ctx := ctxFor(t, 60*time.Second)
 	w := registerAndWatch(t, ctx, r, d)
 
@@ -171,7 +171,7 @@ func TestRegistrarCreatedWhileEtcdIsDown(t *testing.T) {
 func TestDeregisterWhileEtcdIsDownCompletesLater(t *testing.T) {
 	c := etcdtest.Start(t)
 	cli := c.Client(t)
-	r := newRegistrar(t, cli, fast("/p")...)
+	r := newRegistrar(t, cli, reg("/p")...)
 	ctx := ctxFor(t, 30*time.Second)
 	for _, id := range []string{"a", "b"} {
 		if err := r.Register(ctx, instance("svc", id, 9000)); err != nil {
@@ -202,7 +202,7 @@ func TestDeregisterWhileEtcdIsDownCompletesLater(t *testing.T) {
 func TestCloseRemovesEveryKeyInOneRevision(t *testing.T) {
 	c := etcdtest.Start(t)
 	cli := c.Client(t)
-	r, err := etcd.NewRegistrar(cli, fast("/p")...)
+	r, err := etcd.NewRegistrar(cli, reg("/p")...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +242,7 @@ func TestCloseRemovesEveryKeyInOneRevision(t *testing.T) {
 func TestPendingRegisterSaysWhy(t *testing.T) {
 	c := etcdtest.Start(t)
 	c.Members()[0].Stop(t)
-	r := newRegistrar(t, c.Client(t), fast("/p", etcd.WithRequestTimeout(time.Second))...)
+	r := newRegistrar(t, c.Client(t), reg("/p", etcd.WithRequestTimeout(time.Second))...)
 	err := r.Register(context.Background(), instance("svc", "a", 9000))
 	if !errors.Is(err, registry.ErrPending) {
 		t.Fatalf("Register with etcd down = %v, want ErrPending", err)

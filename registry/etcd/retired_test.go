@@ -20,8 +20,8 @@ import (
 func TestDeregisterRetiresTheInstance(t *testing.T) {
 	c := etcdtest.Start(t)
 	cli := c.Client(t)
-	r := newRegistrar(t, cli, fast("/p")...)
-	d := newDiscovery(t, cli, fast("/p")...)
+	r := newRegistrar(t, cli, reg("/p")...)
+	d := newDiscovery(t, cli, disc("/p")...)
 	ctx := ctxFor(t, 20*time.Second)
 	w := registerAndWatch(t, ctx, r, d)
 	if err := r.Register(ctx, instance("svc", "b", 9002)); err != nil {

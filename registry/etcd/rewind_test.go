@@ -58,7 +58,7 @@ func TestDiscoveryFollowsEtcdRestartedEmpty(t *testing.T) {
 	c := etcdtest.Start(t)
 	cli := c.Client(t)
 	logs := &lockedBuffer{}
-	d := newDiscovery(t, cli, fast("/p", etcd.WithLogger(slog.New(slog.NewTextHandler(logs, nil))))...)
+	d := newDiscovery(t, cli, disc("/p", etcd.WithLogger(slog.New(slog.NewTextHandler(logs, nil))))...)
 	ctx := ctxFor(t, 60*time.Second)
 
 	putInstance(t, cli, "/p", instance("svc", "old-a", 9000))
@@ -78,7 +78,7 @@ func TestDiscoveryFollowsEtcdRestartedEmpty(t *testing.T) {
 
 	c.Wipe(t)
 	wiped := time.Now()
-	r := newRegistrar(t, cli, fast("/p")...)
+	r := newRegistrar(t, cli, reg("/p")...)
 	if err := r.Register(ctx, instance("svc", "new-a", 9100)); err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +114,7 @@ func TestDiscoveryFollowsARestoreOfAnOlderDataDir(t *testing.T) {
 	m := c.Members()[0]
 	viaProxy := c.Client(t)
 	logs := &lockedBuffer{}
-	d := newDiscovery(t, viaProxy, fast("/p", etcd.WithLogger(slog.New(slog.NewTextHandler(logs, nil))))...)
+	d := newDiscovery(t, viaProxy, disc("/p", etcd.WithLogger(slog.New(slog.NewTextHandler(logs, nil))))...)
 	ctx := ctxFor(t, 90*time.Second)
 	direct := c.Client(t, c.DirectEndpoints()...)
 
@@ -178,7 +178,7 @@ func TestDiscoveryFollowsARestoreOfAnOlderDataDir(t *testing.T) {
 		time.Since(restored).Round(time.Millisecond), before.Revision, after.Revision, before.Generation, after.Generation)
 
 	// A fresh load of the restored store.
-	fresh := newDiscovery(t, direct, fast("/p")...)
+	fresh := newDiscovery(t, direct, disc("/p")...)
 	fw, err := fresh.Watch(ctx, "svc")
 	if err != nil {
 		t.Fatal(err)

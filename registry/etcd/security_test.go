@@ -112,8 +112,8 @@ func cpuTime(t *testing.T) time.Duration {
 func TestTLSRegistrarAndDiscovery(t *testing.T) {
 	c := etcdtest.Start(t, etcdtest.WithTLS())
 	cli := secClient(t, c, c.TLS().ClientTLS(), "", "")
-	r := newRegistrar(t, cli, fast(secPrefix)...)
-	d := newDiscovery(t, secClient(t, c, c.TLS().ClientTLS(), "", ""), fast(secPrefix)...)
+	r := newRegistrar(t, cli, reg(secPrefix)...)
+	d := newDiscovery(t, secClient(t, c, c.TLS().ClientTLS(), "", ""), disc(secPrefix)...)
 	ctx := ctxFor(t, 20*time.Second)
 	w, err := d.Watch(ctx, "user")
 	if err != nil {
@@ -156,8 +156,8 @@ func TestTLSMisconfigurationIsReported(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			const timeout = 2 * time.Second // fast's request timeout
 			cli := secClient(t, c, tc.tls, "", "")
-			r := newRegistrar(t, cli, fast(secPrefix)...)
-			d := newDiscovery(t, cli, fast(secPrefix)...)
+			r := newRegistrar(t, cli, reg(secPrefix)...)
+			d := newDiscovery(t, cli, disc(secPrefix)...)
 			ctx := ctxFor(t, 20*time.Second)
 			w, err := d.Watch(ctx, "user")
 			if err != nil {
@@ -201,7 +201,7 @@ func TestPerServiceIsolation(t *testing.T) {
 	root := c.Client(t)
 	secAddUser(t, root, "user-svc", "user-pw", clientv3.PermissionType(clientv3.PermReadWrite), secPrefix+"/user/")
 	cli := secClient(t, c, nil, "user-svc", "user-pw")
-	r := newRegistrar(t, cli, fast(secPrefix)...)
+	r := newRegistrar(t, cli, reg(secPrefix)...)
 	ctx := ctxFor(t, 20*time.Second)
 
 	if err := r.Register(ctx, instance("user", "u1", 9001)); err != nil {
@@ -232,7 +232,7 @@ func TestPerServiceIsolation(t *testing.T) {
 		t.Fatalf("keys in etcd: %v, want only user/u1", keys)
 	}
 
-	d := newDiscovery(t, cli, fast(secPrefix)...)
+	d := newDiscovery(t, cli, disc(secPrefix)...)
 	wu, err := d.Watch(ctx, "user")
 	if err != nil {
 		t.Fatal(err)
@@ -285,9 +285,9 @@ func TestAuthTokenExpiry(t *testing.T) {
 	// long as its token lives unused (1 to 2s), so its keep-alive stream
 	// meets expired tokens too. Billing is registered by another
 	// registrar, as root.
-	r := newRegistrar(t, secClient(t, c, nil, "user-svc", "user-pw"), fast(secPrefix, etcd.WithTTL(5*time.Second))...)
-	billing := newRegistrar(t, root, fast(secPrefix)...)
-	d := newDiscovery(t, secClient(t, c, nil, "gateway", "gateway-pw"), fast(secPrefix)...)
+	r := newRegistrar(t, secClient(t, c, nil, "user-svc", "user-pw"), reg(secPrefix, etcd.WithTTL(5*time.Second))...)
+	billing := newRegistrar(t, root, reg(secPrefix)...)
+	d := newDiscovery(t, secClient(t, c, nil, "gateway", "gateway-pw"), disc(secPrefix)...)
 	ctx := ctxFor(t, time.Minute)
 
 	if err := r.Register(ctx, instance("user", "steady", 9000)); err != nil {
@@ -456,8 +456,8 @@ func TestRefusedCredentialsAreRetriedCalmly(t *testing.T) {
 			}
 		}
 	}), nil))
-	r := newRegistrar(t, secClient(t, c, nil, "user-svc", "user-pw"), fast(secPrefix, etcd.WithLogger(logs))...)
-	d := newDiscovery(t, root, fast(secPrefix)...)
+	r := newRegistrar(t, secClient(t, c, nil, "user-svc", "user-pw"), reg(secPrefix, etcd.WithLogger(logs))...)
+	d := newDiscovery(t, root, disc(secPrefix)...)
 	ctx := ctxFor(t, time.Minute)
 	if err := r.Register(ctx, instance("user", "u1", 9001)); err != nil {
 		t.Fatal(err)

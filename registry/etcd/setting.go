@@ -18,7 +18,7 @@ import (
 // settingKey builds the options and returns the key (by keyOf: a
 // registry.CanaryKey, PolicyKey) of a service setting, checking the
 // service name.
-func settingKey(opts []Option, keyOf func(prefix, service string) string, service string) (options, string, error) {
+func settingKey[O StoreOption](opts []O, keyOf func(prefix, service string) string, service string) (options, string, error) {
 	op := buildOptions(opts)
 	if op.err != nil {
 		return op, "", op.err
@@ -44,7 +44,7 @@ func putSetting(ctx context.Context, cli *clientv3.Client, op options, action, s
 // clearSetting deletes the setting what of service, stored under keyOf's
 // key, if any, traced as action; without one it writes nothing.
 func clearSetting(ctx context.Context, cli *clientv3.Client, what, action string, keyOf func(prefix, service string) string,
-	service string, opts []Option) error {
+	service string, opts []WriteOption) error {
 	op, key, err := settingKey(opts, keyOf, service)
 	if err != nil {
 		return err

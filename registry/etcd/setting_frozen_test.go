@@ -31,7 +31,7 @@ func TestCanaryWatchMovesOffAStalledMember(t *testing.T) {
 		}
 	})
 	cli := c.Client(t) // all three members, through their proxies
-	opts := []etcd.Option{etcd.WithPrefix("/p"), etcd.WithProgressInterval(200 * time.Millisecond),
+	opts := []etcd.WatchOption{etcd.WithPrefix("/p"), etcd.WithProgressInterval(200 * time.Millisecond),
 		etcd.WithRequestTimeout(time.Second), etcd.WithBackoff(50*time.Millisecond, 200*time.Millisecond), etcd.WithLogger(slog.New(slog.NewTextHandler(logs, nil)))}
 	ctx := ctxFor(t, 90*time.Second)
 	cs, err := etcd.NewCanaries(cli, opts...)
@@ -50,7 +50,7 @@ func TestCanaryWatchMovesOffAStalledMember(t *testing.T) {
 		}
 		m.Stall()
 		want := registry.Canary{Color: "blue", Percent: float64(10 + i)}
-		if err := setThroughElection(ctx, c.Client(t, others...), want, opts); err != nil {
+		if err := setThroughElection(ctx, c.Client(t, others...), want, writes("/p", etcd.WithRequestTimeout(time.Second))); err != nil {
 			m.Heal()
 			t.Fatal(err)
 		}
@@ -63,6 +63,6 @@ func TestCanaryWatchMovesOffAStalledMember(t *testing.T) {
 
 // setThroughElection sets svc's canary through cli, writing again while
 // etcd elects a leader (retryElection).
-func setThroughElection(ctx context.Context, cli *clientv3.Client, want registry.Canary, opts []etcd.Option) error {
+func setThroughElection(ctx context.Context, cli *clientv3.Client, want registry.Canary, opts []etcd.WriteOption) error {
 	return retryElection(ctx, func(ctx context.Context) error { return etcd.SetCanary(ctx, cli, "svc", want, opts...) })
 }

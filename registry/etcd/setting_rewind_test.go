@@ -29,7 +29,7 @@ func TestCanaryFollowsARestoreOfAnOlderDataDir(t *testing.T) {
 		}
 	})
 	cli := c.Client(t)
-	opts := []etcd.Option{etcd.WithPrefix("/p"), etcd.WithProgressInterval(200 * time.Millisecond),
+	opts := []etcd.WatchOption{etcd.WithPrefix("/p"), etcd.WithProgressInterval(200 * time.Millisecond),
 		etcd.WithRequestTimeout(time.Second), etcd.WithBackoff(50*time.Millisecond, 200*time.Millisecond),
 		etcd.WithLogger(slog.New(slog.NewTextHandler(logs, nil)))}
 	ctx := ctxFor(t, 90*time.Second)
@@ -41,7 +41,7 @@ func TestCanaryFollowsARestoreOfAnOlderDataDir(t *testing.T) {
 	direct := c.Client(t, c.DirectEndpoints()...)
 	set := func(cn registry.Canary) {
 		t.Helper()
-		if err := etcd.SetCanary(ctx, direct, "svc", cn, opts...); err != nil {
+		if err := etcd.SetCanary(ctx, direct, "svc", cn, writes("/p", etcd.WithRequestTimeout(time.Second))...); err != nil {
 			t.Fatal(err)
 		}
 	}

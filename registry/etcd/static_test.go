@@ -16,8 +16,8 @@ import (
 func TestKeyWithoutLeaseIsAStaticInstance(t *testing.T) {
 	c := etcdtest.Start(t)
 	cli := c.Client(t)
-	d := newDiscovery(t, cli, fast("/p")...)
-	r := newRegistrar(t, cli, fast("/p")...)
+	d := newDiscovery(t, cli, disc("/p")...)
+	r := newRegistrar(t, cli, reg("/p")...)
 	ctx := ctxFor(t, 30*time.Second)
 	if err := r.Register(ctx, instance("svc", "leased", 9000)); err != nil {
 		t.Fatal(err)

@@ -19,8 +19,8 @@ import (
 type Store struct {
 	storekit.Base // the Discovery, the Registrar, the settings' followers
 	cli           *clientv3.Client
-	own           bool     // Close closes cli (Open)
-	opts          []Option // given to Open, applied to every part
+	own           bool          // Close closes cli (Open)
+	opts          []StoreOption // given to Open, each passed to the parts it concerns
 	o             options
 	policyInfos   settingfeed.Shared[registry.PolicyInfo] // with who set them, for views (WatchPolicyInfo)
 }
@@ -35,10 +35,13 @@ var (
 // Muster's defaults: Open(ClientConfig("127.0.0.1:2379"))) and returns
 // the registry in it. It does not wait for etcd: the client connects in
 // the background, as clientv3.New does. The Store owns the client: its
-// Close closes it. Every option applies to the part it concerns (a
-// Registrar's WithTTL, a Discovery's WithProgressInterval, the Admin's
-// WithJournalSize); an invalid one is an error.
-func Open(cfg clientv3.Config, opts ...Option) (*Store, error) {
+// Close closes it. It takes every option of the package and passes each
+// to the parts it concerns: a RegistrarOption to the Registrar (WithTTL),
+// a DiscoveryOption to the Discovery (WithLinger), a WatchOption to both
+// and to the settings' followers (WithProgressInterval), a WriteOption to
+// the Admin's writes (WithJournalSize), an Option to every part. An
+// invalid one is an error.
+func Open(cfg clientv3.Config, opts ...StoreOption) (*Store, error) {
 	o := buildOptions(opts)
 	if o.err != nil {
 		return nil, o.err
@@ -58,29 +61,29 @@ func Open(cfg clientv3.Config, opts ...Option) (*Store, error) {
 // NewStore returns the registry in the etcd cluster cli reaches. cli
 // stays the caller's: Close does not close it, and it must outlive the
 // Store. Options as for Open.
-func NewStore(cli *clientv3.Client, opts ...Option) (*Store, error) {
+func NewStore(cli *clientv3.Client, opts ...StoreOption) (*Store, error) {
 	if cli == nil {
 		return nil, errors.New("etcd: NewStore: nil client")
 	}
 	return newStore(cli, false, opts)
 }
 
-func newStore(cli *clientv3.Client, own bool, opts []Option) (*Store, error) {
+func newStore(cli *clientv3.Client, own bool, opts []StoreOption) (*Store, error) {
 	o := buildOptions(opts)
 	if o.err != nil {
 		return nil, o.err
 	}
-	d, err := NewDiscovery(cli, opts...)
+	d, err := NewDiscovery(cli, only[DiscoveryOption](opts)...)
 	if err != nil {
 		return nil, err
 	}
 	// Neither fails: the client is not nil and the options are valid.
-	canaries, _ := NewCanaries(cli, opts...)
-	policies, _ := NewPolicies(cli, opts...)
+	canaries, _ := NewCanaries(cli, only[WatchOption](opts)...)
+	policies, _ := NewPolicies(cli, only[WatchOption](opts)...)
 	s := &Store{cli: cli, own: own, opts: opts, o: o}
 	s.D = d
 	s.NewRegistrar = func() registry.Registrar {
-		r, _ := NewRegistrar(cli, opts...) // the options and the client were checked
+		r, _ := NewRegistrar(cli, only[RegistrarOption](opts)...) // the options and the client were checked
 		return r
 	}
 	s.Canaries.Follow, s.Policies.Follow = canaries.WatchCanary, policies.WatchPolicy
@@ -110,9 +113,21 @@ func (s *Store) Admin(who registry.Actor) registry.Admin {
 	if by == "" {
 		by = defaultWho(s.cli)
 	}
-	a.opts = append(append([]Option(nil), s.opts...), WithBy(by), WithSource(who.Source))
-	a.policyOpts = append(append([]Option(nil), a.opts...), WithSetBy(by+" ("+who.Source+")"))
+	a.opts = only[Option](s.opts)
+	a.writeOpts = append(only[WriteOption](s.opts), WithBy(by), WithSource(who.Source))
 	return a
+}
+
+// only returns the options of opts that a part taking O reads: how a Store
+// passes each option to the parts it concerns.
+func only[O StoreOption](opts []StoreOption) []O {
+	var out []O
+	for _, opt := range opts {
+		if o, ok := opt.(O); ok {
+			out = append(out, o)
+		}
+	}
+	return out
 }
 
 // Close closes the Registrar, if one was created (its instances leave
@@ -128,10 +143,10 @@ func (s *Store) Close() error {
 // admin is Store.Admin's registry.Admin: the package's functions with the
 // store's client and options and the Actor's name.
 type admin struct {
-	s          *Store
-	opts       []Option
-	policyOpts []Option // opts, and WithSetBy "who (source)"
-	err        error    // the Actor's, returned by every call
+	s         *Store
+	opts      []Option      // the store's options of its reads
+	writeOpts []WriteOption // the store's options of its writes, WithBy and WithSource the Actor
+	err       error         // the Actor's, returned by every call
 }
 
 var (
@@ -148,14 +163,14 @@ func (a *admin) SetOverride(ctx context.Context, service, id string, o registry.
 	if a.err != nil {
 		return a.err
 	}
-	return SetOverride(ctx, a.s.cli, service, id, o, a.opts...)
+	return SetOverride(ctx, a.s.cli, service, id, o, a.writeOpts...)
 }
 
 func (a *admin) ClearOverride(ctx context.Context, service, id string) error {
 	if a.err != nil {
 		return a.err
 	}
-	return ClearOverride(ctx, a.s.cli, service, id, a.opts...)
+	return ClearOverride(ctx, a.s.cli, service, id, a.writeOpts...)
 }
 
 func (a *admin) Canary(ctx context.Context, service string) (registry.Canary, bool, error) {
@@ -186,14 +201,14 @@ func (a *admin) SetCanary(ctx context.Context, service string, c registry.Canary
 	if a.err != nil {
 		return a.err
 	}
-	return SetCanary(ctx, a.s.cli, service, c, a.opts...)
+	return SetCanary(ctx, a.s.cli, service, c, a.writeOpts...)
 }
 
 func (a *admin) ClearCanary(ctx context.Context, service string) error {
 	if a.err != nil {
 		return a.err
 	}
-	return ClearCanary(ctx, a.s.cli, service, a.opts...)
+	return ClearCanary(ctx, a.s.cli, service, a.writeOpts...)
 }
 
 func (a *admin) Policy(ctx context.Context, service string) (registry.PolicyInfo, bool, error) {
@@ -207,14 +222,14 @@ func (a *admin) SetPolicy(ctx context.Context, service string, p registry.Policy
 	if a.err != nil {
 		return a.err
 	}
-	return SetPolicy(ctx, a.s.cli, service, p, a.policyOpts...)
+	return SetPolicy(ctx, a.s.cli, service, p, a.writeOpts...)
 }
 
 func (a *admin) ClearPolicy(ctx context.Context, service string) error {
 	if a.err != nil {
 		return a.err
 	}
-	return ClearPolicy(ctx, a.s.cli, service, a.opts...)
+	return ClearPolicy(ctx, a.s.cli, service, a.writeOpts...)
 }
 
 func (a *admin) History(ctx context.Context, service string, limit int) ([]registry.Record, error) {
@@ -228,5 +243,5 @@ func (a *admin) RemoveInstance(ctx context.Context, service, id string) error {
 	if a.err != nil {
 		return a.err
 	}
-	return Delete(ctx, a.s.cli, service, id, a.opts...)
+	return Delete(ctx, a.s.cli, service, id, a.writeOpts...)
 }

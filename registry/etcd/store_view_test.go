@@ -16,7 +16,7 @@ func TestStoreOverridesAndLeases(t *testing.T) {
 	c := etcdtest.Start(t)
 	cli := c.Client(t)
 	ctx := ctxFor(t, 30*time.Second)
-	r := newRegistrar(t, cli, fast("/p", etcd.WithTTL(10*time.Second))...)
+	r := newRegistrar(t, cli, reg("/p", etcd.WithTTL(10*time.Second))...)
 	for i, id := range []string{"a", "b", "c"} {
 		if err := r.Register(ctx, instance("svc", id, 9000+i)); err != nil {
 			t.Fatal(err)

@@ -40,7 +40,7 @@ func canaryReader(t *testing.T, ch <-chan registry.Canary) func(want registry.Ca
 
 // watchCanary follows the canary of svc through cli and returns its
 // canaryReader.
-func watchCanary(t *testing.T, ctx context.Context, cli *clientv3.Client, opts []etcd.Option) func(registry.Canary, time.Duration) {
+func watchCanary(t *testing.T, ctx context.Context, cli *clientv3.Client, opts []etcd.WatchOption) func(registry.Canary, time.Duration) {
 	t.Helper()
 	cs, err := etcd.NewCanaries(cli, opts...)
 	if err != nil {
@@ -50,7 +50,7 @@ func watchCanary(t *testing.T, ctx context.Context, cli *clientv3.Client, opts [
 }
 
 // setCanary sets the canary of svc through cli.
-func setCanary(t *testing.T, ctx context.Context, cli *clientv3.Client, cn registry.Canary, opts []etcd.Option) {
+func setCanary(t *testing.T, ctx context.Context, cli *clientv3.Client, cn registry.Canary, opts []etcd.WriteOption) {
 	t.Helper()
 	if err := etcd.SetCanary(ctx, cli, "svc", cn, opts...); err != nil {
 		t.Fatal(err)
@@ -83,7 +83,7 @@ func others(c *etcdtest.Cluster, m *etcdtest.Member) []string {
 func TestOwnKeyWatchMovesOffAStalledMember(t *testing.T) {
 	c := etcdtest.Start(t, etcdtest.WithSize(3))
 	cli := c.Client(t) // all three members, through their proxies
-	r := newRegistrar(t, cli, fast("/p", etcd.WithTTL(time.Minute), etcd.WithAuditInterval(time.Hour),
+	r := newRegistrar(t, cli, reg("/p", etcd.WithTTL(time.Minute), etcd.WithAuditInterval(time.Hour),
 		etcd.WithRequestTimeout(time.Second), etcd.WithBackoff(50*time.Millisecond, 200*time.Millisecond))...)
 	ctx := ctxFor(t, 2*time.Minute)
 	for _, id := range []string{"a", "b"} {
@@ -184,7 +184,7 @@ func followerToKill(t *testing.T) (*etcdtest.Cluster, *etcdtest.Member, *clientv
 func TestOwnKeyWatchReloadsAfterCompaction(t *testing.T) {
 	c, x, writer := followerToKill(t)
 	const every = 6 * time.Second
-	r := newRegistrar(t, c.Client(t, x.Endpoint()), fast("/p", etcd.WithProgressInterval(every),
+	r := newRegistrar(t, c.Client(t, x.Endpoint()), reg("/p", etcd.WithProgressInterval(every),
 		etcd.WithTTL(time.Minute), etcd.WithAuditInterval(time.Hour))...)
 	ctx := ctxFor(t, time.Minute)
 	lease := registerAB(t, ctx, r)
@@ -228,7 +228,7 @@ func TestRestoreIsRepairedByTheOwnKeyWatch(t *testing.T) {
 	cli := c.Client(t)
 	// A TTL long enough that the keepalive survives the restore's
 	// outage: the repair must not be a re-registration.
-	r := newRegistrar(t, cli, fast("/p", etcd.WithTTL(30*time.Second), etcd.WithAuditInterval(time.Hour),
+	r := newRegistrar(t, cli, reg("/p", etcd.WithTTL(30*time.Second), etcd.WithAuditInterval(time.Hour),
 		etcd.WithProgressInterval(2*time.Second))...)
 	ctx := ctxFor(t, time.Minute)
 	a := instance("svc", "a", 9000)
@@ -267,21 +267,21 @@ func TestRestoreIsRepairedByTheOwnKeyWatch(t *testing.T) {
 func TestCanaryWatchReloadsAfterCompaction(t *testing.T) {
 	c, x, writer := followerToKill(t)
 	const every = 6 * time.Second
-	opts := fast("/p", etcd.WithProgressInterval(every))
+	opts, wopts := watching("/p", etcd.WithProgressInterval(every)), writes("/p")
 	ctx := ctxFor(t, time.Minute)
 	next := watchCanary(t, ctx, c.Client(t, x.Endpoint()), opts)
 	old := registry.Canary{Color: "blue", Percent: 10}
-	setCanary(t, ctx, writer, old, opts)
+	setCanary(t, ctx, writer, old, wopts)
 	next(old, 10*time.Second)
 
 	later := registry.Canary{Color: "green", Percent: 20}
 	killed, back := compactBehind(t, c, x, writer, every, func() {
-		setCanary(t, ctx, writer, later, opts)
+		setCanary(t, ctx, writer, later, wopts)
 	})
 	next(later, 2*every)
 	t.Logf("member back %v after the kill; the change seen %v after the kill", back.Round(time.Millisecond), time.Since(killed).Round(time.Millisecond))
 	last := registry.Canary{Color: "green", Percent: 30}
-	setCanary(t, ctx, writer, last, opts)
+	setCanary(t, ctx, writer, last, wopts)
 	next(last, time.Second)
 }
 
@@ -293,11 +293,12 @@ func TestCanaryWatchReloadsAfterCompaction(t *testing.T) {
 func TestCanaryFollowsEtcdRestartedEmpty(t *testing.T) {
 	c := etcdtest.Start(t)
 	cli := c.Client(t)
-	opts := fast("/p", etcd.WithRequestTimeout(time.Second), etcd.WithBackoff(50*time.Millisecond, 200*time.Millisecond))
+	opts := watching("/p", etcd.WithRequestTimeout(time.Second), etcd.WithBackoff(50*time.Millisecond, 200*time.Millisecond))
+	wopts := writes("/p", etcd.WithRequestTimeout(time.Second))
 	ctx := ctxFor(t, time.Minute)
 	next := watchCanary(t, ctx, cli, opts)
 	old := registry.Canary{Color: "blue", Percent: 10}
-	setCanary(t, ctx, cli, old, opts)
+	setCanary(t, ctx, cli, old, wopts)
 	next(old, 10*time.Second)
 	for i := 0; i < 30; i++ { // the old history runs well ahead of the new one
 		putRaw(t, cli, "/other/k", fmt.Sprint(i))
@@ -309,7 +310,7 @@ func TestCanaryFollowsEtcdRestartedEmpty(t *testing.T) {
 	next(registry.Canary{}, bound)
 	t.Logf("the canary's absence seen %v after the wipe", time.Since(wiped).Round(time.Millisecond))
 	after := registry.Canary{Color: "green", Percent: 5}
-	setCanary(t, ctx, cli, after, opts)
+	setCanary(t, ctx, cli, after, wopts)
 	start := time.Now()
 	next(after, bound)
 	t.Logf("a canary set in the new history seen after %v", time.Since(start).Round(time.Millisecond))
@@ -368,14 +369,14 @@ const frozenWatchBound = 10 * time.Second
 // again.
 func TestCanaryWatchMovesOffAFrozenMember(t *testing.T) {
 	c := etcdtest.Start(t, etcdtest.WithSize(3), etcdtest.WithProcesses())
-	opts := []etcd.Option{etcd.WithPrefix("/p"), etcd.WithProgressInterval(time.Second), etcd.WithRequestTimeout(2 * time.Second)}
+	opts := []etcd.WatchOption{etcd.WithPrefix("/p"), etcd.WithProgressInterval(time.Second), etcd.WithRequestTimeout(2 * time.Second)}
 	ctx := ctxFor(t, 2*time.Minute)
 	next := watchCanary(t, ctx, c.Client(t), opts)
 	next(registry.Canary{}, 10*time.Second)
 	want := func(round int) registry.Canary { return registry.Canary{Color: "blue", Percent: float64(10 + round)} }
 	frozenRounds(t, c, frozenWatchBound, func(round int, writer *clientv3.Client) {
 		retrying(t, frozenWatchBound, "set the canary", func(ctx context.Context) error {
-			return etcd.SetCanary(ctx, writer, "svc", want(round), opts...)
+			return etcd.SetCanary(ctx, writer, "svc", want(round), writes("/p")...)
 		})
 	}, func(round int, within time.Duration) { next(want(round), within) })
 }

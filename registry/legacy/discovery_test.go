@@ -25,7 +25,7 @@ func ctxFor(t *testing.T, d time.Duration) context.Context {
 
 func newDiscovery(t *testing.T, cli *clientv3.Client, layout etcd.Layout) *etcd.Discovery {
 	t.Helper()
-	d, err := etcd.NewDiscovery(cli, etcdopts.Fast(etcd.WithLayout(layout))...)
+	d, err := etcd.NewDiscovery(cli, etcdopts.Discovery(etcd.WithLayout(layout))...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,7 +25,7 @@ func TestDualWrite(t *testing.T) {
 	ctx := ctxFor(t, 60*time.Second)
 	g, _, _ := mustLayouts(t, legacy.WithName("user", "user.rpc"))
 	_, k, n := mustLayouts(t)
-	r, err := etcd.NewRegistrar(cli, etcdopts.Fast(etcd.WithMirror(g, k, n), etcd.WithAuditInterval(200*time.Millisecond))...)
+	r, err := etcd.NewRegistrar(cli, etcdopts.Registrar(etcd.WithMirror(g, k, n), etcd.WithAuditInterval(200*time.Millisecond))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +114,7 @@ func TestDualWriteDeregisterAfterTakeover(t *testing.T) {
 	cli := c.Client(t)
 	ctx := ctxFor(t, 30*time.Second)
 	g, _, _ := mustLayouts(t)
-	r, err := etcd.NewRegistrar(cli, etcdopts.Fast(etcd.WithMirror(g), etcd.WithAuditInterval(time.Hour))...)
+	r, err := etcd.NewRegistrar(cli, etcdopts.Registrar(etcd.WithMirror(g), etcd.WithAuditInterval(time.Hour))...)
 	if err != nil {
 		t.Fatal(err)
 	}

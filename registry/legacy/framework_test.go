@@ -68,7 +68,7 @@ func TestMusterChannelCallsNamingBackends(t *testing.T) {
 	if err := em.AddEndpoint(ctx, "echo/"+b.Addr, endpoints.Endpoint{Addr: b.Addr}, clientv3.WithLease(expiring)); err != nil {
 		t.Fatal(err)
 	}
-	r, err := etcd.NewRegistrar(cli, etcdopts.Fast()...)
+	r, err := etcd.NewRegistrar(cli, etcdopts.Registrar()...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +104,7 @@ func TestNamingResolverCallsDualWrittenServer(t *testing.T) {
 	ctx := ctxFor(t, 60*time.Second)
 	m := testbackend.Start(t)
 	_, _, n := mustLayouts(t, legacy.WithName("echo", "services/echo"))
-	r, err := etcd.NewRegistrar(cli, etcdopts.Fast(etcd.WithMirror(n))...)
+	r, err := etcd.NewRegistrar(cli, etcdopts.Registrar(etcd.WithMirror(n))...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,13 +30,13 @@ func TestMergedPartsSayWhichLayoutTheyLog(t *testing.T) {
 	ctx := ctxFor(t, 60*time.Second)
 	var logs syncbuf.Buffer
 	log := etcd.WithLogger(slog.New(slog.NewTextHandler(&logs, nil)))
-	primary, err := etcd.NewDiscovery(cli, etcdopts.Fast(log)...)
+	primary, err := etcd.NewDiscovery(cli, etcdopts.Discovery(log)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = primary.Close() })
 	g, _, _ := mustLayouts(t, legacy.WithName("user", "user.rpc"))
-	gz, err := etcd.NewDiscovery(cli, etcdopts.Fast(log, etcd.WithLayout(g))...)
+	gz, err := etcd.NewDiscovery(cli, etcdopts.Discovery(log, etcd.WithLayout(g))...)
 	if err != nil {
 		t.Fatal(err)
 	}

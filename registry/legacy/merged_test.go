@@ -32,7 +32,7 @@ func legacySources(t *testing.T, cli *clientv3.Client) []legacy.Source {
 // newPrimary returns a Discovery of Muster's own layout on cli.
 func newPrimary(t *testing.T, cli *clientv3.Client) *etcd.Discovery {
 	t.Helper()
-	primary, err := etcd.NewDiscovery(cli, etcdopts.Fast()...)
+	primary, err := etcd.NewDiscovery(cli, etcdopts.Discovery()...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func TestMergedUnionMusterWins(t *testing.T) {
 	ctx := ctxFor(t, 30*time.Second)
 	m := newMerged(t, cli)
 
-	r, err := etcd.NewRegistrar(cli, etcdopts.Fast()...)
+	r, err := etcd.NewRegistrar(cli, etcdopts.Registrar()...)
 	if err != nil {
 		t.Fatal(err)
 	}

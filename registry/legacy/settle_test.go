@@ -26,7 +26,7 @@ func TestMergedShowsADualWriteAsOneChange(t *testing.T) {
 	cli := c.Client(t)
 	ctx := ctxFor(t, 60*time.Second)
 	g, _, _ := mustLayouts(t, legacy.WithName("user", "user.rpc"))
-	r, err := etcd.NewRegistrar(cli, etcdopts.Fast(etcd.WithMirror(g))...)
+	r, err := etcd.NewRegistrar(cli, etcdopts.Registrar(etcd.WithMirror(g))...)
 	if err != nil {
 		t.Fatal(err)
 	}

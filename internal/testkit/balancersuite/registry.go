@@ -42,19 +42,18 @@ func StartRegistry(t testing.TB) *Registry {
 	t.Helper()
 	c := etcdtest.Start(t)
 	cli := c.Client(t)
-	opts := etcdopts.Fast()
-	reg, err := etcd.NewRegistrar(cli, opts...)
+	reg, err := etcd.NewRegistrar(cli, etcdopts.Registrar()...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = reg.Close() })
-	disc, err := etcd.NewDiscovery(cli, opts...)
+	disc, err := etcd.NewDiscovery(cli, etcdopts.Discovery()...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = disc.Close() })
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	canaries, err := etcd.NewCanaries(cli, opts...)
+	canaries, err := etcd.NewCanaries(cli, etcdopts.Watch()...)
 	if err != nil {
 		t.Fatal(err)
 	}
