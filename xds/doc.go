@@ -79,8 +79,9 @@
 //
 // The Server follows each service through the served-list pipeline the
 // resolver's channels use, so empty-list protection and the deletion grace
-// have exactly the resolver's semantics and options (WithProtection). While the registry is unreachable the Discovery keeps
-// its last lists and the Server keeps serving them. Services are those of
+// have exactly the resolver's semantics and options (WithProtection).
+// While the registry is unreachable the Discovery keeps its last lists and
+// the Server keeps serving them. Services are those of
 // WithServices, or every service of a Discovery implementing
 // registry.ServiceLister (listed again every WithListInterval). A listed
 // service that has had no instance for WithForgetAfter and is no longer
