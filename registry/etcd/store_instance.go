@@ -77,11 +77,11 @@ func (a *admin) LeaseLeft(ctx context.Context, service, id string) (time.Duratio
 	}
 	ctx, cancel := context.WithTimeout(ctx, a.s.o.requestTimeout)
 	defer cancel()
-	ttl, err := a.s.cli.TimeToLive(ctx, clientv3.LeaseID(kv.Lease))
+	left, err := a.s.leaseLeft(ctx, clientv3.LeaseID(kv.Lease))
 	if err != nil {
 		return 0, fmt.Errorf("etcd: read the lease of %s/%s: %w", service, id, err)
 	}
-	return time.Duration(max(ttl.TTL, 0)) * time.Second, nil
+	return max(left, 0), nil
 }
 
 // instance reads the key of instance id of service.

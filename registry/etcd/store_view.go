@@ -56,16 +56,27 @@ func (s *Store) LeaseExpiry(ctx context.Context, service string, limit int) (map
 		if n++; limit > 0 && n > limit {
 			break
 		}
-		ttl, err := s.cli.TimeToLive(ctx, lease)
-		if err != nil || ttl.TTL < 0 {
-			continue // gone, or not answered: unknown
+		left, err := s.leaseLeft(ctx, lease)
+		if err != nil || left < 0 {
+			continue // not answered, or gone: unknown
 		}
-		at := time.Now().Add(time.Duration(ttl.TTL) * time.Second)
+		at := time.Now().Add(left)
 		for _, id := range ids {
 			out[id] = at
 		}
 	}
 	return out, nil
+}
+
+// leaseLeft returns how long lease has left, whole seconds as etcd counts
+// them; negative when etcd no longer has the lease. It is the one reading
+// of a lease's time for every view (LeaseExpiry, the Admin's LeaseLeft).
+func (s *Store) leaseLeft(ctx context.Context, lease clientv3.LeaseID) (time.Duration, error) {
+	ttl, err := s.cli.TimeToLive(ctx, lease)
+	if err != nil {
+		return 0, err
+	}
+	return time.Duration(ttl.TTL) * time.Second, nil
 }
 
 // WatchPolicyInfo follows service's policy with who set it and when, as
