@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -473,3 +474,21 @@ type nopCC struct{ grpcresolver.ClientConn }
 
 func (nopCC) UpdateState(grpcresolver.State) error { return nil }
 func (nopCC) ReportError(error)                    {}
+
+// A channel over a Discovery that cannot watch its service (here a closed
+// one) fails to build, saying so, instead of waiting for a list that never
+// comes.
+func TestBuildFailsWhenTheServiceCannotBeWatched(t *testing.T) {
+	e := newEnv(t)
+	if err := e.disc.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := e.b.Build(grpcresolver.Target{URL: url.URL{Scheme: "muster", Path: "/greeter"}}, nil, grpcresolver.BuildOptions{})
+	if err == nil {
+		r.Close()
+		t.Fatal("Build over a closed Discovery succeeded, want an error")
+	}
+	if !strings.HasPrefix(err.Error(), "resolver: watch greeter: ") || !errors.Is(err, registry.ErrClosed) {
+		t.Fatalf("Build over a closed Discovery: %v, want \"resolver: watch greeter: ...\" matching registry.ErrClosed", err)
+	}
+}

@@ -57,7 +57,13 @@ type followState struct {
 	settings  uint64 // changes of canary and policy seen
 }
 
-func (p *Pipeline) follow(t Target, c Consumer) (*Follower, error) {
+// Follow starts serving t to c and returns at once: c gets its first list
+// from the Discovery's cache or the disk snapshot when either has the
+// service, else when the first load completes (and, with settings, once
+// they are read, within Config.FirstState), or Fail. It fails when the
+// Discovery cannot watch t's service (a name it refuses, a closed
+// Discovery). Close stops it.
+func (p *Pipeline) Follow(t Target, c Consumer) (*Follower, error) {
 	followsSettings := p.cfg.Policies != nil || p.cfg.Canaries != nil
 	ctx, cancel := context.WithCancel(context.Background())
 	f := &Follower{

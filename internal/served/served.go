@@ -1,7 +1,6 @@
 package served
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -173,18 +172,4 @@ func New(d registry.Discovery, cfg Config) *Pipeline {
 // Stats returns the Pipeline's counters.
 func (p *Pipeline) Stats() Stats {
 	return Stats{Updates: p.updates.Load(), Protected: p.protected.Load(), Held: p.held.Load()}
-}
-
-// ErrNoService is matched by Follow's error for a target naming no service.
-var ErrNoService = errors.New("served: the target names no service")
-
-// Follow starts serving t to c and returns at once: c gets its first list
-// from the Discovery's cache or the disk snapshot when either has the
-// service, else when the first load completes (and, with settings, once
-// they are read, within Config.FirstState), or Fail. Close stops it.
-func (p *Pipeline) Follow(t Target, c Consumer) (*Follower, error) {
-	if t.Service == "" {
-		return nil, ErrNoService
-	}
-	return p.follow(t, c)
 }
